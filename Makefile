@@ -1,0 +1,38 @@
+# karpenter-lambda: every target installs what it needs (fresh machine friendly).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# pytest workers: 2 cores here; override with `make test PYTEST_WORKERS=0` to run serially.
+PYTEST_WORKERS ?= 2
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
+export CDK_HOME := $(CURDIR)/.cdk-home
+
+.PHONY: venv test demo bench synth clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	@touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(PY) -m karpenter_lambda demo
+
+bench: $(STAMP)
+	@mkdir -p .bench-out
+	$(PY) bench/run_all.py --out .bench-out
+
+synth: $(STAMP)
+	$(VENV)/bin/cdk --version >/dev/null 2>&1 || true
+	$(PY) app.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache cdk.out .cdk-home .bench-out

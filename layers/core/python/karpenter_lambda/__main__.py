@@ -1,0 +1,3 @@
+from karpenter_lambda.cli.main import main
+
+raise SystemExit(main())

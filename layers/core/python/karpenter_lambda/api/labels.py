@@ -1,0 +1,133 @@
+"""Well-known label keys, annotations, taints and their normalisation (Karpenter v1 + AWS provider)."""
+
+from __future__ import annotations
+
+# --- core Kubernetes / Karpenter -------------------------------------------------
+ARCH = "kubernetes.io/arch"
+OS = "kubernetes.io/os"
+HOSTNAME = "kubernetes.io/hostname"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+WINDOWS_BUILD = "node.kubernetes.io/windows-build"
+
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+NODEPOOL = "karpenter.sh/nodepool"
+NODE_INITIALIZED = "karpenter.sh/initialized"
+NODE_REGISTERED = "karpenter.sh/registered"
+
+CAPACITY_TYPE_ON_DEMAND = "on-demand"
+CAPACITY_TYPE_SPOT = "spot"
+CAPACITY_TYPE_RESERVED = "reserved"
+CAPACITY_TYPES = (CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, CAPACITY_TYPE_RESERVED)
+
+ARCH_AMD64 = "amd64"
+ARCH_ARM64 = "arm64"
+
+# --- AWS provider -----------------------------------------------------------------
+AWS = "karpenter.k8s.aws/"
+INSTANCE_HYPERVISOR = AWS + "instance-hypervisor"
+INSTANCE_ENCRYPTION_IN_TRANSIT = AWS + "instance-encryption-in-transit-supported"
+INSTANCE_CATEGORY = AWS + "instance-category"
+INSTANCE_FAMILY = AWS + "instance-family"
+INSTANCE_GENERATION = AWS + "instance-generation"
+INSTANCE_LOCAL_NVME = AWS + "instance-local-nvme"
+INSTANCE_SIZE = AWS + "instance-size"
+INSTANCE_CPU = AWS + "instance-cpu"
+INSTANCE_CPU_MANUFACTURER = AWS + "instance-cpu-manufacturer"
+INSTANCE_CPU_SUSTAINED_CLOCK = AWS + "instance-cpu-sustained-clock-speed-mhz"
+INSTANCE_MEMORY = AWS + "instance-memory"
+INSTANCE_EBS_BANDWIDTH = AWS + "instance-ebs-bandwidth"
+INSTANCE_NETWORK_BANDWIDTH = AWS + "instance-network-bandwidth"
+INSTANCE_GPU_NAME = AWS + "instance-gpu-name"
+INSTANCE_GPU_MANUFACTURER = AWS + "instance-gpu-manufacturer"
+INSTANCE_GPU_COUNT = AWS + "instance-gpu-count"
+INSTANCE_GPU_MEMORY = AWS + "instance-gpu-memory"
+INSTANCE_ACCELERATOR_NAME = AWS + "instance-accelerator-name"
+INSTANCE_ACCELERATOR_MANUFACTURER = AWS + "instance-accelerator-manufacturer"
+INSTANCE_ACCELERATOR_COUNT = AWS + "instance-accelerator-count"
+INSTANCE_CAPABILITY_FLEX = AWS + "instance-capability-flex"
+EC2NODECLASS = AWS + "ec2nodeclass"
+CAPACITY_RESERVATION_ID = AWS + "capacity-reservation-id"
+CAPACITY_RESERVATION_TYPE = AWS + "capacity-reservation-type"
+CAPACITY_RESERVATION_INTERRUPTIBLE = AWS + "capacity-reservation-interruptible"
+NITRO_SANDBOX = AWS + "nitro-sandbox"  # prefix; Karpenter allows keys under it
+PLACEMENT_GROUP_ID = AWS + "placement-group-id"
+PLACEMENT_GROUP_PARTITION = AWS + "placement-group-partition"
+ZONE_ID = "topology.k8s.aws/zone-id"
+
+# Labels of the karpenter.k8s.aws domain that a NodePool may use in requirements/labels.
+AWS_WELL_KNOWN = frozenset(
+    {
+        INSTANCE_HYPERVISOR,
+        INSTANCE_ENCRYPTION_IN_TRANSIT,
+        INSTANCE_CATEGORY,
+        INSTANCE_FAMILY,
+        INSTANCE_GENERATION,
+        INSTANCE_LOCAL_NVME,
+        INSTANCE_SIZE,
+        INSTANCE_CPU,
+        INSTANCE_CPU_MANUFACTURER,
+        INSTANCE_CPU_SUSTAINED_CLOCK,
+        INSTANCE_MEMORY,
+        INSTANCE_EBS_BANDWIDTH,
+        INSTANCE_NETWORK_BANDWIDTH,
+        INSTANCE_GPU_NAME,
+        INSTANCE_GPU_MANUFACTURER,
+        INSTANCE_GPU_COUNT,
+        INSTANCE_GPU_MEMORY,
+        INSTANCE_ACCELERATOR_NAME,
+        INSTANCE_ACCELERATOR_MANUFACTURER,
+        INSTANCE_ACCELERATOR_COUNT,
+        INSTANCE_CAPABILITY_FLEX,
+        EC2NODECLASS,
+        CAPACITY_RESERVATION_ID,
+        CAPACITY_RESERVATION_TYPE,
+        CAPACITY_RESERVATION_INTERRUPTIBLE,
+        PLACEMENT_GROUP_ID,
+        PLACEMENT_GROUP_PARTITION,
+    }
+)
+AWS_WELL_KNOWN_PREFIXES = (NITRO_SANDBOX,)
+
+# Keys every node gets; a pod may select on them without the NodePool defining them.
+CORE_WELL_KNOWN = frozenset({NODEPOOL, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE, WINDOWS_BUILD, HOSTNAME})
+WELL_KNOWN = CORE_WELL_KNOWN | AWS_WELL_KNOWN | {ZONE_ID}
+
+# Deprecated beta labels and what they mean now.
+NORMALIZED = {
+    "failure-domain.beta.kubernetes.io/zone": ZONE,
+    "failure-domain.beta.kubernetes.io/region": REGION,
+    "beta.kubernetes.io/arch": ARCH,
+    "beta.kubernetes.io/os": OS,
+    "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
+}
+
+
+def normalize_key(key: str) -> str:
+    return NORMALIZED.get(key, key)
+
+
+# --- annotations / taints -----------------------------------------------------------
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+NODEPOOL_HASH = "karpenter.sh/nodepool-hash"
+NODEPOOL_HASH_VERSION = "karpenter.sh/nodepool-hash-version"
+NODECLASS_HASH = "karpenter.k8s.aws/ec2nodeclass-hash"
+NODECLASS_HASH_VERSION = "karpenter.k8s.aws/ec2nodeclass-hash-version"
+NODECLAIM_MIN_VALUES_RELAXED = "karpenter.sh/nodeclaim-min-values-relaxed"
+DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
+TERMINATION_FINALIZER = "karpenter.sh/termination"
+
+# Resource names.
+RESOURCE_CPU = "cpu"
+RESOURCE_MEMORY = "memory"
+RESOURCE_PODS = "pods"
+RESOURCE_EPHEMERAL_STORAGE = "ephemeral-storage"
+RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
+RESOURCE_AMD_GPU = "amd.com/gpu"
+RESOURCE_NEURON = "aws.amazon.com/neuron"
+RESOURCE_NEURON_CORE = "aws.amazon.com/neuroncore"
+RESOURCE_HABANA_GAUDI = "habana.ai/gaudi"
+RESOURCE_EFA = "vpc.amazonaws.com/efa"
+RESOURCE_POD_ENI = "vpc.amazonaws.com/pod-eni"

@@ -1,0 +1,69 @@
+"""`karpenter-lambda` command line.
+
+Each sub-command lives in its own module under ``karpenter_lambda.cli`` and
+exposes ``register(subparsers)``; the module adds its parser and sets
+``func`` (called with the parsed args, returns the exit code).  Modules are
+imported here so a command's heavy dependencies load only when it runs.
+
+Exit codes: 0 success, 1 the command ran and found a problem (invalid manifest,
+unschedulable pods where asked), 2 usage error or an environment problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# One entry per sub-command module (add a line; never rename a command).
+COMMAND_MODULES = [
+    "karpenter_lambda.cli.validate",
+    "karpenter_lambda.cli.store_cmds",
+    "karpenter_lambda.cli.plan",
+    "karpenter_lambda.cli.simulate",
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # usage errors exit 2 with a hint
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\nRun '{self.prog} --help' for usage.\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="karpenter-lambda", description="Karpenter-compatible node autoscaling on AWS Lambda.")
+    parser.add_argument("--cluster", default=os.environ.get("KARPENTER_LAMBDA_CLUSTER", "default"),
+                        help="cluster name the state belongs to (env KARPENTER_LAMBDA_CLUSTER, default: default)")
+    parser.add_argument("--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+                        help="AWS region (env AWS_REGION, default us-east-1)")
+    parser.add_argument("--endpoint-url", default=os.environ.get("KARPENTER_LAMBDA_ENDPOINT_URL"),
+                        help="AWS endpoint, e.g. http://127.0.0.1:5000 for moto_server (env KARPENTER_LAMBDA_ENDPOINT_URL)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for mod_name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            if e.name == mod_name:  # command not built yet in this checkout
+                continue
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
