@@ -1,0 +1,61 @@
+"""Instance types and offerings: the catalog's output, the scheduler's input. Pure data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+
+@dataclass(frozen=True)
+class Offering:
+    """Where and how an instance type can be bought: one (zone, capacity type) with its hourly price."""
+
+    zone: str
+    capacity_type: str  # on-demand | spot | reserved
+    price: float  # USD per hour
+    available: bool = True
+    zone_id: str | None = None
+    reservation_id: str | None = None
+    price_source: str = ""  # e.g. "pricing-api", "bundled", "spot-history", "spot-estimate"
+
+
+@dataclass(eq=False)
+class InstanceType:
+    """One EC2 instance type as Karpenter sees it.
+
+    ``labels`` holds every single-valued well-known label (arch, os, instance-type,
+    karpenter.k8s.aws/instance-*; region) as strings.  Zone and capacity type are
+    multi-valued and come from ``offerings``.  ``capacity`` and ``overhead`` are
+    resource lists (cpu in millicores, memory bytes, pods count, ...);
+    ``allocatable = capacity - overhead`` (never below zero).
+    """
+
+    name: str
+    labels: dict[str, str]
+    capacity: dict[str, int]
+    overhead: dict[str, int] = field(default_factory=dict)
+    offerings: list[Offering] = field(default_factory=list)
+
+    @cached_property
+    def allocatable(self) -> dict[str, int]:
+        return {k: max(0, v - self.overhead.get(k, 0)) for k, v in self.capacity.items()}
+
+    def available_offerings(self) -> list[Offering]:
+        return [o for o in self.offerings if o.available]
+
+    def cheapest_offering(self, zones=None, capacity_types=None) -> Offering | None:
+        """Cheapest available offering, optionally within the given zones / capacity types (iterables or None = any)."""
+        best = None
+        for o in self.offerings:
+            if not o.available:
+                continue
+            if zones is not None and o.zone not in zones:
+                continue
+            if capacity_types is not None and o.capacity_type not in capacity_types:
+                continue
+            if best is None or o.price < best.price:
+                best = o
+        return best
+
+    def __repr__(self) -> str:
+        return f"InstanceType({self.name!r})"
