@@ -1,0 +1,172 @@
+"""Expand workload manifests into the pods they would create (pure).
+
+`plan` and `simulate` take ordinary Kubernetes manifests.  A Pod stands for
+itself; a Deployment, ReplicaSet or StatefulSet stands for ``spec.replicas``
+pods (default 1); a Job for ``spec.parallelism`` pods (default 1, never more
+than ``completions``); a CronJob for one run of its job template.  DaemonSets
+are returned separately: they are not pending pods but per-node overhead.
+
+Generated pods get the controller's pod template (labels, annotations, spec),
+an ownerReference to the controller (so pods of one controller are recognised
+as identical), deterministic names and UIDs (uuid5 of cluster-local identity),
+and the ``PodScheduled=False/Unschedulable`` condition the watcher would see.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+
+from .errors import ValidationIssue
+
+_NS = uuid.UUID("6f1c1f0e-7d0a-4a8e-9d43-6b9e0b8f1a21")
+
+CONTROLLER_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "Job", "CronJob"}
+WORKLOAD_KINDS = CONTROLLER_KINDS | {"Pod", "DaemonSet"}
+
+
+@dataclass
+class Workloads:
+    pods: list[dict] = field(default_factory=list)
+    daemonsets: list[dict] = field(default_factory=list)
+    issues: list[ValidationIssue] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # "Kind/name" of objects that are not workloads
+
+
+def _uid(*parts: str) -> str:
+    return str(uuid.uuid5(_NS, "/".join(parts)))
+
+
+def _short_hash(*parts: str, n: int = 10) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:n]
+
+
+def unschedulable_condition() -> dict:
+    return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes are available"}
+
+
+def _pod_from_template(owner: dict, template: dict, name: str, owner_ref: dict) -> dict:
+    meta = owner.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    tmeta = copy.deepcopy(template.get("metadata") or {})
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": _uid(namespace, "Pod", name),
+            "labels": tmeta.get("labels") or {},
+            "annotations": tmeta.get("annotations") or {},
+            "ownerReferences": [owner_ref],
+        },
+        "spec": copy.deepcopy(template.get("spec") or {}),
+        "status": {"phase": "Pending", "conditions": [unschedulable_condition()]},
+    }
+    return pod
+
+
+def _owner_ref(kind: str, api_version: str, namespace: str, name: str) -> dict:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": _uid(namespace, kind, name),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _int_field(doc: dict, path: str, default: int, issues: list, where: tuple) -> int:
+    cur = doc
+    for part in path.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+        if cur is None:
+            return default
+    if isinstance(cur, bool) or not isinstance(cur, int) or cur < 0:
+        file, index, kind, name = where
+        issues.append(ValidationIssue(file, index, kind, name, path, f"must be a non-negative integer, got {cur!r}"))
+        return 0
+    return cur
+
+
+def expand(doc: dict, file: str = "<input>", index: int = 0, out: Workloads | None = None) -> Workloads:
+    """Expand one manifest dict into ``out`` (created when None) and return it."""
+    out = out if out is not None else Workloads()
+    kind = doc.get("kind", "")
+    meta = doc.get("metadata") or {}
+    name = meta.get("name", "")
+    namespace = meta.get("namespace") or "default"
+    where = (file, index, kind, name)
+    if kind not in WORKLOAD_KINDS:
+        out.ignored.append(f"{kind}/{name}")
+        return out
+    if not name:
+        out.issues.append(ValidationIssue(file, index, kind, name, "metadata.name", "Required value"))
+        return out
+    if kind == "Pod":
+        pod = copy.deepcopy(doc)
+        pmeta = pod.setdefault("metadata", {})
+        pmeta.setdefault("namespace", "default")
+        pmeta.setdefault("uid", _uid(namespace, "Pod", name))
+        if not pod.get("spec", {}).get("nodeName"):
+            pod.setdefault("status", {}).setdefault("conditions", [unschedulable_condition()])
+            pod["status"].setdefault("phase", "Pending")
+        out.pods.append(pod)
+        return out
+    if kind == "DaemonSet":
+        ds = copy.deepcopy(doc)
+        ds.setdefault("metadata", {}).setdefault("namespace", "default")
+        ds["metadata"].setdefault("uid", _uid(namespace, "DaemonSet", name))
+        out.daemonsets.append(ds)
+        return out
+    spec = doc.get("spec") or {}
+    api_version = doc.get("apiVersion", "apps/v1")
+    if kind == "CronJob":
+        job_spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+        template = job_spec.get("template") or {}
+        replicas = _int_field(job_spec, "parallelism", 1, out.issues, where)
+        comp = job_spec.get("completions")
+        if isinstance(comp, int) and not isinstance(comp, bool) and comp >= 0:
+            replicas = min(replicas, comp)
+        job_name = f"{name}-{_short_hash(namespace, name, n=8)}"
+        ref = _owner_ref("Job", "batch/v1", namespace, job_name)
+        for i in range(replicas):
+            out.pods.append(_pod_from_template(doc, template, f"{job_name}-{_short_hash(job_name, str(i), n=5)}", ref))
+        return out
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        out.issues.append(ValidationIssue(file, index, kind, name, "spec.template", "Required value: a pod template"))
+        return out
+    if kind == "Job":
+        replicas = _int_field(doc, "spec.parallelism", 1, out.issues, where)
+        comp = spec.get("completions")
+        if isinstance(comp, int) and not isinstance(comp, bool) and comp >= 0:
+            replicas = min(replicas, comp)
+    else:
+        replicas = _int_field(doc, "spec.replicas", 1, out.issues, where)
+    if kind == "Deployment":
+        rs_name = f"{name}-{_short_hash(namespace, name, str(template))}"
+        ref = _owner_ref("ReplicaSet", "apps/v1", namespace, rs_name)
+        for i in range(replicas):
+            out.pods.append(_pod_from_template(doc, template, f"{rs_name}-{_short_hash(rs_name, str(i), n=5)}", ref))
+    elif kind == "StatefulSet":
+        ref = _owner_ref(kind, api_version, namespace, name)
+        for i in range(replicas):
+            out.pods.append(_pod_from_template(doc, template, f"{name}-{i}", ref))
+    else:  # ReplicaSet, Job
+        ref = _owner_ref(kind, api_version, namespace, name)
+        for i in range(replicas):
+            out.pods.append(_pod_from_template(doc, template, f"{name}-{_short_hash(name, str(i), n=5)}", ref))
+    return out
+
+
+def expand_all(objects, file_of=None) -> Workloads:
+    """Expand many manifests (dicts or objects with ``.doc``)."""
+    out = Workloads()
+    for i, obj in enumerate(objects):
+        doc = obj.doc if hasattr(obj, "doc") else obj
+        expand(doc, file_of(obj) if file_of else "<input>", i, out)
+    return out
