@@ -1,0 +1,222 @@
+"""Instance types from raw EC2 descriptions: labels, capacity, overhead, offerings. Pure.
+
+Input is what boto3 returns: ``describe_instance_types()["InstanceTypes"]`` entries and
+``describe_instance_type_offerings(LocationType="availability-zone")["InstanceTypeOfferings"]``
+entries, plus a :class:`~karpenter_lambda.catalog.pricing.PriceBook`.
+
+Skipped types (as Karpenter, which asks EC2 only for ``hvm`` types with ``x86_64``/``arm64``):
+no ``hvm`` virtualisation; no x86_64/arm64 architecture (i386-only, ``*_mac``); arm64 under a
+Windows AMI family (Karpenter gives them an empty OS requirement, so nothing can use them).
+We also drop a type that ends up with **no offering at all** (not offered in any allowed zone, or
+no price for any of its capacity types): Karpenter keeps it with unavailable offerings, which the
+scheduler never picks, so the result is the same and the list is shorter.  Bare-metal types are
+kept (the scheduler treats them as exotic).  Pass ``skipped={}`` to learn why each type was dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping
+
+from ..api import labels as L
+from .allocatable import NodeSettings, compute_capacity, compute_overhead
+from .pricing import PriceBook
+from .types import InstanceType, Offering
+
+__all__ = ["build_instance_types", "compute_labels", "zones_by_type", "KUBE_ARCH"]
+
+_SCHEME = re.compile(r"(^[a-z]+)(\-[0-9]+tb)?([0-9]+).*\.")
+KUBE_ARCH = {"x86_64": L.ARCH_AMD64, "arm64": L.ARCH_ARM64}
+_CAPACITY_TYPES = (L.CAPACITY_TYPE_ON_DEMAND, L.CAPACITY_TYPE_SPOT)
+
+
+def _kabob(s: str) -> str:
+    return s.replace(" ", "-").lower()
+
+
+def _arch(info: Mapping) -> str | None:
+    for a in (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or []:
+        if a in KUBE_ARCH:
+            return KUBE_ARCH[a]
+    return None
+
+
+def _network_bandwidth_mbps(info: Mapping) -> int | None:
+    cards = (info.get("NetworkInfo") or {}).get("NetworkCards") or []
+    vals = [c.get("BaselineBandwidthInGbps") for c in cards if c.get("BaselineBandwidthInGbps") is not None]
+    if not vals:
+        return None
+    return int(round(sum(float(v) for v in vals) * 1000))
+
+
+def compute_labels(info: Mapping, region: str, arch: str, os_name: str = "linux", windows_build: str | None = None) -> dict[str, str]:
+    """Every single-valued well-known label of one instance type (zone / capacity type come from offerings)."""
+    name = info["InstanceType"]
+    labels: dict[str, str] = {
+        L.INSTANCE_TYPE: name,
+        L.ARCH: arch,
+        L.OS: os_name,
+        L.REGION: region,
+        L.INSTANCE_CPU: str(int((info.get("VCpuInfo") or {}).get("DefaultVCpus") or 0)),
+        L.INSTANCE_MEMORY: str(int((info.get("MemoryInfo") or {}).get("SizeInMiB") or 0)),
+        L.INSTANCE_HYPERVISOR: str(info.get("Hypervisor") or ""),
+        L.INSTANCE_ENCRYPTION_IN_TRANSIT: "true" if (info.get("NetworkInfo") or {}).get("EncryptionInTransitSupported") else "false",
+    }
+    m = _SCHEME.match(name)
+    if m:
+        labels[L.INSTANCE_CATEGORY] = m.group(1)
+        labels[L.INSTANCE_GENERATION] = m.group(3)
+    parts = name.split(".")
+    if len(parts) == 2:
+        labels[L.INSTANCE_FAMILY] = parts[0]
+        labels[L.INSTANCE_SIZE] = parts[1]
+    labels[L.INSTANCE_CAPABILITY_FLEX] = "true" if "-flex" in parts[0] else "false"
+    storage = info.get("InstanceStorageInfo")
+    if storage and storage.get("NvmeSupport") != "unsupported" and storage.get("TotalSizeInGB") is not None:
+        labels[L.INSTANCE_LOCAL_NVME] = str(int(storage["TotalSizeInGB"]))
+    bw = _network_bandwidth_mbps(info)
+    if bw is not None:
+        labels[L.INSTANCE_NETWORK_BANDWIDTH] = str(bw)
+    gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
+    if len(gpus) == 1:
+        g = gpus[0]
+        labels[L.INSTANCE_GPU_NAME] = _kabob(str(g.get("Name") or ""))
+        labels[L.INSTANCE_GPU_MANUFACTURER] = _kabob(str(g.get("Manufacturer") or ""))
+        labels[L.INSTANCE_GPU_COUNT] = str(int(g.get("Count") or 0))
+        labels[L.INSTANCE_GPU_MEMORY] = str(int((g.get("MemoryInfo") or {}).get("SizeInMiB") or 0))
+    neuron = (info.get("NeuronInfo") or {}).get("NeuronDevices") or []
+    accels = (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators") or []
+    if not info.get("NeuronInfo") and len(accels) == 1:
+        a = accels[0]
+        labels[L.INSTANCE_ACCELERATOR_NAME] = _kabob(str(a.get("Name") or ""))
+        labels[L.INSTANCE_ACCELERATOR_MANUFACTURER] = _kabob(str(a.get("Manufacturer") or ""))
+        labels[L.INSTANCE_ACCELERATOR_COUNT] = str(int(a.get("Count") or 0))
+    if len(neuron) == 1:
+        d = neuron[0]
+        labels[L.INSTANCE_ACCELERATOR_NAME] = _kabob(str(d.get("Name") or ""))
+        labels[L.INSTANCE_ACCELERATOR_MANUFACTURER] = "aws"
+        labels[L.INSTANCE_ACCELERATOR_COUNT] = str(int(d.get("Count") or 0))
+    proc = info.get("ProcessorInfo") or {}
+    if proc.get("Manufacturer"):
+        labels[L.INSTANCE_CPU_MANUFACTURER] = _kabob(str(proc["Manufacturer"]))
+    if proc.get("SustainedClockSpeedInGhz") is not None:
+        labels[L.INSTANCE_CPU_SUSTAINED_CLOCK] = str(int(round(float(proc["SustainedClockSpeedInGhz"]) * 1000)))
+    ebs = info.get("EbsInfo") or {}
+    if ebs.get("EbsOptimizedSupport") == "default" and (ebs.get("EbsOptimizedInfo") or {}).get("MaximumBandwidthInMbps") is not None:
+        labels[L.INSTANCE_EBS_BANDWIDTH] = str(int(ebs["EbsOptimizedInfo"]["MaximumBandwidthInMbps"]))
+    if windows_build:
+        labels[L.WINDOWS_BUILD] = windows_build
+    return labels
+
+
+def zones_by_type(offerings: Iterable[Mapping]) -> dict[str, set[str]]:
+    """``{instance_type: {zone, ...}}`` from DescribeInstanceTypeOfferings (availability-zone) entries."""
+    out: dict[str, set[str]] = {}
+    for i, o in enumerate(offerings):
+        if not isinstance(o, Mapping):
+            raise ValueError(f"offerings[{i}]: expected an InstanceTypeOfferings entry (dict), got {type(o).__name__}")
+        name, zone = o.get("InstanceType"), o.get("Location")
+        if not name or not zone:
+            raise ValueError(f"offerings[{i}]: InstanceType and Location are required, got {dict(o)!r}")
+        lt = o.get("LocationType")
+        if lt is not None and lt != "availability-zone":
+            raise ValueError(f"offerings[{i}].LocationType: expected 'availability-zone', got {lt!r}")
+        out.setdefault(name, set()).add(zone)
+    return out
+
+
+def build_instance_types(
+    raw_types: list[dict],
+    offerings: list[dict],
+    prices: PriceBook,
+    region: str,
+    nodeclass: Any = None,
+    zones: list[str] | None = None,
+    unavailable: set[tuple[str, str, str]] | frozenset = frozenset(),
+    *,
+    zone_ids: Mapping[str, str] | None = None,
+    settings: NodeSettings | None = None,
+    skipped: dict[str, str] | None = None,
+) -> list[InstanceType]:
+    """Build the catalog, sorted by name.
+
+    ``nodeclass`` (an ``EC2NodeClass``, its manifest dict, or None for the defaults: AL2023, 20Gi
+    root volume, no kubelet overrides) changes capacity and overhead; ``settings`` overrides it.
+    ``zones`` restricts offerings to those zones (e.g. the EC2NodeClass's subnet zones).
+    ``unavailable`` holds ``(instance_type, zone, capacity_type)`` marked unavailable: those
+    offerings are kept with ``available=False``.  ``zone_ids`` maps zone name -> zone id for
+    ``Offering.zone_id``.
+    """
+    if not isinstance(prices, PriceBook):
+        raise ValueError(f"prices: expected a PriceBook, got {type(prices).__name__}")
+    if not isinstance(region, str) or not region:
+        raise ValueError(f"region: must be a non-empty string, got {region!r}")
+    if not isinstance(raw_types, (list, tuple)):
+        raise ValueError(f"raw_types: expected a list of DescribeInstanceTypes entries, got {type(raw_types).__name__}")
+    if settings is None:
+        settings = NodeSettings.from_nodeclass(nodeclass)
+    traits = settings.traits
+    allowed = None if zones is None else set(zones)
+    by_type = zones_by_type(offerings)
+    unavailable = frozenset(unavailable or ())
+    zone_ids = zone_ids or {}
+    os_name = "windows" if traits.windows else "linux"
+    result: list[InstanceType] = []
+    seen: set[str] = set()
+
+    def skip(name: str, why: str) -> None:
+        if skipped is not None:
+            skipped[name] = why
+
+    for i, info in enumerate(raw_types):
+        if not isinstance(info, Mapping) or not info.get("InstanceType"):
+            raise ValueError(f"raw_types[{i}]: InstanceType is required")
+        name = info["InstanceType"]
+        if name in seen:
+            continue
+        seen.add(name)
+        virt = info.get("SupportedVirtualizationTypes")
+        if virt is not None and "hvm" not in virt:
+            skip(name, "no hvm virtualization")
+            continue
+        arch = _arch(info)
+        if arch is None:
+            skip(name, f"unsupported architecture {(info.get('ProcessorInfo') or {}).get('SupportedArchitectures')}")
+            continue
+        if traits.windows and arch != L.ARCH_AMD64:
+            skip(name, f"{traits.name} needs amd64")
+            continue
+        usage = set(info.get("SupportedUsageClasses") or ())
+        type_zones = by_type.get(name, set())
+        if allowed is not None:
+            type_zones = type_zones & allowed
+        offs: list[Offering] = []
+        for zone in sorted(type_zones):
+            for ct in _CAPACITY_TYPES:
+                if ct not in usage:
+                    continue
+                hit = prices.on_demand(name) if ct == L.CAPACITY_TYPE_ON_DEMAND else prices.spot(name, zone)
+                if hit is None:
+                    continue
+                offs.append(
+                    Offering(
+                        zone=zone,
+                        capacity_type=ct,
+                        price=hit[0],
+                        available=(name, zone, ct) not in unavailable,
+                        zone_id=zone_ids.get(zone),
+                        price_source=hit[1],
+                    )
+                )
+        if not offs:
+            skip(name, "no offering: not offered in an allowed zone" if not type_zones else "no offering: no price known")
+            continue
+        try:
+            capacity = compute_capacity(info, settings)
+            overhead = compute_overhead(info, capacity, settings)
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"raw_types[{i}] ({name}): malformed description: missing {e}") from None
+        labels = compute_labels(info, region, arch, os_name, traits.windows_build)
+        result.append(InstanceType(name=name, labels=labels, capacity=capacity, overhead=overhead, offerings=offs))
+    result.sort(key=lambda it: it.name)
+    return result
