@@ -1,0 +1,127 @@
+"""What a function needs to act, built once per process (Lambda container, simulator run, test).
+
+``get_environment()`` builds from the environment variables (``runtime.Config``): boto3 clients,
+the DynamoDB store, the unavailable-offerings cache, the launch claims, the cluster's EKS
+description (endpoint, CA, Kubernetes version, service CIDR) and a kubernetes client with an EKS
+bearer token.  Construction is lazy and cached: a warm invocation reuses everything.
+``reset()`` drops the cache (the simulator and tests call it between runs).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import cached_property
+
+from . import runtime
+
+
+@dataclass
+class ClusterDescription:
+    name: str
+    endpoint: str
+    ca_b64: str
+    version: str
+    service_cidr: str | None = None
+    ip_family: str = "ipv4"
+
+
+@dataclass(eq=False)
+class Environment:
+    config: runtime.Config
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # -- AWS ---------------------------------------------------------------------------------
+    @cached_property
+    def session(self):
+        import boto3
+
+        return boto3.session.Session(region_name=self.config.region)
+
+    def client(self, service: str):
+        kwargs = {}
+        if self.config.endpoint_url:
+            kwargs["endpoint_url"] = self.config.endpoint_url
+        return self.session.client(service, **kwargs)
+
+    @cached_property
+    def ec2(self):
+        return self.client("ec2")
+
+    @cached_property
+    def ssm(self):
+        return self.client("ssm")
+
+    @cached_property
+    def iam(self):
+        return self.client("iam")
+
+    @cached_property
+    def eks(self):
+        return self.client("eks")
+
+    @cached_property
+    def dynamodb(self):
+        return self.client("dynamodb")
+
+    @cached_property
+    def store(self):
+        from ..adapters.store import Store
+
+        return Store(self.config.cluster, table_name=self.config.state_table, region=self.config.region,
+                     endpoint_url=self.config.endpoint_url,
+                     clock=lambda: datetime.fromtimestamp(runtime.now(), tz=timezone.utc))
+
+    @cached_property
+    def unavailable(self):
+        from ..adapters.aws.unavailable import UnavailableOfferings
+
+        return UnavailableOfferings(table_name=self.config.cache_table, region=self.config.region,
+                                    endpoint_url=self.config.endpoint_url, clock=runtime.clock_proxy,
+                                    cluster_name=self.config.cluster, client=self.dynamodb)
+
+    @cached_property
+    def claims(self):
+        from .claims import LaunchClaims
+
+        return LaunchClaims(self.dynamodb, self.config.cluster, self.config.state_table, clock=runtime.clock_proxy)
+
+    # -- the cluster ---------------------------------------------------------------------------
+    @cached_property
+    def cluster(self) -> ClusterDescription:
+        c = self.eks.describe_cluster(name=self.config.cluster)["cluster"]
+        net = c.get("kubernetesNetworkConfig") or {}
+        return ClusterDescription(
+            name=self.config.cluster,
+            endpoint=self.config.kube_endpoint or c.get("endpoint") or "",
+            ca_b64=(c.get("certificateAuthority") or {}).get("data", ""),
+            version=str(c.get("version") or ""),
+            service_cidr=net.get("serviceIpv4Cidr") or net.get("serviceIpv6Cidr"),
+            ip_family=net.get("ipFamily") or "ipv4",
+        )
+
+    @cached_property
+    def kube(self):
+        from ..adapters.kube import client as kube_client
+
+        return kube_client.KubeClient.for_eks(self.cluster.endpoint, self.cluster.ca_b64, self.config.cluster,
+                                              session=self.session)
+
+
+_env: Environment | None = None
+_env_lock = threading.Lock()
+
+
+def get_environment(config: runtime.Config | None = None) -> Environment:
+    global _env
+    with _env_lock:
+        if _env is None or (config is not None and _env.config != config):
+            _env = Environment(config or runtime.Config.from_env())
+        return _env
+
+
+def reset() -> None:
+    global _env
+    with _env_lock:
+        _env = None

@@ -1,0 +1,96 @@
+"""Process-wide settings for the controllers: the clock and configuration from the environment.
+
+Lambda uses the wall clock; the simulator swaps in its virtual clock with :func:`set_clock` so the
+same controller and handler code runs on virtual time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+_clock: Callable[[], float] = time.time
+
+
+def now() -> float:
+    return _clock()
+
+
+def clock() -> Callable[[], float]:
+    """The current clock function (call it for epoch seconds)."""
+    return _clock
+
+
+def set_clock(fn: Callable[[], float] | None) -> None:
+    global _clock
+    _clock = fn or time.time
+
+
+def clock_proxy() -> float:
+    """A stable function that always reads the current clock (safe to hand to long-lived objects)."""
+    return _clock()
+
+
+# Callbacks receiving each controller report (the simulator listens here; Lambda has none).
+REPORT_HOOKS: list[Callable[[str, object], None]] = []
+
+
+def publish(kind: str, report: object) -> None:
+    for hook in list(REPORT_HOOKS):
+        hook(kind, report)
+
+
+def iso(ts: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now() if ts is None else ts))
+
+
+def parse_iso(text: str | None) -> float | None:
+    if not text:
+        return None
+    from datetime import datetime, timezone
+
+    t = text.replace("Z", "+00:00")
+    try:
+        dt = datetime.fromisoformat(t)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+@dataclass
+class Config:
+    """Configuration of the functions, from environment variables (documented in docs/provisioning.md)."""
+
+    cluster: str
+    region: str
+    state_table: str
+    cache_table: str
+    node_role: str | None
+    instance_profile: str | None
+    endpoint_url: str | None
+    kube_endpoint: str | None  # override eks:DescribeCluster (tests, simulator, private endpoints)
+    registration_timeout: float = 15 * 60
+    orphan_min_age: float = 30.0
+
+    @classmethod
+    def from_env(cls, env=None) -> "Config":
+        env = os.environ if env is None else env
+        cluster = env.get("KARPENTER_LAMBDA_CLUSTER")
+        if not cluster:
+            raise ValueError("environment variable KARPENTER_LAMBDA_CLUSTER is required (the EKS cluster name)")
+        return cls(
+            cluster=cluster,
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            state_table=env.get("KARPENTER_LAMBDA_STATE_TABLE", "karpenter-lambda-state"),
+            cache_table=env.get("KARPENTER_LAMBDA_CACHE_TABLE", "karpenter-lambda-cache"),
+            node_role=env.get("KARPENTER_LAMBDA_NODE_ROLE") or None,
+            instance_profile=env.get("KARPENTER_LAMBDA_INSTANCE_PROFILE") or None,
+            endpoint_url=env.get("KARPENTER_LAMBDA_ENDPOINT_URL") or None,
+            kube_endpoint=env.get("KARPENTER_LAMBDA_KUBE_ENDPOINT") or None,
+            registration_timeout=float(env.get("KARPENTER_LAMBDA_REGISTRATION_TIMEOUT_SECONDS", 15 * 60)),
+            orphan_min_age=float(env.get("KARPENTER_LAMBDA_ORPHAN_MIN_AGE_SECONDS", 30)),
+        )
