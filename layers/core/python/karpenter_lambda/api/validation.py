@@ -1,0 +1,789 @@
+"""Karpenter v1 CRD defaults and validation for NodePool, EC2NodeClass and NodeClaim.
+
+``validate_and_default(kind, doc) -> (defaulted_doc, [FieldError])`` walks a
+manifest with the schemas below (see :mod:`.schema`), fills in what Karpenter's
+CRDs default, and reports EVERY problem with its field path, e.g.
+``spec.template.spec.requirements[2].operator``.
+
+The rules follow Karpenter's CRDs (OpenAPI + CEL ``x-kubernetes-validations``)
+in kubernetes-sigs/karpenter ``pkg/apis/crds/karpenter.sh_nodepools.yaml`` and
+aws/karpenter-provider-aws ``pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml``
+plus the runtime checks Karpenter does in Go (duplicate taints, cron parsing).
+Deliberate differences are listed in docs/api.md.  Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import re
+
+from . import labels as L
+from .cron import CronError, parse_cron
+from .durations import BUDGET_DURATION_RE, DURATION_RE, NILLABLE_DURATION_RE, DurationError, parse_go_duration
+from .errors import FieldError
+from .quantity import QuantityError, parse_quantity
+from .schema import AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Str, index, join, key
+
+__all__ = [
+    "validate_and_default",
+    "apply_defaults",
+    "SCHEMAS",
+    "OPERATORS",
+    "CONSOLIDATION_POLICIES",
+    "DISRUPTION_REASONS",
+    "AMI_FAMILIES",
+    "ALIAS_FAMILIES",
+    "label_key_problem",
+    "label_value_problem",
+    "restricted_label_problem",
+]
+
+# ----------------------------------------------------------------------------- constants
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
+NUMERIC_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced")
+DISRUPTION_REASONS = ("Underutilized", "Empty", "Drifted")
+AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025")
+ALIAS_FAMILIES = {
+    "al2": "AL2",
+    "al2023": "AL2023",
+    "bottlerocket": "Bottlerocket",
+    "windows2019": "Windows2019",
+    "windows2022": "Windows2022",
+    "windows2025": "Windows2025",
+}
+WINDOWS_ALIASES = ("windows2019", "windows2022", "windows2025")
+EVICTION_SIGNALS = ("memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "pid.available")
+RESERVED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pid")
+VOLUME_TYPES = ("standard", "io1", "io2", "gp2", "sc1", "st1", "gp3")
+FORBIDDEN_TAG_KEYS = ("eks:eks-cluster-name", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass")
+INSTANCE_TENANCY = L.AWS + "instance-tenancy"
+TENANCY_VALUES = ("default", "dedicated")
+
+# Labels under kubernetes.io that a NodePool may set or require (CRD CEL lists).
+_K8S_IO_ALLOWED = frozenset(
+    {
+        "beta.kubernetes.io/instance-type",
+        "failure-domain.beta.kubernetes.io/region",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/arch",
+        "failure-domain.beta.kubernetes.io/zone",
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "node.kubernetes.io/instance-type",
+        "kubernetes.io/arch",
+        "kubernetes.io/os",
+        "node.kubernetes.io/windows-build",
+    }
+)
+_AWS_ALLOWED = L.AWS_WELL_KNOWN | {INSTANCE_TENANCY}
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN_RE = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+_NAME_PART_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_PERCENT_RE = re.compile(r"^(\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%$")
+_VOLUME_SIZE_RE = re.compile(r"^([0-9]+)(Gi|G|Ti|T)$")
+_VOLUME_SIZE_MAX = {"Gi": 59000, "G": 64000, "Ti": 58, "T": 64}
+
+
+# ----------------------------------------------------------------------------- label helpers
+def label_key_problem(k: str) -> str | None:
+    """Kubernetes qualified-name syntax: ``[prefix/]name``, prefix a DNS subdomain <= 253, name <= 63."""
+    if k == "":
+        return "label key must not be empty"
+    parts = k.split("/")
+    if len(parts) > 2:
+        return f"invalid label key {k!r}: at most one '/' (an optional DNS-subdomain prefix, then a name)"
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if prefix == "":
+            return f"invalid label key {k!r}: the prefix before '/' must not be empty"
+        if len(prefix) > 253:
+            return f"invalid label key {k!r}: the prefix must be at most 253 characters"
+        if not DNS1123_SUBDOMAIN_RE.match(prefix):
+            return f"invalid label key {k!r}: the prefix must be a lowercase DNS subdomain (a-z, 0-9, '-', '.')"
+    if name == "":
+        return f"invalid label key {k!r}: the name part must not be empty"
+    if len(name) > 63:
+        return f"invalid label key {k!r}: the name part must be at most 63 characters (got {len(name)})"
+    if not _NAME_PART_RE.match(name):
+        return f"invalid label key {k!r}: the name must start and end with a letter or digit and contain only letters, digits, '-', '_' and '.'"
+    return None
+
+
+def label_value_problem(v: str) -> str | None:
+    if len(v) > 63:
+        return f"invalid label value {v!r}: must be at most 63 characters (got {len(v)})"
+    if not _LABEL_VALUE_RE.match(v):
+        return f"invalid label value {v!r}: must be empty or start and end with a letter or digit, with only letters, digits, '-', '_' and '.' between"
+    return None
+
+
+def restricted_label_problem(k: str, *, allow_nodepool: bool = False) -> str | None:
+    """Karpenter's restricted label domains (NodePool template labels and requirement keys)."""
+    domain = k.split("/", 1)[0]
+    if k == L.HOSTNAME:
+        return 'label "kubernetes.io/hostname" is restricted: Karpenter sets it on every node'
+    if k == L.NODEPOOL:
+        if allow_nodepool:
+            return None
+        return 'label "karpenter.sh/nodepool" is restricted: Karpenter sets it to the NodePool\'s name'
+    if domain.endswith("kubernetes.io") and k not in _K8S_IO_ALLOWED and not (
+        domain.endswith("node.kubernetes.io") or domain.endswith("node-restriction.kubernetes.io")
+    ):
+        return f'label domain "kubernetes.io" is restricted: {k!r} is not one of the allowed well-known labels'
+    if domain.endswith("k8s.io") and not domain.endswith("kops.k8s.io"):
+        return f'label domain "k8s.io" is restricted: {k!r} is not allowed'
+    if domain.endswith("karpenter.sh") and k != L.CAPACITY_TYPE:
+        return f'label domain "karpenter.sh" is restricted: only karpenter.sh/capacity-type may be used, not {k!r}'
+    if domain.endswith("karpenter.k8s.aws") and k not in _AWS_ALLOWED and not k.startswith(L.AWS_WELL_KNOWN_PREFIXES):
+        return f'label domain "karpenter.k8s.aws" is restricted: {k!r} is not one of its well-known labels'
+    return None
+
+
+def _template_label_key(k: str) -> str | None:
+    return label_key_problem(k) or restricted_label_problem(k)
+
+
+def _dns_subdomain_check(value, path, errors):
+    if isinstance(value, str) and value and (len(value) > 253 or not DNS1123_SUBDOMAIN_RE.match(value)):
+        errors.append(
+            FieldError(path, f"invalid name {value!r}: must be a lowercase DNS-1123 subdomain (a-z, 0-9, '-', '.', start and end alphanumeric, at most 253 characters)")
+        )
+
+
+def _quantity(nonneg: bool = False, allow_int: bool = True):
+    def parse(value):
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or (isinstance(value, (int, float)) and not allow_int):
+            what = "a string quantity such as 500m or 4Gi" if not allow_int else "a quantity such as 100, 500m or 4Gi"
+            return f"must be {what}, got {_describe(value)}"
+        try:
+            q = parse_quantity(value)
+        except QuantityError as e:
+            return str(e)
+        if nonneg and q < 0:
+            return f"{value!r} must not be negative"
+        return None
+
+    return parse
+
+
+def _describe(value) -> str:
+    from .schema import describe
+
+    return describe(value)
+
+
+def _resource_name_problem(k: str) -> str | None:
+    return label_key_problem(k) and f"invalid resource name {k!r}"
+
+
+# ----------------------------------------------------------------------------- shared pieces
+def _check_requirement_factory(allow_nodepool: bool):
+    def check(req: dict, path: str, errors: list[FieldError]) -> None:
+        k, op = req.get("key"), req.get("operator")
+        values = req.get("values") if isinstance(req.get("values"), list) else []
+        if isinstance(k, str):
+            problem = label_key_problem(k) or restricted_label_problem(k, allow_nodepool=allow_nodepool)
+            if problem:
+                errors.append(FieldError(join(path, "key"), problem))
+        for i, v in enumerate(values):
+            if isinstance(v, str):
+                problem = label_value_problem(v)
+                if problem:
+                    errors.append(FieldError(index(join(path, "values"), i), problem))
+        if op not in OPERATORS:
+            return
+        vpath = join(path, "values")
+        if op == "In" and not values:
+            errors.append(FieldError(vpath, "operator In requires at least one value"))
+        if op in ("Exists", "DoesNotExist") and values:
+            errors.append(FieldError(vpath, f"must be empty for operator {op} (got {len(values)} value{'s' if len(values) != 1 else ''})"))
+        if op in NUMERIC_OPERATORS:
+            if len(values) != 1:
+                errors.append(FieldError(vpath, f"operator {op} requires exactly one value, a non-negative integer (got {len(values)})"))
+            elif not (isinstance(values[0], str) and values[0].isdigit() and values[0].isascii()):
+                errors.append(FieldError(index(vpath, 0), f"operator {op} requires a non-negative integer, got {values[0]!r}"))
+        mv = req.get("minValues")
+        if op == "In" and isinstance(mv, int) and not isinstance(mv, bool) and values and mv > len(values):
+            errors.append(FieldError(join(path, "minValues"), f"minValues {mv} exceeds the {len(values)} value{'s' if len(values) != 1 else ''} given for operator In"))
+        if k == L.CAPACITY_TYPE and op == "In" and values and not any(v in L.CAPACITY_TYPES for v in values):
+            errors.append(FieldError(vpath, f"karpenter.sh/capacity-type must include at least one of {', '.join(L.CAPACITY_TYPES)} (got {', '.join(map(str, values))})"))
+        if k == INSTANCE_TENANCY and op == "In":
+            for i, v in enumerate(values):
+                if v not in TENANCY_VALUES:
+                    errors.append(FieldError(index(vpath, i), f"unsupported instance tenancy {v!r}: must be one of {', '.join(TENANCY_VALUES)}"))
+
+    return check
+
+
+def _requirement(allow_nodepool: bool) -> Obj:
+    return Obj(
+        {
+            "key": Str(max_len=316),
+            "operator": Str(enum=OPERATORS),
+            "values": List(Str()),
+            "minValues": Int(minimum=1, maximum=50),
+        },
+        required=("key", "operator"),
+        checks=[_check_requirement_factory(allow_nodepool)],
+    )
+
+
+def _check_taint(t: dict, path: str, errors: list[FieldError]) -> None:
+    k, v = t.get("key"), t.get("value")
+    if isinstance(k, str) and k:
+        problem = label_key_problem(k)
+        if problem:
+            errors.append(FieldError(join(path, "key"), problem.replace("label key", "taint key")))
+    if isinstance(v, str):
+        problem = label_value_problem(v)
+        if problem:
+            errors.append(FieldError(join(path, "value"), problem.replace("label value", "taint value")))
+
+
+TAINT = Obj(
+    {
+        "key": Str(not_empty=True),
+        "value": Str(),
+        "effect": Str(enum=TAINT_EFFECTS),
+        "timeAdded": Str(),
+    },
+    required=("key", "effect"),
+    checks=[_check_taint],
+)
+
+
+def _check_taint_duplicates(spec: dict, path: str, errors: list[FieldError]) -> None:
+    """Karpenter's runtime validation: a key+effect pair may appear once across taints and startupTaints."""
+    seen: dict[tuple, str] = {}
+    for field in ("taints", "startupTaints"):
+        items = spec.get(field)
+        if not isinstance(items, list):
+            continue
+        for i, t in enumerate(items):
+            if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not isinstance(t.get("effect"), str):
+                continue
+            pair = (t["key"], t["effect"])
+            here = index(join(path, field), i)
+            if pair in seen:
+                errors.append(FieldError(here, f"duplicate taint key {t['key']!r} with effect {t['effect']} (already at {seen[pair]})"))
+            else:
+                seen[pair] = here
+
+
+_GROUP_WITH_VERSION_RE = re.compile(r"^[^/]+/v[0-9]+((alpha|beta)[0-9]+)?$")
+
+
+def _check_group(value, path, errors):
+    # The CRD pattern is ^[^/]*$, but an upstream example uses "karpenter.k8s.aws/v1"; accept group/version.
+    if isinstance(value, str) and "/" in value and not _GROUP_WITH_VERSION_RE.match(value):
+        errors.append(FieldError(path, f"invalid group {value!r}: must be an API group such as karpenter.k8s.aws (no '/')"))
+
+
+NODE_CLASS_REF = Obj(
+    {
+        "group": Str(not_empty=True, checks=[_check_group]),
+        "kind": Str(not_empty=True),
+        "name": Str(not_empty=True),
+    },
+    required=("group", "kind", "name"),
+)
+
+NILLABLE_DURATION_MSG = "must be a duration such as 30s, 10m, 720h or 1h30m (digits with units s, m, h), or Never"
+DURATION_MSG = "must be a duration such as 30s, 10m or 1h30m (digits with units s, m, h); Never is not allowed here"
+
+
+def _expire_after() -> Str:
+    return Str(pattern=NILLABLE_DURATION_RE.pattern, pattern_msg=NILLABLE_DURATION_MSG, default="720h")
+
+
+def _termination_grace_period() -> Str:
+    return Str(pattern=DURATION_RE.pattern, pattern_msg=DURATION_MSG)
+
+
+def _metadata() -> Obj:
+    return Obj(
+        {
+            "name": Str(not_empty=True, checks=[_dns_subdomain_check]),
+            "generateName": Str(),
+            "namespace": Str(),
+            "uid": Str(),
+            "resourceVersion": Str(),
+            "generation": Int(minimum=0),
+            "creationTimestamp": AnyValue(),
+            "deletionTimestamp": AnyValue(),
+            "deletionGracePeriodSeconds": Int(minimum=0),
+            "labels": Map(Str(max_len=63, checks=[_label_value_check]), key_check=label_key_problem),
+            "annotations": Map(Str(), key_check=_annotation_key_problem, checks=[_annotations_size]),
+            "ownerReferences": List(AnyValue()),
+            "finalizers": List(Str()),
+            "managedFields": AnyValue(),
+            "selfLink": Str(),
+        },
+        required=("name",),
+    )
+
+
+def _label_value_check(value, path, errors):
+    if isinstance(value, str) and len(value) <= 63:
+        problem = label_value_problem(value)
+        if problem:
+            errors.append(FieldError(path, problem))
+
+
+def _annotation_key_problem(k: str) -> str | None:
+    p = label_key_problem(k)
+    return p.replace("label key", "annotation key") if p else None
+
+
+def _annotations_size(value, path, errors):
+    if isinstance(value, dict):
+        size = sum(len(k) + len(v) for k, v in value.items() if isinstance(v, str))
+        if size > 256 * 1024:
+            errors.append(FieldError(path, f"annotations total {size} bytes: must be at most 262144"))
+
+
+# ----------------------------------------------------------------------------- NodePool
+def _check_budget(b: dict, path: str, errors: list[FieldError]) -> None:
+    has_s, has_d = "schedule" in b, "duration" in b
+    if has_s != has_d:
+        missing = "duration" if has_s else "schedule"
+        errors.append(FieldError(join(path, missing), "Required value: 'schedule' must be set with 'duration' (set both or neither)"))
+
+
+def _check_schedule(value, path, errors):
+    if isinstance(value, str):
+        try:
+            parse_cron(value)
+        except CronError as e:
+            errors.append(FieldError(path, f"invalid schedule {value!r}: {e}"))
+
+
+BUDGET = Obj(
+    {
+        "nodes": Str(pattern=r"^((100|[0-9]{1,2})%|[0-9]+)$", pattern_msg="must be a node count (e.g. 5) or a percentage 0%-100% (e.g. 10%)", default="10%"),
+        "schedule": Str(checks=[_check_schedule]),
+        "duration": Str(pattern=BUDGET_DURATION_RE.pattern, pattern_msg="must be hours and/or minutes such as 30m, 8h or 1h30m (no seconds)"),
+        "reasons": List(Str(enum=DISRUPTION_REASONS), max_items=50),
+    },
+    required=("nodes",),
+    checks=[_check_budget],
+)
+
+DISRUPTION = Obj(
+    {
+        "consolidateAfter": Str(pattern=NILLABLE_DURATION_RE.pattern, pattern_msg=NILLABLE_DURATION_MSG),
+        "consolidationPolicy": Str(enum=CONSOLIDATION_POLICIES, default="WhenEmptyOrUnderutilized"),
+        "budgets": List(BUDGET, max_items=50, default=[{"nodes": "10%"}]),
+    },
+    required=("consolidateAfter",),
+    default={"consolidateAfter": "0s"},
+)
+
+
+def _check_nodepool_spec(spec: dict, path: str, errors: list[FieldError]) -> None:
+    if "replicas" in spec:
+        limits = spec.get("limits")
+        if isinstance(limits, dict) and any(k != "nodes" for k in limits):
+            errors.append(FieldError(join(path, "limits"), "only 'limits.nodes' is supported on static NodePools (replicas is set)"))
+        if "weight" in spec:
+            errors.append(FieldError(join(path, "weight"), "'weight' is not supported on static NodePools (replicas is set)"))
+
+
+NODEPOOL_TEMPLATE_SPEC = Obj(
+    {
+        "taints": List(TAINT),
+        "startupTaints": List(TAINT),
+        "requirements": List(_requirement(allow_nodepool=False), max_items=100),
+        "nodeClassRef": NODE_CLASS_REF,
+        "terminationGracePeriod": _termination_grace_period(),
+        "expireAfter": _expire_after(),
+    },
+    required=("requirements", "nodeClassRef"),
+    checks=[_check_taint_duplicates],
+)
+
+NODEPOOL_SPEC = Obj(
+    {
+        "template": Obj(
+            {
+                "metadata": Obj(
+                    {
+                        "labels": Map(Str(max_len=63, checks=[_label_value_check]), key_check=_template_label_key, max_props=100),
+                        "annotations": Map(Str(), key_check=_annotation_key_problem),
+                    }
+                ),
+                "spec": NODEPOOL_TEMPLATE_SPEC,
+            },
+            required=("spec",),
+        ),
+        "disruption": DISRUPTION,
+        "limits": Map(OneOf(_quantity()), key_check=_resource_name_problem),
+        "weight": Int(minimum=1, maximum=100),
+        "replicas": Int(minimum=0),
+    },
+    required=("template",),
+    checks=[_check_nodepool_spec],
+)
+
+# ----------------------------------------------------------------------------- NodeClaim
+NODECLAIM_SPEC = Obj(
+    {
+        "taints": List(TAINT),
+        "startupTaints": List(TAINT),
+        "requirements": List(_requirement(allow_nodepool=True), max_items=100),
+        "resources": Obj({"requests": Map(OneOf(_quantity()), key_check=_resource_name_problem)}),
+        "nodeClassRef": NODE_CLASS_REF,
+        "terminationGracePeriod": _termination_grace_period(),
+        "expireAfter": _expire_after(),
+    },
+    required=("requirements", "nodeClassRef"),
+    checks=[_check_taint_duplicates],
+)
+
+
+# ----------------------------------------------------------------------------- EC2NodeClass
+def _tags_check(value, path, errors):
+    """Selector tags: non-empty keys and values ('*' selects any value)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k == "" or v == "":
+                errors.append(FieldError(key(path, str(k)), "empty tag keys or values aren't supported"))
+
+
+def _selector_tags() -> Map:
+    return Map(Str(), max_props=20, checks=[_tags_check])
+
+
+def _exclusive(term: dict, path: str, errors: list, field: str, others: tuple[str, ...], what: str) -> None:
+    if field in term:
+        clash = [o for o in others if o in term]
+        if clash:
+            errors.append(FieldError(join(path, field), f"'{field}' is mutually exclusive: it cannot be combined with {', '.join(clash)} in {what}"))
+
+
+def _at_least_one(term: dict, path: str, errors: list, fields: tuple[str, ...]) -> None:
+    if not any(f in term for f in fields):
+        errors.append(FieldError(path, f"expected at least one of {', '.join(fields)}, got none"))
+
+
+def _subnet_term_check(t, path, errors):
+    _at_least_one(t, path, errors, ("tags", "id"))
+    _exclusive(t, path, errors, "id", ("tags",), "a subnet selector term")
+
+
+def _sg_term_check(t, path, errors):
+    _at_least_one(t, path, errors, ("tags", "id", "name"))
+    _exclusive(t, path, errors, "id", ("tags", "name"), "a security group selector term")
+    if "id" not in t:
+        _exclusive(t, path, errors, "name", ("tags",), "a security group selector term")
+
+
+def _cr_term_check(t, path, errors):
+    _at_least_one(t, path, errors, ("tags", "id", "instanceMatchCriteria"))
+    _exclusive(t, path, errors, "id", ("tags", "ownerID", "instanceMatchCriteria"), "a capacity reservation selector term")
+
+
+def _ami_term_check(t, path, errors):
+    _at_least_one(t, path, errors, ("tags", "id", "name", "alias", "ssmParameter"))
+    _exclusive(t, path, errors, "id", ("alias", "tags", "name", "owner", "ssmParameter"), "an amiSelectorTerm")
+    if "id" not in t:
+        _exclusive(t, path, errors, "alias", ("tags", "name", "owner", "ssmParameter"), "an amiSelectorTerm")
+
+
+def _alias_check(value, path, errors):
+    if not isinstance(value, str) or len(value) > 30:
+        return
+    if not re.match(r"^[a-zA-Z0-9]+@.+$", value):
+        errors.append(FieldError(path, f"'alias' {value!r} is improperly formatted, must match the format 'family@version' (e.g. al2023@latest)"))
+        return
+    family, version = value.split("@", 1)
+    if family not in ALIAS_FAMILIES:
+        errors.append(FieldError(path, f"alias family {family!r} is not supported, must be one of: {', '.join(ALIAS_FAMILIES)}"))
+    elif family in WINDOWS_ALIASES and version != "latest":
+        errors.append(FieldError(path, f"windows families may only specify version 'latest' (got {value!r})"))
+
+
+def _ami_terms_check(terms, path, errors):
+    if isinstance(terms, list) and len(terms) > 1:
+        for i, t in enumerate(terms):
+            if isinstance(t, dict) and "alias" in t:
+                errors.append(FieldError(join(index(path, i), "alias"), "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms (an alias term must be the only term)"))
+
+
+def _forbidden_tag_key(k: str) -> str | None:
+    if k == "":
+        return "empty tag keys aren't supported"
+    if k in FORBIDDEN_TAG_KEYS:
+        return f"tag contains a restricted tag matching {k} (Karpenter sets it)"
+    if k.startswith("kubernetes.io/cluster"):
+        return "tag contains a restricted tag matching kubernetes.io/cluster/ (Karpenter sets it)"
+    return None
+
+
+def _reserved_key(field: str):
+    def check(k: str) -> str | None:
+        if k not in RESERVED_RESOURCES:
+            return f"valid keys for {field} are {', '.join(RESERVED_RESOURCES)}"
+        return None
+
+    return check
+
+
+def _signal_key(field: str):
+    def check(k: str) -> str | None:
+        if k not in EVICTION_SIGNALS:
+            return f"valid keys for {field} are {', '.join(EVICTION_SIGNALS)}"
+        return None
+
+    return check
+
+
+def _eviction_threshold(value, path, errors):
+    if not isinstance(value, str) or value == "" or _PERCENT_RE.match(value):
+        return
+    try:
+        parse_quantity(value)
+    except QuantityError:
+        errors.append(FieldError(path, f"invalid eviction threshold {value!r}: must be a percentage (e.g. 10%) or a quantity (e.g. 100Mi)"))
+
+
+def _go_duration_check(value, path, errors):
+    if isinstance(value, str):
+        try:
+            parse_go_duration(value)
+        except DurationError:
+            errors.append(FieldError(path, f"invalid duration {value!r}: expected a Go duration such as 30s, 1m30s or 2h"))
+
+
+def _ip_check(value, path, errors):
+    if isinstance(value, str):
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            errors.append(FieldError(path, f"invalid IP address {value!r}"))
+
+
+def _kubelet_check(k: dict, path: str, errors: list[FieldError]) -> None:
+    hi, lo = k.get("imageGCHighThresholdPercent"), k.get("imageGCLowThresholdPercent")
+    if isinstance(hi, int) and isinstance(lo, int) and not hi > lo:
+        errors.append(FieldError(join(path, "imageGCHighThresholdPercent"), f"imageGCHighThresholdPercent ({hi}) must be greater than imageGCLowThresholdPercent ({lo})"))
+    soft, grace = k.get("evictionSoft"), k.get("evictionSoftGracePeriod")
+    soft = soft if isinstance(soft, dict) else {}
+    grace = grace if isinstance(grace, dict) else {}
+    for s in soft:
+        if s not in grace:
+            errors.append(FieldError(key(join(path, "evictionSoft"), s), f"evictionSoft signal {s!r} has no matching evictionSoftGracePeriod"))
+    for s in grace:
+        if s not in soft:
+            errors.append(FieldError(key(join(path, "evictionSoftGracePeriod"), s), f"evictionSoftGracePeriod signal {s!r} has no matching evictionSoft"))
+
+
+INT32_MAX = 2**31 - 1
+
+KUBELET = Obj(
+    {
+        "clusterDNS": List(Str(checks=[_ip_check])),
+        "maxPods": Int(minimum=0, maximum=INT32_MAX),
+        "podsPerCore": Int(minimum=0, maximum=INT32_MAX),
+        "systemReserved": Map(OneOf(_quantity(nonneg=True, allow_int=False)), key_check=_reserved_key("systemReserved")),
+        "kubeReserved": Map(OneOf(_quantity(nonneg=True, allow_int=False)), key_check=_reserved_key("kubeReserved")),
+        "evictionHard": Map(Str(checks=[_eviction_threshold]), key_check=_signal_key("evictionHard")),
+        "evictionSoft": Map(Str(checks=[_eviction_threshold]), key_check=_signal_key("evictionSoft")),
+        "evictionSoftGracePeriod": Map(Str(checks=[_go_duration_check]), key_check=_signal_key("evictionSoftGracePeriod")),
+        "evictionMaxPodGracePeriod": Int(minimum=-(2**31), maximum=INT32_MAX),
+        "imageGCHighThresholdPercent": Int(minimum=0, maximum=100),
+        "imageGCLowThresholdPercent": Int(minimum=0, maximum=100),
+        "cpuCFSQuota": Bool(),
+    },
+    checks=[_kubelet_check],
+)
+
+
+def _volume_size_check(value, path, errors):
+    if not isinstance(value, str):
+        return
+    m = _VOLUME_SIZE_RE.match(value)
+    if not m or int(m.group(1)) < 1 or int(m.group(1)) > _VOLUME_SIZE_MAX[m.group(2)]:
+        errors.append(FieldError(path, f"invalid volumeSize {value!r}: must be a whole number of Gi, G, Ti or T, from 1 up to 59000Gi / 64000G / 58Ti / 64T"))
+
+
+def _ebs_check(ebs: dict, path: str, errors: list[FieldError]) -> None:
+    if "snapshotID" not in ebs and "volumeSize" not in ebs:
+        errors.append(FieldError(path, "snapshotID or volumeSize must be defined"))
+    if "volumeInitializationRate" in ebs and not ebs.get("snapshotID"):
+        errors.append(FieldError(join(path, "volumeInitializationRate"), "snapshotID must be set when volumeInitializationRate is set"))
+
+
+EBS = Obj(
+    {
+        "deleteOnTermination": Bool(),
+        "encrypted": Bool(),
+        "iops": Int(minimum=0),
+        "kmsKeyID": Str(),
+        "snapshotID": Str(),
+        "throughput": Int(minimum=0),
+        "volumeInitializationRate": Int(minimum=100, maximum=300),
+        "volumeSize": Str(checks=[_volume_size_check]),
+        "volumeType": Str(enum=VOLUME_TYPES),
+    },
+    checks=[_ebs_check],
+)
+
+
+def _bdm_list_check(items, path, errors):
+    if not isinstance(items, list):
+        return
+    roots = [i for i, b in enumerate(items) if isinstance(b, dict) and b.get("rootVolume") is True]
+    for i in roots[1:]:
+        errors.append(FieldError(join(index(path, i), "rootVolume"), f"must have only one blockDeviceMappings with rootVolume (already set at {index(path, roots[0])})"))
+
+
+def _placement_group_check(pg, path, errors):
+    n = sum(1 for f in ("name", "id") if f in pg)
+    if n != 1:
+        errors.append(FieldError(path, "must specify exactly one of name or id"))
+
+
+def _ec2nodeclass_spec_check(spec: dict, path: str, errors: list[FieldError]) -> None:
+    has_role, has_profile = "role" in spec, "instanceProfile" in spec
+    if has_role and has_profile:
+        errors.append(FieldError(join(path, "instanceProfile"), "must specify exactly one of ['role', 'instanceProfile'], not both"))
+    elif not has_role and not has_profile:
+        errors.append(FieldError(join(path, "role"), "Required value: must specify exactly one of ['role', 'instanceProfile']"))
+    terms = spec.get("amiSelectorTerms")
+    alias = None
+    if isinstance(terms, list):
+        for t in terms:
+            if isinstance(t, dict) and isinstance(t.get("alias"), str):
+                alias = t["alias"]
+                break
+    fam = spec.get("amiFamily")
+    if alias is None:
+        if "amiFamily" not in spec:
+            errors.append(FieldError(join(path, "amiFamily"), "Required value: must specify amiFamily if amiSelectorTerms does not contain an alias"))
+    elif isinstance(fam, str):
+        alias_family = ALIAS_FAMILIES.get(alias.split("@", 1)[0])
+        if alias_family and fam not in (alias_family, "Custom"):
+            errors.append(FieldError(join(path, "amiFamily"), f"if set, amiFamily must be '{alias_family}' or 'Custom' when using the alias {alias!r} (got {fam!r})"))
+
+
+EC2NODECLASS_SPEC = Obj(
+    {
+        "subnetSelectorTerms": List(
+            Obj({"tags": _selector_tags(), "id": Str(pattern=r"^subnet-[0-9a-z]+$", pattern_msg="must look like subnet-0123abcd")}, checks=[_subnet_term_check]),
+            min_items=1,
+            max_items=30,
+        ),
+        "securityGroupSelectorTerms": List(
+            Obj(
+                {"tags": _selector_tags(), "id": Str(pattern=r"^sg-[0-9a-z]+$", pattern_msg="must look like sg-0123abcd"), "name": Str(not_empty=True)},
+                checks=[_sg_term_check],
+            ),
+            min_items=1,
+            max_items=30,
+        ),
+        "capacityReservationSelectorTerms": List(
+            Obj(
+                {
+                    "tags": _selector_tags(),
+                    "id": Str(pattern=r"^cr-[0-9a-z]+$", pattern_msg="must look like cr-0123abcd"),
+                    "ownerID": Str(pattern=r"^[0-9]{12}$", pattern_msg="must be a 12-digit AWS account ID"),
+                    "instanceMatchCriteria": Str(enum=("open", "targeted")),
+                },
+                checks=[_cr_term_check],
+            ),
+            max_items=30,
+        ),
+        "placementGroupSelector": Obj(
+            {"name": Str(not_empty=True), "id": Str(pattern=r"^pg-[0-9a-z]+$", pattern_msg="must look like pg-0123abcd")},
+            checks=[_placement_group_check],
+        ),
+        "associatePublicIPAddress": Bool(),
+        "ipPrefixCount": Int(minimum=0),
+        "amiSelectorTerms": List(
+            Obj(
+                {
+                    "alias": Str(max_len=30, checks=[_alias_check]),
+                    "tags": _selector_tags(),
+                    "id": Str(pattern=r"^ami-[0-9a-z]+$", pattern_msg="must look like ami-0123abcd"),
+                    "name": Str(not_empty=True),
+                    "owner": Str(not_empty=True),
+                    "ssmParameter": Str(not_empty=True),
+                },
+                checks=[_ami_term_check],
+            ),
+            min_items=1,
+            max_items=30,
+            checks=[_ami_terms_check],
+        ),
+        "amiFamily": Str(enum=AMI_FAMILIES),
+        "userData": Str(),
+        "role": Str(not_empty=True),
+        "instanceProfile": Str(not_empty=True),
+        "tags": Map(Str(), key_check=_forbidden_tag_key),
+        "kubelet": KUBELET,
+        "blockDeviceMappings": List(
+            Obj({"deviceName": Str(not_empty=True), "ebs": EBS, "rootVolume": Bool()}),
+            max_items=50,
+            checks=[_bdm_list_check],
+        ),
+        "instanceStorePolicy": Str(enum=("RAID0",)),
+        "detailedMonitoring": Bool(),
+        "metadataOptions": Obj(
+            {
+                "httpEndpoint": Str(enum=("enabled", "disabled"), default="enabled"),
+                "httpProtocolIPv6": Str(enum=("enabled", "disabled"), default="disabled"),
+                "httpPutResponseHopLimit": Int(minimum=1, maximum=64, default=1),
+                "httpTokens": Str(enum=("required", "optional"), default="required"),
+            },
+            default={},
+        ),
+        "enclaveOptions": Obj({"enabled": Bool()}),
+        "context": Str(),
+    },
+    required=("subnetSelectorTerms", "securityGroupSelectorTerms", "amiSelectorTerms"),
+    checks=[_ec2nodeclass_spec_check],
+)
+
+
+# ----------------------------------------------------------------------------- top level
+def _top(spec: Node) -> Obj:
+    return Obj(
+        {"apiVersion": Str(), "kind": Str(), "metadata": _metadata(), "spec": spec, "status": AnyValue()},
+        required=("metadata", "spec"),
+    )
+
+
+SCHEMAS: dict[str, Obj] = {
+    "NodePool": _top(NODEPOOL_SPEC),
+    "EC2NodeClass": _top(EC2NODECLASS_SPEC),
+    "NodeClaim": _top(NODECLAIM_SPEC),
+}
+
+
+def validate_and_default(kind: str, doc: dict) -> tuple[dict, list[FieldError]]:
+    """Return (a NEW dict with Karpenter's CRD defaults applied, every FieldError found).
+
+    ``kind`` is NodePool, EC2NodeClass or NodeClaim.  The input is never modified.
+    """
+    schema = SCHEMAS.get(kind)
+    if schema is None:
+        return copy.deepcopy(doc) if isinstance(doc, dict) else {}, [
+            FieldError("kind", f"unsupported kind {kind!r}: expected one of {', '.join(SCHEMAS)}")
+        ]
+    if not isinstance(doc, dict):
+        return {}, [FieldError("", f"expected a mapping (a Kubernetes object), got {type(doc).__name__}")]
+    errors: list[FieldError] = []
+    out = schema.walk(doc, "", errors)
+    return out, errors
+
+
+def apply_defaults(kind: str, doc: dict) -> dict:
+    """Only the defaulting half of :func:`validate_and_default` (problems ignored)."""
+    return validate_and_default(kind, doc)[0]
