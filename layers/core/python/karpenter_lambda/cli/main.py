@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "karpenter_lambda.cli.store_cmds",
     "karpenter_lambda.cli.plan",
     "karpenter_lambda.cli.simulate",
+    "karpenter_lambda.cli.demo",
 ]
 
 
