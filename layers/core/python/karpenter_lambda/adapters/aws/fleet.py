@@ -1,0 +1,289 @@
+"""Launch one NodeClaim's instance with EC2 CreateFleet (type ``instant``).
+
+Request (what Karpenter sends):
+
+* ``TargetCapacitySpecification``: ``TotalTargetCapacity=1``, ``DefaultTargetCapacityType`` =
+  the capacity type; ``SpotOptions.AllocationStrategy=price-capacity-optimized`` or
+  ``OnDemandOptions.AllocationStrategy=lowest-price``;
+* ``LaunchTemplateConfigs``: one per launch template, ``Version=$Latest``; overrides =
+  (instance type x the zone's subnet with the most free IPs) for every candidate offering not in
+  the unavailable-offerings cache, cheapest first, at most 60 in total, ``Priority`` = rank by
+  price (0 = cheapest), ``ImageId`` when known;
+* ``TagSpecifications`` for ``instance``, ``volume`` and ``fleet``: the EC2NodeClass tags, then
+  ``kubernetes.io/cluster/<c>=owned``, ``karpenter.sh/nodepool``, ``karpenter.sh/nodeclaim``,
+  ``karpenter.k8s.aws/ec2nodeclass``, ``eks:eks-cluster-name`` (ours win) and ``Name`` = the
+  NodeClaim name unless the EC2NodeClass sets one;
+* ``ClientToken``: deterministic from the NodeClaim name and the override set, so a duplicate
+  delivery of the same plan is idempotent at EC2 while a retry after marking offerings
+  unavailable (different overrides) is a new request.  moto ignores ClientToken: callers must
+  also guard (conditional NodeClaim writes).
+
+Errors: fleet errors with codes in :data:`ICE_CODES` mark (type, zone, capacity type) unavailable
+for 3 minutes; when no instance launched, :class:`InsufficientCapacityError` lists them so the
+caller retries with what remains.  Any other error raises :class:`FleetLaunchError` with EC2's
+messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ...api import labels as wk
+
+MAX_OVERRIDES = 60
+ICE_CODES = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "MaxSpotInstanceCountExceeded",
+        "VcpuLimitExceeded",
+        "UnfulfillableCapacity",
+        "Unsupported",
+        "InsufficientFreeAddressesInSubnet",
+        "ReservationCapacityExceeded",
+    }
+)
+CAPACITY_TYPES = ("spot", "on-demand")
+
+
+class LaunchError(Exception):
+    """Base of launch failures."""
+
+
+class InsufficientCapacityError(LaunchError):
+    """No instance launched: every tried offering lacked capacity. ``unavailable`` = [(type, zone, capacity type)]."""
+
+    def __init__(self, message: str, unavailable: list[tuple[str, str, str]] | None = None, errors: list[dict] | None = None):
+        super().__init__(message)
+        self.unavailable = list(unavailable or [])
+        self.errors = list(errors or [])
+
+
+class FleetLaunchError(LaunchError):
+    """CreateFleet failed for a reason other than capacity; ``errors`` = [{code, message, ...}]."""
+
+    def __init__(self, message: str, errors: list[dict] | None = None):
+        super().__init__(message)
+        self.errors = list(errors or [])
+
+
+@dataclass
+class LaunchRequest:
+    nodeclaim_name: str
+    nodepool_name: str
+    nodeclass_name: str
+    capacity_type: str  # "spot" | "on-demand"
+    candidates: list[tuple]  # [(instance type, zone or None, price)], cheapest first
+    launch_templates: dict  # {instance type: LaunchTemplateRef | {"name", "image_id"?} | lt name}
+    subnets: object  # {zone: subnet id} or [{id, zone, available_ips}] (best per zone is used)
+    tags: dict = field(default_factory=dict)  # EC2NodeClass tags
+    client_token: str | None = None
+
+
+@dataclass
+class LaunchResult:
+    instance_id: str
+    instance_type: str
+    zone: str
+    subnet_id: str
+    capacity_type: str
+    image_id: str | None
+    price: float | None
+    launch_template: str | None = None
+    fleet_id: str | None = None
+    errors: list[dict] = field(default_factory=list)  # partial errors for offerings not chosen
+
+
+def _lt_fields(ref) -> tuple[str, str | None]:
+    if isinstance(ref, str):
+        return ref, None
+    if isinstance(ref, dict):
+        return ref["name"], ref.get("image_id") or ref.get("imageId")
+    return ref.name, getattr(ref, "image_id", None)
+
+
+def subnet_per_zone(subnets) -> dict[str, str]:
+    """``{zone: subnet id}``: for a list of subnet dicts, the one with the most free IPs per zone."""
+    if isinstance(subnets, dict):
+        return dict(subnets)
+    best: dict[str, dict] = {}
+    for s in subnets or []:
+        cur = best.get(s["zone"])
+        if cur is None or int(s.get("available_ips", 0)) > int(cur.get("available_ips", 0)):
+            best[s["zone"]] = s
+    return {z: s["id"] for z, s in best.items()}
+
+
+def fleet_tags(cluster_name: str, req: LaunchRequest) -> dict[str, str]:
+    tags = dict(req.tags or {})
+    tags.setdefault("Name", req.nodeclaim_name)
+    tags.update(
+        {
+            f"kubernetes.io/cluster/{cluster_name}": "owned",
+            wk.NODEPOOL: req.nodepool_name,
+            "karpenter.sh/nodeclaim": req.nodeclaim_name,
+            wk.EC2NODECLASS: req.nodeclass_name,
+            "eks:eks-cluster-name": cluster_name,
+        }
+    )
+    return tags
+
+
+def _code(e: Exception) -> tuple[str, str]:
+    err = getattr(e, "response", {}).get("Error", {})
+    return err.get("Code", type(e).__name__), err.get("Message", str(e))
+
+
+class FleetLauncher:
+    def __init__(self, ec2, cluster_name: str, unavailable=None):
+        self.ec2 = ec2
+        self.cluster_name = cluster_name
+        self.unavailable = unavailable
+
+    # -- request --------------------------------------------------------------------
+    def plan_overrides(self, req: LaunchRequest, unavailable: set | None = None) -> list[dict]:
+        """``[{type, zone, subnet, price, lt, image_id}]`` in price order, filtered and capped at 60."""
+        if req.capacity_type not in CAPACITY_TYPES:
+            raise ValueError(f"capacity_type must be spot or on-demand, got {req.capacity_type!r}")
+        zones = subnet_per_zone(req.subnets)
+        skip = unavailable or set()
+        rows, seen = [], set()
+        for cand in req.candidates:
+            it, zone, price = cand[0], cand[1], (cand[2] if len(cand) > 2 else None)
+            ref = req.launch_templates.get(it)
+            if ref is None:
+                continue
+            lt, image_id = _lt_fields(ref)
+            for z in [zone] if zone else sorted(zones):
+                if z not in zones or (it, z) in seen or (it, z, req.capacity_type) in skip:
+                    continue
+                seen.add((it, z))
+                rows.append({"type": it, "zone": z, "subnet": zones[z], "price": price, "lt": lt, "image_id": image_id})
+        rows.sort(key=lambda r: (float("inf") if r["price"] is None else r["price"]))  # stable: input order breaks ties
+        return rows[:MAX_OVERRIDES]
+
+    def client_token(self, req: LaunchRequest, rows: list[dict]) -> str:
+        base = req.client_token or req.nodeclaim_name
+        digest = hashlib.sha256(
+            (base + "|" + req.capacity_type + "|" + ",".join(f"{r['type']}@{r['subnet']}" for r in rows)).encode()
+        ).hexdigest()
+        return f"kl-{digest[:40]}"
+
+    def build_request(self, req: LaunchRequest, rows: list[dict]) -> dict:
+        configs: dict[str, list[dict]] = {}
+        for rank, r in enumerate(rows):
+            o = {"InstanceType": r["type"], "SubnetId": r["subnet"], "Priority": float(rank)}
+            if r["image_id"]:
+                o["ImageId"] = r["image_id"]
+            configs.setdefault(r["lt"], []).append(o)
+        tags = [{"Key": k, "Value": v} for k, v in sorted(fleet_tags(self.cluster_name, req).items())]
+        params = {
+            "Type": "instant",
+            "ClientToken": self.client_token(req, rows),
+            "LaunchTemplateConfigs": [
+                {"LaunchTemplateSpecification": {"LaunchTemplateName": lt, "Version": "$Latest"}, "Overrides": ovs}
+                for lt, ovs in configs.items()
+            ],
+            "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": req.capacity_type},
+            "TagSpecifications": [{"ResourceType": rt, "Tags": tags} for rt in ("instance", "volume", "fleet")],
+        }
+        if req.capacity_type == "spot":
+            params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+        else:
+            params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+        return params
+
+    # -- launch ---------------------------------------------------------------------
+    def _mark(self, offerings: list[tuple[str, str, str]], reason: str) -> None:
+        if self.unavailable is not None and offerings:
+            self.unavailable.mark_many(offerings, reason)
+
+    def launch(self, req: LaunchRequest) -> LaunchResult:
+        skip = self.unavailable.all() if self.unavailable is not None else set()
+        rows = self.plan_overrides(req, skip)
+        if not rows:
+            raise InsufficientCapacityError(
+                f"NodeClaim {req.nodeclaim_name}: no launchable {req.capacity_type} offering left "
+                f"(all candidates unavailable, without a launch template, or in zones without a subnet)",
+                [],
+            )
+        params = self.build_request(req, rows)
+        by_subnet = {r["subnet"]: r["zone"] for r in rows}
+        price_of = {(r["type"], r["zone"]): r["price"] for r in rows}
+        lt_of = {r["type"]: r["lt"] for r in rows}
+        try:
+            resp = self.ec2.create_fleet(**params)
+        except Exception as e:  # noqa: BLE001
+            code, msg = _code(e)
+            if code in ICE_CODES:
+                offs = sorted({(r["type"], r["zone"], req.capacity_type) for r in rows})
+                self._mark(offs, f"{code}: {msg}")
+                raise InsufficientCapacityError(f"{code}: {msg}", offs, [{"code": code, "message": msg}]) from e
+            raise FleetLaunchError(f"CreateFleet failed: {code}: {msg}", [{"code": code, "message": msg}]) from e
+
+        errors, ice = [], []
+        for err in resp.get("Errors") or []:
+            ov = (err.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+            it = ov.get("InstanceType")
+            zone = ov.get("AvailabilityZone") or by_subnet.get(ov.get("SubnetId", ""))
+            ct = err.get("Lifecycle") or req.capacity_type
+            ct = "on-demand" if ct == "on-demand" else ("spot" if ct == "spot" else req.capacity_type)
+            entry = {"code": err.get("ErrorCode", ""), "message": err.get("ErrorMessage", ""), "instanceType": it, "zone": zone}
+            errors.append(entry)
+            if entry["code"] in ICE_CODES and it and zone:
+                ice.append((it, zone, ct))
+        ice = sorted(set(ice))
+        if ice:
+            self._mark(ice, "; ".join(sorted({f"{e['code']}: {e['message']}" for e in errors if e["code"] in ICE_CODES})))
+
+        for inst in resp.get("Instances") or []:
+            ids = inst.get("InstanceIds") or []
+            if not ids:
+                continue
+            ov = (inst.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+            it = inst.get("InstanceType") or ov.get("InstanceType")
+            subnet = ov.get("SubnetId")
+            zone = ov.get("AvailabilityZone") or by_subnet.get(subnet or "")
+            image_id = ov.get("ImageId")
+            if not subnet or not zone or not image_id:
+                d = self.ec2.describe_instances(InstanceIds=[ids[0]])["Reservations"][0]["Instances"][0]
+                subnet = subnet or d.get("SubnetId")
+                zone = zone or d.get("Placement", {}).get("AvailabilityZone")
+                image_id = image_id or d.get("ImageId")
+            lifecycle = inst.get("Lifecycle") or req.capacity_type
+            return LaunchResult(
+                instance_id=ids[0],
+                instance_type=it,
+                zone=zone,
+                subnet_id=subnet,
+                capacity_type="spot" if lifecycle == "spot" else "on-demand",
+                image_id=image_id,
+                price=price_of.get((it, zone)),
+                launch_template=lt_of.get(it),
+                fleet_id=resp.get("FleetId"),
+                errors=errors,
+            )
+
+        summary = "; ".join(f"{e['code']}: {e['message']}" for e in errors) or "CreateFleet returned no instance and no error"
+        if errors and all(e["code"] in ICE_CODES for e in errors):
+            raise InsufficientCapacityError(f"NodeClaim {req.nodeclaim_name}: {summary}", ice, errors)
+        raise FleetLaunchError(f"NodeClaim {req.nodeclaim_name}: CreateFleet launched nothing: {summary}", errors)
+
+
+def candidates_from_instance_types(instance_types: Iterable, capacity_type: str, zones: Iterable[str] | None = None, unavailable: set | None = None) -> list[tuple[str, str, float]]:
+    """``[(type, zone, price)]`` cheapest first from catalog ``InstanceType`` offerings of one capacity type."""
+    zs = set(zones) if zones is not None else None
+    skip = unavailable or set()
+    out = []
+    for it in instance_types:
+        for o in it.offerings:
+            if not o.available or o.capacity_type != capacity_type:
+                continue
+            if zs is not None and o.zone not in zs:
+                continue
+            if (it.name, o.zone, capacity_type) in skip:
+                continue
+            out.append((it.name, o.zone, float(o.price)))
+    out.sort(key=lambda c: (c[2], c[0], c[1]))
+    return out

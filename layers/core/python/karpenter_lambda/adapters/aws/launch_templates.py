@@ -1,0 +1,266 @@
+"""Launch templates named by a hash of their resolved options (create or reuse).
+
+Name: ``karpenter.k8s.aws/<decimal hash>`` where the hash is the first 64 bits of SHA-256 over
+the canonical JSON of :class:`LaunchTemplateOptions` (sorted keys; security groups sorted; tags
+as a sorted mapping).  Equal options -> equal name -> the template is reused; any difference
+(AMI, userData incl. maxPods/labels/taints, security groups, profile, block devices, metadata
+options, tags, capacity type) -> a new template.  Karpenter does the same with hashstructure.
+
+``LaunchTemplates(ec2, cluster_name).ensure(options)`` returns ``{"name", "id"}``:
+describe by name -> reuse; ``InvalidLaunchTemplateName.NotFoundException`` -> create; a concurrent
+creator's ``InvalidLaunchTemplateName.AlreadyExistsException`` -> describe again and reuse.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+from ...api import labels as wk
+from ...api.quantity import parse_quantity
+from .userdata import ClusterInfo, render_user_data
+
+LT_NAME_PREFIX = "karpenter.k8s.aws/"
+NOT_FOUND = ("InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFound")
+ALREADY_EXISTS = "InvalidLaunchTemplateName.AlreadyExistsException"
+
+
+def ec2_block_device_mappings(mappings: Iterable[dict]) -> list[dict]:
+    """CRD-shaped ``blockDeviceMappings`` -> EC2 ``BlockDeviceMappings`` (VolumeSize in GiB, rounded up)."""
+    out = []
+    for m in mappings or []:
+        ebs = m.get("ebs") or {}
+        e: dict = {}
+        if ebs.get("volumeSize") is not None:
+            q = parse_quantity(ebs["volumeSize"])
+            gib = -(-q // (2**30))
+            e["VolumeSize"] = int(gib)
+        for src, dst in (("volumeType", "VolumeType"), ("kmsKeyID", "KmsKeyId"), ("snapshotID", "SnapshotId")):
+            if ebs.get(src):
+                e[dst] = ebs[src]
+        for src, dst in (("iops", "Iops"), ("throughput", "Throughput")):
+            if ebs.get(src):
+                e[dst] = int(ebs[src])
+        for src, dst in (("encrypted", "Encrypted"), ("deleteOnTermination", "DeleteOnTermination")):
+            if ebs.get(src) is not None:
+                e[dst] = bool(ebs[src])
+        out.append({"DeviceName": m["deviceName"], "Ebs": e})
+    return out
+
+
+def ec2_metadata_options(opts: dict) -> dict:
+    return {
+        "HttpEndpoint": opts.get("httpEndpoint", "enabled"),
+        "HttpProtocolIpv6": opts.get("httpProtocolIPv6", "disabled"),
+        "HttpPutResponseHopLimit": int(opts.get("httpPutResponseHopLimit", 1)),
+        "HttpTokens": opts.get("httpTokens", "required"),
+        "InstanceMetadataTags": "disabled",
+    }
+
+
+@dataclass
+class LaunchTemplateOptions:
+    """Everything that goes into one launch template (the hash input)."""
+
+    cluster_name: str
+    nodeclass_name: str
+    image_id: str
+    user_data: str  # plain text; base64-encoded on create
+    instance_profile: str | None
+    security_group_ids: list[str]
+    block_device_mappings: list[dict] = field(default_factory=list)  # EC2 shape
+    metadata_options: dict = field(default_factory=dict)  # EC2 shape
+    tags: dict = field(default_factory=dict)  # EC2NodeClass tags
+    capacity_type: str | None = None
+    associate_public_ip_address: bool | None = None
+    detailed_monitoring: bool = False
+
+    def canonical(self) -> str:
+        d = asdict(self)
+        d["security_group_ids"] = sorted(d["security_group_ids"])
+        d["tags"] = dict(sorted(d["tags"].items()))
+        return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+    def hash(self) -> str:
+        return str(int(hashlib.sha256(self.canonical().encode()).hexdigest()[:16], 16))
+
+    @property
+    def name(self) -> str:
+        return LT_NAME_PREFIX + self.hash()
+
+
+@dataclass(frozen=True)
+class LaunchTemplateRef:
+    name: str
+    id: str
+    image_id: str
+
+
+def options_for(
+    resolved,
+    cluster: ClusterInfo,
+    ami,
+    labels: dict[str, str] | None,
+    taints: list[dict] | None,
+    startup_taints: list[dict] | None,
+    max_pods: int | None,
+    capacity_type: str | None = None,
+) -> LaunchTemplateOptions:
+    """Options for one launch template from a :class:`ResolvedNodeClass`, an AMI and the NodeClaim's labels/taints."""
+    image_id = ami if isinstance(ami, str) else ami.id
+    ud = render_user_data(
+        resolved.ami_family or "Custom",
+        cluster,
+        None,
+        labels,
+        taints,
+        startup_taints,
+        resolved.kubelet,
+        max_pods,
+        resolved.user_data,
+    )
+    return LaunchTemplateOptions(
+        cluster_name=cluster.name,
+        nodeclass_name=resolved.name,
+        image_id=image_id,
+        user_data=ud,
+        instance_profile=resolved.instance_profile,
+        security_group_ids=list(resolved.security_group_ids),
+        block_device_mappings=ec2_block_device_mappings(resolved.block_device_mappings),
+        metadata_options=ec2_metadata_options(resolved.metadata_options),
+        tags=dict(resolved.tags),
+        capacity_type=capacity_type,
+        associate_public_ip_address=resolved.associate_public_ip_address,
+        detailed_monitoring=bool(resolved.detailed_monitoring),
+    )
+
+
+def _code(e: Exception) -> str:
+    return getattr(e, "response", {}).get("Error", {}).get("Code", "")
+
+
+class LaunchTemplates:
+    """Creates or reuses launch templates in one cluster; remembers names it has seen in this process."""
+
+    def __init__(self, ec2, cluster_name: str):
+        self.ec2 = ec2
+        self.cluster_name = cluster_name
+        self._cache: dict[str, str] = {}
+        self.created = 0  # templates this instance created (for tests / metrics)
+
+    def tags_for(self, options: LaunchTemplateOptions) -> dict[str, str]:
+        tags = dict(options.tags)
+        tags.update(
+            {
+                f"kubernetes.io/cluster/{self.cluster_name}": "owned",
+                "eks:eks-cluster-name": self.cluster_name,
+                wk.EC2NODECLASS: options.nodeclass_name,
+                "karpenter.sh/cluster": self.cluster_name,
+            }
+        )
+        return tags
+
+    def request(self, options: LaunchTemplateOptions) -> dict:
+        """The exact ``CreateLaunchTemplate`` parameters for ``options``."""
+        tags = [{"Key": k, "Value": v} for k, v in sorted(self.tags_for(options).items())]
+        data: dict = {
+            "ImageId": options.image_id,
+            "UserData": base64.b64encode(options.user_data.encode()).decode(),
+            "MetadataOptions": options.metadata_options or ec2_metadata_options({}),
+            "Monitoring": {"Enabled": bool(options.detailed_monitoring)},
+            "TagSpecifications": [{"ResourceType": "network-interface", "Tags": tags}],
+        }
+        if options.capacity_type == "spot":
+            data["TagSpecifications"].append({"ResourceType": "spot-instances-request", "Tags": tags})
+        if options.instance_profile:
+            data["IamInstanceProfile"] = {"Name": options.instance_profile}
+        if options.block_device_mappings:
+            data["BlockDeviceMappings"] = options.block_device_mappings
+        groups = sorted(options.security_group_ids)
+        if options.associate_public_ip_address is not None:
+            data["NetworkInterfaces"] = [
+                {"DeviceIndex": 0, "AssociatePublicIpAddress": bool(options.associate_public_ip_address), "Groups": groups}
+            ]
+        else:
+            data["SecurityGroupIds"] = groups
+        return {
+            "LaunchTemplateName": options.name,
+            "LaunchTemplateData": data,
+            "TagSpecifications": [{"ResourceType": "launch-template", "Tags": tags}],
+        }
+
+    def _describe(self, name: str) -> dict | None:
+        try:
+            lts = self.ec2.describe_launch_templates(LaunchTemplateNames=[name]).get("LaunchTemplates", [])
+        except Exception as e:  # noqa: BLE001
+            if _code(e) in NOT_FOUND:
+                return None
+            raise
+        return lts[0] if lts else None
+
+    def ensure(self, options: LaunchTemplateOptions) -> dict:
+        """``{"name", "id"}`` of the template for ``options``, creating it when missing."""
+        name = options.name
+        if name in self._cache:
+            return {"name": name, "id": self._cache[name]}
+        lt = self._describe(name)
+        if lt is None:
+            try:
+                lt = self.ec2.create_launch_template(**self.request(options))["LaunchTemplate"]
+                self.created += 1
+            except Exception as e:  # noqa: BLE001
+                if _code(e) != ALREADY_EXISTS:
+                    raise
+                lt = self._describe(name)  # another invocation created it first
+                if lt is None:
+                    raise
+        self._cache[name] = lt["LaunchTemplateId"]
+        return {"name": name, "id": lt["LaunchTemplateId"]}
+
+    def ensure_for(
+        self,
+        resolved,
+        cluster: ClusterInfo,
+        instance_types,
+        labels: dict[str, str] | None,
+        taints: list[dict] | None = None,
+        startup_taints: list[dict] | None = None,
+        capacity_type: str | None = None,
+    ) -> dict[str, LaunchTemplateRef]:
+        """``{instance type name: LaunchTemplateRef}`` for catalog ``InstanceType`` objects.
+
+        One template per distinct (AMI, max pods) as Karpenter does; max pods is the instance
+        type's ``capacity["pods"]``.  Instance types no AMI serves are left out.
+        """
+        out: dict[str, LaunchTemplateRef] = {}
+        made: dict[tuple[str, int | None], LaunchTemplateRef] = {}
+        for it in instance_types:
+            ami = resolved.ami_for(it)
+            if ami is None:
+                continue
+            pods = it.capacity.get("pods") if hasattr(it, "capacity") else None
+            key = (ami.id, pods)
+            if key not in made:
+                opts = options_for(resolved, cluster, ami, labels, taints, startup_taints, pods, capacity_type)
+                lt = self.ensure(opts)
+                made[key] = LaunchTemplateRef(name=lt["name"], id=lt["id"], image_id=ami.id)
+            out[it.name] = made[key]
+        return out
+
+    def delete_for_nodeclass(self, nodeclass_name: str) -> list[str]:
+        """Delete this cluster's templates for an EC2NodeClass (on its deletion); returns deleted names."""
+        deleted = []
+        paginator = self.ec2.get_paginator("describe_launch_templates")
+        filters = [
+            {"Name": f"tag:{wk.EC2NODECLASS}", "Values": [nodeclass_name]},
+            {"Name": "tag:eks:eks-cluster-name", "Values": [self.cluster_name]},
+        ]
+        for page in paginator.paginate(Filters=filters):
+            for lt in page.get("LaunchTemplates", []):
+                self.ec2.delete_launch_template(LaunchTemplateId=lt["LaunchTemplateId"])
+                self._cache.pop(lt["LaunchTemplateName"], None)
+                deleted.append(lt["LaunchTemplateName"])
+        return deleted

@@ -1,0 +1,505 @@
+"""Node userData per AMI family (pure rendering, no I/O).
+
+``render_user_data(family, cluster, nodeclass, labels, taints, startup_taints, kubelet,
+max_pods, user_data)`` returns the plain-text userData (the launch template base64-encodes it):
+
+* **AL2023**: MIME multipart; the user's parts first (a MIME archive is split into its parts,
+  a YAML document becomes an ``application/node.eks.aws`` part, anything else a shell script),
+  then Karpenter's ``NodeConfig`` (cluster name/endpoint/CA/CIDR, kubelet config with
+  ``clusterDNS``, ``maxPods``, ``registerWithTaints`` and the EC2NodeClass kubelet settings,
+  ``--node-labels`` flag).  nodeadm merges the NodeConfigs in order, so ours wins.
+* **AL2**: MIME multipart; the user's parts first, then ``/etc/eks/bootstrap.sh`` with
+  ``--apiserver-endpoint``, ``--b64-cluster-ca``, ``--dns-cluster-ip``, ``--use-max-pods false``
+  and ``--kubelet-extra-args '--node-labels=... --register-with-taints=... --max-pods=N ...'``.
+* **Bottlerocket**: the user's TOML merged with ours; ``settings.kubernetes`` keys Karpenter
+  manages win, node labels are merged (ours win), node taints are Karpenter's.
+* **Windows2019/2022/2025**: ``<powershell>`` with the user's script first, then
+  ``Start-EKSBootstrap.ps1``.
+* **Custom**: the user's userData unchanged.
+
+Every node registers with the ``karpenter.sh/unregistered:NoExecute`` taint (Karpenter v1) plus
+the NodePool's taints and startup taints.
+"""
+
+from __future__ import annotations
+
+import email
+import ipaddress
+import re
+import tomllib
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import yaml
+
+from ...api import labels as wk
+
+UNREGISTERED_TAINT = {"key": wk.UNREGISTERED_TAINT_KEY, "effect": "NoExecute"}
+MIME_BOUNDARY = "//"
+CT_NODECONFIG = "application/node.eks.aws"
+CT_SHELL = 'text/x-shellscript; charset="us-ascii"'
+
+FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022", "Windows2025", "Custom")
+
+
+class UserDataError(ValueError):
+    """The EC2NodeClass's userData cannot be merged (e.g. bad TOML for Bottlerocket)."""
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What a node needs to join: EKS cluster name, API endpoint, base64 CA bundle, service CIDR."""
+
+    name: str
+    endpoint: str
+    ca_b64: str | None = None
+    cidr: str | None = None
+    ip_family: str | None = None  # "ipv4" | "ipv6"; derived from cidr when None
+    dns_ip: str | None = None  # kube-dns service IP; derived from cidr (.10 / ::a) when None
+
+    @property
+    def family(self) -> str:
+        if self.ip_family:
+            return self.ip_family.lower()
+        if self.cidr:
+            try:
+                return "ipv6" if ipaddress.ip_network(self.cidr, strict=False).version == 6 else "ipv4"
+            except ValueError:
+                pass
+        return "ipv4"
+
+    @property
+    def cluster_dns(self) -> str | None:
+        if self.dns_ip:
+            return self.dns_ip
+        if not self.cidr:
+            return None
+        try:
+            net = ipaddress.ip_network(self.cidr, strict=False)
+        except ValueError:
+            return None
+        return str(net.network_address + 10)
+
+
+# ---------------------------------------------------------------------------------------
+# shared helpers
+# ---------------------------------------------------------------------------------------
+_KUBELET_ALLOWED_K8S_LABELS = {
+    wk.ARCH,
+    wk.OS,
+    wk.INSTANCE_TYPE,
+    wk.ZONE,
+    wk.REGION,
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+}
+
+
+def kubelet_labels(labels: dict[str, str] | None) -> dict[str, str]:
+    """Labels the kubelet may set on itself (NodeRestriction): drop other kubernetes.io / k8s.io keys.
+
+    Karpenter sets the full label set on the Node at registration anyway.
+    """
+    out = {}
+    for k, v in sorted((labels or {}).items()):
+        domain = k.split("/", 1)[0] if "/" in k else ""
+        restricted = domain == "kubernetes.io" or domain.endswith(".kubernetes.io") or domain == "k8s.io" or domain.endswith(".k8s.io")
+        if restricted and k not in _KUBELET_ALLOWED_K8S_LABELS and not (
+            domain.endswith("node.kubernetes.io") or domain.endswith("kubelet.kubernetes.io")
+        ):
+            continue
+        if k == wk.HOSTNAME:
+            continue
+        out[k] = str(v)
+    return out
+
+
+def all_taints(taints: Iterable[dict] | None, startup_taints: Iterable[dict] | None) -> list[dict]:
+    """NodePool taints + startup taints + the unregistered taint, de-duplicated on key+effect, sorted."""
+    seen = {}
+    for t in list(taints or []) + list(startup_taints or []) + [UNREGISTERED_TAINT]:
+        if not t.get("key") or not t.get("effect"):
+            raise UserDataError(f"taint {t!r} needs key and effect")
+        seen.setdefault((t["key"], t["effect"]), {k: t[k] for k in ("key", "value", "effect") if t.get(k) not in (None, "")})
+    return sorted(seen.values(), key=lambda t: (t["key"], t["effect"], t.get("value", "")))
+
+
+def _taint_str(t: dict) -> str:
+    return f"{t['key']}={t.get('value', '')}:{t['effect']}"
+
+
+def _join_map(m: dict, sep: str) -> str:
+    return ",".join(f"{k}{sep}{m[k]}" for k in sorted(m))
+
+
+def _kubelet_extra_args(labels: dict, taints: list[dict], kubelet: dict, max_pods: int | None) -> list[str]:
+    args = []
+    lbl = kubelet_labels(labels)
+    if lbl:
+        args.append(f"--node-labels={_join_map(lbl, '=')}")
+    if taints:
+        args.append("--register-with-taints=" + ",".join(_taint_str(t) for t in taints))
+    mp = max_pods if max_pods is not None else kubelet.get("maxPods")
+    if mp is not None:
+        args.append(f"--max-pods={int(mp)}")
+    if kubelet.get("podsPerCore") is not None:
+        args.append(f"--pods-per-core={int(kubelet['podsPerCore'])}")
+    for flag, key, sep in (
+        ("--system-reserved", "systemReserved", "="),
+        ("--kube-reserved", "kubeReserved", "="),
+        ("--eviction-hard", "evictionHard", "<"),
+        ("--eviction-soft", "evictionSoft", "<"),
+        ("--eviction-soft-grace-period", "evictionSoftGracePeriod", "="),
+    ):
+        if kubelet.get(key):
+            args.append(f"{flag}={_join_map(kubelet[key], sep)}")
+    for flag, key in (
+        ("--eviction-max-pod-grace-period", "evictionMaxPodGracePeriod"),
+        ("--image-gc-high-threshold", "imageGCHighThresholdPercent"),
+        ("--image-gc-low-threshold", "imageGCLowThresholdPercent"),
+    ):
+        if kubelet.get(key) is not None:
+            args.append(f"{flag}={int(kubelet[key])}")
+    if kubelet.get("cpuCFSQuota") is not None:
+        args.append(f"--cpu-cfs-quota={'true' if kubelet['cpuCFSQuota'] else 'false'}")
+    return args
+
+
+def _dns_ip(cluster: ClusterInfo, kubelet: dict) -> str | None:
+    dns = kubelet.get("clusterDNS") or []
+    return dns[0] if dns else cluster.cluster_dns
+
+
+# ---------------------------------------------------------------------------------------
+# MIME
+# ---------------------------------------------------------------------------------------
+def is_mime(text: str) -> bool:
+    s = text.lstrip()
+    return s.startswith("MIME-Version:") or s.startswith("Content-Type:")
+
+
+def parse_mime_parts(text: str) -> list[tuple[str, str]]:
+    """``[(content type, body)]`` of a multipart MIME archive; raises :class:`UserDataError` when it is not one."""
+    msg = email.message_from_string(text.lstrip())
+    if not msg.is_multipart():
+        raise UserDataError("userData starts with a MIME header but is not a multipart MIME archive")
+    parts = []
+    for part in msg.get_payload():
+        ct = part.get("Content-Type") or "text/plain"
+        body = part.get_payload(decode=False)
+        if isinstance(body, list):
+            raise UserDataError("nested multipart userData is not supported")
+        parts.append((ct, body))
+    return parts
+
+
+def serialize_mime(parts: list[tuple[str, str]]) -> str:
+    out = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"', ""]
+    for ct, body in parts:
+        out.append(f"--{MIME_BOUNDARY}")
+        out.append(f"Content-Type: {ct}")
+        out.append("")
+        out.append(body.rstrip("\n"))
+    out.append(f"--{MIME_BOUNDARY}--")
+    return "\n".join(out) + "\n"
+
+
+def _user_parts(user_data: str | None, yaml_is_nodeconfig: bool) -> list[tuple[str, str]]:
+    if not user_data or not user_data.strip():
+        return []
+    if is_mime(user_data):
+        return parse_mime_parts(user_data)
+    if yaml_is_nodeconfig:
+        try:
+            doc = yaml.safe_load(user_data)
+        except yaml.YAMLError:
+            doc = None
+        if isinstance(doc, dict):
+            return [(CT_NODECONFIG, user_data)]
+    return [(CT_SHELL, user_data)]
+
+
+# ---------------------------------------------------------------------------------------
+# AL2023 (nodeadm NodeConfig)
+# ---------------------------------------------------------------------------------------
+_AL2023_KUBELET_KEYS = (
+    "podsPerCore",
+    "systemReserved",
+    "kubeReserved",
+    "evictionHard",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "evictionMaxPodGracePeriod",
+    "imageGCHighThresholdPercent",
+    "imageGCLowThresholdPercent",
+    "cpuCFSQuota",
+)
+
+
+def node_config(cluster: ClusterInfo, labels, taints, kubelet: dict, max_pods: int | None) -> dict:
+    cfg: dict[str, Any] = {}
+    dns = kubelet.get("clusterDNS") or ([cluster.cluster_dns] if cluster.cluster_dns else [])
+    if dns:
+        cfg["clusterDNS"] = list(dns)
+    mp = max_pods if max_pods is not None else kubelet.get("maxPods")
+    if mp is not None:
+        cfg["maxPods"] = int(mp)
+    for k in _AL2023_KUBELET_KEYS:
+        if kubelet.get(k) is not None:
+            cfg[k] = kubelet[k]
+    if taints:
+        cfg["registerWithTaints"] = taints
+    kube: dict[str, Any] = {"config": cfg}
+    lbl = kubelet_labels(labels)
+    if lbl:
+        kube["flags"] = [f'--node-labels="{_join_map(lbl, "=")}"']
+    spec_cluster = {"name": cluster.name, "apiServerEndpoint": cluster.endpoint}
+    if cluster.ca_b64:
+        spec_cluster["certificateAuthority"] = cluster.ca_b64
+    if cluster.cidr:
+        spec_cluster["cidr"] = cluster.cidr
+    return {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {"cluster": spec_cluster, "kubelet": kube},
+    }
+
+
+def _render_al2023(cluster, labels, taints, kubelet, max_pods, user_data) -> str:
+    ours = "# Karpenter Generated NodeConfig\n" + yaml.safe_dump(
+        node_config(cluster, labels, taints, kubelet, max_pods), sort_keys=True, default_flow_style=False
+    )
+    return serialize_mime(_user_parts(user_data, yaml_is_nodeconfig=True) + [(CT_NODECONFIG, ours)])
+
+
+# ---------------------------------------------------------------------------------------
+# AL2 (bootstrap.sh)
+# ---------------------------------------------------------------------------------------
+def _shq(s: str) -> str:
+    if "'" in s:
+        raise UserDataError(f"value {s!r} contains a single quote")
+    return f"'{s}'"
+
+
+def bootstrap_command(cluster: ClusterInfo, labels, taints, kubelet: dict, max_pods: int | None) -> str:
+    lines = [f"/etc/eks/bootstrap.sh {_shq(cluster.name)} --apiserver-endpoint {_shq(cluster.endpoint)}"]
+    if cluster.ca_b64:
+        lines[0] += f" --b64-cluster-ca {_shq(cluster.ca_b64)}"
+    dns = _dns_ip(cluster, kubelet)
+    if cluster.family == "ipv6" or (dns and ":" in dns):
+        lines.append("--ip-family ipv6")
+    if dns:
+        lines.append(f"--dns-cluster-ip {_shq(dns)}")
+    lines.append("--use-max-pods false")
+    args = _kubelet_extra_args(labels, taints, kubelet, max_pods)
+    if args:
+        lines.append(f"--kubelet-extra-args {_shq(' '.join(args))}")
+    return " \\\n".join(lines)
+
+
+def _render_al2(cluster, labels, taints, kubelet, max_pods, user_data) -> str:
+    script = (
+        "#!/bin/bash -xe\n"
+        "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n"
+        + bootstrap_command(cluster, labels, taints, kubelet, max_pods)
+    )
+    return serialize_mime(_user_parts(user_data, yaml_is_nodeconfig=False) + [(CT_SHELL, script)])
+
+
+# ---------------------------------------------------------------------------------------
+# Bottlerocket (TOML)
+# ---------------------------------------------------------------------------------------
+def _render_bottlerocket(cluster, labels, taints, kubelet, max_pods, user_data) -> str:
+    try:
+        doc = tomllib.loads(user_data) if user_data and user_data.strip() else {}
+    except tomllib.TOMLDecodeError as e:
+        raise UserDataError(f"spec.userData: invalid Bottlerocket TOML: {e}") from e
+    settings = doc.setdefault("settings", {})
+    if not isinstance(settings, dict):
+        raise UserDataError("spec.userData: settings must be a TOML table")
+    autoscaling = settings.get("autoscaling")
+    if isinstance(autoscaling, dict) and "should-wait" in autoscaling:
+        autoscaling["should-wait"] = False  # no Auto Scaling group: waiting would block the kubelet
+    k8s = settings.setdefault("kubernetes", {})
+    if not isinstance(k8s, dict):
+        raise UserDataError("spec.userData: settings.kubernetes must be a TOML table")
+    k8s["cluster-name"] = cluster.name
+    k8s["api-server"] = cluster.endpoint
+    if cluster.ca_b64:
+        k8s["cluster-certificate"] = cluster.ca_b64
+    dns = _dns_ip(cluster, kubelet)
+    if dns:
+        k8s["cluster-dns-ip"] = dns
+    mp = max_pods if max_pods is not None else kubelet.get("maxPods")
+    if mp is not None:
+        k8s["max-pods"] = int(mp)
+    node_labels = dict(k8s.get("node-labels") or {})
+    node_labels.update(kubelet_labels(labels))
+    if node_labels:
+        k8s["node-labels"] = node_labels
+    node_taints: dict[str, list[str]] = {}
+    for t in taints:
+        node_taints.setdefault(t["key"], []).append(f"{t.get('value', '')}:{t['effect']}")
+    k8s["node-taints"] = node_taints
+    for src, dst in (
+        ("systemReserved", "system-reserved"),
+        ("kubeReserved", "kube-reserved"),
+        ("evictionHard", "eviction-hard"),
+        ("evictionSoft", "eviction-soft"),
+        ("evictionSoftGracePeriod", "eviction-soft-grace-period"),
+    ):
+        if kubelet.get(src):
+            k8s[dst] = {str(k): str(v) for k, v in kubelet[src].items()}
+    if kubelet.get("evictionMaxPodGracePeriod") is not None:
+        k8s["eviction-max-pod-grace-period"] = int(kubelet["evictionMaxPodGracePeriod"])
+    if kubelet.get("imageGCHighThresholdPercent") is not None:
+        k8s["image-gc-high-threshold-percent"] = str(int(kubelet["imageGCHighThresholdPercent"]))
+    if kubelet.get("imageGCLowThresholdPercent") is not None:
+        k8s["image-gc-low-threshold-percent"] = str(int(kubelet["imageGCLowThresholdPercent"]))
+    if kubelet.get("cpuCFSQuota") is not None:
+        k8s["cpu-cfs-quota-enforced"] = bool(kubelet["cpuCFSQuota"])
+    return dump_toml(doc)
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(k: str) -> str:
+    return k if _BARE_KEY.match(k) else "'" + k + "'" if "'" not in k and "\n" not in k else _toml_str(k)
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        return _toml_str(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    raise UserDataError(f"cannot write {v!r} as TOML")
+
+
+def dump_toml(doc: dict) -> str:
+    """A small TOML writer (tables, arrays of tables, scalars, arrays, inline tables) for Bottlerocket settings."""
+    out: list[str] = []
+
+    def header(path: list[str], array: bool = False) -> str:
+        inner = ".".join(_toml_key(p) for p in path)
+        return f"[[{inner}]]" if array else f"[{inner}]"
+
+    def emit(table: dict, path: list[str]) -> None:
+        scalars = [(k, v) for k, v in table.items() if not isinstance(v, dict) and not _is_table_array(v)]
+        subtables = [(k, v) for k, v in table.items() if isinstance(v, dict)]
+        arrays = [(k, v) for k, v in table.items() if _is_table_array(v)]
+        if path and (scalars or (not subtables and not arrays)):
+            out.append(header(path))
+        for k, v in scalars:
+            out.append(f"{_toml_key(k)} = {_toml_value(v)}")
+        if scalars or (path and not subtables and not arrays):
+            out.append("")
+        for k, v in subtables:
+            emit(v, path + [k])
+        for k, items in arrays:
+            for item in items:
+                out.append(header(path + [k], array=True))
+                for ik, iv in item.items():
+                    out.append(f"{_toml_key(ik)} = {_toml_value(iv)}")
+                out.append("")
+
+    emit(doc, [])
+    return "\n".join(out).strip("\n") + "\n"
+
+
+def _is_table_array(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
+
+
+# ---------------------------------------------------------------------------------------
+# Windows
+# ---------------------------------------------------------------------------------------
+_PS_OPEN = re.compile(r"^\s*<powershell>\s*", re.I)
+_PS_CLOSE = re.compile(r"\s*</powershell>\s*$", re.I)
+
+
+def _render_windows(cluster, labels, taints, kubelet, max_pods, user_data) -> str:
+    lines = ["<powershell>"]
+    if user_data and user_data.strip():
+        lines.append(_PS_CLOSE.sub("", _PS_OPEN.sub("", user_data)))
+    lines.append('[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1"')
+    cmd = f"& $EKSBootstrapScriptFile -EKSClusterName {_shq(cluster.name)} -APIServerEndpoint {_shq(cluster.endpoint)}"
+    if cluster.ca_b64:
+        cmd += f" -Base64ClusterCA {_shq(cluster.ca_b64)}"
+    args = _kubelet_extra_args(labels, taints, kubelet, max_pods)
+    if args:
+        cmd += f" -KubeletExtraArgs {_shq(' '.join(args))}"
+    dns = _dns_ip(cluster, kubelet)
+    if dns:
+        cmd += f" -DNSClusterIP {_shq(dns)}"
+    lines.append(cmd)
+    lines.append("</powershell>")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# entry point
+# ---------------------------------------------------------------------------------------
+def normalize_family(family: str | None) -> str:
+    for f in FAMILIES:
+        if family and family.lower() == f.lower():
+            return f
+    raise UserDataError(f"unknown AMI family {family!r}: expected one of {', '.join(FAMILIES)}")
+
+
+def render_user_data(
+    family: str,
+    cluster: ClusterInfo,
+    nodeclass=None,
+    labels: dict[str, str] | None = None,
+    taints: list[dict] | None = None,
+    startup_taints: list[dict] | None = None,
+    kubelet: dict | None = None,
+    max_pods: int | None = None,
+    user_data: str | None = None,
+) -> str:
+    """The node's userData (plain text) for ``family``.
+
+    ``nodeclass`` (an ``EC2NodeClass`` or None) supplies ``spec.userData`` and ``spec.kubelet``
+    when ``user_data`` / ``kubelet`` are not given.  ``labels`` are the NodeClaim's labels,
+    ``taints`` / ``startup_taints`` the NodePool's; ``max_pods`` the instance type's pod capacity.
+    Deterministic: the same input always gives the same bytes (it feeds the launch template hash).
+    """
+    fam = normalize_family(family)
+    if nodeclass is not None:
+        spec = nodeclass.spec if hasattr(nodeclass, "spec") else (nodeclass.get("spec") or {})
+        if user_data is None:
+            user_data = spec.get("userData")
+        if kubelet is None:
+            kubelet = spec.get("kubelet")
+    kubelet = dict(kubelet or {})
+    if fam == "Custom":
+        return user_data or ""
+    if not cluster.name or not cluster.endpoint:
+        raise UserDataError("cluster name and endpoint are required to render userData")
+    tnts = all_taints(taints, startup_taints)
+    labels = dict(labels or {})
+    if fam == "AL2023":
+        return _render_al2023(cluster, labels, tnts, kubelet, max_pods, user_data)
+    if fam == "AL2":
+        return _render_al2(cluster, labels, tnts, kubelet, max_pods, user_data)
+    if fam == "Bottlerocket":
+        return _render_bottlerocket(cluster, labels, tnts, kubelet, max_pods, user_data)
+    return _render_windows(cluster, labels, tnts, kubelet, max_pods, user_data)
