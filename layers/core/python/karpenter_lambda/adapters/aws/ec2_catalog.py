@@ -1,0 +1,213 @@
+"""EC2 side of the instance catalog: describe calls, per-process caches, and ``load_catalog``.
+
+* ``fetch_instance_types(ec2)``: every ``DescribeInstanceTypes`` entry (paginated).  Cached per
+  process per (endpoint, region): moto's full answer takes 4-9 s and the data changes rarely.
+* ``fetch_offerings(ec2)``: ``DescribeInstanceTypeOfferings`` by availability zone, same cache.
+* ``fetch_zone_ids(ec2)``: zone name -> zone id.
+* ``fetch_spot_prices(ec2)``: latest price per (type, zone) from ``DescribeSpotPriceHistory``
+  (Linux/UNIX, paginated); moto's placeholders (0.00001, year 2006) are dropped.  Cached per
+  process for 5 minutes, and in DynamoDB when a :class:`PriceCache` is given.
+* ``load_catalog(...)``: all of the above + on-demand prices (Pricing API, cache, bundled) ->
+  :func:`karpenter_lambda.catalog.build_instance_types`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from ...catalog.instancetypes import build_instance_types
+from ...catalog.pricing import PLACEHOLDER_SPOT_PRICE, SOURCE_SPOT_HISTORY, PriceBook
+from ...catalog.types import InstanceType
+from .pricing import on_demand_prices, pricing_api_region
+from .pricing_cache import PriceCache
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "fetch_instance_types",
+    "fetch_offerings",
+    "fetch_zone_ids",
+    "fetch_spot_prices",
+    "load_catalog",
+    "load_price_book",
+    "clear_process_cache",
+]
+
+#: Spot price history entries older than this are placeholders (moto answers year 2006).
+_PLACEHOLDER_BEFORE = datetime(2010, 1, 1, tzinfo=timezone.utc)
+SPOT_PROCESS_TTL_SECONDS = 300.0
+
+_lock = threading.Lock()
+_cache: dict[tuple, Any] = {}
+
+
+def clear_process_cache() -> None:
+    """Forget everything cached in this process (instance types, offerings, zone ids, spot prices)."""
+    with _lock:
+        _cache.clear()
+
+
+def _client_key(client: Any) -> tuple[str, str]:
+    meta = getattr(client, "meta", None)
+    return (getattr(meta, "endpoint_url", "") or "", getattr(meta, "region_name", "") or "")
+
+
+def _cached(kind: str, client: Any, load, ttl: float | None = None, refresh: bool = False):
+    key = (kind, *_client_key(client))
+    now = time.monotonic()
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None and not refresh and (ttl is None or now - hit[0] < ttl):
+            return hit[1]
+    value = load()
+    with _lock:
+        _cache[key] = (now, value)
+    return value
+
+
+def fetch_instance_types(ec2_client: Any, *, refresh: bool = False) -> list[dict]:
+    """All ``DescribeInstanceTypes`` entries (a new list each call; the dicts are shared, do not mutate)."""
+
+    def load() -> list[dict]:
+        out: list[dict] = []
+        for page in ec2_client.get_paginator("describe_instance_types").paginate():
+            out.extend(page.get("InstanceTypes") or [])
+        return out
+
+    return list(_cached("instance-types", ec2_client, load, refresh=refresh))
+
+
+def fetch_offerings(ec2_client: Any, *, refresh: bool = False) -> list[dict]:
+    """All ``DescribeInstanceTypeOfferings(LocationType="availability-zone")`` entries."""
+
+    def load() -> list[dict]:
+        out: list[dict] = []
+        for page in ec2_client.get_paginator("describe_instance_type_offerings").paginate(LocationType="availability-zone"):
+            out.extend(page.get("InstanceTypeOfferings") or [])
+        return out
+
+    return list(_cached("offerings", ec2_client, load, refresh=refresh))
+
+
+def fetch_zone_ids(ec2_client: Any, *, refresh: bool = False) -> dict[str, str]:
+    def load() -> dict[str, str]:
+        resp = ec2_client.describe_availability_zones()
+        return {z["ZoneName"]: z["ZoneId"] for z in resp.get("AvailabilityZones") or [] if z.get("ZoneId")}
+
+    return dict(_cached("zone-ids", ec2_client, load, refresh=refresh))
+
+
+def _is_placeholder(price: float, ts: Any) -> bool:
+    if price <= PLACEHOLDER_SPOT_PRICE:
+        return True
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=timezone.utc)
+        return ts < _PLACEHOLDER_BEFORE
+    return False
+
+
+def fetch_spot_prices(ec2_client: Any, *, refresh: bool = False) -> dict[tuple[str, str], float]:
+    """Latest real spot price per (instance type, zone); placeholders ignored (empty under moto)."""
+
+    def load() -> dict[tuple[str, str], float]:
+        latest: dict[tuple[str, str], tuple[Any, float]] = {}
+        pages = ec2_client.get_paginator("describe_spot_price_history").paginate(
+            ProductDescriptions=["Linux/UNIX", "Linux/UNIX (Amazon VPC)"], StartTime=datetime.now(timezone.utc)
+        )
+        for page in pages:
+            for h in page.get("SpotPriceHistory") or []:
+                try:
+                    price = float(h["SpotPrice"])
+                except (KeyError, TypeError, ValueError):
+                    continue
+                ts = h.get("Timestamp")
+                if _is_placeholder(price, ts):
+                    continue
+                key = (h.get("InstanceType"), h.get("AvailabilityZone"))
+                if not all(key):
+                    continue
+                prev = latest.get(key)
+                if prev is None or (ts is not None and prev[0] is not None and ts > prev[0]):
+                    latest[key] = (ts, price)
+        return {k: v[1] for k, v in latest.items()}
+
+    return dict(_cached("spot", ec2_client, load, ttl=SPOT_PROCESS_TTL_SECONDS, refresh=refresh))
+
+
+def _clients(session_or_clients: Any, region: str, endpoint_url: str | None) -> tuple[Any, Any | None]:
+    """(ec2, pricing-or-None) from a boto3 Session, a dict of clients, or an EC2 client."""
+    if isinstance(session_or_clients, Mapping):
+        if "ec2" not in session_or_clients:
+            raise ValueError("session_or_clients: a dict of clients needs an 'ec2' client")
+        return session_or_clients["ec2"], session_or_clients.get("pricing")
+    if hasattr(session_or_clients, "client") and not hasattr(session_or_clients, "meta"):
+        session = session_or_clients
+        ec2 = session.client("ec2", region_name=region, endpoint_url=endpoint_url)
+        api_region = pricing_api_region(region)
+        pricing = session.client("pricing", region_name=api_region, endpoint_url=endpoint_url) if api_region else None
+        return ec2, pricing
+    if getattr(getattr(session_or_clients, "meta", None), "service_model", None) is not None:
+        return session_or_clients, None
+    raise ValueError(f"session_or_clients: expected a boto3 Session, an EC2 client or {{'ec2': ..., 'pricing': ...}}, got {type(session_or_clients).__name__}")
+
+
+def load_price_book(ec2_client: Any, pricing_client: Any | None, region: str, cache: PriceCache | None = None) -> PriceBook:
+    """Bundled table <- Pricing API (or cache) on-demand prices <- spot history (or cache)."""
+    book = PriceBook.from_bundled(region)
+    od = on_demand_prices(pricing_client, region, cache)
+    if od.prices:
+        book = book.with_on_demand(od.prices, od.source)
+    spot = None
+    if cache is not None:
+        try:
+            entry = cache.get("spot", region)
+            if entry is not None and entry.fresh:
+                spot = entry.prices
+        except Exception as e:
+            log.warning("spot price cache read failed for %s: %s", region, e)
+    if spot is None:
+        try:
+            spot = fetch_spot_prices(ec2_client)
+        except Exception as e:
+            log.warning("spot price history for %s failed: %s; spot prices will be estimated", region, e)
+            spot = {}
+        else:
+            if cache is not None:
+                try:
+                    cache.put("spot", region, spot, SOURCE_SPOT_HISTORY)
+                except Exception as e:
+                    log.warning("spot price cache write failed for %s: %s", region, e)
+    return book.with_spot(spot) if spot else book
+
+
+def load_catalog(
+    session_or_clients: Any,
+    region: str,
+    nodeclass: Any = None,
+    unavailable: set[tuple[str, str, str]] | frozenset = frozenset(),
+    cache: PriceCache | None = None,
+    *,
+    zones: list[str] | None = None,
+    endpoint_url: str | None = None,
+    prices: PriceBook | None = None,
+) -> list[InstanceType]:
+    """Instance types for ``region`` as the scheduler needs them.
+
+    ``session_or_clients``: a boto3 Session (clients made with ``endpoint_url``), ``{"ec2": c,
+    "pricing": c}``, or an EC2 client (no Pricing API then).  ``prices`` skips price loading.
+    """
+    ec2, pricing = _clients(session_or_clients, region, endpoint_url)
+    raw = fetch_instance_types(ec2)
+    offerings = fetch_offerings(ec2)
+    try:
+        zone_ids = fetch_zone_ids(ec2)
+    except Exception as e:
+        log.warning("describe_availability_zones failed: %s; offerings carry no zone id", e)
+        zone_ids = {}
+    book = prices if prices is not None else load_price_book(ec2, pricing, region, cache)
+    return build_instance_types(raw, offerings, book, region, nodeclass=nodeclass, zones=zones, unavailable=unavailable, zone_ids=zone_ids)
