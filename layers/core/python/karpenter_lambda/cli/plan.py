@@ -1,0 +1,173 @@
+"""`karpenter-lambda plan -f FILE...`: one provisioning round, dry run, over Kubernetes manifests.
+
+Offline by default: instance types and offerings come through the same boto3
+adapter the provisioner uses, answered by moto's bundled EC2 data for the
+region (in-process, nothing leaves the machine); on-demand prices from the
+bundled table, spot prices from the deterministic estimate (docs/catalog.md).
+``--live`` asks real AWS (credentials from the environment) and
+``--endpoint-url`` any AWS-compatible endpoint.
+
+``--json`` prints exactly::
+
+    {"nodeClaims": [{"name", "nodePool", "instanceTypes": [...], "instanceType", "zone",
+                     "capacityType", "pricePerHour", "pods": ["ns/name", ...]}],
+     "unschedulable": [{"pod": "ns/name", "reason": "..."}],
+     "costPerHour": N}
+
+Extra keys may be added (``existing``, ``reasons``); none is ever renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from contextlib import nullcontext
+
+from karpenter_lambda.api.manifests import load_files
+from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodePool
+from karpenter_lambda.api.workloads import expand
+
+from .table import render_table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="one provisioning round, dry run, over manifests (offline by default)",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
+                   help="manifest file or directory (repeatable): NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--live", action="store_true", help="read instance types and prices from real AWS instead of moto's bundled data")
+    p.set_defaults(func=run)
+
+
+class PlanError(Exception):
+    pass
+
+
+def _pod_key(pod: dict) -> str:
+    m = pod.get("metadata") or {}
+    return f"{m.get('namespace') or 'default'}/{m.get('name', '')}"
+
+
+def build_plan(files: list[str], region: str, endpoint_url: str | None = None, live: bool = False, progress=None):
+    """Load, expand, build the catalog and solve; returns (SchedulingResult, context dict). Raises PlanError."""
+    from karpenter_lambda.scheduling import NodePoolInput, SchedulingInput, solve
+
+    loaded = load_files(files, allow_other_kinds=True)
+    if loaded.issues:
+        raise PlanError("\n".join(str(i) for i in loaded.issues))
+    nodepools = [o for o in loaded.objects if isinstance(o, NodePool)]
+    nodeclasses = {o.name: o for o in loaded.objects if isinstance(o, EC2NodeClass)}
+    if not nodepools:
+        raise PlanError("no NodePool in the given files: add a karpenter.sh/v1 NodePool (see examples/default.yaml)")
+    pods: list[dict] = []
+    daemonsets: list[dict] = []
+    issues = []
+    for index, obj in enumerate(o for o in loaded.objects if type(o) is KubeObject):
+        w = expand(obj.doc, "<manifests>", index)
+        pods.extend(w.pods)
+        daemonsets.extend(w.daemonsets)
+        issues.extend(w.issues)
+    if issues:
+        raise PlanError("\n".join(str(i) for i in issues))
+    pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+
+    problems = []
+    for np in nodepools:
+        ref = np.node_class_ref
+        if ref.get("kind") != "EC2NodeClass" or ref.get("group") != "karpenter.k8s.aws":
+            problems.append(f"NodePool {np.name}: nodeClassRef {ref.get('group')}/{ref.get('kind')} is not an EC2NodeClass (karpenter.k8s.aws); plan only knows EC2")
+        elif ref.get("name") not in nodeclasses:
+            problems.append(f"NodePool {np.name}: nodeClassRef EC2NodeClass {ref.get('name')!r} is not in the given files; add it with -f")
+    if problems:
+        raise PlanError("\n".join(problems))
+
+    import boto3
+
+    from karpenter_lambda.adapters.aws.ec2_catalog import load_catalog
+
+    ctx = nullcontext()
+    if not live and not endpoint_url:
+        from moto import mock_aws
+
+        ctx = mock_aws()
+    t0 = time.monotonic()
+    with ctx:
+        if not live and not endpoint_url:
+            ec2 = boto3.client("ec2", region_name=region, aws_access_key_id="offline", aws_secret_access_key="offline")
+            source = ec2
+        else:
+            source = boto3.session.Session(region_name=region)
+        if progress:
+            progress(f"loading instance types for {region} ({'live' if live else endpoint_url or 'offline: moto bundled data'}) ...")
+        inputs = []
+        catalogs: dict[str, list] = {}
+        for np in nodepools:
+            nc = nodeclasses[np.node_class_ref["name"]]
+            if nc.name not in catalogs:
+                catalogs[nc.name] = load_catalog(source, region, nodeclass=nc, endpoint_url=endpoint_url)
+            inputs.append(NodePoolInput(nodepool=np, instance_types=catalogs[nc.name]))
+    t1 = time.monotonic()
+    if progress:
+        progress(f"scheduling {len(pending)} pods over {len(nodepools)} NodePools ...")
+    result = solve(SchedulingInput(pods=pending, nodepools=inputs, daemonsets=daemonsets))
+    t2 = time.monotonic()
+    return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1}
+
+
+def plan_to_json(result) -> dict:
+    claims = []
+    for c in result.nodeclaims:
+        claims.append({
+            "name": c.name,
+            "nodePool": c.nodepool,
+            "instanceTypes": [it.name for it in c.instance_types],
+            "instanceType": c.instance_type,
+            "zone": c.zone,
+            "capacityType": c.capacity_type,
+            "pricePerHour": round(c.price, 6),
+            "pods": list(c.pods),
+            "reason": c.reason,
+        })
+    return {
+        "nodeClaims": claims,
+        "unschedulable": [{"pod": u.pod, "reason": u.reason} for u in result.unschedulable],
+        "costPerHour": round(sum(c.price for c in result.nodeclaims), 6),
+        "existing": {k: list(v) for k, v in (result.existing or {}).items()},
+    }
+
+
+def run(args) -> int:
+    def progress(msg: str) -> None:
+        if not args.json:
+            print(msg, file=sys.stderr)
+
+    try:
+        result, info = build_plan(args.files, args.region, args.endpoint_url, args.live, progress)
+    except PlanError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = plan_to_json(result)
+    if args.json:
+        json.dump(out, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    if out["nodeClaims"]:
+        rows = []
+        for c in out["nodeClaims"]:
+            rows.append([c["name"], c["nodePool"], c["instanceType"], c["zone"], c["capacityType"],
+                         f"${c['pricePerHour']:.4f}", len(c["pods"]), len(c["instanceTypes"])])
+        print(render_table(["NODECLAIM", "NODEPOOL", "INSTANCE-TYPE", "ZONE", "CAPACITY", "PRICE/H", "PODS", "OPTIONS"], rows, right={5, 6, 7}))
+    else:
+        print("no new nodes needed")
+    if out["unschedulable"]:
+        print()
+        print(render_table(["UNSCHEDULABLE POD", "REASON"], [[u["pod"], u["reason"]] for u in out["unschedulable"]]))
+    print()
+    print(f"{len(out['nodeClaims'])} new node(s), {info['pods']} pending pod(s), {len(out['unschedulable'])} unschedulable; "
+          f"cost ${out['costPerHour']:.4f}/h (catalog {info['catalog_seconds']:.1f}s, solve {info['solve_seconds']*1000:.0f}ms)")
+    return 0
