@@ -1,0 +1,148 @@
+"""Launch one NodeClaim plan: launch templates per (AMI, max pods), CreateFleet, insufficient-capacity fallback.
+
+Called by :class:`.provision.Provisioner` after the NodeClaim is committed and written.  Candidates are the
+plan's instance types x available offerings in the EC2NodeClass's subnet zones, filtered by the plan's
+zone and capacity-type requirements.  Spot is used when the plan allows it and spot offerings exist
+(Karpenter's behaviour), else on-demand.  Each insufficient-capacity answer marks the offerings
+unavailable (3 min, by the fleet launcher) and the next attempt uses what remains; when nothing
+remains the reason is returned so the pods are reported unschedulable.
+"""
+
+from __future__ import annotations
+
+from ..api import labels as wk
+from ..api.quantity import format_resource
+from .cluster_state import provider_id
+
+def _allowed(requirements, key: str, value: str) -> bool:
+    try:
+        if key not in requirements:
+            return True
+        return requirements.get(key).has(value)
+    except Exception:
+        return True
+
+
+def candidates_for(plan, resolved, exclude: set) -> dict[str, list[tuple[str, str, float]]]:
+    """capacity type -> [(instance type, zone, price)] cheapest first."""
+    zones = set(resolved.subnets_by_zone()) if hasattr(resolved, "subnets_by_zone") else None
+    out: dict[str, list[tuple[str, str, float]]] = {}
+    for it in plan.instance_types:
+        for o in it.offerings:
+            if not o.available or (it.name, o.zone, o.capacity_type) in exclude:
+                continue
+            if zones is not None and o.zone not in zones:
+                continue
+            if not _allowed(plan.requirements, wk.ZONE, o.zone) or not _allowed(plan.requirements, wk.CAPACITY_TYPE, o.capacity_type):
+                continue
+            if o.capacity_type == wk.CAPACITY_TYPE_RESERVED:
+                continue  # capacity reservations are not launched by this path
+            out.setdefault(o.capacity_type, []).append((it.name, o.zone, float(o.price)))
+    for ct in out:
+        out[ct].sort(key=lambda c: (c[2], c[0], c[1]))
+    return out
+
+
+def _pick_capacity_type(cands: dict) -> str | None:
+    if cands.get(wk.CAPACITY_TYPE_SPOT):
+        return wk.CAPACITY_TYPE_SPOT
+    if cands.get(wk.CAPACITY_TYPE_ON_DEMAND):
+        return wk.CAPACITY_TYPE_ON_DEMAND
+    return None
+
+
+def launch_plan(prov, name, plan, np, nodeclass, resolved, keys):
+    from ..adapters.aws.fleet import FleetLauncher, InsufficientCapacityError, LaunchRequest
+    from ..adapters.aws.launch_templates import LaunchTemplates
+    from ..adapters.aws.userdata import ClusterInfo
+
+    cluster = prov.cluster
+    info = ClusterInfo(name=cluster.name, endpoint=cluster.endpoint, ca_b64=cluster.ca_b64,
+                       cidr=getattr(cluster, "service_cidr", None))
+    claim = prov.store.get("NodeClaim", name)
+    labels = {k: v for k, v in (claim.labels if claim else {}).items()}
+    taints = list(np.taints)
+    startup = list(np.startup_taints)
+    lts = LaunchTemplates(prov.ec2, cluster.name)
+    fleet = FleetLauncher(prov.ec2, cluster.name, prov.unavailable)
+    types_by_name = {it.name: it for it in plan.instance_types}
+    exclude: set = set()
+    last_error = ""
+    for attempt in range(6):
+        cands = candidates_for(plan, resolved, exclude)
+        ct = _pick_capacity_type(cands)
+        if ct is None:
+            why = f"no offering left for NodePool {np.name}"
+            if last_error:
+                why += f" after insufficient capacity ({last_error})"
+            return None, why
+        chosen = cands[ct][:60]
+        its = [types_by_name[n] for n in dict.fromkeys(c[0] for c in chosen)]
+        lt_map = lts.ensure_for(resolved, info, its, labels, taints, startup, ct)
+        chosen = [c for c in chosen if c[0] in lt_map]
+        if not chosen:
+            return None, f"EC2NodeClass {nodeclass.name}: no AMI matches the instance types of NodePool {np.name}"
+        subnets = resolved.subnets_by_zone()
+        request = LaunchRequest(
+            nodeclaim_name=name, nodepool_name=np.name, nodeclass_name=nodeclass.name, capacity_type=ct,
+            candidates=chosen, launch_templates=dict(lt_map),
+            subnets={z: s["id"] for z, s in subnets.items()}, tags=dict(nodeclass.tags),
+            client_token=f"{name}-{attempt}"[:64],
+        )
+        try:
+            result = fleet.launch(request)
+        except InsufficientCapacityError as e:
+            for off in getattr(e, "unavailable", []) or []:
+                exclude.add(tuple(off))
+            if not getattr(e, "unavailable", None):  # nothing to exclude: don't loop forever
+                exclude.update((c[0], c[1], ct) for c in chosen)
+            last_error = str(e)
+            prov._decision("insufficient-capacity", f"NodeClaim {name}: {e}; retrying with the remaining offerings",
+                           nodeclaim=name, unavailable=[list(x) for x in getattr(e, "unavailable", [])])
+            continue
+        it = types_by_name.get(result.instance_type)
+        image_id = getattr(result, "image_id", None) or (lt_map[result.instance_type].image_id if result.instance_type in lt_map else None)
+        price = getattr(result, "price", None)
+        if price is None and it is not None:
+            o = it.cheapest_offering(zones={result.zone}, capacity_types={result.capacity_type})
+            price = o.price if o else 0.0
+        from .provision import Launched
+
+        launched = Launched(nodeclaim=name, nodepool=np.name, instance_id=result.instance_id,
+                                instance_type=result.instance_type, zone=result.zone,
+                                capacity_type=result.capacity_type, price=float(price or 0.0), image_id=image_id, pods=keys)
+        _mark_launched(prov, name, np, launched, it)
+        return launched, ""
+    return None, f"no capacity after {attempt + 1} attempts ({last_error})"
+
+
+def _mark_launched(prov, name, np, launched, it) -> None:
+    from .provision import PRICE_ANNOTATION, _condition
+
+    now = prov.clock()
+
+    def mutate(obj):
+        labels = obj.metadata.setdefault("labels", {})
+        if it is not None:
+            labels.update(it.labels)
+        labels[wk.INSTANCE_TYPE] = launched.instance_type
+        labels[wk.ZONE] = launched.zone
+        labels[wk.CAPACITY_TYPE] = launched.capacity_type
+        labels[wk.NODEPOOL] = np.name
+        obj.metadata.setdefault("annotations", {})[PRICE_ANNOTATION] = repr(round(launched.price, 6))
+        st = obj.status
+        st["providerID"] = provider_id(launched.zone, launched.instance_id)
+        if launched.image_id:
+            st["imageID"] = launched.image_id
+        if it is not None:
+            st["capacity"] = {k: format_resource(k, v) for k, v in sorted(it.capacity.items())}
+            st["allocatable"] = {k: format_resource(k, v) for k, v in sorted(it.allocatable.items())}
+        conds = [c for c in st.get("conditions") or [] if c.get("type") != "Launched"]
+        conds.append(_condition("Launched", "True", "Launched", f"instance {launched.instance_id} launched", now))
+        st["conditions"] = conds
+        return obj
+
+    prov.store.update("NodeClaim", name, mutate)
+    if prov.claims is not None and it is not None:
+        actual = {"nodes": 1, **{k: v for k, v in it.capacity.items()}}
+        prov.claims.adjust(np.name, name, actual)

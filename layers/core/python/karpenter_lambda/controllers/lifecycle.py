@@ -1,0 +1,249 @@
+"""The lifecycle sweep (every minute): NodeClaim registration and initialization, liveness, garbage collection.
+
+``Lifecycle(...).sweep(now) -> LifecycleReport``:
+
+* **Registered**: a Node with the NodeClaim's providerID exists.  The NodePool's template labels,
+  the NodeClaim's labels, annotations, taints and startup taints are applied to the Node (first
+  registration only, as Karpenter does), ``karpenter.sh/unregistered`` is removed, the Node gets
+  ``karpenter.sh/registered=true`` and the NodeClaim ``status.nodeName``.
+* **Initialized**: the Node is Ready, none of the NodeClaim's startup taints remain and every
+  requested extended resource is allocatable; the Node gets ``karpenter.sh/initialized=true``.
+* **Liveness**: launched but not registered within 15 minutes -> terminate the instance, delete the
+  NodeClaim.  A NodeClaim that never got an instance (the provisioner died between writing it and
+  launching) is deleted after 5 minutes.
+* **Garbage collection**: instances tagged ``kubernetes.io/cluster/<name>=owned`` and
+  ``karpenter.sh/nodeclaim`` with no NodeClaim, older than 30 s, are terminated; NodeClaims whose
+  instance is terminated or absent are deleted (with their Node).  Launch claims (NodePool usage,
+  pod reservations) of deleted NodeClaims are released, also stale ones left by a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..api import labels as wk
+from ..api.objects import NodeClaim, NodePool
+from ..api.quantity import parse_resource_list
+from . import runtime
+from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
+
+LAUNCH_TIMEOUT = 5 * 60
+STALE_CLAIM_AGE = 5 * 60
+GONE_STATES = {"shutting-down", "terminated"}
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LifecycleReport:
+    registered: list[dict] = field(default_factory=list)     # {nodeClaim, node}
+    initialized: list[dict] = field(default_factory=list)    # {nodeClaim, node}
+    terminated: list[dict] = field(default_factory=list)     # {instanceId, nodeClaim, reason}
+    deleted: list[dict] = field(default_factory=list)        # {nodeClaim, reason}
+    released: list[str] = field(default_factory=list)        # launch claims released without a NodeClaim
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("registered", "initialized", "terminated", "deleted", "released", "errors")}
+
+
+def _cond(nc: NodeClaim, type_: str) -> dict | None:
+    return nc.condition(type_)
+
+
+def _set_condition(status: dict, type_: str, value: str, reason: str, message: str, now: float) -> None:
+    conds = [c for c in status.get("conditions") or [] if c.get("type") != type_]
+    conds.append({"type": type_, "status": value, "reason": reason, "message": message,
+                  "lastTransitionTime": runtime.iso(now)})
+    status["conditions"] = conds
+
+
+def _epoch(v) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, datetime):
+        return v.timestamp()
+    return runtime.parse_iso(str(v))
+
+
+class Lifecycle:
+    def __init__(self, store, ec2, kube, cluster_name: str, claims=None, clock=None, logger=None,
+                 registration_timeout: float = 15 * 60, orphan_min_age: float = 30.0):
+        self.store = store
+        self.ec2 = ec2
+        self.kube = kube
+        self.cluster_name = cluster_name
+        self.claims = claims
+        self.clock = clock or runtime.clock_proxy
+        self.logger = logger or log
+        self.registration_timeout = registration_timeout
+        self.orphan_min_age = orphan_min_age
+
+    @classmethod
+    def from_environment(cls, env, logger=None) -> "Lifecycle":
+        return cls(env.store, env.ec2, env.kube, env.config.cluster, claims=env.claims, clock=runtime.clock_proxy,
+                   logger=logger, registration_timeout=env.config.registration_timeout,
+                   orphan_min_age=env.config.orphan_min_age)
+
+    def _decision(self, decision: str, message: str, **fields) -> None:
+        try:
+            self.logger.info(message, extra={"decision": decision, **fields})
+        except TypeError:
+            self.logger.info("%s %s", message, json.dumps({"decision": decision, **fields}, default=str))
+
+    # -- EC2 -------------------------------------------------------------------------------------
+    def _instances(self) -> dict[str, dict]:
+        out = {}
+        kwargs = {"Filters": [{"Name": f"tag:kubernetes.io/cluster/{self.cluster_name}", "Values": ["owned"]},
+                              {"Name": "tag-key", "Values": ["karpenter.sh/nodeclaim"]}]}
+        while True:
+            resp = self.ec2.describe_instances(**kwargs)
+            for r in resp.get("Reservations", []):
+                for i in r.get("Instances", []):
+                    out[i["InstanceId"]] = i
+            if not resp.get("NextToken"):
+                return out
+            kwargs["NextToken"] = resp["NextToken"]
+
+    def _terminate(self, instance_id: str, nodeclaim: str | None, reason: str, report: LifecycleReport) -> None:
+        try:
+            self.ec2.terminate_instances(InstanceIds=[instance_id])
+        except Exception as e:
+            report.errors.append(f"terminate {instance_id}: {e}")
+            return
+        report.terminated.append({"instanceId": instance_id, "nodeClaim": nodeclaim, "reason": reason})
+        self._decision("terminate", f"terminated {instance_id} ({reason})", instanceId=instance_id,
+                       nodeclaim=nodeclaim, reason=reason)
+
+    def _delete_nodeclaim(self, nc: NodeClaim, reason: str, report: LifecycleReport, node: dict | None = None) -> None:
+        if node is not None:
+            try:
+                self.kube.delete_node(node["metadata"]["name"])
+            except Exception as e:
+                report.errors.append(f"delete node {node['metadata']['name']}: {e}")
+        self.store.delete("NodeClaim", nc.name)
+        if self.claims is not None:
+            self.claims.release(nc.nodepool_name or nc.labels.get(wk.NODEPOOL, ""), nc.name)
+        report.deleted.append({"nodeClaim": nc.name, "reason": reason})
+        self._decision("delete", f"deleted NodeClaim {nc.name}: {reason}", nodeclaim=nc.name, reason=reason)
+
+    # -- the sweep -------------------------------------------------------------------------------
+    def sweep(self, now: float | None = None) -> LifecycleReport:
+        now = self.clock() if now is None else now
+        report = LifecycleReport()
+        nodeclaims = {nc.name: nc for nc in self.store.list("NodeClaim")}
+        nodepools = {np.name: np for np in self.store.list("NodePool")}
+        nodes = [as_dict(n) for n in self.kube.list_nodes()]
+        node_by_provider = {(n.get("spec") or {}).get("providerID"): n for n in nodes if (n.get("spec") or {}).get("providerID")}
+        instances = self._instances()
+
+        for nc in nodeclaims.values():
+            try:
+                self._reconcile(nc, nodepools.get(nc.nodepool_name), node_by_provider, instances, now, report)
+            except Exception as e:  # one broken NodeClaim must not stop the sweep
+                report.errors.append(f"NodeClaim {nc.name}: {e}")
+                self.logger.exception(f"lifecycle of NodeClaim {nc.name} failed")
+
+        # orphan instances: tagged for this cluster, no NodeClaim, old enough
+        for iid, inst in instances.items():
+            state = (inst.get("State") or {}).get("Name")
+            if state in GONE_STATES:
+                continue
+            tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
+            owner = tags.get("karpenter.sh/nodeclaim")
+            if owner in nodeclaims and self.store.get("NodeClaim", owner) is not None:
+                continue
+            launched = _epoch(inst.get("LaunchTime")) or now
+            if now - launched < self.orphan_min_age:
+                continue
+            self._terminate(iid, owner, f"orphan: no NodeClaim {owner}", report)
+
+        # launch claims left without a NodeClaim (a crash between commit and write, or a deletion elsewhere)
+        if self.claims is not None:
+            existing = {nc.name for nc in self.store.list("NodeClaim")}
+            for nodepool, (_totals, claims) in self.claims.all_usage().items():
+                for name, claim in claims.items():
+                    if name in existing or now - float(claim.get("at", now)) < STALE_CLAIM_AGE:
+                        continue
+                    if self.claims.release(nodepool, name):
+                        report.released.append(name)
+                        self._decision("release", f"released stale launch claim {name}", nodeclaim=name)
+        return report
+
+    def _reconcile(self, nc: NodeClaim, np: NodePool | None, node_by_provider, instances, now, report) -> None:
+        pid = nc.status.get("providerID")
+        created = _epoch(nc.metadata.get("creationTimestamp")) or now
+        if not pid:
+            if now - created > LAUNCH_TIMEOUT:
+                self._delete_nodeclaim(nc, "launch did not complete within 5m", report)
+            return
+        iid = instance_id_of(pid)
+        inst = instances.get(iid)
+        node = node_by_provider.get(pid)
+        state = ((inst or {}).get("State") or {}).get("Name")
+        if inst is None or state in GONE_STATES:
+            self._delete_nodeclaim(nc, f"instance {iid} is {state or 'gone'}", report, node)
+            return
+        if node is None:
+            launched = _epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created
+            if not nc.is_true("Registered") and now - launched > self.registration_timeout:
+                self._terminate(iid, nc.name, f"not registered within {int(self.registration_timeout // 60)}m", report)
+                self._delete_nodeclaim(nc, "registration timeout", report)
+            return
+        node_name = node["metadata"]["name"]
+        if not nc.is_true("Registered"):
+            self._register(nc, np, node, now, report)
+            nc = self.store.get("NodeClaim", nc.name) or nc
+            node = as_dict(self.kube.get_node(node_name)) or node
+        if nc.is_true("Registered") and not nc.is_true("Initialized"):
+            self._maybe_initialize(nc, node, now, report)
+
+    def _register(self, nc: NodeClaim, np: NodePool | None, node: dict, now: float, report) -> None:
+        name = node["metadata"]["name"]
+        labels = dict(np.template_labels) if np is not None else {}
+        labels.update(nc.labels)
+        labels[wk.NODE_REGISTERED] = "true"
+        annotations = dict(np.template_annotations) if np is not None else {}
+        annotations.update({k: v for k, v in nc.annotations.items() if not k.startswith("karpenter-lambda.io/")})
+        current = node.get("spec", {}).get("taints") or []
+        wanted = list(nc.spec.get("taints") or []) + list(nc.spec.get("startupTaints") or [])
+        have = {(t.get("key"), t.get("effect")) for t in current}
+        taints = [t for t in current if t.get("key") != wk.UNREGISTERED_TAINT_KEY]
+        taints += [t for t in wanted if (t.get("key"), t.get("effect")) not in have]
+        patch = {"metadata": {"labels": labels, "annotations": annotations}, "spec": {"taints": taints}}
+        self.kube.patch_node(name, patch)
+
+        def mutate(obj):
+            obj.status["nodeName"] = name
+            _set_condition(obj.status, "Registered", "True", "Registered", f"node {name} joined", now)
+            return obj
+
+        self.store.update("NodeClaim", nc.name, mutate)
+        report.registered.append({"nodeClaim": nc.name, "node": name})
+        self._decision("register", f"NodeClaim {nc.name} registered as node {name}", nodeclaim=nc.name, node=name)
+
+    def _maybe_initialize(self, nc: NodeClaim, node: dict, now: float, report) -> None:
+        name = node["metadata"]["name"]
+        if not node_ready(node):
+            return
+        startup = {(t.get("key"), t.get("effect")) for t in nc.spec.get("startupTaints") or []}
+        if any((t.get("key"), t.get("effect")) in startup for t in (node.get("spec") or {}).get("taints") or []):
+            return
+        requested = parse_resource_list((nc.spec.get("resources") or {}).get("requests") or {})
+        alloc = node_allocatable(node)
+        for res, amount in requested.items():
+            if "/" in res and amount > 0 and alloc.get(res, 0) <= 0:
+                return  # extended resource (GPU, ...) not registered yet
+        self.kube.patch_node(name, {"metadata": {"labels": {wk.NODE_INITIALIZED: "true"}}})
+
+        def mutate(obj):
+            _set_condition(obj.status, "Initialized", "True", "Initialized", f"node {name} is ready", now)
+            _set_condition(obj.status, "Ready", "True", "Ready", "", now)
+            obj.status["allocatable"] = (node.get("status") or {}).get("allocatable") or obj.status.get("allocatable")
+            return obj
+
+        self.store.update("NodeClaim", nc.name, mutate)
+        report.initialized.append({"nodeClaim": nc.name, "node": name})
+        self._decision("initialize", f"NodeClaim {nc.name} initialized (node {name} Ready)", nodeclaim=nc.name, node=name)
