@@ -667,7 +667,7 @@ def _ec2nodeclass_spec_check(spec: dict, path: str, errors: list[FieldError]) ->
     if alias is None:
         if "amiFamily" not in spec:
             errors.append(FieldError(join(path, "amiFamily"), "Required value: must specify amiFamily if amiSelectorTerms does not contain an alias"))
-    elif isinstance(fam, str):
+    elif fam in AMI_FAMILIES:  # an unknown family was already reported by the enum
         alias_family = ALIAS_FAMILIES.get(alias.split("@", 1)[0])
         if alias_family and fam not in (alias_family, "Custom"):
             errors.append(FieldError(join(path, "amiFamily"), f"if set, amiFamily must be '{alias_family}' or 'Custom' when using the alias {alias!r} (got {fam!r})"))
