@@ -1223,6 +1223,11 @@ class KubeAPIServer:
             "major": major,
             "minor": minor,
             "gitVersion": f"v{k8s_version}.0-karpenter-lambda-sim",
+            "gitCommit": "0000000000000000000000000000000000000000",
+            "gitTreeState": "clean",
+            "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.23.0",
+            "compiler": "gc",
             "platform": "linux/amd64",
         }
         self.request_log: deque[tuple[str, str, int]] = deque(maxlen=2000)

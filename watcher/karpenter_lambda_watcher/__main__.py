@@ -1,0 +1,132 @@
+"""``python -m karpenter_lambda_watcher``: the container entry point.
+
+Environment:
+  POD_QUEUE_URL      (required) SQS queue for pending pods
+  CLUSTER_NAME       (required) cluster name put in every message
+  EVENT_QUEUE_URL    (optional) SQS queue for node / pod-bound / pod-deleted events; unset = not watched
+  AWS_REGION         region of the queues (else from the queue URL)
+  SQS_ENDPOINT_URL   (optional) custom SQS endpoint (moto_server, VPC endpoint)
+  KUBE_API_URL       (optional) plain http(s) API URL without auth (tests, the simulator);
+                     otherwise in-cluster config, falling back to ~/.kube/config
+  HEALTH_PORT        (optional, default 8080; 0 disables) serves GET /healthz
+  LOG_LEVEL          (optional, default INFO)
+  WATCH_TIMEOUT_SECONDS, FLUSH_INTERVAL_SECONDS, DEDUPE_SIZE (optional tuning)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from .watcher import Stats, run
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        extra = getattr(record, "json", None)
+        if isinstance(extra, dict):
+            out.update(extra)
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def setup_logging(level: str = "INFO") -> None:
+    h = logging.StreamHandler(sys.stdout)
+    h.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [h]
+    root.setLevel(level.upper())
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+    logging.getLogger("botocore").setLevel(logging.WARNING)
+
+
+def _health_server(port: int, stats: Stats, stop: threading.Event):
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            ok = self.path.startswith("/healthz") and not stop.is_set() and stats.lists > 0
+            body = json.dumps({"ok": ok, **stats.as_dict()}).encode()
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = HTTPServer(("0.0.0.0", port), H)
+    threading.Thread(target=srv.serve_forever, daemon=True, name="healthz").start()
+    return srv
+
+
+def _api_client():
+    from kubernetes import client as k8s, config
+
+    url = os.environ.get("KUBE_API_URL")
+    if url:
+        return k8s.ApiClient(k8s.Configuration(host=url))
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return k8s.ApiClient()
+
+
+def _region_from_url(url: str) -> str | None:
+    # https://sqs.<region>.amazonaws.com/<account>/<name>
+    parts = url.split("//", 1)[-1].split(".")
+    if len(parts) > 2 and parts[0] == "sqs":
+        return parts[1]
+    return None
+
+
+def main(argv=None) -> int:
+    setup_logging(os.environ.get("LOG_LEVEL", "INFO"))
+    log = logging.getLogger("karpenter_lambda_watcher")
+    queue_url = os.environ.get("POD_QUEUE_URL", "")
+    cluster = os.environ.get("CLUSTER_NAME", "")
+    if not queue_url or not cluster:
+        log.error("POD_QUEUE_URL and CLUSTER_NAME must be set")
+        return 2
+    import boto3
+
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or _region_from_url(queue_url) or "us-east-1"
+    sqs = boto3.client("sqs", region_name=region, endpoint_url=os.environ.get("SQS_ENDPOINT_URL") or None)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stats = Stats()
+    port = int(os.environ.get("HEALTH_PORT", "8080"))
+    if port:
+        _health_server(port, stats, stop)
+    run(
+        _api_client(),
+        sqs,
+        queue_url,
+        cluster,
+        stop,
+        os.environ.get("EVENT_QUEUE_URL") or None,
+        watch_timeout=int(os.environ.get("WATCH_TIMEOUT_SECONDS", "300")),
+        flush_interval=float(os.environ.get("FLUSH_INTERVAL_SECONDS", "1.0")),
+        dedupe_size=int(os.environ.get("DEDUPE_SIZE", "10000")),
+        stats=stats,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,681 @@
+"""The in-cluster watcher: pending pods (and node/pod lifecycle events) -> SQS.
+
+Depends only on ``kubernetes`` and ``boto3`` (and the standard library) so its
+image stays small.  Objects are read as raw JSON (``_preload_content=False``)
+and never turned into the client's models: less CPU, less memory, and no
+failure on fields the client's models do not know.
+
+Entry point for tests and embedding: :func:`run` (blocks until ``stop_event``
+is set, then flushes what is queued and returns its :class:`Stats`).
+The message schemas are a contract, documented in ``docs/watcher.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import queue
+import random
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable
+
+__all__ = [
+    "run",
+    "Stats",
+    "is_provisionable",
+    "slim_pod",
+    "node_summary",
+    "pod_message",
+    "SqsBatchSender",
+    "MAX_MESSAGE_BYTES",
+    "MAX_BATCH_ENTRIES",
+]
+
+log = logging.getLogger("karpenter_lambda_watcher")
+
+MAX_MESSAGE_BYTES = 256 * 1024  # SQS limit per message and per SendMessageBatch request
+MAX_BATCH_ENTRIES = 10
+_DROP_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+# ----------------------------------------------------------------------------- stats
+
+
+class Stats:
+    """Counters the watcher keeps; :meth:`wait_for` lets tests block on them without sleeping."""
+
+    FIELDS = (
+        "pods_seen",
+        "pods_forwarded",
+        "pods_deduped",
+        "events_forwarded",
+        "messages_sent",
+        "batches_sent",
+        "entries_retried",
+        "messages_dropped",
+        "lists",
+        "relists_410",
+        "watch_restarts",
+        "connect_errors",
+        "api_errors",
+    )
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        for f in self.FIELDS:
+            setattr(self, f, 0)
+        self.last_error: str | None = None
+
+    def inc(self, field: str, n: int = 1) -> None:
+        with self._cond:
+            setattr(self, field, getattr(self, field) + n)
+            self._cond.notify_all()
+
+    def note_error(self, msg: str) -> None:
+        with self._cond:
+            self.last_error = msg
+            self._cond.notify_all()
+
+    def wait_for(self, predicate: Callable[["Stats"], bool], timeout: float = 10.0) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: predicate(self), timeout)
+
+    def as_dict(self) -> dict:
+        with self._cond:
+            return {f: getattr(self, f) for f in self.FIELDS}
+
+
+# ----------------------------------------------------------------------------- pod/node shaping
+
+
+def _owner_kinds(meta: dict) -> set:
+    return {o.get("kind") for o in meta.get("ownerReferences") or [] if isinstance(o, dict)}
+
+
+def is_provisionable(pod: dict) -> bool:
+    """Karpenter's rule: PodScheduled=False/Unschedulable, no nodeName, not nominated,
+    not terminating or terminal, not owned by a DaemonSet or a Node (static pod)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    if spec.get("nodeName") or meta.get("deletionTimestamp"):
+        return False
+    if status.get("phase") in ("Succeeded", "Failed") or status.get("nominatedNodeName"):
+        return False
+    if _owner_kinds(meta) & {"DaemonSet", "Node"}:
+        return False
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return c.get("status") == "False" and c.get("reason") == "Unschedulable"
+    return False
+
+
+def _pick(src: dict, keys) -> dict:
+    return {k: src[k] for k in keys if src.get(k) is not None}
+
+
+def slim_pod(pod: dict, drop_annotations: bool = False) -> dict:
+    """The part of a pod the provisioner needs (see docs/watcher.md for the field list)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    m = _pick(meta, ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences", "creationTimestamp"))
+    if not drop_annotations and meta.get("annotations"):
+        ann = {k: v for k, v in meta["annotations"].items() if k not in _DROP_ANNOTATIONS}
+        if ann:
+            m["annotations"] = ann
+    s = _pick(
+        spec,
+        (
+            "overhead",
+            "nodeSelector",
+            "affinity",
+            "tolerations",
+            "topologySpreadConstraints",
+            "priority",
+            "priorityClassName",
+            "schedulerName",
+            "hostNetwork",
+            "preemptionPolicy",
+            "runtimeClassName",
+        ),
+    )
+    s["containers"] = [
+        _pick(c, ("name", "resources", "ports")) for c in spec.get("containers") or [] if isinstance(c, dict)
+    ]
+    if spec.get("initContainers"):
+        s["initContainers"] = [
+            _pick(c, ("name", "resources", "ports", "restartPolicy")) for c in spec["initContainers"] if isinstance(c, dict)
+        ]
+    vols = []
+    for v in spec.get("volumes") or []:
+        if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict):
+            vols.append({"name": v.get("name"), "persistentVolumeClaim": {"claimName": v["persistentVolumeClaim"].get("claimName")}})
+        elif isinstance(v, dict) and v.get("ephemeral") is not None:
+            vols.append({"name": v.get("name"), "ephemeral": {}})
+    if vols:
+        s["volumes"] = vols
+    return {"metadata": m, "spec": s}
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=False)
+
+
+def pod_message(pod: dict, cluster: str) -> str | None:
+    """The JSON body for a pending pod, shrunk if needed to fit one SQS message; None if it cannot fit."""
+    body = _dumps({"type": "pod", "cluster": cluster, "sentAt": _now_iso(), "pod": slim_pod(pod)})
+    if len(body.encode()) <= MAX_MESSAGE_BYTES:
+        return body
+    body = _dumps({"type": "pod", "cluster": cluster, "sentAt": _now_iso(), "pod": slim_pod(pod, drop_annotations=True), "truncated": ["metadata.annotations"]})
+    if len(body.encode()) <= MAX_MESSAGE_BYTES:
+        return body
+    return None
+
+
+def _pod_ref(pod: dict) -> dict:
+    meta = pod.get("metadata") or {}
+    kinds = [o.get("kind") for o in meta.get("ownerReferences") or [] if isinstance(o, dict) and o.get("controller")]
+    return {
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "resourceVersion": meta.get("resourceVersion"),
+        "nodeName": (pod.get("spec") or {}).get("nodeName") or None,
+        "ownerKind": kinds[0] if kinds else None,
+    }
+
+
+def node_summary(node: dict) -> dict:
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    ready = "Unknown"
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Ready":
+            ready = c.get("status") or "Unknown"
+    return {
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "resourceVersion": meta.get("resourceVersion"),
+        "creationTimestamp": meta.get("creationTimestamp"),
+        "deletionTimestamp": meta.get("deletionTimestamp"),
+        "providerID": spec.get("providerID"),
+        "labels": meta.get("labels") or {},
+        "taints": spec.get("taints") or [],
+        "unschedulable": bool(spec.get("unschedulable")),
+        "ready": ready,
+        "allocatable": status.get("allocatable") or {},
+    }
+
+
+def _node_digest(summary: dict) -> str:
+    d = {k: v for k, v in summary.items() if k not in ("resourceVersion",)}
+    return _dumps(d)
+
+
+# ----------------------------------------------------------------------------- SQS sender
+
+
+class SqsBatchSender:
+    """Batches message bodies per queue into SendMessageBatch calls.
+
+    A batch goes out when it holds 10 entries, when the next body would push it
+    over 256 KiB, or ``flush_interval`` seconds after its first entry.  Entries
+    that fail server-side are retried with backoff (``max_attempts``); entries
+    that still fail are reported to ``on_drop`` (the watcher forgets their
+    dedupe key so a later relist sends them again).
+    """
+
+    def __init__(
+        self,
+        sqs_client,
+        stats: Stats,
+        flush_interval: float = 1.0,
+        max_attempts: int = 5,
+        backoff_base: float = 0.2,
+        backoff_cap: float = 5.0,
+        on_drop: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.sqs = sqs_client
+        self.stats = stats
+        self.flush_interval = flush_interval
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.on_drop = on_drop
+        self._q: queue.Queue = queue.Queue()
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sqs-sender", daemon=True)
+        self._pending: dict[str, list[tuple[str, str]]] = {}
+        self._pending_bytes: dict[str, int] = {}
+        self._first_at: dict[str, float] = {}
+        self._seq = 0
+
+    def start(self) -> "SqsBatchSender":
+        self._thread.start()
+        return self
+
+    def submit(self, queue_url: str, body: str, key: str = "") -> None:
+        self._q.put((queue_url, body, key))
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Flush everything queued, then stop."""
+        self._closing.set()
+        self._q.put(None)
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            timeout = 0.5
+            if self._first_at:
+                timeout = max(0.0, min(self._first_at.values()) + self.flush_interval - time.monotonic())
+            try:
+                item = self._q.get(timeout=timeout)
+            except queue.Empty:
+                item = False
+            if item is None:  # close(): everything submitted before it is already queued
+                while True:
+                    try:
+                        rest = self._q.get_nowait()
+                    except queue.Empty:
+                        break
+                    if rest:
+                        self._add(*rest)
+                for url in list(self._pending):
+                    self._flush(url)
+                return
+            if item:
+                self._add(*item)
+            now = time.monotonic()
+            for url in [u for u, t in self._first_at.items() if now - t >= self.flush_interval]:
+                self._flush(url)
+
+    def _add(self, url: str, body: str, key: str) -> None:
+        size = len(body.encode())
+        if size > MAX_MESSAGE_BYTES:
+            log.error("message too large for SQS, dropped", extra={"json": {"bytes": size, "key": key}})
+            self.stats.inc("messages_dropped")
+            if self.on_drop:
+                self.on_drop(url, key)
+            return
+        if url in self._pending and (self._pending_bytes[url] + size > MAX_MESSAGE_BYTES):
+            self._flush(url)
+        self._pending.setdefault(url, []).append((body, key))
+        self._pending_bytes[url] = self._pending_bytes.get(url, 0) + size
+        self._first_at.setdefault(url, time.monotonic())
+        if len(self._pending[url]) >= MAX_BATCH_ENTRIES:
+            self._flush(url)
+
+    def _flush(self, url: str) -> None:
+        entries = self._pending.pop(url, [])
+        self._pending_bytes.pop(url, None)
+        self._first_at.pop(url, None)
+        if entries:
+            self._send(url, entries)
+
+    def _send(self, url: str, entries: list[tuple[str, str]]) -> None:
+        fifo = url.endswith(".fifo")
+        todo = {}
+        for body, key in entries:
+            self._seq += 1
+            todo[f"m{self._seq}"] = (body, key)
+        attempt = 0
+        while todo:
+            attempt += 1
+            batch = []
+            for eid, (body, key) in todo.items():
+                e = {"Id": eid, "MessageBody": body}
+                if fifo:
+                    e["MessageGroupId"] = "pods"
+                    e["MessageDeduplicationId"] = (key or eid).replace("/", "-")[:128]
+                batch.append(e)
+            failed: dict[str, tuple[str, str]] = {}
+            try:
+                resp = self.sqs.send_message_batch(QueueUrl=url, Entries=batch)
+                self.stats.inc("batches_sent")
+                ok = len(resp.get("Successful") or [])
+                self.stats.inc("messages_sent", ok)
+                for f in resp.get("Failed") or []:
+                    eid = f.get("Id")
+                    if eid not in todo:
+                        continue
+                    if f.get("SenderFault"):
+                        log.error("SQS rejected message", extra={"json": {"code": f.get("Code"), "message": f.get("Message")}})
+                        self.stats.inc("messages_dropped")
+                        if self.on_drop:
+                            self.on_drop(url, todo[eid][1])
+                    else:
+                        failed[eid] = todo[eid]
+            except Exception as e:  # network error, throttling, ...: retry the whole batch
+                log.warning("SendMessageBatch failed", extra={"json": {"error": f"{type(e).__name__}: {e}", "attempt": attempt}})
+                self.stats.note_error(f"sqs: {e}")
+                failed = dict(todo)
+            if failed and attempt >= self.max_attempts:
+                log.error("giving up on messages after retries", extra={"json": {"count": len(failed)}})
+                self.stats.inc("messages_dropped", len(failed))
+                if self.on_drop:
+                    for _b, key in failed.values():
+                        self.on_drop(url, key)
+                return
+            if failed:
+                self.stats.inc("entries_retried", len(failed))
+                time.sleep(random.uniform(0, min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))))
+            todo = failed
+
+
+# ----------------------------------------------------------------------------- list + watch
+
+
+class _Gone(Exception):
+    pass
+
+
+class _Reflector:
+    """List, then watch from the list's resourceVersion; resume after drops, relist on 410."""
+
+    def __init__(self, name: str, list_fn, handler, stop_event: threading.Event, stats: Stats, watch_timeout: int, backoff_base: float, backoff_cap: float, page_size: int):
+        self.name = name
+        self.list_fn = list_fn
+        self.handler = handler
+        self.stop_event = stop_event
+        self.stats = stats
+        self.watch_timeout = watch_timeout
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.page_size = page_size
+        self._resp = None
+        self._failures = 0
+        self.thread = threading.Thread(target=self._run, name=f"reflector-{name}", daemon=True)
+
+    def interrupt(self) -> None:
+        resp = self._resp
+        if resp is not None:
+            try:
+                resp.shutdown()
+            except Exception:
+                pass
+
+    def _backoff(self) -> None:
+        self._failures += 1
+        delay = random.uniform(self.backoff_base / 2, min(self.backoff_cap, self.backoff_base * 2 ** (self._failures - 1)))
+        self.stop_event.wait(delay)
+
+    def _list(self) -> str:
+        items: list[dict] = []
+        token = None
+        rv = ""
+        while True:
+            kw: dict[str, Any] = {"limit": self.page_size, "_preload_content": False, "_request_timeout": (10, 60)}
+            if token:
+                kw["_continue"] = token
+            resp = self.list_fn(**kw)
+            try:
+                doc = json.loads(resp.data)
+            finally:
+                resp.release_conn()
+            items.extend(doc.get("items") or [])
+            meta = doc.get("metadata") or {}
+            rv = rv or meta.get("resourceVersion") or ""
+            token = meta.get("continue")
+            if not token:
+                break
+        self.stats.inc("lists")
+        self.handler.on_list(items)
+        return rv
+
+    def _watch(self, rv: str) -> str:
+        resp = self.list_fn(
+            watch=True,
+            resource_version=rv,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_timeout,
+            _preload_content=False,
+            _request_timeout=(10, self.watch_timeout + 60),
+        )
+        self._resp = resp
+        try:
+            buf = b""
+            for chunk in resp.stream(amt=None, decode_content=False):
+                if self.stop_event.is_set():
+                    return rv
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    ev = json.loads(line)
+                    etype, obj = ev.get("type"), ev.get("object") or {}
+                    if etype == "ERROR":
+                        if obj.get("code") == 410:
+                            raise _Gone(obj.get("message") or "410 Gone")
+                        raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
+                    new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if etype != "BOOKMARK":
+                        self.handler.on_event(etype, obj)
+                    if new_rv:
+                        rv = new_rv
+                    self._failures = 0
+            return rv
+        finally:
+            self._resp = None
+            try:
+                resp.release_conn()
+            except Exception:
+                pass
+
+    def _run(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        rv = None
+        while not self.stop_event.is_set():
+            try:
+                if rv is None:
+                    rv = self._list()
+                    self._failures = 0
+                rv = self._watch(rv)
+                if not self.stop_event.is_set():
+                    self.stats.inc("watch_restarts")
+            except _Gone as e:
+                log.info("watch expired, relisting", extra={"json": {"resource": self.name, "reason": str(e)}})
+                self.stats.inc("relists_410")
+                rv = None
+            except ApiException as e:
+                if e.status == 410:
+                    self.stats.inc("relists_410")
+                    rv = None
+                    continue
+                self.stats.inc("api_errors")
+                self.stats.note_error(f"{self.name}: HTTP {e.status} {e.reason}")
+                log.warning("API error", extra={"json": {"resource": self.name, "status": e.status, "reason": str(e.reason)}})
+                self._backoff()
+            except Exception as e:  # connection refused/reset, protocol errors, bad JSON: resume from rv
+                if self.stop_event.is_set():
+                    break
+                self.stats.inc("connect_errors")
+                self.stats.note_error(f"{self.name}: {type(e).__name__}: {e}")
+                log.warning("watch connection failed", extra={"json": {"resource": self.name, "error": f"{type(e).__name__}: {e}", "resourceVersion": rv}})
+                self._backoff()
+
+
+# ----------------------------------------------------------------------------- handlers
+
+
+class _PodHandler:
+    def __init__(self, cluster: str, sender: SqsBatchSender, queue_url: str, event_queue_url: str | None, stats: Stats, dedupe_size: int):
+        self.cluster = cluster
+        self.sender = sender
+        self.queue_url = queue_url
+        self.event_queue_url = event_queue_url
+        self.stats = stats
+        self.dedupe_size = dedupe_size
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._known: dict[str, tuple[str, str, str]] = {}  # uid -> (namespace, name, nodeName)
+        self._listed_once = False
+
+    def forget(self, _url: str, key: str) -> None:
+        with self._lock:
+            self._seen.pop(key, None)
+
+    def _maybe_forward(self, pod: dict) -> None:
+        self.stats.inc("pods_seen")
+        if not is_provisionable(pod):
+            return
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('uid')}/{meta.get('resourceVersion')}"
+        with self._lock:
+            if key in self._seen:
+                self._seen.move_to_end(key)
+                self.stats.inc("pods_deduped")
+                return
+            self._seen[key] = None
+            while len(self._seen) > self.dedupe_size:
+                self._seen.popitem(last=False)
+        body = pod_message(pod, self.cluster)
+        if body is None:
+            log.error("pod too large to forward even without annotations", extra={"json": {"pod": f"{meta.get('namespace')}/{meta.get('name')}"}})
+            self.stats.inc("messages_dropped")
+            return
+        self.sender.submit(self.queue_url, body, key)
+        self.stats.inc("pods_forwarded")
+
+    def _event(self, etype: str, pod: dict) -> None:
+        if not self.event_queue_url:
+            return
+        body = _dumps({"type": etype, "cluster": self.cluster, "sentAt": _now_iso(), "pod": _pod_ref(pod)})
+        self.sender.submit(self.event_queue_url, body, f"{etype}/{(pod.get('metadata') or {}).get('uid')}")
+        self.stats.inc("events_forwarded")
+
+    def _track(self, pod: dict, emit_bound: bool) -> None:
+        meta = pod.get("metadata") or {}
+        uid = meta.get("uid") or ""
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        prev = self._known.get(uid)
+        if node and emit_bound and (prev is None or not prev[2]):
+            self._event("pod-bound", pod)
+        self._known[uid] = (meta.get("namespace") or "", meta.get("name") or "", node)
+
+    def on_list(self, pods: list[dict]) -> None:
+        old = self._known
+        self._known = {}
+        for p in pods:
+            uid = (p.get("metadata") or {}).get("uid") or ""
+            if uid in old:
+                self._known[uid] = old[uid]
+            self._track(p, emit_bound=self._listed_once)
+            self._maybe_forward(p)
+        if self._listed_once:
+            for uid, (ns, name, node) in old.items():
+                if uid not in self._known:
+                    self._event("pod-deleted", {"metadata": {"uid": uid, "namespace": ns, "name": name}, "spec": {"nodeName": node}})
+        self._listed_once = True
+
+    def on_event(self, etype: str, pod: dict) -> None:
+        if etype == "DELETED":
+            self._known.pop((pod.get("metadata") or {}).get("uid") or "", None)
+            self._event("pod-deleted", pod)
+            return
+        self._track(pod, emit_bound=True)
+        self._maybe_forward(pod)
+
+
+class _NodeHandler:
+    def __init__(self, cluster: str, sender: SqsBatchSender, event_queue_url: str, stats: Stats):
+        self.cluster = cluster
+        self.sender = sender
+        self.url = event_queue_url
+        self.stats = stats
+        self._digest: dict[str, str] = {}
+
+    def _emit(self, event: str, summary: dict) -> None:
+        body = _dumps({"type": "node", "event": event, "cluster": self.cluster, "sentAt": _now_iso(), "node": summary})
+        self.sender.submit(self.url, body, f"node/{summary.get('uid')}/{summary.get('resourceVersion')}")
+        self.stats.inc("events_forwarded")
+
+    def _upsert(self, node: dict) -> None:
+        s = node_summary(node)
+        d = _node_digest(s)
+        prev = self._digest.get(s["name"])
+        if prev == d:
+            return
+        self._digest[s["name"]] = d
+        self._emit("ADDED" if prev is None else "MODIFIED", s)
+
+    def on_list(self, nodes: list[dict]) -> None:
+        names = set()
+        for n in nodes:
+            names.add((n.get("metadata") or {}).get("name"))
+            self._upsert(n)
+        for name in [n for n in self._digest if n not in names]:
+            prev = json.loads(self._digest.pop(name))
+            self._emit("DELETED", prev)
+
+    def on_event(self, etype: str, node: dict) -> None:
+        if etype == "DELETED":
+            self._digest.pop((node.get("metadata") or {}).get("name"), None)
+            self._emit("DELETED", node_summary(node))
+        else:
+            self._upsert(node)
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def run(
+    api_client,
+    sqs_client,
+    queue_url: str,
+    cluster: str,
+    stop_event: threading.Event,
+    event_queue_url: str | None = None,
+    *,
+    watch_timeout: int = 300,
+    backoff_base: float = 0.5,
+    backoff_cap: float = 30.0,
+    flush_interval: float = 1.0,
+    dedupe_size: int = 10000,
+    page_size: int = 500,
+    send_attempts: int = 5,
+    stats: Stats | None = None,
+) -> Stats:
+    """Watch pods (and nodes when ``event_queue_url`` is set) and forward to SQS until ``stop_event`` is set.
+
+    ``api_client``: a ``kubernetes.client.ApiClient``.  ``sqs_client``: a boto3 SQS client.
+    Returns the :class:`Stats` (pass your own to watch progress from another thread).
+    """
+    from kubernetes import client as k8s
+
+    if not queue_url:
+        raise ValueError("queue_url (POD_QUEUE_URL) is required")
+    if not cluster:
+        raise ValueError("cluster (CLUSTER_NAME) is required")
+    stats = stats or Stats()
+    core = k8s.CoreV1Api(api_client)
+    sender = SqsBatchSender(sqs_client, stats, flush_interval=flush_interval, max_attempts=send_attempts)
+    pods = _PodHandler(cluster, sender, queue_url, event_queue_url, stats, dedupe_size)
+    sender.on_drop = pods.forget
+    sender.start()
+    reflectors = [
+        _Reflector("pods", core.list_pod_for_all_namespaces, pods, stop_event, stats, watch_timeout, backoff_base, backoff_cap, page_size)
+    ]
+    if event_queue_url:
+        nodes = _NodeHandler(cluster, sender, event_queue_url, stats)
+        reflectors.append(_Reflector("nodes", core.list_node, nodes, stop_event, stats, watch_timeout, backoff_base, backoff_cap, page_size))
+    log.info("watcher started", extra={"json": {"cluster": cluster, "queue": queue_url, "eventQueue": event_queue_url}})
+    for r in reflectors:
+        r.thread.start()
+    stop_event.wait()
+    for r in reflectors:
+        r.interrupt()
+    for r in reflectors:
+        r.thread.join(timeout=10)
+    sender.close()
+    log.info("watcher stopped", extra={"json": stats.as_dict()})
+    return stats
