@@ -1,0 +1,149 @@
+"""Deploy-time parameters of the stack, read from CDK context (``-c key=value`` or cdk.json).
+
+Everything arrives as a string from ``-c`` (or typed from cdk.json); :func:`load_config`
+parses and checks each value and raises :class:`ConfigError` naming the parameter and the
+``-c`` flag that fixes it.  No constructs are created here, so this runs in milliseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+# EKS cluster names: 1-100 characters, ^[0-9A-Za-z][A-Za-z0-9\-_]*$ (CreateCluster API).
+CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+KUBERNETES_VERSION_RE = re.compile(r"^1\.[0-9]{1,3}$")
+# CloudWatch Logs retention values accepted by PutRetentionPolicy.
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+KUBERNETES_ACCESS_MODES = ("rbac", "cluster-admin")
+
+# name -> (default, low, high): integer context parameters.
+INT_PARAMS: dict[str, tuple[int, int, int]] = {
+    "lifecycleIntervalMinutes": (1, 1, 1440),
+    "logRetentionDays": (30, 1, 3653),
+    "podBatchSize": (500, 1, 10000),
+    "podBatchWindowSeconds": (10, 0, 300),
+    "provisionerConcurrency": (2, 2, 1000),
+}
+
+
+class ConfigError(ValueError):
+    """A context parameter is missing or wrong; the message names it and the ``-c`` flag to pass."""
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    cluster_name: str
+    kubernetes_version: str | None = None
+    node_pools_dir: Path | None = None
+    lifecycle_interval_minutes: int = 1
+    log_retention_days: int = 30
+    log_level: str = "INFO"
+    pod_batch_size: int = 500
+    pod_batch_window_seconds: int = 10
+    provisioner_concurrency: int = 2
+    kubernetes_access: str = "rbac"
+    alarm_topic_arn: str | None = None
+    # every ``*IntervalMinutes`` parameter of INT_PARAMS by its context key (schedules look theirs up here)
+    intervals: Mapping[str, int] = field(default_factory=dict)
+
+    def interval_minutes(self, key: str) -> int:
+        """A schedule interval by its context key (e.g. ``lifecycleIntervalMinutes``); add new keys to INT_PARAMS."""
+        if key not in self.intervals:
+            raise ConfigError(f"unknown schedule parameter {key}: add it to infra.config.INT_PARAMS")
+        return self.intervals[key]
+
+
+def _parse_int(name: str, raw: Any, low: int, high: int) -> int:
+    if isinstance(raw, bool):
+        raise ConfigError(f"context parameter {name}: expected an integer, got {raw!r} (pass -c {name}=N)")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"context parameter {name}: expected an integer, got {raw!r} (pass -c {name}=N)") from None
+    if not low <= value <= high:
+        raise ConfigError(f"context parameter {name}: {value} is out of range {low}..{high}")
+    return value
+
+
+CONTEXT_KEYS = ("clusterName", "kubernetesVersion", "nodePools", "logLevel", "kubernetesAccess", "alarmTopicArn", *INT_PARAMS)
+
+
+def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> StackConfig:
+    """Build a :class:`StackConfig` from a context mapping (``{name: value}``); raise ConfigError on bad input.
+
+    With a CDK app, pass ``{k: app.node.try_get_context(k) for k in CONTEXT_KEYS}``.
+
+    ``base_dir`` resolves a relative ``nodePools`` folder (default: the current directory, where
+    ``cdk`` runs ``app.py``).
+    """
+    cluster = context.get("clusterName")
+    if cluster is None or (isinstance(cluster, str) and not cluster.strip()):
+        raise ConfigError(
+            "missing context parameter clusterName: the name of the existing EKS cluster to manage; "
+            "pass it as `cdk deploy -c clusterName=<your-cluster>` (or set \"clusterName\" in cdk.json's context)"
+        )
+    cluster = str(cluster).strip()
+    if not CLUSTER_NAME_RE.match(cluster):
+        raise ConfigError(
+            f"context parameter clusterName: {cluster!r} is not a valid EKS cluster name "
+            "(1-100 characters: letters, digits, '-' and '_', starting with a letter or digit)"
+        )
+
+    version = context.get("kubernetesVersion")
+    if version is not None and str(version).strip():
+        version = str(version).strip()
+        if not KUBERNETES_VERSION_RE.match(version):
+            raise ConfigError(f"context parameter kubernetesVersion: {version!r} is not a Kubernetes minor version like 1.33")
+    else:
+        version = None
+
+    node_pools = context.get("nodePools")
+    node_pools_dir = None
+    if node_pools is not None and str(node_pools).strip():
+        node_pools_dir = Path(str(node_pools).strip())
+        if not node_pools_dir.is_absolute():
+            node_pools_dir = (base_dir or Path.cwd()) / node_pools_dir
+        if not node_pools_dir.is_dir():
+            raise ConfigError(f"context parameter nodePools: {node_pools_dir} is not a directory (pass -c nodePools=<folder of NodePool/EC2NodeClass YAML>)")
+
+    ints = {}
+    for name, (default, low, high) in INT_PARAMS.items():
+        raw = context.get(name)
+        ints[name] = default if raw is None or raw == "" else _parse_int(name, raw, low, high)
+    if ints["logRetentionDays"] not in LOG_RETENTION_DAYS:
+        raise ConfigError(
+            f"context parameter logRetentionDays: {ints['logRetentionDays']} is not a CloudWatch Logs retention; "
+            f"use one of {', '.join(map(str, LOG_RETENTION_DAYS))}"
+        )
+
+    log_level = str(context.get("logLevel") or "INFO").strip().upper()
+    if log_level not in LOG_LEVELS:
+        raise ConfigError(f"context parameter logLevel: {log_level!r} is not one of {', '.join(LOG_LEVELS)}")
+
+    access = str(context.get("kubernetesAccess") or "rbac").strip()
+    if access not in KUBERNETES_ACCESS_MODES:
+        raise ConfigError(f"context parameter kubernetesAccess: {access!r} is not one of {', '.join(KUBERNETES_ACCESS_MODES)}")
+
+    topic = context.get("alarmTopicArn")
+    topic = str(topic).strip() if topic else None
+    if topic and not re.match(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$", topic):
+        raise ConfigError(f"context parameter alarmTopicArn: {topic!r} is not an SNS topic ARN")
+
+    return StackConfig(
+        cluster_name=cluster,
+        kubernetes_version=version,
+        node_pools_dir=node_pools_dir,
+        lifecycle_interval_minutes=ints["lifecycleIntervalMinutes"],
+        log_retention_days=ints["logRetentionDays"],
+        log_level=log_level,
+        pod_batch_size=ints["podBatchSize"],
+        pod_batch_window_seconds=ints["podBatchWindowSeconds"],
+        provisioner_concurrency=ints["provisionerConcurrency"],
+        kubernetes_access=access,
+        alarm_topic_arn=topic,
+        intervals={k: v for k, v in ints.items() if k.endswith("IntervalMinutes")},
+    )

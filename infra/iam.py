@@ -1,0 +1,175 @@
+"""IAM for karpenter-lambda, modelled on Karpenter's controller policy (least privilege, no ``*`` action).
+
+* the **controller role** (all functions): EC2 create actions only with the request tag
+  ``kubernetes.io/cluster/<cluster>=owned``, deletes and re-tagging only on resources carrying it,
+  ``iam:PassRole`` only on the node role and only to EC2, SSM public parameters, pricing, this
+  cluster's ``eks:DescribeCluster``; table and queue grants are added by the stack;
+* the **node role** (+ instance profile) the launched instances use;
+* the **watcher role** (EKS Pod Identity) that may only ``sqs:SendMessage`` to the pod queue.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Aws
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+NODE_MANAGED_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+# EC2 describe calls do not support resource-level permissions: they are granted on "*" (named actions only).
+EC2_READ_ACTIONS = (
+    "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstances",
+    "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSpotPriceHistory",
+    "ec2:DescribeSubnets",
+)
+# tag keys the controller may add to an instance after launch (AllowScopedResourceTagging)
+RETAG_KEYS = ("karpenter.sh/nodeclaim", "Name")
+
+
+def owned_tag(cluster: str) -> str:
+    return f"kubernetes.io/cluster/{cluster}"
+
+
+def ec2_arn(resource: str, *, account: bool = True) -> str:
+    """``arn:<partition>:ec2:<region>:*:<resource>`` (or with an empty account for public images/snapshots)."""
+    return f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{'*' if account else ''}:{resource}"
+
+
+def controller_statements(cluster: str, node_role_arn: str, instance_profile_arn: str) -> list[iam.PolicyStatement]:
+    """The controller's EC2/IAM/SSM/pricing/EKS statements (tables and queues are granted separately)."""
+    tag = owned_tag(cluster)
+    launched = [ec2_arn(r) for r in ("fleet/*", "instance/*", "volume/*", "network-interface/*", "launch-template/*", "spot-instances-request/*")]
+    return [
+        # Resources a launch reads but does not create and that carry no request tags.
+        iam.PolicyStatement(
+            sid="AllowScopedEC2InstanceAccessActions",
+            actions=["ec2:RunInstances", "ec2:CreateFleet"],
+            resources=[
+                ec2_arn("image/*", account=False),
+                ec2_arn("snapshot/*", account=False),
+                ec2_arn("security-group/*"),
+                ec2_arn("subnet/*"),
+                ec2_arn("capacity-reservation/*"),
+            ],
+        ),
+        # Launch templates are used only when this cluster created them (they carry the owned tag).
+        iam.PolicyStatement(
+            sid="AllowScopedEC2LaunchTemplateAccessActions",
+            actions=["ec2:RunInstances", "ec2:CreateFleet"],
+            resources=[ec2_arn("launch-template/*")],
+            conditions={"StringEquals": {f"aws:ResourceTag/{tag}": "owned"}},
+        ),
+        # What a launch creates must be tagged as owned by this cluster in the same request.
+        iam.PolicyStatement(
+            sid="AllowScopedEC2InstanceActionsWithTags",
+            actions=["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+            resources=launched,
+            conditions={"StringEquals": {f"aws:RequestTag/{tag}": "owned"}},
+        ),
+        # Tag-on-create for the same requests.
+        iam.PolicyStatement(
+            sid="AllowScopedResourceCreationTagging",
+            actions=["ec2:CreateTags"],
+            resources=launched,
+            conditions={
+                "StringEquals": {
+                    f"aws:RequestTag/{tag}": "owned",
+                    "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+                }
+            },
+        ),
+        # Later tagging of an owned instance, only with the NodeClaim name / Name keys.
+        iam.PolicyStatement(
+            sid="AllowScopedResourceTagging",
+            actions=["ec2:CreateTags"],
+            resources=[ec2_arn("instance/*")],
+            conditions={
+                "StringEquals": {f"aws:ResourceTag/{tag}": "owned"},
+                "ForAllValues:StringEquals": {"aws:TagKeys": list(RETAG_KEYS)},
+            },
+        ),
+        iam.PolicyStatement(
+            sid="AllowScopedDeletion",
+            actions=["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
+            resources=[ec2_arn("instance/*"), ec2_arn("launch-template/*")],
+            conditions={"StringEquals": {f"aws:ResourceTag/{tag}": "owned"}},
+        ),
+        iam.PolicyStatement(
+            sid="AllowRegionalReadActions",
+            actions=list(EC2_READ_ACTIONS),
+            resources=["*"],
+            conditions={"StringEquals": {"aws:RequestedRegion": Aws.REGION}},
+        ),
+        iam.PolicyStatement(
+            sid="AllowSSMReadActions",
+            actions=["ssm:GetParameter"],
+            resources=[f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}::parameter/aws/service/*"],
+        ),
+        # The Price List API has no resource-level permissions.
+        iam.PolicyStatement(sid="AllowPricingReadActions", actions=["pricing:GetProducts"], resources=["*"]),
+        iam.PolicyStatement(
+            sid="AllowPassingInstanceRole",
+            actions=["iam:PassRole"],
+            resources=[node_role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        ),
+        iam.PolicyStatement(sid="AllowInstanceProfileReadActions", actions=["iam:GetInstanceProfile"], resources=[instance_profile_arn]),
+        iam.PolicyStatement(
+            sid="AllowAPIServerEndpointDiscovery",
+            actions=["eks:DescribeCluster"],
+            resources=[cluster_arn(cluster)],
+        ),
+    ]
+
+
+def cluster_arn(cluster: str) -> str:
+    return f"arn:{Aws.PARTITION}:eks:{Aws.REGION}:{Aws.ACCOUNT_ID}:cluster/{cluster}"
+
+
+def node_role_name(cluster: str) -> str | None:
+    """``KarpenterLambdaNode-<cluster>``: a fixed name so EC2NodeClass ``spec.role`` can be written before deploying
+    (None, i.e. a generated name, when that exceeds IAM's 64 characters)."""
+    name = f"KarpenterLambdaNode-{cluster}"
+    return name if len(name) <= 64 else None
+
+
+class NodeRole(Construct):
+    """The role of the nodes karpenter-lambda launches, and its instance profile: ``role``, ``instance_profile``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: str) -> None:
+        super().__init__(scope, construct_id)
+        name = node_role_name(cluster)
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=name,
+            description=f"karpenter-lambda nodes of EKS cluster {cluster}",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in NODE_MANAGED_POLICIES],
+        )
+        self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.role, instance_profile_name=name)
+
+
+class WatcherRole(Construct):
+    """The in-cluster watcher's role (EKS Pod Identity): it may only send messages to the pod queue."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, queue_arn: str) -> None:
+        super().__init__(scope, construct_id)
+        # SessionTagsPrincipal adds sts:TagSession next to sts:AssumeRole, as Pod Identity requires.
+        self.role = iam.Role(
+            self,
+            "Role",
+            description="karpenter-lambda watcher (EKS Pod Identity): sqs:SendMessage on the pod queue only",
+            assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+        )
+        self.role.add_to_policy(iam.PolicyStatement(sid="SendPendingPods", actions=["sqs:SendMessage"], resources=[queue_arn]))

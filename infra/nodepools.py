@@ -1,0 +1,120 @@
+"""The ``nodePools`` folder: validated at synth, written to the state table at deploy (the GitOps path).
+
+Every YAML/JSON file in the folder is loaded with ``karpenter_lambda.api.manifests.load_files``
+(Karpenter v1 validation + CRD defaults).  Any issue stops synth with
+:class:`NodePoolValidationError`, whose message lists every ``FILE:DOC_INDEX: Kind/name:
+field.path: message`` line.  Each valid object becomes one ``AwsCustomResource`` that does a
+DynamoDB ``UpdateItem`` on create/update and ``DeleteItem`` on delete, in the item layout of
+``karpenter_lambda.adapters.store`` (pk ``<cluster>#<Kind>``, sk name, ``metadata``/``spec`` JSON,
+``version`` bumped).  ``status`` is left to the controllers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+class NodePoolValidationError(ValueError):
+    """The nodePools folder has invalid manifests; ``issues`` holds each ValidationIssue."""
+
+    def __init__(self, folder: Path, issues: list):
+        self.issues = list(issues)
+        lines = "\n".join(str(i) for i in self.issues)
+        super().__init__(f"context parameter nodePools: {len(self.issues)} problem(s) in {folder}:\n{lines}")
+
+
+def load_node_pools(folder: Path) -> list:
+    """Load and validate every manifest in ``folder``; returns the typed objects or raises NodePoolValidationError."""
+    from karpenter_lambda.api.manifests import load_files
+
+    result = load_files([folder])
+    if result.issues:
+        raise NodePoolValidationError(folder, result.issues)
+    seen: dict[tuple[str, str], int] = {}
+    for obj in result.objects:
+        seen[(obj.kind, obj.name)] = seen.get((obj.kind, obj.name), 0) + 1
+    dupes = sorted(f"{k}/{n}" for (k, n), c in seen.items() if c > 1)
+    if dupes:
+        raise ValueError(f"context parameter nodePools: {folder} defines {', '.join(dupes)} more than once")
+    return result.objects
+
+
+def state_item(cluster: str, obj) -> tuple[dict, dict]:
+    """(Key, update fields) of one object in the state table's layout (see adapters/store/models.py)."""
+    doc = obj.to_dict()
+    metadata = dict(doc.get("metadata") or {})
+    for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+        metadata.pop(k, None)
+    key = {"pk": {"S": f"{cluster}#{obj.kind}"}, "sk": {"S": obj.name}}
+    fields = {
+        "cluster": {"S": cluster},
+        "kind": {"S": obj.kind},
+        "apiVersion": {"S": doc.get("apiVersion", "")},
+        "metadata": {"S": json.dumps(metadata, sort_keys=True, separators=(",", ":"))},
+        "spec": {"S": json.dumps(doc.get("spec") or {}, sort_keys=True, separators=(",", ":"))},
+    }
+    return key, fields
+
+
+def _construct_id(kind: str, name: str) -> str:
+    return f"{kind}-{re.sub(r'[^A-Za-z0-9-]', '-', name)}"
+
+
+class NodePoolManifests(Construct):
+    """One AwsCustomResource per object; ``objects`` lists what is written (kind, name)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: str, folder: Path, table: dynamodb.ITable, log_retention: logs.RetentionDays) -> None:
+        super().__init__(scope, construct_id)
+        self.objects = load_node_pools(folder)
+        policy = cr.AwsCustomResourcePolicy.from_statements(
+            [iam.PolicyStatement(actions=["dynamodb:UpdateItem", "dynamodb:DeleteItem"], resources=[table.table_arn])]
+        )
+        # one log group for the provider function every AwsCustomResource of the stack shares
+        self.log_group = logs.LogGroup(self, "ProviderLogs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
+        self.resources: list[cr.AwsCustomResource] = []
+        for obj in self.objects:
+            key, fields = state_item(cluster, obj)
+            names = {f"#a{i}": k for i, k in enumerate(fields)}
+            values = {f":a{i}": v for i, v in enumerate(fields.values())}
+            sets = ", ".join(f"#a{i} = :a{i}" for i in range(len(fields)))
+            names["#v"] = "version"
+            values[":one"] = {"N": "1"}
+            physical = cr.PhysicalResourceId.of(f"{key['pk']['S']}/{obj.name}")
+            upsert = cr.AwsSdkCall(
+                service="DynamoDB",
+                action="updateItem",
+                parameters={
+                    "TableName": table.table_name,
+                    "Key": key,
+                    "UpdateExpression": f"SET {sets} ADD #v :one",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                },
+                physical_resource_id=physical,
+            )
+            delete = cr.AwsSdkCall(
+                service="DynamoDB",
+                action="deleteItem",
+                parameters={"TableName": table.table_name, "Key": key},
+                physical_resource_id=physical,
+            )
+            self.resources.append(
+                cr.AwsCustomResource(
+                    self,
+                    _construct_id(obj.kind, obj.name),
+                    on_create=upsert,
+                    on_update=upsert,
+                    on_delete=delete,
+                    policy=policy,
+                    install_latest_aws_sdk=False,
+                    log_group=self.log_group,
+                )
+            )

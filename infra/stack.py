@@ -1,0 +1,249 @@
+"""``KarpenterLambdaStack``: everything karpenter-lambda needs for one existing EKS cluster.
+
+Functions are declared in :data:`FUNCTIONS`, queues in :data:`QUEUES`; a later issue adds its
+function with one ``FunctionSpec`` (and its queue with one ``QueueSpec``), the wiring below is
+generic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Aws, CfnOutput, Duration, Stack, Tags
+from aws_cdk import aws_eks as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from .config import LOG_RETENTION_DAYS, StackConfig
+from .functions import FunctionSpec, KarpenterFunction, QueueTrigger, ScheduleTrigger, visibility_timeout_for
+from .iam import NodeRole, WatcherRole, cluster_arn, controller_statements
+from .layer import CoreLayer
+from .nag import acknowledge_controller, acknowledge_custom_resource_provider, acknowledge_node_role
+from .nodepools import NodePoolManifests
+from .queues import KarpenterQueue
+from .tables import Tables
+
+WATCHER_NAMESPACE = "karpenter-lambda"
+WATCHER_SERVICE_ACCOUNT = "karpenter-lambda-watcher"
+CONTROLLER_KUBERNETES_GROUP = "karpenter-lambda-controller"
+CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    name: str
+    consumer: str  # the FunctionSpec.name reading it (sets the visibility timeout)
+    retention_hours: int = 24
+    max_receive_count: int = 5
+
+
+FUNCTIONS: tuple[FunctionSpec, ...] = (
+    FunctionSpec(
+        name="provisioner",
+        description="karpenter-lambda provisioner: pending pods from the pod queue -> NodeClaims -> EC2 CreateFleet",
+        timeout_seconds=120,
+        memory_mb=1769,  # one full vCPU: the scheduling simulation is CPU-bound
+        reserved_concurrency_param="provisioner_concurrency",
+        triggers=(
+            QueueTrigger(
+                queue="pod",
+                batch_size_param="pod_batch_size",
+                window_param="pod_batch_window_seconds",
+                max_concurrency_param="provisioner_concurrency",
+            ),
+        ),
+    ),
+    FunctionSpec(
+        name="lifecycle",
+        description="karpenter-lambda lifecycle sweep: NodeClaim launch/registration/initialization, liveness, garbage collection",
+        timeout_seconds=120,
+        memory_mb=1024,
+        reserved_concurrency=1,  # sweeps must not overlap
+        triggers=(ScheduleTrigger(interval_param="lifecycleIntervalMinutes"),),
+    ),
+)
+
+# item-level DynamoDB access (pynamodb: get/put/update/delete/query/scan, batches, transactions' condition checks)
+TABLE_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:DescribeTable",
+)
+
+QUEUES: tuple[QueueSpec, ...] = (QueueSpec(name="pod", consumer="provisioner"),)
+
+
+class KarpenterLambdaStack(Stack):
+    """Attributes: ``tables``, ``queues`` (name -> KarpenterQueue), ``functions`` (name -> KarpenterFunction),
+    ``controller_role``, ``node_role``, ``watcher_role``, ``node_pools`` (or None), ``monitoring``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
+        super().__init__(scope, construct_id, description=f"karpenter-lambda for EKS cluster {config.cluster_name}", **kwargs)
+        self.config = config
+        cluster = config.cluster_name
+        Tags.of(self).add("karpenter-lambda/cluster", cluster)
+        retention = _retention(config.log_retention_days)
+
+        self.tables = Tables(self, "Tables")
+        self.node_role = NodeRole(self, "Node", cluster=cluster)
+
+        specs = {s.name: s for s in FUNCTIONS}
+        self.queues: dict[str, KarpenterQueue] = {}
+        for q in QUEUES:
+            consumer = specs[q.consumer]
+            window = max((_trigger_window(t, config) for t in consumer.triggers if isinstance(t, QueueTrigger) and t.queue == q.name), default=0)
+            self.queues[q.name] = KarpenterQueue(
+                self,
+                f"{q.name.capitalize()}Queue",
+                visibility_timeout_seconds=visibility_timeout_for(consumer.timeout_seconds, window),
+                retention=Duration.hours(q.retention_hours),
+                max_receive_count=q.max_receive_count,
+            )
+        pod_queue = self.queues["pod"].queue
+
+        # one role for every function, like Karpenter's single controller
+        self.controller_role = iam.Role(
+            self,
+            "ControllerRole",
+            description=f"karpenter-lambda functions of EKS cluster {cluster}",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        )
+        policy = iam.Policy(self, "ControllerPolicy", roles=[self.controller_role])
+        for st in controller_statements(cluster, self.node_role.role.role_arn, self.node_role.instance_profile.instance_profile_arn):
+            policy.add_statements(st)
+        for table in (self.tables.state, self.tables.cache):
+            table.grant(self.controller_role, *TABLE_ACTIONS)
+        pod_queue.grant_send_messages(self.controller_role)
+
+        self.layer = CoreLayer(self, "CoreLayer")
+        environment = {
+            "KARPENTER_LAMBDA_CLUSTER": cluster,
+            **self.tables.environment(),
+            "KARPENTER_LAMBDA_POD_QUEUE_URL": pod_queue.queue_url,
+            "KARPENTER_LAMBDA_NODE_ROLE": self.node_role.role.role_name,
+            "KARPENTER_LAMBDA_INSTANCE_PROFILE": self.node_role.instance_profile.instance_profile_name,
+        }
+        if config.kubernetes_version:
+            environment["KARPENTER_LAMBDA_KUBERNETES_VERSION"] = config.kubernetes_version
+
+        self.functions: dict[str, KarpenterFunction] = {}
+        for spec in FUNCTIONS:
+            reserved = getattr(config, spec.reserved_concurrency_param) if spec.reserved_concurrency_param else spec.reserved_concurrency
+            fn = KarpenterFunction(
+                self,
+                spec.name.capitalize(),
+                spec=spec,
+                role=self.controller_role,
+                layer=self.layer.layer,
+                environment=environment,
+                log_retention=retention,
+                log_level=config.log_level,
+                reserved_concurrency=reserved,
+            )
+            for trigger in spec.triggers:
+                if isinstance(trigger, QueueTrigger):
+                    fn.add_queue_source(
+                        self.queues[trigger.queue].queue,
+                        batch_size=getattr(config, trigger.batch_size_param) if trigger.batch_size_param else trigger.batch_size,
+                        window_seconds=_trigger_window(trigger, config),
+                        max_concurrency=getattr(config, trigger.max_concurrency_param) if trigger.max_concurrency_param else None,
+                    )
+                else:
+                    fn.add_schedule(config.interval_minutes(trigger.interval_param))
+            fn.function.node.add_dependency(policy)
+            self.functions[spec.name] = fn
+
+        # EKS: the functions reach the Kubernetes API through an access entry; nodes join with theirs
+        access_policies = None
+        groups = [CONTROLLER_KUBERNETES_GROUP]
+        if config.kubernetes_access == "cluster-admin":
+            groups = None
+            access_policies = [
+                eks.CfnAccessEntry.AccessPolicyProperty(
+                    policy_arn=CLUSTER_ADMIN_POLICY.replace("arn:aws:", f"arn:{Aws.PARTITION}:"),
+                    access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="cluster"),
+                )
+            ]
+        self.controller_access = eks.CfnAccessEntry(
+            self,
+            "ControllerAccessEntry",
+            cluster_name=cluster,
+            principal_arn=self.controller_role.role_arn,
+            type="STANDARD",
+            kubernetes_groups=groups,
+            access_policies=access_policies,
+        )
+        self.node_access = eks.CfnAccessEntry(
+            self, "NodeAccessEntry", cluster_name=cluster, principal_arn=self.node_role.role.role_arn, type="EC2_LINUX"
+        )
+
+        # the watcher: Pod Identity role that can only send to the pod queue
+        self.watcher_role = WatcherRole(self, "Watcher", queue_arn=pod_queue.queue_arn)
+        self.watcher_association = eks.CfnPodIdentityAssociation(
+            self,
+            "WatcherPodIdentity",
+            cluster_name=cluster,
+            namespace=WATCHER_NAMESPACE,
+            service_account=WATCHER_SERVICE_ACCOUNT,
+            role_arn=self.watcher_role.role.role_arn,
+        )
+
+        self.node_pools = None
+        if config.node_pools_dir is not None:
+            self.node_pools = NodePoolManifests(self, "NodePools", cluster=cluster, folder=config.node_pools_dir, table=self.tables.state, log_retention=retention)
+
+        from .monitoring import Monitoring
+
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            cluster=cluster,
+            functions={n: f.function for n, f in self.functions.items()},
+            dead_letter_queues={n: q.dlq for n, q in self.queues.items()},
+            alarm_topic_arn=config.alarm_topic_arn,
+        )
+
+        outputs = {
+            "ClusterName": (cluster, "EKS cluster this stack manages"),
+            "Region": (Aws.REGION, "region of the stack (the watcher's AWS_REGION)"),
+            "PodQueueUrl": (pod_queue.queue_url, "the watcher sends pending pods here (KARPENTER_LAMBDA_POD_QUEUE_URL)"),
+            "WatcherRoleArn": (self.watcher_role.role.role_arn, f"Pod Identity role of {WATCHER_NAMESPACE}/{WATCHER_SERVICE_ACCOUNT}"),
+            "WatcherNamespace": (WATCHER_NAMESPACE, "namespace of the watcher's service account"),
+            "WatcherServiceAccount": (WATCHER_SERVICE_ACCOUNT, "service account bound to WatcherRoleArn"),
+            "NodeRoleName": (self.node_role.role.role_name, "use as spec.role in your EC2NodeClass"),
+            "NodeInstanceProfileName": (self.node_role.instance_profile.instance_profile_name, "instance profile of the node role"),
+            "ControllerRoleArn": (self.controller_role.role_arn, f"the functions' role (Kubernetes group {CONTROLLER_KUBERNETES_GROUP})"),
+            "StateTableName": (self.tables.state.table_name, "DynamoDB state table (karpenter-lambda CLI: KARPENTER_LAMBDA_STATE_TABLE)"),
+            "CacheTableName": (self.tables.cache.table_name, "DynamoDB cache table"),
+            "DashboardName": (self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
+        }
+        for key, (value, description) in outputs.items():
+            CfnOutput(self, key, value=value, description=description)
+
+        acknowledge_node_role(self.node_role.role)
+        acknowledge_controller(policy, self.controller_role.node.try_find_child("DefaultPolicy"))
+        acknowledge_custom_resource_provider(self)
+
+
+def _trigger_window(trigger: QueueTrigger, config: StackConfig) -> int:
+    return getattr(config, trigger.window_param) if trigger.window_param else trigger.window_seconds
+
+
+_RETENTION_NAMES = (
+    "ONE_DAY", "THREE_DAYS", "FIVE_DAYS", "ONE_WEEK", "TWO_WEEKS", "ONE_MONTH", "TWO_MONTHS", "THREE_MONTHS",
+    "FOUR_MONTHS", "FIVE_MONTHS", "SIX_MONTHS", "ONE_YEAR", "THIRTEEN_MONTHS", "EIGHTEEN_MONTHS", "TWO_YEARS",
+    "THREE_YEARS", "FIVE_YEARS", "SIX_YEARS", "SEVEN_YEARS", "EIGHT_YEARS", "NINE_YEARS", "TEN_YEARS",
+)
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    """RetentionDays member for a number of days (config.LOG_RETENTION_DAYS, same order)."""
+    return getattr(logs.RetentionDays, dict(zip(LOG_RETENTION_DAYS, _RETENTION_NAMES))[days])
