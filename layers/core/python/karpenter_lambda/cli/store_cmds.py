@@ -1,0 +1,259 @@
+"""`apply`, `get`, `delete`: the cluster's Karpenter objects in the DynamoDB state table.
+
+All use the global ``--cluster``, ``--region`` and ``--endpoint-url`` (e.g. moto_server).
+Exit codes: 0 ok, 1 a problem with the request (invalid manifest, object not found),
+2 usage or environment (unknown kind, missing file, DynamoDB unreachable, table missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from datetime import datetime, timezone
+
+import yaml
+
+from .table import render_table
+from .validate import InputError, load_inputs
+
+KIND_ORDER = ("EC2NodeClass", "NodePool", "NodeClaim")  # apply order: what others refer to comes first
+KIND_PLURAL = {"NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses", "NodeClaim": "nodeclaims"}
+KIND_CHOICES_HELP = "nodepools|ec2nodeclasses|nodeclaims (or nodepool/np, ec2nodeclass/ec2nc, nodeclaim/nc)"
+
+
+def open_store(args: argparse.Namespace):
+    from ..adapters.store import Store
+
+    return Store(args.cluster, region=args.region, endpoint_url=args.endpoint_url)
+
+
+def _store_errors(fn):
+    """Store failures become a one-line message: environment problems exit 2, others 1."""
+
+    @functools.wraps(fn)
+    def wrapper(args):
+        from ..adapters.store import StoreError, StoreUnavailable
+
+        try:
+            return fn(args)
+        except StoreUnavailable as e:
+            sys.stderr.write(f"error: {e}\n")
+            return 2
+        except StoreError as e:
+            sys.stderr.write(f"error: {e}\n")
+            return 1
+
+    return wrapper
+
+
+def cli_kind(text: str) -> str | None:
+    """Canonical Karpenter kind for what a person typed, or None."""
+    from ..adapters.store import resolve_kind
+
+    kind = resolve_kind(text)
+    return kind if kind in KIND_PLURAL else None
+
+
+# -- apply --------------------------------------------------------------------------------------
+def _user_view(doc: dict) -> tuple:
+    meta = doc.get("metadata") or {}
+    return (doc.get("spec") or {}, meta.get("labels") or {}, meta.get("annotations") or {})
+
+
+@_store_errors
+def run_apply(args: argparse.Namespace) -> int:
+    try:
+        result, _ = load_inputs(args.files)
+    except InputError as e:
+        sys.stderr.write(f"apply: {e}\n")
+        return 2
+    if result.issues:
+        for issue in result.issues:
+            sys.stderr.write(f"{issue}\n")
+        sys.stderr.write(f"apply: nothing applied: {len(result.issues)} error(s) found; fix them and run again\n")
+        return 1
+    store = open_store(args)
+    if args.create_table and store.ensure_table():
+        sys.stdout.write(f"table {store.table_name} created\n")
+    objs = sorted(result.objects, key=lambda o: KIND_ORDER.index(o.kind) if o.kind in KIND_ORDER else len(KIND_ORDER))
+    for obj in objs:
+        label = f"{obj.kind.lower()}/{obj.name}"
+        current = store.get(obj.kind, obj.name)
+        if current is not None and _user_view(current.doc) == _user_view(obj.doc):
+            sys.stdout.write(f"{label} unchanged\n")
+            continue
+        store.apply(obj)
+        sys.stdout.write(f"{label} {'created' if current is None else 'configured'}\n")
+    return 0
+
+
+# -- get ------------------------------------------------------------------------------------------
+def _age(ts: str | None, now: datetime) -> str:
+    if not ts:
+        return "<unknown>"
+    try:
+        then = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return "<unknown>"
+    s = max(0, int((now - then).total_seconds()))
+    if s < 120:
+        return f"{s}s"
+    if s < 3600 * 2:
+        return f"{s // 60}m"
+    if s < 86400 * 2:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def _ready(obj) -> str:
+    for c in (obj.doc.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") or "Unknown"
+    return "Unknown"
+
+
+def _kv(d: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in d.items()) if d else "-"
+
+
+def _terms(terms: list[dict]) -> str:
+    out = []
+    for t in terms or []:
+        if t.get("id"):
+            out.append(t["id"])
+        elif t.get("alias"):
+            out.append(t["alias"])
+        elif t.get("name"):
+            out.append(f"name={t['name']}")
+        elif t.get("tags"):
+            out.append(_kv(t["tags"]))
+        elif t.get("ssmParameter"):
+            out.append(f"ssm={t['ssmParameter']}")
+    return " | ".join(out) or "-"
+
+
+def table_for(kind: str, objs: list, wide: bool = False, now: datetime | None = None,
+              nodeclaims: list | None = None) -> str:
+    """The aligned table `get` prints (also used by `demo`)."""
+    now = now or datetime.now(timezone.utc)
+    if kind == "NodePool":
+        counts: dict[str, int] = {}
+        for nc in nodeclaims or []:
+            counts[nc.nodepool_name] = counts.get(nc.nodepool_name, 0) + 1
+        headers = ["NAME", "NODECLASS", "WEIGHT", "LIMITS", "NODES", "READY", "AGE"]
+        if wide:
+            headers += ["CONSOLIDATION", "CONSOLIDATE-AFTER", "EXPIRE-AFTER", "BUDGETS"]
+        rows = []
+        for o in objs:
+            row = [o.name, o.node_class_ref.get("name", "-"), o.spec.get("weight", "-"), _kv(o.limits),
+                   counts.get(o.name, 0), _ready(o), _age(o.metadata.get("creationTimestamp"), now)]
+            if wide:
+                d = o.disruption
+                row += [d.get("consolidationPolicy", "-"), d.get("consolidateAfter", "-"), o.expire_after,
+                        ";".join(_kv({k: v for k, v in b.items()}) for b in d.get("budgets") or []) or "-"]
+            rows.append(row)
+        return render_table(headers, rows, right={2, 4})
+    if kind == "EC2NodeClass":
+        headers = ["NAME", "AMIS", "ROLE", "READY", "AGE"]
+        if wide:
+            headers += ["SUBNETS", "SECURITYGROUPS", "AMIFAMILY"]
+        rows = []
+        for o in objs:
+            role = o.spec.get("role") or (f"profile:{o.spec['instanceProfile']}" if o.spec.get("instanceProfile") else "-")
+            row = [o.name, _terms(o.spec.get("amiSelectorTerms")), role, _ready(o), _age(o.metadata.get("creationTimestamp"), now)]
+            if wide:
+                row += [_terms(o.spec.get("subnetSelectorTerms")), _terms(o.spec.get("securityGroupSelectorTerms")),
+                        o.ami_family or "-"]
+            rows.append(row)
+        return render_table(headers, rows)
+    if kind == "NodeClaim":
+        headers = ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"]
+        if wide:
+            headers += ["NODEPOOL", "ID", "IMAGEID"]
+        rows = []
+        for o in objs:
+            labels = o.labels
+            status = o.doc.get("status") or {}
+            row = [o.name, labels.get("node.kubernetes.io/instance-type", "-"), labels.get("karpenter.sh/capacity-type", "-"),
+                   labels.get("topology.kubernetes.io/zone", "-"), status.get("nodeName", "-"), _ready(o),
+                   _age(o.metadata.get("creationTimestamp"), now)]
+            if wide:
+                row += [o.nodepool_name or "-", status.get("providerID", "-"), status.get("imageID", "-")]
+            rows.append(row)
+        return render_table(headers, rows)
+    raise ValueError(f"no table for kind {kind}")
+
+
+@_store_errors
+def run_get(args: argparse.Namespace) -> int:
+    kind = cli_kind(args.kind)
+    if kind is None:
+        sys.stderr.write(f"get: unknown kind {args.kind!r}: use {KIND_CHOICES_HELP}\n")
+        return 2
+    store = open_store(args)
+    if args.name:
+        obj = store.get(kind, args.name)
+        if obj is None:
+            sys.stderr.write(f'error: {kind} "{args.name}" not found in cluster "{store.cluster}"\n')
+            return 1
+        objs = [obj]
+    else:
+        objs = store.list(kind)
+    if args.output in ("json", "yaml"):
+        doc = objs[0].to_dict() if args.name else {"apiVersion": "v1", "kind": "List", "items": [o.to_dict() for o in objs]}
+        if args.output == "json":
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            sys.stdout.write(yaml.safe_dump(doc, sort_keys=False, default_flow_style=False))
+        return 0
+    if not objs:
+        sys.stderr.write(f'No {KIND_PLURAL[kind]} found in cluster "{store.cluster}".\n')
+        return 0
+    claims = store.list("NodeClaim") if kind == "NodePool" else None
+    sys.stdout.write(table_for(kind, objs, wide=args.output == "wide", nodeclaims=claims) + "\n")
+    return 0
+
+
+# -- delete ---------------------------------------------------------------------------------------
+@_store_errors
+def run_delete(args: argparse.Namespace) -> int:
+    kind = cli_kind(args.kind)
+    if kind is None:
+        sys.stderr.write(f"delete: unknown kind {args.kind!r}: use {KIND_CHOICES_HELP}\n")
+        return 2
+    store = open_store(args)
+    rc = 0
+    for name in args.names:
+        if store.delete(kind, name):
+            sys.stdout.write(f'{kind.lower()} "{name}" deleted\n')
+        else:
+            sys.stderr.write(f'error: {kind} "{name}" not found in cluster "{store.cluster}"\n')
+            rc = 1
+    return rc
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "apply", help="validate manifests and store them (create or update) for the cluster",
+        description="Validate every file first; if any object is invalid nothing is applied (exit 1).",
+    )
+    p.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
+                   help="YAML/JSON file, directory or - (stdin); repeat for several")
+    p.add_argument("--create-table", action="store_true",
+                   help="create the state table first if it does not exist (moto_server, a new account)")
+    p.set_defaults(func=run_apply)
+
+    p = subparsers.add_parser("get", help="list or show stored objects",
+                              description=f"KIND: {KIND_CHOICES_HELP}.")
+    p.add_argument("kind", metavar="KIND", help=KIND_CHOICES_HELP)
+    p.add_argument("name", nargs="?", metavar="NAME", help="one object (default: all of that kind)")
+    p.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
+                   help="table (default), wide (more columns), json or yaml (a List when NAME is omitted)")
+    p.set_defaults(func=run_get)
+
+    p = subparsers.add_parser("delete", help="delete stored objects", description=f"KIND: {KIND_CHOICES_HELP}.")
+    p.add_argument("kind", metavar="KIND", help=KIND_CHOICES_HELP)
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p.set_defaults(func=run_delete)

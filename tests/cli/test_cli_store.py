@@ -1,0 +1,137 @@
+"""`apply`, `get`, `delete` in-process against moto (mock_aws)."""
+
+import json
+
+import pytest
+import yaml
+from cli_manifests import NODECLAIM, NODECLASS, UNSUPPORTED_KIND, nodepool, pair
+from moto import mock_aws
+
+from karpenter_lambda.adapters.store import Store
+
+
+@pytest.fixture
+def table():
+    with mock_aws():
+        Store("default").ensure_table()
+        yield
+
+
+def test_apply_get_delete_round_trip(cli, manifests, table):
+    f = manifests("pair.yaml", nodepool() + "---\n" + NODECLASS)
+    rc, out, err = cli("apply", "-f", f)
+    assert rc == 0, err
+    assert out.splitlines() == ["ec2nodeclass/default created", "nodepool/default created"]  # classes first
+
+    rc, out, _ = cli("get", "nodepools")
+    assert rc == 0
+    header, row = out.splitlines()
+    assert header.split() == ["NAME", "NODECLASS", "WEIGHT", "LIMITS", "NODES", "READY", "AGE"]
+    assert row.split()[:6] == ["default", "default", "10", "cpu=1000", "0", "Unknown"]
+
+    rc, out, _ = cli("get", "np", "default", "-o", "json")
+    doc = json.loads(out)
+    assert doc["kind"] == "NodePool" and doc["spec"]["weight"] == 10
+    assert doc["metadata"]["resourceVersion"] == "1" and doc["metadata"]["creationTimestamp"]
+
+    rc, out, _ = cli("delete", "nodepool", "default")
+    assert (rc, out) == (0, 'nodepool "default" deleted\n')
+    rc, out, err = cli("get", "nodepool", "default")
+    assert rc == 1 and err == 'error: NodePool "default" not found in cluster "default"\n'
+    rc, out, err = cli("delete", "np", "default")
+    assert rc == 1 and 'NodePool "default" not found in cluster "default"' in err
+
+
+def test_apply_reports_unchanged_and_configured(cli, manifests, table):
+    f = manifests("pair.yaml", pair())
+    assert cli("apply", "-f", f)[0] == 0
+    rc, out, _ = cli("apply", "-f", f)
+    assert out.splitlines() == ["ec2nodeclass/default unchanged", "nodepool/default unchanged"]
+    assert Store("default").get("NodePool", "default").metadata["resourceVersion"] == "1"
+    g = manifests("pool.yaml", nodepool(weight=60))
+    rc, out, _ = cli("apply", "-f", g)
+    assert out == "nodepool/default configured\n"
+    got = Store("default").get("NodePool", "default")
+    assert got.spec["weight"] == 60 and got.metadata["resourceVersion"] == "2"
+
+
+def test_apply_nothing_when_any_file_is_invalid(cli, manifests, table):
+    good = manifests("good.yaml", pair())
+    bad = manifests("bad.yaml", UNSUPPORTED_KIND)
+    rc, out, err = cli("apply", "-f", good, "-f", bad)
+    assert rc == 1
+    assert out == ""
+    assert f"{bad}:0: ConfigMap/cm: kind: unsupported kind" in err
+    assert "nothing applied" in err
+    assert Store("default").list("NodePool") == [] and Store("default").list("EC2NodeClass") == []
+
+
+def test_apply_missing_file_is_2(cli, table):
+    rc, _, err = cli("apply", "-f", "/nope.yaml")
+    assert rc == 2 and "/nope.yaml: no such file or directory" in err
+
+
+def test_apply_needs_f(cli):
+    rc, _, err = cli("apply")
+    assert rc == 2 and "-f/--filename" in err
+
+
+def test_outputs_yaml_list_wide_and_aliases(cli, manifests, table):
+    cli("apply", "-f", manifests("all.yaml", pair() + "---\n" + NODECLAIM))
+    rc, out, _ = cli("get", "nodeclaims", "-o", "yaml")
+    doc = yaml.safe_load(out)
+    assert doc["kind"] == "List" and [i["metadata"]["name"] for i in doc["items"]] == ["default-x7k2p"]
+
+    rc, out, _ = cli("get", "nc")
+    header, row = out.splitlines()
+    assert header.split() == ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"]
+    assert row.split()[:6] == ["default-x7k2p", "m5.large", "spot", "us-east-1a", "-", "Unknown"]
+
+    rc, out, _ = cli("get", "nodepools")
+    assert out.splitlines()[1].split()[4] == "1"  # NODES counts the pool's NodeClaims
+
+    rc, out, _ = cli("get", "ec2nc", "-o", "wide")
+    header, row = out.splitlines()
+    assert "SUBNETS" in header and "karpenter.sh/discovery=test" in row and "al2023@latest" in row
+    rc, out, _ = cli("get", "EC2NodeClass", "default", "-o", "yaml")
+    assert yaml.safe_load(out)["spec"]["role"] == "KarpenterNodeRole-test"
+
+
+def test_status_survives_reapply(cli, manifests, table):
+    f = manifests("pair.yaml", pair())
+    cli("apply", "-f", f)
+    Store("default").update_status("NodePool", "default", {"conditions": [{"type": "Ready", "status": "True"}]})
+    cli("apply", "-f", manifests("pool.yaml", nodepool(weight=11)))
+    rc, out, _ = cli("get", "np")
+    assert out.splitlines()[1].split()[5] == "True"
+
+
+def test_clusters_are_separate(cli, manifests, table):
+    f = manifests("pair.yaml", pair())
+    assert cli("--cluster", "blue", "apply", "-f", f)[0] == 0
+    rc, out, err = cli("--cluster", "green", "get", "nodepools")
+    assert (rc, out) == (0, "") and err == 'No nodepools found in cluster "green".\n'
+    rc, out, _ = cli("--cluster", "blue", "get", "nodepools", "-o", "json")
+    assert [i["metadata"]["name"] for i in json.loads(out)["items"]] == ["default"]
+
+
+def test_unknown_kind_is_2(cli, table):
+    rc, _, err = cli("get", "pods")
+    assert rc == 2 and "unknown kind 'pods'" in err and "nodepools|ec2nodeclasses|nodeclaims" in err
+    assert cli("delete", "widgets", "x")[0] == 2
+
+
+def test_bad_output_format_is_2(cli):
+    rc, _, err = cli("get", "np", "-o", "xml")
+    assert rc == 2 and "invalid choice: 'xml'" in err
+
+
+def test_missing_table_is_2_and_create_table_fixes_it(cli, manifests, monkeypatch):
+    monkeypatch.setenv("KARPENTER_LAMBDA_STATE_TABLE", "fresh-table")
+    with mock_aws():
+        rc, _, err = cli("get", "np")
+        assert rc == 2 and "state table fresh-table does not exist" in err and "--create-table" in err
+        rc, out, err = cli("apply", "--create-table", "-f", manifests("p.yaml", pair()))
+        assert rc == 0, err
+        assert out.splitlines()[0] == "table fresh-table created"
+        assert cli("get", "np", "default")[0] == 0

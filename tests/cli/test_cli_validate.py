@@ -1,0 +1,70 @@
+"""`validate`: exit codes, the issue format on stderr, the JSON report."""
+
+import io
+import json
+
+from cli_manifests import BAD_YAML, UNSUPPORTED_KIND, nodepool, pair
+
+
+def test_valid_files_exit_0(cli, manifests):
+    a = manifests("a.yaml", pair())
+    b = manifests("b.yaml", nodepool("other", 20))
+    rc, out, err = cli("validate", a, b)
+    assert rc == 0
+    assert out == "valid: 3 objects in 2 files\n"
+    assert err == ""
+
+
+def test_invalid_exit_1_every_issue_in_file_doc_kind_name_path_format(cli, manifests):
+    f = manifests("bad.yaml", pair() + "---\n" + UNSUPPORTED_KIND)
+    g = manifests("broken.yaml", BAD_YAML)
+    rc, out, err = cli("validate", f, g)
+    assert rc == 1
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[0].startswith(f"{f}:2: ConfigMap/cm: kind: unsupported kind v1/ConfigMap")
+    assert lines[1].startswith(f"{g}:0: ?/?: invalid YAML (line ")
+    assert lines[-1] == "invalid: 2 errors in 2 files (2 valid objects)"
+    assert len(lines) == 3
+
+
+def test_missing_file_is_usage_error_2(cli, manifests):
+    ok = manifests("ok.yaml", pair())
+    rc, out, err = cli("validate", ok, "/nonexistent/x.yaml")
+    assert rc == 2
+    assert "/nonexistent/x.yaml: no such file or directory" in err
+
+
+def test_no_arguments_is_usage_error_2(cli):
+    rc, out, err = cli("validate")
+    assert rc == 2
+    assert "the following arguments are required: FILE" in err
+
+
+def test_json_report(cli, manifests):
+    f = manifests("mixed.yaml", pair() + "---\n" + UNSUPPORTED_KIND)
+    rc, out, err = cli("validate", "--json", f)
+    assert rc == 1
+    doc = json.loads(out)
+    assert doc["valid"] is False
+    assert doc["objects"] == [{"kind": "EC2NodeClass", "name": "default", "file": f},
+                              {"kind": "NodePool", "name": "default", "file": f}]
+    assert len(doc["errors"]) == 1
+    e = doc["errors"][0]
+    assert (e["file"], e["docIndex"], e["kind"], e["name"], e["path"]) == (f, 2, "ConfigMap", "cm", "kind")
+    assert "unsupported kind" in e["message"]
+
+    rc, out, _ = cli("validate", "--json", manifests("good.yaml", pair()))
+    assert rc == 0 and json.loads(out)["valid"] is True and json.loads(out)["errors"] == []
+
+
+def test_directory_and_stdin(cli, manifests, monkeypatch, tmp_path):
+    manifests("1.yaml", pair())
+    manifests("2.yml", nodepool("second", 5))
+    (tmp_path / "notes.txt").write_text("not a manifest")
+    rc, out, _ = cli("validate", str(tmp_path))
+    assert (rc, out) == (0, "valid: 3 objects in 2 files\n")
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(UNSUPPORTED_KIND))
+    rc, _, err = cli("validate", "-")
+    assert rc == 1 and err.startswith("<stdin>:0: ConfigMap/cm: kind: ")
