@@ -106,7 +106,7 @@ def _lt_fields(ref) -> tuple[str, str | None]:
 def subnet_per_zone(subnets) -> dict[str, str]:
     """``{zone: subnet id}``: for a list of subnet dicts, the one with the most free IPs per zone."""
     if isinstance(subnets, dict):
-        return dict(subnets)
+        return {z: (s["id"] if isinstance(s, dict) else s) for z, s in subnets.items()}
     best: dict[str, dict] = {}
     for s in subnets or []:
         cur = best.get(s["zone"])

@@ -1,0 +1,81 @@
+"""Fixtures for the launch path: moto (mock_aws) with a VPC, tagged subnets and security groups,
+a node role, and the EKS public AMI parameters seeded into SSM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from karpenter_lambda.adapters.aws.ssm_seed import seed_eks_amis
+from karpenter_lambda.api.objects import EC2NodeClass
+
+REGION = "us-east-1"
+CLUSTER = "c1"
+K8S = "1.31"
+
+
+@dataclass
+class Env:
+    ec2: object
+    ssm: object
+    iam: object
+    ddb: object
+    vpc: str
+    subnets: dict = field(default_factory=dict)  # name -> {id, zone}
+    sgs: dict = field(default_factory=dict)  # name -> id
+    seeded: dict = field(default_factory=dict)  # ssm path -> image id
+
+
+def _tags(rt: str, tags: dict) -> list[dict]:
+    return [{"ResourceType": rt, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+
+
+@pytest.fixture
+def env():
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name=REGION)
+        ssm = boto3.client("ssm", region_name=REGION)
+        iam = boto3.client("iam", region_name=REGION)
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        e = Env(ec2, ssm, iam, ddb, vpc)
+        # zone a: two subnets (a /20 with more free IPs and a /24); zone b: /21; zone c: /22 untagged-for-discovery
+        layout = [
+            ("a-big", "us-east-1a", "10.0.0.0/20", {"karpenter.sh/discovery": CLUSTER, "tier": "private"}),
+            ("a-small", "us-east-1a", "10.0.16.0/24", {"karpenter.sh/discovery": CLUSTER, "tier": "private"}),
+            ("b", "us-east-1b", "10.0.32.0/21", {"karpenter.sh/discovery": CLUSTER, "tier": "public"}),
+            ("c", "us-east-1c", "10.0.48.0/22", {"other": "x"}),
+        ]
+        for name, zone, cidr, tags in layout:
+            s = ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone=zone, TagSpecifications=_tags("subnet", tags))["Subnet"]
+            e.subnets[name] = {"id": s["SubnetId"], "zone": zone}
+        for name, tags in (("nodes", {"karpenter.sh/discovery": CLUSTER}), ("extra", {"team": "ml"}), ("plain", {})):
+            kw = {"TagSpecifications": _tags("security-group", tags)} if tags else {}
+            e.sgs[name] = ec2.create_security_group(GroupName=name, Description=name, VpcId=vpc, **kw)["GroupId"]
+        iam.create_role(RoleName="KarpenterNodeRole-c1", AssumeRolePolicyDocument="{}")
+        iam.create_role(RoleName="OtherRole", AssumeRolePolicyDocument="{}")
+        e.seeded = seed_eks_amis(K8S, REGION)
+        yield e
+
+
+def nodeclass(name: str = "default", **spec) -> EC2NodeClass:
+    base = {
+        "role": "KarpenterNodeRole-c1",
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+    }
+    base.update(spec)
+    for k in [k for k, v in base.items() if v is None]:
+        del base[k]
+    return EC2NodeClass({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": name}, "spec": base})
+
+
+def resolver(e: Env, clock=None):
+    from karpenter_lambda.adapters.aws.nodeclass_resolver import NodeClassResolver
+
+    kw = {"clock": clock} if clock else {}
+    return NodeClassResolver(e.ec2, e.ssm, e.iam, CLUSTER, K8S, REGION, **kw)
