@@ -1,0 +1,322 @@
+"""Requirement algebra with Karpenter v1 semantics (our own implementation).
+
+A :class:`Requirement` is a set of label values for one key, held as
+
+* ``values`` + ``complement``: ``In [a b]`` is ``{a, b}``; ``NotIn [a]`` is the complement of ``{a}``;
+  ``Exists`` is the complement of the empty set; ``DoesNotExist`` is the empty set;
+* integer bounds ``gt`` / ``lt`` (exclusive): ``Gt 4`` -> ``gt=4``; ``Gte 4`` -> ``gt=3``; ``Lt 8`` -> ``lt=8``;
+  ``Lte 8`` -> ``lt=9``.  A value outside the bounds (or not an integer when bounds exist) is not in the set;
+* ``min_values``: how many distinct values the surviving instance types must offer.
+
+Intersection is set algebra with the larger lower bound, the smaller upper bound and the larger minValues;
+an empty integer range yields ``DoesNotExist``.  :class:`Requirements` maps key -> Requirement and adds
+by intersection.  Keys are normalised (``beta.kubernetes.io/arch`` -> ``kubernetes.io/arch``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..api import labels as L
+
+__all__ = [
+    "Requirement",
+    "Requirements",
+    "RequirementError",
+    "IN",
+    "NOT_IN",
+    "EXISTS",
+    "DOES_NOT_EXIST",
+    "GT",
+    "LT",
+    "GTE",
+    "LTE",
+    "OPERATORS",
+]
+
+IN, NOT_IN, EXISTS, DOES_NOT_EXIST = "In", "NotIn", "Exists", "DoesNotExist"
+GT, LT, GTE, LTE = "Gt", "Lt", "Gte", "Lte"
+OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT, GTE, LTE)
+_NEGATIVE = (NOT_IN, DOES_NOT_EXIST)
+_EMPTY: frozenset = frozenset()
+
+
+class RequirementError(ValueError):
+    """A malformed requirement (unknown operator, missing or non-integer value)."""
+
+
+def _as_int(v: str) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+class Requirement:
+    __slots__ = ("key", "complement", "values", "gt", "lt", "min_values")
+
+    def __init__(self, key: str, complement: bool, values: Iterable[str] = (), gt: int | None = None,
+                 lt: int | None = None, min_values: int | None = None):
+        self.key = key
+        self.complement = complement
+        self.gt = gt
+        self.lt = lt
+        self.min_values = min_values
+        vals = values if isinstance(values, frozenset) else frozenset(values)
+        if (gt is not None and lt is not None) and gt + 1 >= lt:
+            # empty integer range: nothing can satisfy it
+            self.complement = False
+            vals = _EMPTY
+        elif not complement and (gt is not None or lt is not None) and vals:
+            vals = frozenset(v for v in vals if self._in_bounds(v))
+        self.values = vals
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def new(cls, key: str, operator: str, values: Iterable[str] | None = None, min_values: int | None = None) -> "Requirement":
+        """``Requirement.new("kubernetes.io/arch", "In", ["arm64"])``; raises RequirementError on bad input."""
+        key = L.normalize_key(key)
+        vals = [str(v) for v in (values or [])]
+        if operator == IN:
+            return cls(key, False, vals, min_values=min_values)
+        if operator == NOT_IN:
+            return cls(key, True, vals, min_values=min_values)
+        if operator == EXISTS:
+            return cls(key, True, (), min_values=min_values)
+        if operator == DOES_NOT_EXIST:
+            return cls(key, False, (), min_values=min_values)
+        if operator in (GT, LT, GTE, LTE):
+            if len(vals) != 1 or _as_int(vals[0]) is None:
+                raise RequirementError(f"requirement {key} {operator}: needs exactly one integer value, got {vals}")
+            n = int(vals[0])
+            if operator == GT:
+                return cls(key, True, (), gt=n, min_values=min_values)
+            if operator == GTE:
+                return cls(key, True, (), gt=n - 1, min_values=min_values)
+            if operator == LT:
+                return cls(key, True, (), lt=n, min_values=min_values)
+            return cls(key, True, (), lt=n + 1, min_values=min_values)
+        raise RequirementError(f"requirement {key}: unknown operator {operator!r} (expected one of {', '.join(OPERATORS)})")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Requirement":
+        if not isinstance(d, dict) or "key" not in d or "operator" not in d:
+            raise RequirementError(f"requirement {d!r}: needs key and operator")
+        return cls.new(d["key"], d["operator"], d.get("values"), d.get("minValues"))
+
+    # -- queries ----------------------------------------------------------------------
+    def _in_bounds(self, v: str) -> bool:
+        if self.gt is None and self.lt is None:
+            return True
+        n = _as_int(v)
+        if n is None:
+            return False
+        if self.gt is not None and n <= self.gt:
+            return False
+        if self.lt is not None and n >= self.lt:
+            return False
+        return True
+
+    def has(self, value: str) -> bool:
+        if self.complement:
+            return value not in self.values and self._in_bounds(value)
+        return value in self.values
+
+    def is_empty(self) -> bool:
+        return not self.complement and not self.values
+
+    def __len__(self) -> int:  # complement sets are "infinite"
+        return (1 << 62) - len(self.values) if self.complement else len(self.values)
+
+    def any_value(self) -> str | None:
+        """A value of the set when it is finite (sorted first) else None."""
+        if self.complement or not self.values:
+            return None
+        return min(self.values)
+
+    @property
+    def operator(self) -> str:
+        if self.complement:
+            if self.values:
+                return NOT_IN
+            if self.gt is not None:
+                return GT
+            if self.lt is not None:
+                return LT
+            return EXISTS
+        return IN if self.values else DOES_NOT_EXIST
+
+    def intersection(self, other: "Requirement") -> "Requirement":
+        gt = self.gt if other.gt is None else (other.gt if self.gt is None else max(self.gt, other.gt))
+        lt = self.lt if other.lt is None else (other.lt if self.lt is None else min(self.lt, other.lt))
+        mv = self.min_values if other.min_values is None else (
+            other.min_values if self.min_values is None else max(self.min_values, other.min_values))
+        if self.complement and other.complement:
+            return Requirement(self.key, True, self.values | other.values, gt, lt, mv)
+        if self.complement:
+            vals = frozenset(v for v in other.values if self.has(v))
+        elif other.complement:
+            vals = frozenset(v for v in self.values if other.has(v))
+        else:
+            vals = self.values & other.values
+        return Requirement(self.key, False, vals, gt, lt, mv)
+
+    def to_dict(self) -> dict:
+        op = self.operator
+        d: dict = {"key": self.key, "operator": op}
+        if op in (IN, NOT_IN):
+            d["values"] = sorted(self.values)
+        elif op == GT:
+            d["values"] = [str(self.gt)]
+        elif op == LT:
+            d["values"] = [str(self.lt)]
+        if self.min_values is not None:
+            d["minValues"] = self.min_values
+        return d
+
+    def __str__(self) -> str:
+        op = self.operator
+        if op in (IN, NOT_IN):
+            s = f"{self.key} {op} [{' '.join(sorted(self.values))}]"
+        elif op == GT:
+            s = f"{self.key} Gt {self.gt}" + (f" Lt {self.lt}" if self.lt is not None else "")
+        elif op == LT:
+            s = f"{self.key} Lt {self.lt}"
+        else:
+            s = f"{self.key} {op}"
+        if self.complement and self.values and (self.gt is not None or self.lt is not None):
+            s += f" (bounds gt={self.gt} lt={self.lt})"
+        return s
+
+    __repr__ = __str__
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, Requirement) and self.key == other.key and self.complement == other.complement
+                and self.values == other.values and self.gt == other.gt and self.lt == other.lt
+                and self.min_values == other.min_values)
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.complement, self.values, self.gt, self.lt, self.min_values))
+
+
+class Requirements:
+    """key -> Requirement; adding a requirement for a key already present intersects them."""
+
+    __slots__ = ("_reqs",)
+
+    def __init__(self, reqs: Iterable[Requirement] = ()):
+        self._reqs: dict[str, Requirement] = {}
+        for r in reqs:
+            self.add(r)
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def from_list(cls, items: Iterable[dict] | None) -> "Requirements":
+        """From NodeSelectorRequirement(-WithMinValues) dicts."""
+        return cls(Requirement.from_dict(d) for d in (items or []))
+
+    @classmethod
+    def from_labels(cls, labels: dict | None) -> "Requirements":
+        """Labels / a nodeSelector as ``In [value]`` requirements."""
+        return cls(Requirement.new(k, IN, [str(v)]) for k, v in (labels or {}).items())
+
+    def copy(self) -> "Requirements":
+        r = Requirements()
+        r._reqs = dict(self._reqs)
+        return r
+
+    def add(self, req: Requirement) -> "Requirements":
+        cur = self._reqs.get(req.key)
+        self._reqs[req.key] = req if cur is None else cur.intersection(req)
+        return self
+
+    def add_all(self, other: "Requirements") -> "Requirements":
+        for r in other._reqs.values():
+            self.add(r)
+        return self
+
+    def intersection(self, other: "Requirements") -> "Requirements":
+        return self.copy().add_all(other)
+
+    # -- access -----------------------------------------------------------------------
+    def get(self, key: str) -> Requirement:
+        """The requirement for ``key``; an undefined key is ``Exists`` (anything goes)."""
+        r = self._reqs.get(key)
+        return r if r is not None else Requirement(key, True)
+
+    def has(self, key: str) -> bool:
+        return key in self._reqs
+
+    def keys(self):
+        return self._reqs.keys()
+
+    def values(self):
+        return self._reqs.values()
+
+    def __iter__(self):
+        return iter(self._reqs.values())
+
+    def __len__(self) -> int:
+        return len(self._reqs)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._reqs
+
+    def labels(self) -> dict[str, str]:
+        """Labels a node gets from these requirements: every key with exactly one allowed value."""
+        out = {}
+        for k, r in self._reqs.items():
+            if not r.complement and len(r.values) == 1:
+                out[k] = next(iter(r.values))
+        return out
+
+    def to_list(self) -> list[dict]:
+        return [self._reqs[k].to_dict() for k in sorted(self._reqs)]
+
+    def signature(self) -> tuple:
+        return tuple(sorted((hash(r), k) for k, r in self._reqs.items()))
+
+    # -- algebra ----------------------------------------------------------------------
+    def intersects(self, other: "Requirements") -> str | None:
+        """None when every shared key has a common value, else the first conflict as text.
+
+        Two negative requirements (NotIn / DoesNotExist) never conflict.
+        """
+        a, b = self._reqs, other._reqs
+        if len(b) < len(a):
+            keys = [k for k in b if k in a]
+        else:
+            keys = [k for k in a if k in b]
+        for k in keys:
+            mine, inc = a[k], b[k]
+            if mine.intersection(inc).is_empty():
+                if inc.operator in _NEGATIVE and mine.operator in _NEGATIVE:
+                    continue
+                return f"{inc} conflicts with {mine}"
+        return None
+
+    def compatible(self, other: "Requirements", well_known=L.WELL_KNOWN) -> str | None:
+        """Can a pod requiring ``other`` land on a node described by ``self``?
+
+        A key the node does not define is fine when it is well-known or the pod asks NotIn/DoesNotExist;
+        otherwise the label "does not have known values" (Karpenter's rule for custom labels).
+        """
+        for k, inc in other._reqs.items():
+            if k not in self._reqs and k not in well_known and inc.operator not in _NEGATIVE:
+                if k.startswith(L.AWS_WELL_KNOWN_PREFIXES):
+                    continue
+                return f"label {k} does not have known values"
+        return self.intersects(other)
+
+    def __str__(self) -> str:
+        return ", ".join(str(self._reqs[k]) for k in sorted(self._reqs))
+
+    __repr__ = __str__
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Requirements) and self._reqs == other._reqs
+
+
+def node_selector_term(term: dict | None) -> Requirements:
+    """A NodeSelectorTerm (matchExpressions; matchFields on metadata.name is ignored) as Requirements."""
+    return Requirements.from_list((term or {}).get("matchExpressions"))

@@ -1,0 +1,1271 @@
+"""The provisioning simulation: pending pods + NodePools (with instance types) + existing nodes -> NodeClaim plans.
+
+Design (see docs/scheduling.md):
+
+* Pods are grouped into equivalence classes (same namespace, labels and spec => identical requests and
+  constraints) and a class is placed in bulk: how many of its pods fit on a target is integer arithmetic on
+  resource vectors, capped by what topology allows in the chosen domain.
+* Classes go in Karpenter's queue order (cpu desc, memory desc, creation, uid).  A class tries existing and
+  in-flight nodes, then NodeClaims planned in this round, then a new NodeClaim per NodePool in weight order.
+* Per NodePool, the instance types compatible with a requirement signature are computed once and cached.
+* A new NodeClaim is sized on the instance type with the lowest price per pod placed (cheapest offering);
+  its plan keeps every compatible type that can hold what was placed on it, cheapest first, at most 60.
+* Unconstrained classes (no topology, no host ports, not selected by anyone's anti-affinity) that are left
+  after the constrained ones are packed node by node: the type is chosen by the 2-resource LP over the
+  remaining demand and the node is filled with the class that best matches its free capacity.
+* A class that cannot be placed is relaxed one preference at a time in Karpenter's order, and retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from ..api import labels as L
+from ..api.objects import NodePool
+from ..api.quantity import format_resource, resource_value
+from ..catalog.types import InstanceType
+from . import topology as T
+from .requirements import IN, Requirement, RequirementError, Requirements, node_selector_term
+from .resources import PodSpecError, pod_requests
+from .taints import format_taint, untolerated
+
+__all__ = [
+    "solve",
+    "SchedulingInput",
+    "NodePoolInput",
+    "ExistingNode",
+    "SchedulingResult",
+    "NodeClaimPlan",
+    "Unschedulable",
+    "SchedulingError",
+]
+
+INF = 1 << 60
+EXOTIC_RESOURCES = (L.RESOURCE_NVIDIA_GPU, L.RESOURCE_AMD_GPU, L.RESOURCE_NEURON, L.RESOURCE_NEURON_CORE,
+                    L.RESOURCE_HABANA_GAUDI)
+EXOTIC_KEYS = (L.INSTANCE_GPU_NAME, L.INSTANCE_GPU_COUNT, L.INSTANCE_GPU_MANUFACTURER, L.INSTANCE_GPU_MEMORY,
+               L.INSTANCE_ACCELERATOR_NAME, L.INSTANCE_ACCELERATOR_COUNT, L.INSTANCE_ACCELERATOR_MANUFACTURER)
+# instance-type label keys that are "DoesNotExist" on a type without the label
+TYPE_KEYS = tuple(k for k in L.AWS_WELL_KNOWN if k.startswith(L.AWS + "instance-"))
+INV = "inverse-anti-affinity"
+
+
+class SchedulingError(ValueError):
+    """Bad scheduling input (names the object and field)."""
+
+
+# --------------------------------------------------------------------------------------------------------
+# public data types
+# --------------------------------------------------------------------------------------------------------
+@dataclass
+class NodePoolInput:
+    nodepool: NodePool
+    instance_types: list[InstanceType]
+
+
+@dataclass
+class ExistingNode:
+    name: str
+    labels: dict = field(default_factory=dict)
+    taints: list = field(default_factory=list)
+    allocatable: dict = field(default_factory=dict)
+    pods: list = field(default_factory=list)
+    nodepool: str | None = None
+    in_flight: bool = False
+    instance_type: str | None = None
+    price: float | None = None
+    zone: str | None = None
+    capacity_type: str | None = None
+
+
+@dataclass
+class SchedulingInput:
+    pods: list
+    nodepools: list = field(default_factory=list)
+    existing_nodes: list = field(default_factory=list)
+    daemonsets: list = field(default_factory=list)
+    nodepool_usage: dict = field(default_factory=dict)
+    max_instance_types: int = 60
+
+
+@dataclass
+class NodeClaimPlan:
+    name: str
+    nodepool: str
+    requirements: Requirements
+    instance_types: list
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float
+    pods: list
+    requests: dict
+    reason: str
+    labels: dict = field(default_factory=dict)
+    taints: list = field(default_factory=list)
+    startup_taints: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "nodePool": self.nodepool,
+            "instanceTypes": [it.name for it in self.instance_types],
+            "instanceType": self.instance_type,
+            "zone": self.zone,
+            "capacityType": self.capacity_type,
+            "pricePerHour": round(self.price, 6),
+            "pods": list(self.pods),
+            "requests": {k: format_resource(k, v) for k, v in sorted(self.requests.items())},
+            "requirements": self.requirements.to_list(),
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class Unschedulable:
+    pod: str
+    reason: str
+
+
+@dataclass
+class SchedulingResult:
+    nodeclaims: list = field(default_factory=list)
+    existing: dict = field(default_factory=dict)
+    unschedulable: list = field(default_factory=list)
+    cost_per_hour: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "nodeClaims": [n.to_dict() for n in self.nodeclaims],
+            "existing": {k: list(v) for k, v in self.existing.items()},
+            "unschedulable": [{"pod": u.pod, "reason": u.reason} for u in self.unschedulable],
+            "costPerHour": round(self.cost_per_hour, 6),
+        }
+
+
+# --------------------------------------------------------------------------------------------------------
+# internal structures
+# --------------------------------------------------------------------------------------------------------
+class _Type:
+    __slots__ = ("it", "name", "reqs", "avail", "cap", "exotic", "offers", "min_price")
+
+    def __init__(self, it: InstanceType, avail: tuple, cap: dict):
+        self.it = it
+        self.name = it.name
+        self.avail = avail  # allocatable minus the pool's daemonset overhead, as a vector
+        self.cap = cap
+        labels = it.labels
+        self.exotic = bool(labels.get(L.INSTANCE_GPU_COUNT) or labels.get(L.INSTANCE_ACCELERATOR_COUNT)
+                           or labels.get(L.INSTANCE_SIZE, "").endswith("metal")
+                           or any(it.capacity.get(r, 0) > 0 for r in EXOTIC_RESOURCES))
+        self.offers = [o for o in it.offerings if o.available]
+        self.min_price = min((o.price for o in self.offers), default=INF)
+        reqs = Requirements()
+        for k in TYPE_KEYS:
+            if k not in labels:
+                reqs.add(Requirement(k, False))
+        for k, v in labels.items():
+            reqs.add(Requirement(L.normalize_key(k), False, (str(v),)))
+        reqs.add(Requirement(L.INSTANCE_TYPE, False, (it.name,)))
+        reqs.add(Requirement(L.ZONE, False, {o.zone for o in self.offers}))
+        reqs.add(Requirement(L.CAPACITY_TYPE, False, {o.capacity_type for o in self.offers}))
+        self.reqs = reqs
+
+    def cheapest(self, reqs: Requirements):
+        z = reqs.get(L.ZONE)
+        ct = reqs.get(L.CAPACITY_TYPE)
+        best = None
+        for o in self.offers:
+            if z.has(o.zone) and ct.has(o.capacity_type) and (best is None or o.price < best.price):
+                best = o
+        return best
+
+
+class _Pool:
+    def __init__(self, npi: NodePoolInput, rindex: dict, daemonsets: list, usage: dict):
+        np_ = npi.nodepool
+        self.np = np_
+        self.name = np_.name
+        self.weight = np_.weight
+        try:
+            reqs = Requirements.from_list(np_.requirements)
+        except RequirementError as e:
+            raise SchedulingError(f"NodePool/{self.name}: spec.template.spec.requirements: {e}") from None
+        reqs.add_all(Requirements.from_labels(np_.template_labels))
+        reqs.add(Requirement(L.NODEPOOL, False, (self.name,)))
+        self.reqs = reqs
+        self.taints = list(np_.taints)
+        self.startup_taints = list(np_.startup_taints)
+        self.has_min_values = any(r.min_values for r in reqs)
+        # daemonset overhead
+        self.daemon: dict[str, int] = {}
+        for ds in daemonsets:
+            tpl = ((ds.get("spec") or {}).get("template") or {})
+            pod = {"metadata": tpl.get("metadata") or {}, "spec": tpl.get("spec") or {}}
+            if untolerated((pod["spec"].get("tolerations")), self.taints, False):
+                continue
+            dreqs_terms = _node_terms(pod)
+            if dreqs_terms and all(self.reqs.compatible(t) for t in dreqs_terms):
+                continue
+            for k, v in pod_requests(pod).items():
+                self.daemon[k] = self.daemon.get(k, 0) + v
+        # limits
+        self.limits: dict[str, int] = {}
+        for k, q in (np_.limits or {}).items():
+            try:
+                self.limits[k] = resource_value(k, q)
+            except ValueError as e:
+                raise SchedulingError(f"NodePool/{self.name}: spec.limits.{k}: {e}") from None
+        self.remaining = {k: v - (usage or {}).get(k, 0) for k, v in self.limits.items()}
+        # instance types compatible with the NodePool and launchable under its zone / capacity-type constraints
+        dvec = [self.daemon.get(r, 0) for r in rindex]
+        types = []
+        for it in npi.instance_types:
+            alloc = it.allocatable
+            avail = tuple(alloc.get(r, 0) - d for r, d in zip(rindex, dvec))
+            t = _Type(it, avail, it.capacity)
+            if t.reqs.intersects(reqs) is None and t.cheapest(reqs) is not None:
+                types.append(t)
+        types.sort(key=lambda t: (t.cheapest(reqs).price, t.name))
+        self.types = types
+        self._compat: dict = {}
+        self.fit_cache: dict = {}
+
+    def compat_types(self, reqs: Requirements) -> list[_Type]:
+        """Pool types compatible with ``reqs`` (which already include the pool's) with an offering allowed by them."""
+        sig = reqs.signature()
+        hit = self._compat.get(sig)
+        if hit is None:
+            hit = [t for t in self.types if t.reqs.intersects(reqs) is None and t.cheapest(reqs) is not None]
+            self._compat[sig] = hit
+        return hit
+
+    def limit_ok(self, t: _Type) -> str | None:
+        for k, rem in self.remaining.items():
+            need = 1 if k == "nodes" else t.cap.get(k, 0)
+            if need > rem:
+                return k
+        return None
+
+
+class _Node:
+    """An existing / in-flight node (fixed) or a NodeClaim planned in this round."""
+
+    __slots__ = ("id", "fixed", "pool", "reqs", "labels", "taints", "cap", "used", "pods", "target", "ports",
+                 "limit_snapshot", "existing", "order", "keys")
+
+    def __init__(self, id_, fixed, pool, reqs, labels, taints, cap, used):
+        self.id = id_
+        self.fixed = fixed
+        self.pool = pool
+        self.reqs = reqs
+        self.labels = labels
+        self.taints = taints
+        self.cap = cap
+        self.used = used
+        self.pods: list[str] = []
+        self.keys: list[str] = []
+        self.target: _Type | None = None
+        self.ports: set = set()
+        self.limit_snapshot: dict = {}
+        self.existing = None
+        self.order = 0
+
+    def domains(self, key: str):
+        """Possible domains of this node for ``key`` (a tuple), () when the node has no such label."""
+        if key == L.HOSTNAME:
+            return (self.id,) if not self.fixed else ((self.labels.get(L.HOSTNAME, self.id)),)
+        if self.fixed:
+            v = self.labels.get(key)
+            return (v,) if v is not None else ()
+        r = self.reqs.get(key)
+        if key in (L.ZONE, L.CAPACITY_TYPE):
+            t = self.target
+            attr = "zone" if key == L.ZONE else "capacity_type"
+            z = self.reqs.get(L.ZONE)
+            ct = self.reqs.get(L.CAPACITY_TYPE)
+            vals = {getattr(o, attr) for o in t.offers if z.has(o.zone) and ct.has(o.capacity_type)}
+            return tuple(sorted(vals))
+        if not r.complement:
+            return tuple(sorted(r.values))
+        if key in self.labels:
+            return (self.labels[key],)
+        return ()
+
+
+class _Class:
+    __slots__ = ("pods", "keys", "ns", "labels", "req", "vec", "terms", "term_idx", "preferred", "pref_drop",
+                 "tolerations", "tolerate_pns", "cons", "dropped", "ports", "reqs", "sig", "member", "placed",
+                 "sort_key", "simple", "relaxed", "spread_eligible", "errors", "inv")
+
+    def effective_reqs(self) -> Requirements:
+        r = Requirements()
+        if self.terms:
+            r.add_all(self.terms[self.term_idx])
+        if self.pref_drop < len(self.preferred):
+            r.add_all(self.preferred[self.pref_drop][1])
+        return r
+
+
+def _node_terms(pod: dict) -> list[Requirements]:
+    """Required node-affinity terms (ORed), each intersected with the nodeSelector; [] when none."""
+    spec = pod.get("spec") or {}
+    base = Requirements.from_labels(spec.get("nodeSelector"))
+    na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+    req = (na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    if not req:
+        return [base] if len(base) else []
+    return [base.intersection(node_selector_term(t)) for t in req]
+
+
+def _pod_key(pod: dict) -> str:
+    meta = pod.get("metadata") or {}
+    ns = meta.get("namespace") or "default"
+    return f"{ns}/{meta.get('name', '')}"
+
+
+def _owned_by_daemonset(pod: dict) -> bool:
+    for o in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if o.get("kind") == "DaemonSet" or o.get("kind") == "Node":
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------------------------------------
+# the solver
+# --------------------------------------------------------------------------------------------------------
+class _Solver:
+    def __init__(self, inp: SchedulingInput):
+        self.inp = inp
+        self.max_types = max(1, int(inp.max_instance_types or 60))
+        self.unsched: list[Unschedulable] = []
+        self._build_classes(inp.pods)
+        rset = {"cpu", "memory", "pods"}
+        for c in self.classes:
+            rset.update(c.req)
+        self.daemonsets = list(inp.daemonsets or [])
+        self.rindex = ["cpu", "memory", "pods"] + sorted(rset - {"cpu", "memory", "pods"})
+        self.rpos = {r: i for i, r in enumerate(self.rindex)}
+        for c in self.classes:
+            c.vec = tuple(c.req.get(r, 0) for r in self.rindex)
+        pools = []
+        seen = set()
+        for npi in inp.nodepools:
+            if npi.nodepool.name in seen:
+                raise SchedulingError(f"NodePool/{npi.nodepool.name}: duplicate NodePool name")
+            seen.add(npi.nodepool.name)
+            pools.append(_Pool(npi, self.rindex, self.daemonsets, (inp.nodepool_usage or {}).get(npi.nodepool.name)))
+        pools.sort(key=lambda p: (-p.weight, p.name))
+        self.pools = pools
+        self.pool_by_name = {p.name: p for p in pools}
+        self.nodes: list[_Node] = []  # existing first, then planned in creation order
+        self.planned: list[_Node] = []
+        self.open: list[_Node] = []
+        self.groups: dict = {}
+        self._counter = 0
+        self._build_existing(inp.existing_nodes or [])
+        self._build_groups()
+
+    # -- input ------------------------------------------------------------------------------------------
+    def _build_classes(self, pods):
+        by_key: dict = {}
+        classes = []
+        for i, pod in enumerate(pods):
+            if not isinstance(pod, dict):
+                raise SchedulingError(f"pods[{i}]: must be a Pod object (dict)")
+            if _owned_by_daemonset(pod):
+                continue
+            meta = pod.get("metadata") or {}
+            spec = pod.get("spec") or {}
+            labels = meta.get("labels") or {}
+            ns = meta.get("namespace") or "default"
+            key = (ns, repr(sorted(labels.items())), repr(spec))
+            c = by_key.get(key)
+            if c is None:
+                c = _Class()
+                try:
+                    c.req = pod_requests(pod)
+                    c.terms = _node_terms(pod)
+                    na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                    prefs = []
+                    for j, p in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+                        prefs.append((int(p.get("weight", 1)), node_selector_term(p.get("preference"))))
+                    prefs.sort(key=lambda x: -x[0])
+                    c.preferred = prefs
+                    cons = T.pod_constraints(pod)
+                except (PodSpecError, RequirementError, ValueError) as e:
+                    self.unsched.append(Unschedulable(_pod_key(pod), f"invalid pod: {e}"))
+                    continue
+                c.pods, c.keys = [], []
+                c.ns, c.labels = ns, labels
+                c.term_idx = 0
+                c.pref_drop = 0
+                c.tolerations = spec.get("tolerations") or []
+                c.tolerate_pns = False
+                c.cons = cons
+                c.dropped = set()
+                ports = set()
+                for ctr in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+                    for p in ctr.get("ports") or []:
+                        if p.get("hostPort"):
+                            ports.add((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", int(p["hostPort"])))
+                c.ports = frozenset(ports)
+                c.placed = 0
+                c.relaxed = []
+                c.errors = {}
+                c.sort_key = (-c.req.get("cpu", 0), -c.req.get("memory", 0), meta.get("creationTimestamp") or "",
+                              meta.get("uid") or _pod_key(pod))
+                c.reqs = c.effective_reqs()
+                c.sig = c.reqs.signature()
+                by_key[key] = c
+                classes.append(c)
+            c.pods.append(pod)
+            c.keys.append(_pod_key(pod))
+        classes.sort(key=lambda c: c.sort_key)
+        self.classes = classes
+
+    def _vec(self, d: dict) -> list:
+        return [d.get(r, 0) for r in self.rindex]
+
+    def _build_existing(self, existing):
+        for i, en in enumerate(existing):
+            if not isinstance(en, ExistingNode):
+                raise SchedulingError(f"existing_nodes[{i}]: must be an ExistingNode")
+            alloc = {}
+            for k, v in (en.allocatable or {}).items():
+                alloc[k] = v if isinstance(v, int) else resource_value(k, v)
+            used = [0] * len(self.rindex)
+            extra_used = {}
+            ports = set()
+            for p in en.pods or []:
+                for k, v in pod_requests(p).items():
+                    if k in self.rpos:
+                        used[self.rpos[k]] += v
+                    else:
+                        extra_used[k] = extra_used.get(k, 0) + v
+                for ctr in (p.get("spec") or {}).get("containers") or []:
+                    for pt in ctr.get("ports") or []:
+                        if pt.get("hostPort"):
+                            ports.add((pt.get("hostIP") or "0.0.0.0", pt.get("protocol") or "TCP", int(pt["hostPort"])))
+            labels = dict(en.labels or {})
+            labels = {L.normalize_key(k): str(v) for k, v in labels.items()}
+            labels.setdefault(L.HOSTNAME, en.name)
+            if en.zone and L.ZONE not in labels:
+                labels[L.ZONE] = en.zone
+            if en.capacity_type and L.CAPACITY_TYPE not in labels:
+                labels[L.CAPACITY_TYPE] = en.capacity_type
+            if en.instance_type and L.INSTANCE_TYPE not in labels:
+                labels[L.INSTANCE_TYPE] = en.instance_type
+            if en.nodepool and L.NODEPOOL not in labels:
+                labels[L.NODEPOOL] = en.nodepool
+            n = _Node(en.name, True, self.pool_by_name.get(en.nodepool or labels.get(L.NODEPOOL, "")), None, labels,
+                      list(en.taints or []), tuple(alloc.get(r, 0) for r in self.rindex), used)
+            n.ports = ports
+            n.existing = en
+            self.nodes.append(n)
+        self.existing_nodes = list(self.nodes)
+
+    def _build_groups(self):
+        """Create every topology group (from pending classes and pods already on nodes) and count existing pods."""
+        groups = self.groups
+        owners = []  # (class-or-None, constraint, selector, namespaces)
+        for c in self.classes:
+            for con, sel, nss in c.cons:
+                owners.append((con, sel, nss))
+        existing_owned = []
+        for n in self.existing_nodes:
+            for p in n.existing.pods or []:
+                try:
+                    for con, sel, nss in T.pod_constraints(p):
+                        if con.kind == T.ANTI and con.required:
+                            owners.append((con, sel, nss))
+                            existing_owned.append((n, con))
+                except ValueError:
+                    continue
+        for con, sel, nss in owners:
+            if con.group_key not in groups:
+                groups[con.group_key] = T.Group(con.kind, con.key, nss, sel)
+            if con.kind == T.ANTI and con.required:
+                ik = (INV,) + con.group_key
+                if ik not in groups:
+                    groups[ik] = T.Group(INV, con.key, nss, sel)
+        self.group_list = list(groups.values())
+        # memberships
+        for c in self.classes:
+            c.member = [g for g in self.group_list if g.kind != INV and g.matches(c.ns, c.labels)]
+            c.inv = [g for g in self.group_list if g.kind == INV and g.matches(c.ns, c.labels)]
+            c.simple = not c.cons and not c.ports and not c.inv
+            c.spread_eligible = {}
+        # counts from existing pods
+        for n in self.existing_nodes:
+            for p in n.existing.pods or []:
+                meta = p.get("metadata") or {}
+                ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
+                for g in self.group_list:
+                    if g.kind != INV and g.matches(ns, labels):
+                        d = n.domains(g.key)
+                        if d:
+                            g.record(d[0])
+        for n, con in existing_owned:
+            d = n.domains(con.key)
+            if d:
+                groups[(INV,) + con.group_key].record(d[0])
+
+    # -- topology ----------------------------------------------------------------------------------------
+    def _active_constraints(self, c: _Class):
+        for i, (con, sel, nss) in enumerate(c.cons):
+            if i in c.dropped:
+                continue
+            yield con
+
+    def _eligible_domains(self, c: _Class, con) -> set:
+        """Domains of ``con.key`` a pod of class ``c`` could land in (nodeAffinityPolicy Honor)."""
+        sig = (con.key, c.sig)
+        hit = c.spread_eligible.get(sig)
+        if hit is not None:
+            return hit
+        out = set()
+        pr = c.reqs.get(con.key)
+        for p in self.pools:
+            if p.reqs.compatible(c.reqs) is not None:
+                continue
+            reqs = p.reqs.intersection(c.reqs)
+            if con.key in (L.ZONE, L.CAPACITY_TYPE):
+                z, ct = reqs.get(L.ZONE), reqs.get(L.CAPACITY_TYPE)
+                for t in p.compat_types(reqs):
+                    for o in t.offers:
+                        if z.has(o.zone) and ct.has(o.capacity_type):
+                            out.add(o.zone if con.key == L.ZONE else o.capacity_type)
+            else:
+                r = reqs.get(con.key)
+                if not r.complement:
+                    out.update(r.values)
+        for n in self.existing_nodes:
+            v = n.labels.get(con.key)
+            if v is not None and pr.has(v) and _labels_match(c.reqs, n.labels) is None:
+                out.add(v)
+        c.spread_eligible[sig] = out
+        return out
+
+    def _topology(self, c: _Class, node: _Node, new: bool):
+        """(allowance, {key: domain}) for placing pods of ``c`` on ``node``; allowance 0 = not allowed.
+
+        The text of the blocking constraint is left in ``self._why`` when the allowance is 0.
+        """
+        allow = INF
+        chosen: dict[str, str] = {}
+        per_key: dict[str, list] = {}
+        for con in self._active_constraints(c):
+            per_key.setdefault(con.key, []).append(con)
+        inv = [g for g in c.inv if g.total]
+        for g in inv:
+            per_key.setdefault(g.key, [])
+        groups = self.groups
+        for key, cons in per_key.items():
+            options = node.domains(key)
+            valid = []
+            for d in options:
+                ok = True
+                for g in inv:
+                    if g.key == key and g.counts.get(d, 0) > 0:
+                        ok = False
+                        break
+                if not ok:
+                    continue
+                for con in cons:
+                    g = groups[con.group_key]
+                    cnt = g.counts.get(d, 0)
+                    if con.kind == T.SPREAD:
+                        if key == L.HOSTNAME:
+                            mn = 0
+                        else:
+                            elig = self._eligible_domains(c, con)
+                            if d not in elig:
+                                ok = False
+                                break
+                            mn = 0 if (con.min_domains and len(elig) < con.min_domains) else min(
+                                (g.counts.get(e, 0) for e in elig), default=0)
+                        if cnt + 1 - mn > con.max_skew:
+                            ok = False
+                    elif con.kind == T.AFFINITY:
+                        if cnt == 0 and not (g.total == 0 and g in c.member):
+                            ok = False
+                    else:  # anti-affinity
+                        if cnt > 0:
+                            ok = False
+                    if not ok:
+                        break
+                if ok:
+                    valid.append(d)
+            if not valid:
+                self._why = next((con.text for con in cons), f"pod anti-affinity of pods already placed ({key})")
+                if not options:
+                    self._why = f"node has no {key} label ({self._why})"
+                return 0, chosen
+            # choose: lowest count for the first spread constraint, else the first valid domain
+            spread = [con for con in cons if con.kind == T.SPREAD]
+            if spread:
+                g0 = groups[spread[0].group_key]
+                d = min(valid, key=lambda v: (g0.counts.get(v, 0), v))
+            else:
+                aff = [con for con in cons if con.kind == T.AFFINITY]
+                if aff:
+                    g0 = groups[aff[0].group_key]
+                    d = max(valid, key=lambda v: (g0.counts.get(v, 0), v))
+                else:
+                    d = valid[0]
+            chosen[key] = d
+            for con in cons:
+                g = groups[con.group_key]
+                if g not in c.member:
+                    continue
+                cnt = g.counts.get(d, 0)
+                if con.kind == T.SPREAD:
+                    if key == L.HOSTNAME:
+                        a = con.max_skew - cnt
+                    else:
+                        elig = self._eligible_domains(c, con)
+                        mn = 0 if (con.min_domains and len(elig) < con.min_domains) else min(
+                            (g.counts.get(e, 0) for e in elig), default=0)
+                        a = con.max_skew + mn - cnt
+                    allow = min(allow, max(a, 1))
+                elif con.kind == T.ANTI:
+                    allow = 1
+        return allow, chosen
+
+    def _record(self, c: _Class, node: _Node, n: int):
+        for g in c.member:
+            d = node.domains(g.key)
+            if len(d) == 1:
+                g.record(d[0], n)
+            elif g.kind == T.ANTI and d:
+                for x in d:
+                    g.record(x, n)
+        for con in self._active_constraints(c):
+            if con.kind == T.ANTI and con.required:
+                g = self.groups[(INV,) + con.group_key]
+                for x in node.domains(con.key):
+                    g.record(x, n)
+
+    # -- placement ---------------------------------------------------------------------------------------
+    def _fit_count(self, vec, cap, used) -> int:
+        n = INF
+        for v, a, u in zip(vec, cap, used):
+            if v:
+                k = (a - u) // v
+                if k < n:
+                    n = k
+                    if n <= 0:
+                        return 0
+        return n
+
+    def _place(self, c: _Class, node: _Node, n: int):
+        keys = c.keys[c.placed:c.placed + n]
+        c.placed += n
+        node.pods.extend(keys)
+        vec = c.vec
+        used = node.used
+        for i, v in enumerate(vec):
+            if v:
+                used[i] += v * n
+        if c.ports:
+            node.ports |= c.ports
+        self._record(c, node, n)
+
+    def _try_node(self, c: _Class, node: _Node, limit: int = INF) -> int:
+        """Place as many remaining pods of ``c`` as fit on ``node`` (at most ``limit``); returns how many."""
+        remaining = min(len(c.pods) - c.placed, limit)
+        n = self._fit_count(c.vec, node.cap, node.used)
+        if n <= 0:
+            return 0
+        if c.ports:
+            if node.ports & c.ports:
+                return 0
+            n = 1
+        if node.fixed:
+            if untolerated(c.tolerations, node.taints, c.tolerate_pns):
+                return 0
+            if _labels_match(c.reqs, node.labels) is not None:
+                return 0
+            new_reqs = None
+        else:
+            pool = node.pool
+            if untolerated(c.tolerations, pool.taints, c.tolerate_pns):
+                return 0
+            if len(c.reqs):
+                if node.reqs.compatible(c.reqs) is not None:
+                    return 0
+                new_reqs = node.reqs.intersection(c.reqs)
+                if node.target.reqs.intersects(new_reqs) is not None or node.target.cheapest(new_reqs) is None:
+                    return 0
+            else:
+                new_reqs = None
+        if c.cons or c.inv:
+            allow, chosen = self._topology(c, node, False)
+            if allow <= 0:
+                return 0
+            n = min(n, allow)
+            if chosen and not node.fixed:
+                base = new_reqs if new_reqs is not None else node.reqs
+                extra = [Requirement(k, False, (d,)) for k, d in chosen.items()
+                         if k != L.HOSTNAME and len(node.domains(k)) > 1]
+                if extra:
+                    new_reqs = base.copy()
+                    for r in extra:
+                        new_reqs.add(r)
+                    if node.target.cheapest(new_reqs) is None:
+                        return 0
+        n = min(n, remaining)
+        if not node.fixed and node.pool.has_min_values:
+            used = [u + v * n for u, v in zip(node.used, c.vec)]
+            if self._min_values_error(node.pool, new_reqs or node.reqs, used) is not None:
+                return 0
+        if new_reqs is not None and not node.fixed:
+            node.reqs = new_reqs
+        self._place(c, node, n)
+        return n
+
+    def _min_values_error(self, pool: _Pool, reqs: Requirements, used) -> str | None:
+        types = [t for t in pool.compat_types(reqs) if all(a >= u for a, u in zip(t.avail, used))]
+        for r in reqs:
+            if r.min_values:
+                vals = {t.reqs.get(r.key).any_value() for t in types} - {None}
+                if len(vals) < r.min_values:
+                    return f"minValues {r.min_values} for {r.key} not met ({len(vals)} values left)"
+        return None
+
+    def _fitting(self, pool: _Pool, reqs: Requirements, c: _Class):
+        """(types compatible with ``reqs`` that hold one pod of ``c``, exotic ones dropped unless wanted, _Union)."""
+        key = (reqs.signature(), c.vec, _wants_exotic(c))
+        hit = pool.fit_cache.get(key)
+        if hit is None:
+            vec = c.vec
+            fitting = [t for t in pool.compat_types(reqs) if all(a >= v for a, v in zip(t.avail, vec))]
+            if not key[2]:
+                plain = [t for t in fitting if not t.exotic]
+                if plain:
+                    fitting = plain
+            hit = (fitting, _Union(fitting), {})
+            pool.fit_cache[key] = hit
+        return hit
+
+    def _new_node(self, c: _Class, pool: _Pool, why: list) -> int:
+        """Open a NodeClaim on ``pool`` for class ``c``; returns pods placed (0 + reason in ``why`` if impossible)."""
+        bad = untolerated(c.tolerations, pool.taints, c.tolerate_pns)
+        if bad is not None:
+            why.append(f"NodePool {pool.name}: taint {format_taint(bad)} not tolerated")
+            return 0
+        if len(c.reqs):
+            err = pool.reqs.compatible(c.reqs)
+            if err is not None:
+                why.append(f"NodePool {pool.name}: incompatible requirements: {err}")
+                return 0
+            reqs = pool.reqs.intersection(c.reqs)
+        else:
+            reqs = pool.reqs
+        vec = c.vec
+        fitting, union, best_cache = self._fitting(pool, reqs, c)
+        if not fitting:
+            types = pool.compat_types(reqs)
+            if not types:
+                why.append(f"no instance type in NodePool {pool.name} matches {_describe(c.reqs) or 'its requirements'}")
+            else:
+                why.append(f"no instance type in NodePool {pool.name} has {self._blocking(c, types)}"
+                           + (f" with {_describe(c.reqs)}" if len(c.reqs) else ""))
+            return 0
+        limited = bool(pool.remaining)
+        if limited:
+            within = [t for t in fitting if pool.limit_ok(t) is None]
+            if not within:
+                k = pool.limit_ok(fitting[0])
+                lv = pool.limits[k]
+                why.append(f"NodePool {pool.name}: limits {k} {format_resource(k, lv) if k != 'nodes' else lv} reached")
+                return 0
+            if len(within) != len(fitting):
+                fitting = within
+                union = _Union(fitting)
+        if pool.has_min_values:
+            err = self._min_values_error(pool, reqs, vec)
+            if err:
+                why.append(f"NodePool {pool.name}: {err}")
+                return 0
+        node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, None, [0] * len(vec))
+        remaining = len(c.pods) - c.placed
+        allow = INF
+        if c.cons or c.inv:
+            node.target = union
+            allow, chosen = self._topology(c, node, True)
+            if allow <= 0:
+                why.append(f"NodePool {pool.name}: {self._why}")
+                return 0
+            extra = [Requirement(k, False, (d,)) for k, d in chosen.items() if k != L.HOSTNAME]
+            if extra:
+                reqs = reqs.copy()
+                for r in extra:
+                    reqs.add(r)
+                node.reqs = reqs
+                if limited:
+                    fitting = [t for t in fitting if t.cheapest(reqs) is not None]
+                else:
+                    fitting, union, best_cache = self._fitting(pool, reqs, c)
+                if not fitting:
+                    why.append(f"NodePool {pool.name}: no instance type offered in {_describe(Requirements(extra))}")
+                    return 0
+        self._counter += 1
+        k = max(1, min(remaining, allow, 1 if c.ports else INF))
+        best = None if limited else best_cache.get(k)
+        if best is None:
+            bkey = None
+            zero = [0] * len(vec)
+            for t in fitting:
+                m = min(self._fit_count(vec, t.avail, zero), k)
+                price = t.cheapest(reqs).price
+                key = (price / m, -m, price)
+                if bkey is None or key < bkey:
+                    best, bkey = t, key
+            if not limited:
+                best_cache[k] = best
+        node.target = best
+        node.cap = best.avail
+        node.limit_snapshot = dict(pool.remaining)
+        for lk in pool.remaining:
+            pool.remaining[lk] -= 1 if lk == "nodes" else best.cap.get(lk, 0)
+        n = min(self._fit_count(vec, best.avail, node.used), k)
+        self._place(c, node, n)
+        self.nodes.append(node)
+        self.planned.append(node)
+        self.open.append(node)
+        return n
+
+    def _blocking(self, c: _Class, types) -> str:
+        parts = []
+        for i, r in enumerate(self.rindex):
+            v = c.vec[i]
+            if v and not any(t.avail[i] >= v for t in types):
+                parts.append(f"{r}={format_resource(r, v)}")
+        if not parts:
+            parts = [", ".join(f"{r}={format_resource(r, c.vec[i])}" for i, r in enumerate(self.rindex) if c.vec[i] and r != "pods")
+                     + " together"]
+        return ", ".join(parts) + " (+ daemonset overhead)"
+
+    def _schedule_class(self, c: _Class, window: int = 24) -> bool:
+        """One attempt for the remaining pods of ``c``; True if all are placed."""
+        why: list[str] = []
+        total = len(c.pods)
+        # existing and in-flight nodes first
+        for node in self.existing_nodes:
+            if c.placed >= total:
+                return True
+            while c.placed < total and self._try_node(c, node):
+                pass
+        # NodeClaims planned in this round (a window of the most recent ones that still have room)
+        if c.placed < total and self.open:
+            self._prune_open()
+            for node in self.open[-window:]:
+                while c.placed < total and self._try_node(c, node):
+                    pass
+                if c.placed >= total:
+                    return True
+        # new NodeClaims, NodePools by weight
+        while c.placed < total:
+            placed = 0
+            why = []
+            for pool in self.pools:
+                placed = self._new_node(c, pool, why)
+                if placed:
+                    break
+            if not placed:
+                if not self.pools:
+                    why.append("no NodePool")
+                if c.placed < total and self.existing_nodes and not why:
+                    why.append("does not fit on any existing node")
+                c.errors["last"] = "; ".join(dict.fromkeys(why))
+                return False
+        return True
+
+    def _prune_open(self):
+        if len(self.open) > 256:
+            mins = self._min_vec
+            keep = []
+            for n in self.open:
+                if all(a - u >= m for a, u, m in zip(n.cap, n.used, mins) if m):
+                    keep.append(n)
+            self.open = keep
+
+    # -- relaxation ---------------------------------------------------------------------------------------
+    def _relax(self, c: _Class) -> str | None:
+        if c.terms and c.term_idx < len(c.terms) - 1:
+            c.term_idx += 1
+            c.reqs = c.effective_reqs()
+            c.sig = c.reqs.signature()
+            return "required node affinity term dropped"
+        for kind, label in ((T.AFFINITY, "preferred pod affinity"), (T.ANTI, "preferred pod anti-affinity")):
+            cand = [(con.weight, -i, i) for i, (con, _, _) in enumerate(c.cons)
+                    if con.kind == kind and not con.required and i not in c.dropped]
+            if cand:
+                c.dropped.add(max(cand)[2])
+                return f"{label} dropped"
+        if c.pref_drop < len(c.preferred):
+            c.pref_drop += 1
+            c.reqs = c.effective_reqs()
+            c.sig = c.reqs.signature()
+            return "preferred node affinity dropped"
+        for i, (con, _, _) in enumerate(c.cons):
+            if con.kind == T.SPREAD and not con.required and i not in c.dropped:
+                c.dropped.add(i)
+                return "ScheduleAnyway topology spread dropped"
+        if not c.tolerate_pns:
+            c.tolerate_pns = True
+            return "PreferNoSchedule taints tolerated"
+        return None
+
+    # -- bulk packing of unconstrained classes -------------------------------------------------------------
+    def _pack_simple(self, classes: list[_Class]):
+        """Pack unconstrained classes: fill planned nodes' free room, then open LP-sized nodes."""
+        # group by placement signature: requirements + tolerations
+        groups: dict = {}
+        for c in classes:
+            key = (c.reqs.signature(), repr(c.tolerations), c.tolerate_pns)
+            groups.setdefault(key, []).append(c)
+        for cl in groups.values():
+            self._pack_group(cl)
+
+    def _pack_group(self, cl: list[_Class]):
+        def left(c):
+            return len(c.pods) - c.placed
+        # 1. free room on existing nodes and planned nodes
+        for node in self.existing_nodes + self.planned:
+            live = [c for c in cl if left(c)]
+            if not live:
+                return
+            self._fill(node, live)
+        live = [c for c in cl if left(c)]
+        if not live:
+            return
+        # 2. new nodes: LP-guided type choice per pool, filled best-fit
+        c0 = live[0]
+        while live:
+            opened = False
+            why: list[str] = []
+            for pool in self.pools:
+                plan = self._lp_plan(pool, live, why)
+                if plan is None:
+                    continue
+                node = self._open_for(pool, plan, live)
+                if node is None:
+                    continue
+                self._fill(node, live)
+                opened = bool(node.pods)
+                if opened:
+                    break
+            live = [c for c in live if left(c)]
+            if not opened:
+                # fall back to the per-class path (explains failures)
+                for c in live:
+                    self._schedule_class(c)
+                return
+
+    def _lp_plan(self, pool: _Pool, live: list, why: list):
+        c = live[0]
+        if untolerated(c.tolerations, pool.taints, c.tolerate_pns) or pool.reqs.compatible(c.reqs) is not None:
+            return None
+        reqs = pool.reqs.intersection(c.reqs) if len(c.reqs) else pool.reqs
+        maxvec = [max(x.vec[i] for x in live) for i in range(len(self.rindex))]
+        types = [t for t in pool.compat_types(reqs) if all(a >= v for a, v in zip(t.avail, c.vec))]
+        if pool.remaining:
+            types = [t for t in types if pool.limit_ok(t) is None]
+        if not _wants_exotic(c):
+            plain = [t for t in types if not t.exotic]
+            types = plain or types
+        types = [t for t in types if all(a >= v for a, v in zip(t.avail, maxvec))] or types
+        if not types:
+            return None
+        demand = [0, 0]
+        for x in live:
+            k = len(x.pods) - x.placed
+            demand[0] += x.vec[0] * k
+            demand[1] += x.vec[1] * k
+        return reqs, types, demand
+
+    def _open_for(self, pool: _Pool, plan, live):
+        reqs, types, demand = plan
+        key = (id(pool), reqs.signature(), tuple(t.name for t in types[:3]), len(types))
+        lp = self._lp_cache.get(key)
+        if lp is None:
+            lp = _lp_pair([(t, t.avail[0], t.avail[1], t.cheapest(reqs).price) for t in types], demand[0], demand[1])
+            lp = [list(x) for x in lp]  # [type, fraction, opened]
+            self._lp_cache[key] = lp
+        # pick the LP type that is most behind its share
+        best = min(lp, key=lambda e: (e[2] / e[1] if e[1] > 0 else INF))
+        t = best[0]
+        best[2] += 1
+        if pool.limit_ok(t) is not None:
+            return None
+        node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * len(self.rindex))
+        self._counter += 1
+        node.target = t
+        node.limit_snapshot = dict(pool.remaining)
+        for lk in pool.remaining:
+            pool.remaining[lk] -= 1 if lk == "nodes" else t.cap.get(lk, 0)
+        self.nodes.append(node)
+        self.planned.append(node)
+        return node
+
+    def _fill(self, node: _Node, live: list):
+        """Fill ``node`` from the classes in ``live`` choosing the one best aligned with its free room."""
+        cap, used = node.cap, node.used
+        while True:
+            free = [a - u for a, u in zip(cap, used)]
+            if free[0] <= 0 or free[1] <= 0:
+                return
+            fc, fm = free[0] or 1, free[1] or 1
+            best = None
+            bscore = -1.0
+            for c in live:
+                if c.placed >= len(c.pods):
+                    continue
+                v = c.vec
+                if any(x > f for x, f in zip(v, free) if x):
+                    continue
+                s = v[0] / fc + v[1] / fm
+                if s > bscore:
+                    best, bscore = c, s
+            if best is None:
+                return
+            # chunk: as many as keep the node balanced (at least one)
+            nfit = self._fit_count(best.vec, cap, used)
+            v = best.vec
+            if v[0] and v[1]:
+                share = min(free[0] / v[0], free[1] / v[1])
+                chunk = max(1, int(share // 4))
+            else:
+                chunk = nfit
+            want = min(nfit, chunk, len(best.pods) - best.placed)
+            got = self._try_node(best, node, want)
+            if not got:
+                live = [c for c in live if c is not best]
+                if not live:
+                    return
+
+    # -- main -----------------------------------------------------------------------------------------------
+    def run(self) -> SchedulingResult:
+        self._lp_cache: dict = {}
+        self._inv_any = any(g.kind == INV for g in self.group_list)
+        if self.classes:
+            self._min_vec = [min(c.vec[i] for c in self.classes) for i in range(len(self.rindex))]
+        pending = list(self.classes)
+        progress = True
+        while pending and progress:
+            progress = False
+            hard = [c for c in pending if not c.simple]
+            simple = [c for c in pending if c.simple]
+            for c in hard:
+                before = c.placed
+                while not self._schedule_class(c):
+                    step = self._relax(c)
+                    if step is None:
+                        break
+                    c.relaxed.append(step)
+                if c.placed > before:
+                    progress = True
+            if simple:
+                before = sum(c.placed for c in simple)
+                self._pack_simple(simple)
+                for c in simple:
+                    while c.placed < len(c.pods) and not self._schedule_class(c):
+                        step = self._relax(c)
+                        if step is None:
+                            break
+                        c.relaxed.append(step)
+                if sum(c.placed for c in simple) > before:
+                    progress = True
+            pending = [c for c in pending if c.placed < len(c.pods)]
+        return self._result(pending)
+
+    def _result(self, pending) -> SchedulingResult:
+        res = SchedulingResult()
+        for n in self.existing_nodes:
+            if n.pods:
+                res.existing[n.id] = list(n.pods)
+        for c in pending:
+            reason = c.errors.get("last") or "could not be placed"
+            for k in c.keys[c.placed:]:
+                self.unsched.append(Unschedulable(k, reason))
+        res.unschedulable = self.unsched
+        names = set()
+        for node in self.planned:
+            if not node.pods:
+                continue
+            plan = self._finalize(node)
+            base = plan.name
+            i = 1
+            while plan.name in names:
+                plan.name = f"{base}-{i}"
+                i += 1
+            names.add(plan.name)
+            res.nodeclaims.append(plan)
+        res.cost_per_hour = round(sum(p.price for p in res.nodeclaims), 6)
+        return res
+
+    def _finalize(self, node: _Node) -> NodeClaimPlan:
+        pool = node.pool
+        reqs = node.reqs
+        used = node.used
+        lim = node.limit_snapshot
+        cands = []
+        for t in pool.compat_types(reqs):
+            if all(a >= u for a, u in zip(t.avail, used)):
+                if lim and any((1 if k == "nodes" else t.cap.get(k, 0)) > v for k, v in lim.items()):
+                    continue
+                cands.append(t)
+        if node.target not in cands:
+            cands.append(node.target)
+        wants_exotic = any(used[self.rpos[r]] for r in EXOTIC_RESOURCES if r in self.rpos) or any(
+            k in reqs and not reqs.get(k).is_empty() and not reqs.get(k).complement for k in EXOTIC_KEYS)
+        if not wants_exotic:
+            plain = [t for t in cands if not t.exotic]
+            if plain:
+                cands = plain
+        priced = sorted(((t.cheapest(reqs), t) for t in cands), key=lambda x: (x[0].price, x[1].name))
+        # cheapest on-demand caps spot: spot offerings above it are not worth keeping
+        keep = _truncate([t for _, t in priced], reqs, self.max_types)
+        o, t0 = priced[0]
+        vals = {r: used[i] for i, r in enumerate(self.rindex) if used[i]}
+        for k, v in pool.daemon.items():
+            vals[k] = vals.get(k, 0) + v
+        final_reqs = reqs.copy()
+        final_reqs.add(Requirement(L.INSTANCE_TYPE, False, {t.name for t in keep}))
+        h = hashlib.sha1("\n".join(sorted(node.pods)).encode()).hexdigest()[:5]
+        req_text = ", ".join(f"{k}={format_resource(k, v)}" for k, v in sorted(vals.items()) if k != "pods")
+        reason = (f"cheapest compatible offering: {t0.name} {o.capacity_type} in {o.zone} at ${o.price:.4f}/h; "
+                  f"{len(keep)} of {len(pool.types)} instance types in NodePool {pool.name} fit {req_text} "
+                  f"({vals.get('pods', 0)} pods incl. daemonsets)")
+        labels = dict(pool.np.template_labels)
+        labels.update(final_reqs.labels())
+        return NodeClaimPlan(
+            name=f"{pool.name}-{h}", nodepool=pool.name, requirements=final_reqs, instance_types=[t.it for t in keep],
+            instance_type=t0.name, zone=o.zone, capacity_type=o.capacity_type, price=o.price, pods=list(node.pods),
+            requests=vals, reason=reason, labels=labels, taints=list(pool.taints), startup_taints=list(pool.startup_taints))
+
+
+class _ZC:
+    __slots__ = ("zone", "capacity_type")
+
+    def __init__(self, zone, capacity_type):
+        self.zone = zone
+        self.capacity_type = capacity_type
+
+
+class _Union:
+    """Stand-in target for a fresh node: the distinct (zone, capacity type) pairs the fitting types offer."""
+
+    def __init__(self, types):
+        pairs = {(o.zone, o.capacity_type) for t in types for o in t.offers}
+        self.offers = [_ZC(z, ct) for z, ct in sorted(pairs)]
+
+
+def _truncate(types: list, reqs: Requirements, n: int) -> list:
+    """The cheapest ``n`` types, keeping enough distinct values for every minValues requirement."""
+    if len(types) <= n:
+        return types
+    keep = list(types[:n])
+    for r in reqs:
+        if not r.min_values:
+            continue
+        vals = {t.reqs.get(r.key).any_value() for t in keep}
+        if len(vals) >= r.min_values:
+            continue
+        for t in types[n:]:
+            v = t.reqs.get(r.key).any_value()
+            if v not in vals:
+                # replace the most expensive type whose value is duplicated
+                for j in range(len(keep) - 1, -1, -1):
+                    vj = keep[j].reqs.get(r.key).any_value()
+                    if sum(1 for x in keep if x.reqs.get(r.key).any_value() == vj) > 1:
+                        keep.pop(j)
+                        break
+                keep.append(t)
+                vals.add(v)
+                if len(vals) >= r.min_values:
+                    break
+    return keep
+
+
+def _wants_exotic(c: _Class) -> bool:
+    if any(c.req.get(r, 0) for r in EXOTIC_RESOURCES):
+        return True
+    for k in EXOTIC_KEYS:
+        if k in c.reqs:
+            r = c.reqs.get(k)
+            if not r.is_empty() and r.operator not in ("NotIn", "DoesNotExist"):
+                return True
+    return False
+
+
+def _labels_match(reqs: Requirements, labels: dict) -> str | None:
+    """Does a node with exactly these labels satisfy ``reqs``?"""
+    for r in reqs:
+        v = labels.get(r.key)
+        if v is None:
+            if r.operator in ("NotIn", "DoesNotExist"):
+                continue
+            return f"node has no label {r.key}"
+        if not r.has(v):
+            return f"{r.key}={v} does not satisfy {r}"
+    return None
+
+
+def _describe(reqs: Requirements) -> str:
+    parts = []
+    for r in reqs:
+        if r.operator == IN and len(r.values) == 1:
+            parts.append(f"{r.key}={next(iter(r.values))}")
+        else:
+            parts.append(str(r))
+    return ", ".join(sorted(parts))
+
+
+def _lp_pair(items, C: float, M: float):
+    """Exact optimum of min sum(p x) s.t. sum(cpu x) >= C, sum(mem x) >= M, x >= 0 over ``items``
+    ``(obj, cpu, mem, price)``: returns ``[(obj, x), ...]`` (one or two entries).  A basic optimal solution
+    uses at most two types, and only types on the Pareto frontier of (cpu/price, mem/price) matter."""
+    pts = [(cpu / p, mem / p, o, cpu, mem, p) for o, cpu, mem, p in items if p > 0 and cpu > 0 and mem > 0]
+    if not pts:
+        return [(items[0][0], 1.0)] if items else []
+    pts.sort(key=lambda x: (-x[0], -x[1]))
+    front = []
+    best_m = -1.0
+    for pt in pts:
+        if pt[1] > best_m:
+            front.append(pt)
+            best_m = pt[1]
+    best = None
+    for pt in front:
+        x = max(C / pt[3], M / pt[4])
+        cost = x * pt[5]
+        if best is None or cost < best[0]:
+            best = (cost, [(pt[2], x)])
+    for i in range(len(front)):
+        a = front[i]
+        for j in range(i + 1, len(front)):
+            b = front[j]
+            det = a[3] * b[4] - b[3] * a[4]
+            if det == 0:
+                continue
+            xa = (C * b[4] - b[3] * M) / det
+            xb = (a[3] * M - C * a[4]) / det
+            if xa < 0 or xb < 0:
+                continue
+            cost = xa * a[5] + xb * b[5]
+            if cost < best[0]:
+                best = (cost, [(a[2], xa), (b[2], xb)])
+    out = [(o, x, 0) for o, x in best[1] if x > 0]
+    return out or [(best[1][0][0], 1.0, 0)]
+
+
+def solve(inp: SchedulingInput) -> SchedulingResult:
+    """Run one provisioning round over ``inp`` (pure; no I/O). Raises SchedulingError on malformed input."""
+    if not isinstance(inp, SchedulingInput):
+        raise SchedulingError("solve() needs a SchedulingInput")
+    return _Solver(inp).run()

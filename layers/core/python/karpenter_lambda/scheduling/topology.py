@@ -1,0 +1,161 @@
+"""Topology spread and pod (anti-)affinity as topology groups with per-domain counts.
+
+A *group* is (kind, topology key, namespaces, label selector[, maxSkew, minDomains]); it counts, per domain
+(a value of the topology key; for ``kubernetes.io/hostname`` the node name), the pods that match its
+selector.  A pod *owns* constraints (the groups its spec declares) and is a *member* of the groups whose
+selector matches it.  Karpenter's rules:
+
+* spread: ``count(domain) + 1 - min(eligible domains) <= maxSkew``; when fewer than ``minDomains`` eligible
+  domains exist the minimum is 0; for hostname the minimum is always 0 (a new node is always possible);
+  the domain with the lowest count is chosen.
+* affinity: a domain already holding a matching pod; when no pod matches anywhere and the pod matches its
+  own selector, any domain (the first pod seeds it).
+* anti-affinity: a domain holding no matching pod; and, inversely, a pod may not join a domain holding a
+  pod whose required anti-affinity selects it.
+"""
+
+from __future__ import annotations
+
+from ..api import labels as L
+
+__all__ = ["Selector", "Group", "Constraint", "pod_constraints", "SPREAD", "AFFINITY", "ANTI"]
+
+SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
+
+
+class Selector:
+    """A metav1.LabelSelector (matchLabels + matchExpressions). ``None`` matches nothing, ``{}`` everything."""
+
+    __slots__ = ("labels", "exprs", "none", "sig")
+
+    def __init__(self, sel: dict | None, extra: dict | None = None):
+        self.none = sel is None
+        sel = sel or {}
+        self.labels = dict(sel.get("matchLabels") or {})
+        if extra:
+            self.labels.update(extra)
+        exprs = []
+        for e in sel.get("matchExpressions") or []:
+            op = e.get("operator")
+            if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+                raise ValueError(f"labelSelector.matchExpressions: unknown operator {op!r}")
+            exprs.append((e.get("key"), op, frozenset(str(v) for v in e.get("values") or ())))
+        self.exprs = tuple(sorted(exprs, key=lambda x: (x[0], x[1], sorted(x[2]))))
+        self.sig = (self.none, tuple(sorted(self.labels.items())), tuple((k, o, tuple(sorted(v))) for k, o, v in self.exprs))
+
+    def matches(self, labels: dict) -> bool:
+        if self.none:
+            return False
+        for k, v in self.labels.items():
+            if labels.get(k) != v:
+                return False
+        for k, op, vals in self.exprs:
+            if op == "In":
+                if labels.get(k) not in vals:
+                    return False
+            elif op == "NotIn":
+                if k in labels and labels[k] in vals:
+                    return False
+            elif op == "Exists":
+                if k not in labels:
+                    return False
+            elif k in labels:
+                return False
+        return True
+
+    def __str__(self) -> str:
+        parts = [f"{k}={v}" for k, v in sorted(self.labels.items())]
+        parts += [f"{k} {op} [{' '.join(sorted(v))}]" if v else f"{k} {op}" for k, op, v in self.exprs]
+        return ",".join(parts) or ("<none>" if self.none else "<all>")
+
+
+class Group:
+    """Counts of matching pods per domain for one (kind, key, namespaces, selector)."""
+
+    __slots__ = ("kind", "key", "namespaces", "selector", "counts", "gid", "total")
+
+    def __init__(self, kind: str, key: str, namespaces: frozenset | None, selector: Selector):
+        self.kind = kind
+        self.key = key
+        self.namespaces = namespaces  # None = all namespaces
+        self.selector = selector
+        self.counts: dict[str, int] = {}
+        self.total = 0
+        self.gid = (kind, key, namespaces, selector.sig)
+
+    def matches(self, namespace: str, labels: dict) -> bool:
+        return (self.namespaces is None or namespace in self.namespaces) and self.selector.matches(labels)
+
+    def record(self, domain: str, n: int = 1) -> None:
+        self.counts[domain] = self.counts.get(domain, 0) + n
+        self.total += n
+
+
+class Constraint:
+    """One constraint a pod owns, pointing at its shared group."""
+
+    __slots__ = ("kind", "key", "group_key", "max_skew", "min_domains", "required", "weight", "text", "node_taints_honor")
+
+    def __init__(self, kind, key, group_key, max_skew=1, min_domains=None, required=True, weight=0, text="", node_taints_honor=False):
+        self.kind = kind
+        self.key = key
+        self.group_key = group_key  # (kind, key, namespaces, selector) used to find/create the Group
+        self.max_skew = max_skew
+        self.min_domains = min_domains
+        self.required = required
+        self.weight = weight
+        self.text = text
+        self.node_taints_honor = node_taints_honor
+
+
+def _namespaces(term: dict, pod_ns: str) -> frozenset | None:
+    ns = term.get("namespaces") or []
+    nss = term.get("namespaceSelector")
+    if nss is not None and not (nss.get("matchLabels") or nss.get("matchExpressions")):
+        return None  # {} selects every namespace
+    return frozenset(ns) if ns else frozenset([pod_ns])
+
+
+def pod_constraints(pod: dict) -> list[tuple]:
+    """``[(Constraint, Selector, namespaces)]`` a pod declares: spread constraints, required and preferred
+    pod affinity / anti-affinity (preferred ones carry their weight and ``required=False``)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    ns = meta.get("namespace") or "default"
+    plabels = meta.get("labels") or {}
+    out = []
+    for i, tsc in enumerate(spec.get("topologySpreadConstraints") or []):
+        key = L.normalize_key(tsc.get("topologyKey") or "")
+        if not key:
+            raise ValueError(f"spec.topologySpreadConstraints[{i}].topologyKey: required")
+        skew = int(tsc.get("maxSkew", 1))
+        if skew < 1:
+            raise ValueError(f"spec.topologySpreadConstraints[{i}].maxSkew: must be >= 1")
+        extra = {k: plabels[k] for k in tsc.get("matchLabelKeys") or [] if k in plabels}
+        sel = Selector(tsc.get("labelSelector"), extra)
+        nsset = frozenset([ns])
+        required = (tsc.get("whenUnsatisfiable") or "DoNotSchedule") == "DoNotSchedule"
+        md = tsc.get("minDomains")
+        text = f"topology spread {key} maxSkew {skew}" + (f" minDomains {md}" if md else "") + f" selector {sel}"
+        c = Constraint(SPREAD, key, (SPREAD, key, nsset, sel.sig), skew, int(md) if md else None, required, 0, text,
+                       tsc.get("nodeTaintsPolicy") == "Honor")
+        out.append((c, sel, nsset))
+    aff = spec.get("affinity") or {}
+    for kind, field in ((AFFINITY, "podAffinity"), (ANTI, "podAntiAffinity")):
+        block = aff.get(field) or {}
+        for term in block.get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+            out.append(_term_constraint(kind, term, ns, plabels, True, 0))
+        for wt in block.get("preferredDuringSchedulingIgnoredDuringExecution") or []:
+            out.append(_term_constraint(kind, wt.get("podAffinityTerm") or {}, ns, plabels, False, int(wt.get("weight", 1))))
+    return out
+
+
+def _term_constraint(kind, term, ns, plabels, required, weight):
+    key = L.normalize_key(term.get("topologyKey") or "")
+    if not key:
+        raise ValueError(f"spec.affinity: pod {kind} term needs a topologyKey")
+    extra = {k: plabels[k] for k in term.get("matchLabelKeys") or [] if k in plabels}
+    sel = Selector(term.get("labelSelector"), extra)
+    nss = _namespaces(term, ns)
+    text = f"{'' if required else 'preferred '}pod {kind} {key} selector {sel}"
+    return Constraint(kind, key, (kind, key, nss, sel.sig), 1, None, required, weight, text), sel, nss
