@@ -135,3 +135,26 @@ def test_missing_table_is_2_and_create_table_fixes_it(cli, manifests, monkeypatc
         assert rc == 0, err
         assert out.splitlines()[0] == "table fresh-table created"
         assert cli("get", "np", "default")[0] == 0
+
+
+def test_get_yaml_can_be_applied_again(cli, manifests, table):
+    cli("apply", "-f", manifests("pair.yaml", pair()))
+    Store("default").update_status("NodePool", "default", {"conditions": [{"type": "Ready", "status": "True"}]})
+    rc, out, _ = cli("get", "np", "default", "-o", "yaml")
+    doc = yaml.safe_load(out)
+    doc["spec"]["weight"] = 33
+    rc, out, err = cli("apply", "-f", manifests("round.yaml", yaml.safe_dump(doc)))
+    assert rc == 0, err
+    assert out == "nodepool/default configured\n"
+    got = Store("default").get("NodePool", "default")
+    assert got.spec["weight"] == 33 and got.metadata["generation"] == 2
+    assert got.status["conditions"][0]["status"] == "True"
+
+
+def test_apply_reports_validation_errors_with_field_paths(cli, manifests, table):
+    bad = nodepool().replace("  weight: 10\n", "  weight: 10\n  disruption:\n    consolidationPolcy: WhenEmpty\n")
+    f = manifests("typo.yaml", NODECLASS + "---\n" + bad)
+    rc, out, err = cli("apply", "-f", f)
+    assert rc == 1 and out == ""
+    assert f"{f}:1: NodePool/default: spec.disruption.consolidationPolcy: " in err
+    assert Store("default").list("EC2NodeClass") == []  # the valid class in the same file was not applied either

@@ -68,3 +68,14 @@ def test_directory_and_stdin(cli, manifests, monkeypatch, tmp_path):
     monkeypatch.setattr("sys.stdin", io.StringIO(UNSUPPORTED_KIND))
     rc, _, err = cli("validate", "-")
     assert rc == 1 and err.startswith("<stdin>:0: ConfigMap/cm: kind: ")
+
+
+def test_unknown_field_and_bad_values_are_reported_with_paths(cli, manifests):
+    bad = nodepool(weight=500).replace("  weight: 500\n", "  weight: 500\n  disruption:\n    consolidationPolcy: WhenEmpty\n")
+    f = manifests("typo.yaml", bad)
+    rc, out, err = cli("validate", f)
+    assert rc == 1
+    lines = err.splitlines()
+    assert any(l.startswith(f"{f}:0: NodePool/default: spec.disruption.consolidationPolcy: ") for l in lines)
+    assert any(l.startswith(f"{f}:0: NodePool/default: spec.weight: ") for l in lines)
+    assert lines[-1] == f"invalid: {len(lines) - 1} errors in 1 file (0 valid objects)"
