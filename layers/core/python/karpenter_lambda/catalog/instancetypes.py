@@ -209,7 +209,10 @@ def build_instance_types(
                     )
                 )
         if not offs:
-            skip(name, "no offering: not offered in an allowed zone" if not type_zones else "no offering: no price known")
+            if type_zones:
+                skip(name, "no offering: no price known")
+            else:
+                skip(name, "no offering: not offered in any zone" if allowed is None else "no offering: not offered in the allowed zones")
             continue
         try:
             capacity = compute_capacity(info, settings)
