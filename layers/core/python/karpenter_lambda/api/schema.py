@@ -215,10 +215,11 @@ class Map(Node):
 class Obj(Node):
     """A mapping with known fields; unknown fields are errors (with a did-you-mean hint)."""
 
-    def __init__(self, fields: dict[str, Node], *, required: Iterable[str] = (), **kw):
+    def __init__(self, fields: dict[str, Node], *, required: Iterable[str] | dict[str, str] = (), **kw):
         super().__init__(**kw)
         self.fields = fields
-        self.required = set(required)
+        # a dict maps a required field to extra words for its "Required value" message
+        self.required = dict(required) if isinstance(required, dict) else {name: "" for name in required}
 
     def _walk(self, value, path, errors):
         if not isinstance(value, dict):
@@ -244,7 +245,8 @@ class Obj(Node):
             if node.default is not MISSING:
                 out[name] = node.walk(copy.deepcopy(node.default), join(path, name), errors)
             elif name in self.required:
-                errors.append(FieldError(join(path, name), "Required value"))
+                extra = self.required[name]
+                errors.append(FieldError(join(path, name), f"Required value: {extra}" if extra else "Required value"))
         return out
 
 

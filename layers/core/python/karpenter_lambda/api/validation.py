@@ -381,7 +381,7 @@ DISRUPTION = Obj(
         "consolidationPolicy": Str(enum=CONSOLIDATION_POLICIES, default="WhenEmptyOrUnderutilized"),
         "budgets": List(BUDGET, max_items=50, default=[{"nodes": "10%"}]),
     },
-    required=("consolidateAfter",),
+    required={"consolidateAfter": "consolidateAfter must be set when disruption is given (Karpenter's CRD defaults it to 0s only when the whole disruption block is omitted)"},
     default={"consolidateAfter": "0s"},
 )
 
@@ -747,7 +747,11 @@ EC2NODECLASS_SPEC = Obj(
         "enclaveOptions": Obj({"enabled": Bool()}),
         "context": Str(),
     },
-    required=("subnetSelectorTerms", "securityGroupSelectorTerms", "amiSelectorTerms"),
+    required={
+        "subnetSelectorTerms": "at least one subnet selector term (tags or id) is needed",
+        "securityGroupSelectorTerms": "at least one security group selector term (tags, id or name) is needed",
+        "amiSelectorTerms": "at least one AMI selector term is needed, e.g. alias: al2023@latest",
+    },
     checks=[_ec2nodeclass_spec_check],
 )
 
