@@ -1,0 +1,193 @@
+"""IAM least privilege (modelled on Karpenter's controller policy), cdk-nag and cfn-lint on the synthesized template."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLUSTER = "demo-cluster"  # the clusterName of the session synth (tests/infra/conftest.py)
+OWNED = {f"aws:RequestTag/kubernetes.io/cluster/{CLUSTER}": "owned"}
+RESOURCE_OWNED = {f"aws:ResourceTag/kubernetes.io/cluster/{CLUSTER}": "owned"}
+
+
+def _render(value) -> str:
+    """A template value as text with intrinsics shown as <Ref> / <Logical.Attr> (for comparing ARNs)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(_render(p) for p in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return "<{}.{}>".format(*value["Fn::GetAtt"])
+    return json.dumps(value)
+
+
+def _listify(x):
+    return x if isinstance(x, list) else [x]
+
+
+def _all_policy_statements(template: dict):
+    """(resource id, statement) for every IAM policy document in the template (inline, managed, trust, queue)."""
+    for rid, res in template["Resources"].items():
+        p = res.get("Properties", {})
+        docs = []
+        if res["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::SQS::QueuePolicy"):
+            docs.append(p["PolicyDocument"])
+        if res["Type"] == "AWS::IAM::Role":
+            docs.append(p["AssumeRolePolicyDocument"])
+            docs.extend(pol["PolicyDocument"] for pol in p.get("Policies", []))
+        for doc in docs:
+            for st in doc["Statement"]:
+                yield rid, st
+
+
+@pytest.fixture(scope="module")
+def controller(synth) -> dict:
+    """Sid -> statement of the controller policy."""
+    [pol] = [v for k, v in synth.of_type("AWS::IAM::Policy").items() if k.startswith("ControllerPolicy")]
+    statements = pol["Properties"]["PolicyDocument"]["Statement"]
+    assert all("Sid" in s for s in statements)
+    return {s["Sid"]: s for s in statements}
+
+
+def test_no_wildcard_action_anywhere(synth):
+    seen = 0
+    for rid, st in _all_policy_statements(synth.template):
+        assert "NotAction" not in st and "NotResource" not in st, rid
+        if st["Effect"] == "Deny":
+            continue  # enforce-TLS denies on the queues (sqs:* over plain HTTP) restrict, they grant nothing
+        for action in _listify(st["Action"]):
+            seen += 1
+            assert "*" not in action, (rid, action)
+    assert seen > 40
+
+
+def test_launch_requires_owned_request_tag(controller):
+    st = controller["AllowScopedEC2InstanceActionsWithTags"]
+    assert sorted(st["Action"]) == ["ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:RunInstances"]
+    assert st["Condition"] == {"StringEquals": OWNED}
+    resources = sorted(_render(r).split(":")[-1] for r in st["Resource"])
+    assert resources == ["fleet/*", "instance/*", "launch-template/*", "network-interface/*", "spot-instances-request/*", "volume/*"]
+
+
+def test_untaggable_launch_inputs_and_owned_launch_templates(controller):
+    st = controller["AllowScopedEC2InstanceAccessActions"]
+    assert sorted(st["Action"]) == ["ec2:CreateFleet", "ec2:RunInstances"]
+    assert "Condition" not in st
+    rendered = sorted(_render(r) for r in st["Resource"])
+    assert sorted(r.split(":")[-1] for r in rendered) == ["capacity-reservation/*", "image/*", "security-group/*", "snapshot/*", "subnet/*"]
+    assert all(r.startswith("arn:<AWS::Partition>:ec2:<AWS::Region>:") for r in rendered)
+    lt = controller["AllowScopedEC2LaunchTemplateAccessActions"]
+    assert [_render(r).split(":")[-1] for r in _listify(lt["Resource"])] == ["launch-template/*"]
+    assert lt["Condition"] == {"StringEquals": RESOURCE_OWNED}
+
+
+def test_tagging_on_create_and_on_owned_instances_only(controller):
+    st = controller["AllowScopedResourceCreationTagging"]
+    assert st["Action"] == "ec2:CreateTags"
+    assert st["Condition"] == {"StringEquals": {**OWNED, "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"]}}
+    st = controller["AllowScopedResourceTagging"]
+    assert st["Action"] == "ec2:CreateTags"
+    assert _render(st["Resource"]).endswith(":instance/*")
+    assert st["Condition"] == {"StringEquals": RESOURCE_OWNED, "ForAllValues:StringEquals": {"aws:TagKeys": ["karpenter.sh/nodeclaim", "Name"]}}
+
+
+def test_deletion_only_on_owned_resources(controller):
+    st = controller["AllowScopedDeletion"]
+    assert sorted(st["Action"]) == ["ec2:DeleteLaunchTemplate", "ec2:TerminateInstances"]
+    assert st["Condition"] == {"StringEquals": RESOURCE_OWNED}
+    assert sorted(_render(r).split(":")[-1] for r in st["Resource"]) == ["instance/*", "launch-template/*"]
+    # nothing else may terminate or delete
+    for sid, other in controller.items():
+        if sid != "AllowScopedDeletion":
+            assert not {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"} & set(_listify(other["Action"])), sid
+
+
+def test_reads_ssm_pricing_and_cluster(controller):
+    reads = controller["AllowRegionalReadActions"]
+    assert reads["Resource"] == "*"
+    assert all(a.startswith("ec2:Describe") for a in reads["Action"])
+    assert reads["Condition"] == {"StringEquals": {"aws:RequestedRegion": {"Ref": "AWS::Region"}}}
+    ssm = controller["AllowSSMReadActions"]
+    assert ssm["Action"] == "ssm:GetParameter"
+    assert _render(ssm["Resource"]) == "arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/*"
+    assert controller["AllowPricingReadActions"]["Action"] == "pricing:GetProducts"
+    eks = controller["AllowAPIServerEndpointDiscovery"]
+    assert eks["Action"] == "eks:DescribeCluster"
+    assert _render(eks["Resource"]) == f"arn:<AWS::Partition>:eks:<AWS::Region>:<AWS::AccountId>:cluster/{CLUSTER}"
+
+
+def test_pass_role_only_node_role_to_ec2(synth, controller):
+    node_role_id = next(k for k in synth.of_type("AWS::IAM::Role") if k.startswith("NodeRole"))
+    st = controller["AllowPassingInstanceRole"]
+    assert st["Action"] == "iam:PassRole"
+    assert st["Resource"] == {"Fn::GetAtt": [node_role_id, "Arn"]}
+    assert st["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+    passes = [(rid, s) for rid, s in _all_policy_statements(synth.template) if "iam:PassRole" in _listify(s.get("Action", []))]
+    assert len(passes) == 1
+    profile_id = next(iter(synth.of_type("AWS::IAM::InstanceProfile")))
+    assert controller["AllowInstanceProfileReadActions"]["Resource"] == {"Fn::GetAtt": [profile_id, "Arn"]}
+
+
+def test_controller_data_access_is_the_two_tables_and_the_pod_queue(synth):
+    role_id = next(k for k in synth.of_type("AWS::IAM::Role") if k.startswith("ControllerRole"))
+    tables = {f"<{k}.Arn>" for k in synth.of_type("AWS::DynamoDB::Table")}
+    pod_queue = next(f"<{k}.Arn>" for k in synth.of_type("AWS::SQS::Queue") if "DeadLetter" not in k)
+    log_groups = {f"<{k}.Arn>" for k in synth.of_type("AWS::Logs::LogGroup") if not k.startswith("NodePools")}
+    services = set()
+    for pid, pol in synth.of_type("AWS::IAM::Policy").items():
+        if {"Ref": role_id} not in pol["Properties"]["Roles"] or pid.startswith("ControllerPolicy"):
+            continue
+        for st in pol["Properties"]["PolicyDocument"]["Statement"]:
+            actions = _listify(st["Action"])
+            resources = {_render(r) for r in _listify(st["Resource"])}
+            service = {a.split(":")[0] for a in actions}
+            assert len(service) == 1, actions
+            service = service.pop()
+            services.add(service)
+            if service == "dynamodb":
+                assert resources <= tables, resources
+                assert not {"dynamodb:CreateTable", "dynamodb:DeleteTable", "dynamodb:UpdateTable"} & set(actions)
+            elif service == "sqs":
+                assert resources == {pod_queue}
+            elif service == "logs":
+                assert resources <= log_groups and set(actions) == {"logs:CreateLogStream", "logs:PutLogEvents"}
+            elif service == "xray":
+                assert set(actions) == {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+            else:
+                pytest.fail(f"unexpected grant {actions} on {resources}")
+    assert services == {"dynamodb", "sqs", "logs", "xray"}
+    # no AWS managed policy on the functions' role (logs are granted per log group)
+    assert "ManagedPolicyArns" not in synth.resources[role_id]["Properties"]
+
+
+def test_cdk_nag_passes_with_reasoned_acknowledgements(synth):
+    [report] = [r for r in synth.report["pluginReports"] if r["pluginName"] == "AwsSolutions"]
+    assert report["conclusion"] == "success"
+    assert report["violations"] == []
+    suppressed = report["suppressedViolations"]
+    assert suppressed, "the node role's managed policies must show up as acknowledged"
+    for v in suppressed:
+        assert len(v["reason"]) > 30, v["ruleName"]
+    rules = {v["ruleName"] for v in suppressed}
+    assert any(r.startswith("AwsSolutions-IAM4[Policy::") and r.endswith("AmazonEKSWorkerNodePolicy]") for r in rules)
+    # only IAM4 (managed policies) and IAM5 (wildcard resources) are acknowledged: every other rule passes
+    assert {r.split("[")[0] for r in rules} == {"AwsSolutions-IAM4", "AwsSolutions-IAM5"}
+
+
+def test_cfn_lint_reports_no_errors(synth):
+    exe = Path(sys.executable).parent / "cfn-lint"
+    cmd = [str(exe)] if exe.exists() else [shutil.which("cfn-lint") or "cfn-lint"]
+    template = next(synth.outdir.glob("*.template.json"))
+    proc = subprocess.run([*cmd, "--format", "json", str(template)], capture_output=True, text=True)
+    findings = json.loads(proc.stdout or "[]")
+    errors = [f for f in findings if f["Level"] == "Error"]
+    assert errors == [], errors
+    assert proc.returncode in (0, 4), proc.stderr  # 4 = warnings only (CDK's redundant DependsOn)
