@@ -521,6 +521,7 @@ class ObjectStore:
         self._clock = clock or time.time
         self.history_size = max(1, int(history_size))
         self.strict_namespaces = strict_namespaces
+        self.mark_bound_pods_running = True
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self._objects: dict[str, dict[tuple[str, str], dict]] = {p: {} for p in RESOURCES}
@@ -768,8 +769,13 @@ class ObjectStore:
             return copy.deepcopy(old)
 
     # -- pod subresources ------------------------------------------------------------------
-    def bind(self, namespace: str, name: str, node_name: str, mark_running: bool = False) -> dict:
-        """``pods/{name}/binding``: set spec.nodeName and PodScheduled=True (409 when already bound)."""
+    def bind(self, namespace: str, name: str, node_name: str, mark_running: bool | None = None) -> dict:
+        """``pods/{name}/binding``: set spec.nodeName and PodScheduled=True (409 when already bound).
+
+        ``mark_running`` (default: the store's ``mark_bound_pods_running``) also makes the pod
+        Running and Ready, standing in for the kubelet."""
+        if mark_running is None:
+            mark_running = self.mark_bound_pods_running
         if not node_name:
             raise StoreError(422, "Invalid", "Binding: target.name: Required value")
         with self.lock:
@@ -1011,7 +1017,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body = self._read_body() or {}
                 pod_name = (body.get("metadata") or {}).get("name")
                 target = (body.get("target") or {}).get("name")
-                store.bind(namespace, pod_name or "", target or "", api.mark_bound_pods_running)
+                store.bind(namespace, pod_name or "", target or "")
                 self._send_json(201, body)
                 return
             raise StoreError(404, "NotFound", f"the server could not find the requested resource ({url.path})")
@@ -1040,7 +1046,7 @@ class _Handler(BaseHTTPRequestHandler):
         if sub == "binding" and rt.plural == "pods" and method == "POST":
             body = self._read_body() or {}
             target = (body.get("target") or {}).get("name")
-            store.bind(namespace or "default", name, target or "", api.mark_bound_pods_running)
+            store.bind(namespace or "default", name, target or "")
             self._send_json(201, body)
             return
         if sub == "eviction" and rt.plural == "pods" and method == "POST":
@@ -1215,7 +1221,7 @@ class KubeAPIServer:
     ):
         self.port = port
         self.store = ObjectStore(clock=clock, history_size=history_size, strict_namespaces=strict_namespaces)
-        self.mark_bound_pods_running = mark_bound_pods_running
+        self.store.mark_bound_pods_running = mark_bound_pods_running
         self.default_watch_timeout = default_watch_timeout
         self.bookmark_interval = bookmark_interval
         major, minor = k8s_version.split(".", 1)
@@ -1320,9 +1326,12 @@ class KubeAPIServer:
                 if f["path"] and not f["path"].search(path):
                     continue
                 f["times"] -= 1
-                self._log(method, path, f["status"])
                 return f
             return None
+
+    @property
+    def mark_bound_pods_running(self) -> bool:
+        return self.store.mark_bound_pods_running
 
     def drop_watches(self) -> None:
         """Cut every open watch stream (the client sees the connection break mid-stream)."""

@@ -1,0 +1,422 @@
+"""Kubernetes access for the Lambda functions: the official client, plain dicts out.
+
+``KubeClient`` wraps ``kubernetes.client.ApiClient``.  Every call reads the raw
+JSON (``_preload_content=False``): objects come back as plain Kubernetes dicts
+(camelCase, as the rest of the project handles them), which is faster than the
+client's pydantic models and never fails on fields the models do not know.
+
+Calls are retried on 429 and 5xx and on connection errors (bounded, capped
+exponential backoff with jitter, honouring ``Retry-After``); other errors raise
+:class:`KubeError` naming the operation, the object and the server's message.
+
+Build one with :meth:`KubeClient.for_eks` (DescribeCluster + EKS token,
+refreshed every 10 minutes), :meth:`KubeClient.from_endpoint` or
+:meth:`KubeClient.from_host` (plain URL, no auth: tests and the simulator).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import random
+import time
+from typing import Any, Callable, Iterable
+
+__all__ = ["KubeClient", "KubeError", "Conflict"]
+
+log = logging.getLogger(__name__)
+
+_MERGE = "application/merge-patch+json"
+_JSON_PATCH = "application/json-patch+json"
+_STRATEGIC = "application/strategic-merge-patch+json"
+_PATCH_TYPES = {"merge": _MERGE, "json": _JSON_PATCH, "strategic": _STRATEGIC}
+
+
+class KubeError(Exception):
+    """A failed Kubernetes API call: ``status`` (0 for a connection failure), ``reason``, ``op``."""
+
+    def __init__(self, op: str, status: int, reason: str, message: str):
+        super().__init__(f"{op}: {status or 'connection'} {reason}: {message}".rstrip(": "))
+        self.op = op
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class Conflict(KubeError):
+    """409: the object changed under us (or already exists)."""
+
+
+def _error_from(op: str, exc) -> KubeError:
+    status = getattr(exc, "status", 0) or 0
+    reason = getattr(exc, "reason", "") or ""
+    message = ""
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            doc = json.loads(body)
+            message = doc.get("message") or ""
+            reason = doc.get("reason") or reason
+        except (ValueError, AttributeError):
+            message = str(body)[:300]
+    if not status:
+        message = f"{type(exc).__name__}: {exc}"
+    cls = Conflict if status == 409 else KubeError
+    return cls(op, status, str(reason), message)
+
+
+class KubeClient:
+    def __init__(
+        self,
+        api_client,
+        *,
+        retries: int = 5,
+        backoff_base: float = 0.2,
+        backoff_cap: float = 5.0,
+        request_timeout: float | tuple = (5, 30),
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        from kubernetes import client as k8s
+
+        self.api_client = api_client
+        self.core = k8s.CoreV1Api(api_client)
+        self.apps = k8s.AppsV1Api(api_client)
+        self.policy = k8s.PolicyV1Api(api_client)
+        self.retries = retries
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.request_timeout = request_timeout
+        self._sleep = sleep
+        self.retried = 0  # how many retries this client made (for tests and metrics)
+
+    # -- construction -----------------------------------------------------------------------
+    @classmethod
+    def from_host(cls, url: str, **kw) -> "KubeClient":
+        """A client for a plain URL without authentication (the local API server)."""
+        from kubernetes import client as k8s
+
+        cfg = k8s.Configuration(host=url)
+        cfg.retries = False  # retries are ours (bounded, counted); urllib3's would hide them
+        return cls(k8s.ApiClient(cfg), **kw)
+
+    @classmethod
+    def from_endpoint(cls, endpoint: str, ca_data_b64: str | None, token: Callable[[], str] | str, **kw) -> "KubeClient":
+        """A client for ``endpoint`` trusting the base64 PEM CA, with a bearer token (a string or a
+        callable returning the current token, called before every request)."""
+        from kubernetes import client as k8s
+
+        cfg = k8s.Configuration(host=endpoint)
+        cfg.retries = False
+        if ca_data_b64:
+            cfg.ca_cert_data = base64.b64decode(ca_data_b64).decode("ascii")
+        cfg.api_key_prefix["BearerToken"] = "Bearer"
+        if callable(token):
+            cfg.api_key["BearerToken"] = token()
+            cfg.refresh_api_key_hook = lambda c: c.api_key.__setitem__("BearerToken", token())
+        else:
+            cfg.api_key["BearerToken"] = token
+        return cls(k8s.ApiClient(cfg), **kw)
+
+    @classmethod
+    def for_eks(cls, cluster: str, eks_client=None, session=None, region: str | None = None, **kw) -> "KubeClient":
+        """DescribeCluster for endpoint + CA, then an EKS token that refreshes every 10 minutes."""
+        from .eks import get_cluster_info
+        from .token import TokenProvider
+
+        if eks_client is None:
+            import boto3
+
+            session = session or boto3.Session()
+            eks_client = session.client("eks", region_name=region)
+        info = get_cluster_info(eks_client, cluster)
+        provider = TokenProvider(cluster, region or eks_client.meta.region_name, session)
+        return cls.from_endpoint(info.endpoint, info.ca_data_b64, provider.token, **kw)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    # -- the retry loop -------------------------------------------------------------------
+    def _call(self, op: str, fn, *args, retry_429: bool = True, **kw) -> Any:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        kw["_preload_content"] = False
+        kw.setdefault("_request_timeout", self.request_timeout)
+        attempt = 0
+        while True:
+            try:
+                resp = fn(*args, **kw)
+                try:
+                    data = resp.data
+                finally:
+                    resp.release_conn()
+                return json.loads(data) if data else {}
+            except ApiException as e:
+                retryable = (e.status == 429 and retry_429) or (e.status or 0) >= 500
+                if not retryable or attempt >= self.retries:
+                    raise _error_from(op, e) from None
+                delay = self._delay(attempt, e)
+            except (HTTPError, OSError) as e:
+                if attempt >= self.retries:
+                    raise _error_from(op, e) from None
+                delay = self._delay(attempt, None)
+            attempt += 1
+            self.retried += 1
+            log.debug("retrying %s in %.2fs (attempt %d)", op, delay, attempt)
+            self._sleep(delay)
+
+    def _delay(self, attempt: int, exc) -> float:
+        delay = random.uniform(0, min(self.backoff_cap, self.backoff_base * 2**attempt))
+        headers = getattr(exc, "headers", None) or {}
+        ra = headers.get("Retry-After") if hasattr(headers, "get") else None
+        if ra:
+            try:
+                delay = min(self.backoff_cap, max(delay, float(ra)))
+            except ValueError:
+                pass
+        return delay
+
+    def _list_all(self, op: str, fn, *args, **kw) -> list[dict]:
+        items: list[dict] = []
+        token = None
+        while True:
+            if token:
+                kw["_continue"] = token
+            doc = self._call(op, fn, *args, limit=500, **kw)
+            items.extend(doc.get("items") or [])
+            token = (doc.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    # -- reads ----------------------------------------------------------------------------
+    def version(self) -> dict:
+        from kubernetes import client as k8s
+
+        return self._call("GET /version", k8s.VersionApi(self.api_client).get_code)
+
+    def list_pods(self, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
+        kw = {k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v}
+        if namespace:
+            return self._list_all(f"LIST pods -n {namespace}", self.core.list_namespaced_pod, namespace, **kw)
+        return self._list_all("LIST pods", self.core.list_pod_for_all_namespaces, **kw)
+
+    def list_pods_on_node(self, node_name: str) -> list[dict]:
+        return self.list_pods(field_selector=f"spec.nodeName={node_name}")
+
+    def get_pod(self, namespace: str, name: str) -> dict | None:
+        return self._get(f"GET pods {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+
+    def list_nodes(self, label_selector: str | None = None) -> list[dict]:
+        kw = {"label_selector": label_selector} if label_selector else {}
+        return self._list_all("LIST nodes", self.core.list_node, **kw)
+
+    def get_node(self, name: str) -> dict | None:
+        return self._get(f"GET nodes/{name}", self.core.read_node, name)
+
+    def list_daemonsets(self, namespace: str | None = None) -> list[dict]:
+        if namespace:
+            return self._list_all(f"LIST daemonsets -n {namespace}", self.apps.list_namespaced_daemon_set, namespace)
+        return self._list_all("LIST daemonsets", self.apps.list_daemon_set_for_all_namespaces)
+
+    def list_pdbs(self, namespace: str | None = None) -> list[dict]:
+        if namespace:
+            return self._list_all(f"LIST poddisruptionbudgets -n {namespace}", self.policy.list_namespaced_pod_disruption_budget, namespace)
+        return self._list_all("LIST poddisruptionbudgets", self.policy.list_pod_disruption_budget_for_all_namespaces)
+
+    def _get(self, op: str, fn, *args) -> dict | None:
+        try:
+            return self._call(op, fn, *args)
+        except KubeError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    # -- writes ---------------------------------------------------------------------------
+    def create_node(self, node: dict) -> dict:
+        return self._call(f"CREATE nodes/{node.get('metadata', {}).get('name')}", self.core.create_node, node)
+
+    def create_pod(self, pod: dict) -> dict:
+        ns = (pod.get("metadata") or {}).get("namespace") or "default"
+        return self._call(f"CREATE pods {ns}/{pod.get('metadata', {}).get('name')}", self.core.create_namespaced_pod, ns, pod)
+
+    def patch_node(self, name: str, patch: dict | list, patch_type: str = "merge") -> dict:
+        """PATCH a node: ``patch_type`` ``merge`` (default), ``strategic`` or ``json``."""
+        ctype = _PATCH_TYPES.get(patch_type)
+        if ctype is None:
+            raise ValueError(f"patch_type must be one of {sorted(_PATCH_TYPES)}, not {patch_type!r}")
+        return self._call(f"PATCH nodes/{name}", self.core.patch_node, name, patch, _content_type=ctype)
+
+    def patch_node_status(self, name: str, patch: dict) -> dict:
+        return self._call(f"PATCH nodes/{name}/status", self.core.patch_node_status, name, patch, _content_type=_MERGE)
+
+    def patch_pod_status(self, namespace: str, name: str, patch: dict) -> dict:
+        return self._call(
+            f"PATCH pods {namespace}/{name}/status", self.core.patch_namespaced_pod_status, name, namespace, patch, _content_type=_STRATEGIC
+        )
+
+    def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> dict:
+        """Set labels (a ``None`` value removes the label)."""
+        return self.patch_node(name, {"metadata": {"labels": labels}})
+
+    def patch_node_annotations(self, name: str, annotations: dict[str, str | None]) -> dict:
+        return self.patch_node(name, {"metadata": {"annotations": annotations}})
+
+    def _update_node(self, name: str, change: Callable[[dict], dict | None], op: str, attempts: int = 5) -> dict | None:
+        """Read-modify-write guarded by resourceVersion (retried on 409).  ``change`` returns the
+        merge patch to apply, or None when nothing needs doing.  None when the node is gone."""
+        for _ in range(attempts):
+            node = self.get_node(name)
+            if node is None:
+                return None
+            patch = change(node)
+            if patch is None:
+                return node
+            patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"]["resourceVersion"]
+            try:
+                return self.patch_node(name, patch)
+            except Conflict:
+                continue
+        raise KubeError(op, 409, "Conflict", f"node {name} kept changing; gave up after {attempts} attempts")
+
+    def patch_node_taints(self, name: str, add: Iterable[dict] = (), remove: Iterable[dict | str] = ()) -> dict | None:
+        """Add taints (replacing one with the same key+effect) and remove taints (dicts by key+effect, or bare keys)."""
+        add = [dict(t) for t in add]
+        for t in add:
+            if not t.get("key") or t.get("effect") not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+                raise ValueError(f"taint {t!r}: needs key and effect NoSchedule|PreferNoSchedule|NoExecute")
+        rm_keys = {t for t in remove if isinstance(t, str)}
+        rm_pairs = {(t.get("key"), t.get("effect")) for t in remove if isinstance(t, dict)}
+        add_pairs = {(t["key"], t["effect"]) for t in add}
+
+        def change(node: dict) -> dict | None:
+            cur = (node.get("spec") or {}).get("taints") or []
+            keep = [
+                t
+                for t in cur
+                if t.get("key") not in rm_keys and (t.get("key"), t.get("effect")) not in rm_pairs and (t.get("key"), t.get("effect")) not in add_pairs
+            ]
+            new = keep + add
+            if new == cur:
+                return None
+            return {"spec": {"taints": new or None}}
+
+        return self._update_node(name, change, f"PATCH nodes/{name} taints")
+
+    def cordon(self, name: str, unschedulable: bool = True) -> dict:
+        return self.patch_node(name, {"spec": {"unschedulable": True if unschedulable else None}})
+
+    def uncordon(self, name: str) -> dict:
+        return self.cordon(name, False)
+
+    def remove_finalizer(self, kind: str, name: str, finalizer: str, namespace: str | None = None) -> dict | None:
+        """Remove ``finalizer`` from a node or pod (``kind`` ``nodes``/``pods``); None when the object is gone."""
+        for _ in range(5):
+            if kind == "nodes":
+                obj = self.get_node(name)
+            elif kind == "pods":
+                obj = self.get_pod(namespace or "default", name)
+            else:
+                raise ValueError(f"remove_finalizer: kind must be 'nodes' or 'pods', not {kind!r}")
+            if obj is None:
+                return None
+            fins = obj["metadata"].get("finalizers") or []
+            if finalizer not in fins:
+                return obj
+            patch = {"metadata": {"finalizers": [f for f in fins if f != finalizer] or None, "resourceVersion": obj["metadata"]["resourceVersion"]}}
+            try:
+                if kind == "nodes":
+                    return self.patch_node(name, patch)
+                return self._call(f"PATCH pods {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace or "default", patch, _content_type=_MERGE)
+            except Conflict:
+                continue
+            except KubeError as e:
+                if e.status == 404:
+                    return None
+                raise
+        raise KubeError(f"PATCH {kind}/{name} finalizers", 409, "Conflict", "object kept changing")
+
+    def add_finalizer(self, name: str, finalizer: str) -> dict | None:
+        """Add a finalizer to a node (idempotent)."""
+
+        def change(node: dict) -> dict | None:
+            fins = node["metadata"].get("finalizers") or []
+            return None if finalizer in fins else {"metadata": {"finalizers": fins + [finalizer]}}
+
+        return self._update_node(name, change, f"PATCH nodes/{name} finalizers")
+
+    def evict_pod(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> bool:
+        """policy/v1 Eviction.  True when evicted (or already gone); False when a PodDisruptionBudget blocks it (429)."""
+        body: dict = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        if grace_period_seconds is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
+        try:
+            self._call(f"EVICT pods {namespace}/{name}", self.core.create_namespaced_pod_eviction, name, namespace, body, retry_429=False)
+            return True
+        except KubeError as e:
+            if e.status == 429:
+                return False
+            if e.status == 404:
+                return True
+            raise
+
+    def delete_pod(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> bool:
+        """True when deleted (or marked for deletion); False when it did not exist."""
+        kw = {"grace_period_seconds": grace_period_seconds} if grace_period_seconds is not None else {}
+        try:
+            self._call(f"DELETE pods {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, **kw)
+            return True
+        except KubeError as e:
+            if e.status == 404:
+                return False
+            raise
+
+    def delete_node(self, name: str) -> bool:
+        """True when deleted (or marked for deletion, if it has finalizers); False when it did not exist."""
+        try:
+            self._call(f"DELETE nodes/{name}", self.core.delete_node, name)
+            return True
+        except KubeError as e:
+            if e.status == 404:
+                return False
+            raise
+
+    def bind_pod(self, namespace: str, name: str, node_name: str) -> None:
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace}, "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+        self._call(f"BIND pods {namespace}/{name} -> {node_name}", self.core.create_namespaced_pod_binding, name, namespace, body)
+
+    def create_event(
+        self,
+        involved_object: dict,
+        reason: str,
+        message: str,
+        type: str = "Normal",  # noqa: A002 - the Kubernetes field name
+        source: str = "karpenter",
+        now: str | None = None,
+    ) -> dict:
+        """A core/v1 Event about ``involved_object`` (a Kubernetes object dict or an ObjectReference)."""
+        if type not in ("Normal", "Warning"):
+            raise ValueError(f"event type must be Normal or Warning, not {type!r}")
+        meta = involved_object.get("metadata") or {}
+        ref = {
+            "apiVersion": involved_object.get("apiVersion", "v1"),
+            "kind": involved_object.get("kind", ""),
+            "name": meta.get("name", involved_object.get("name")),
+            "namespace": meta.get("namespace", involved_object.get("namespace")),
+            "uid": meta.get("uid", involved_object.get("uid")),
+        }
+        ref = {k: v for k, v in ref.items() if v}
+        ns = ref.get("namespace") or "default"
+        ts = now or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body = {
+            "metadata": {"generateName": f"{ref.get('name', 'object')}.", "namespace": ns},
+            "involvedObject": ref,
+            "reason": reason,
+            "message": message[:1024],
+            "type": type,
+            "source": {"component": source},
+            "firstTimestamp": ts,
+            "lastTimestamp": ts,
+            "count": 1,
+        }
+        return self._call(f"CREATE events -n {ns}", self.core.create_namespaced_event, ns, body)

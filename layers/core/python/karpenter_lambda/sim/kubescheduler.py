@@ -1,0 +1,304 @@
+"""A simple kube-scheduler for the simulated cluster.
+
+``schedule_pending(target)`` does one scheduling pass over the pending pods
+(no ``spec.nodeName``, ``schedulerName`` ``default-scheduler``, not terminal
+or terminating), highest priority first, then oldest:
+
+* candidate nodes: ``Ready=True``, not ``unschedulable``, not being deleted;
+* filters: resource requests (containers, restartable init sidecars, the
+  largest init container, overhead, and one ``pods`` slot) against allocatable
+  minus the requests of the pods already bound there; ``nodeSelector``;
+  required node affinity (terms ORed; In, NotIn, Exists, DoesNotExist, Gt, Lt;
+  ``matchFields`` on ``metadata.name``); ``NoSchedule``/``NoExecute`` taints
+  must be tolerated (``PreferNoSchedule`` is ignored); host ports;
+* score: least allocated (the node with the most free cpu+memory share wins,
+  ties by name), like kube-scheduler's default;
+* a pod that fits is bound (``pods/binding``); one that does not gets
+  ``PodScheduled=False, reason=Unschedulable`` with a kube-scheduler-style
+  message ("0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had
+  untolerated taint {...}."), which is what the watcher forwards.  The status
+  is only written when the message changes, so an unchanged pod keeps its
+  resourceVersion.
+
+Not modelled: pod (anti-)affinity, topology spread, preemption, volumes.
+
+``target`` is the simulator's ``KubeAPIServer`` / ``ObjectStore`` (in-process)
+or a :class:`karpenter_lambda.adapters.kube.client.KubeClient` (over HTTP).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpenter_lambda.api.quantity import parse_resource_list
+
+__all__ = ["ScheduleResult", "schedule_pending", "pod_requests", "tolerates", "node_affinity_matches"]
+
+
+@dataclass
+class ScheduleResult:
+    bound: list[tuple[str, str]] = field(default_factory=list)  # ("ns/name", node)
+    unschedulable: dict[str, str] = field(default_factory=dict)  # "ns/name" -> message
+
+
+# ----------------------------------------------------------------------------- pod math
+
+
+def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def _max(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = max(out.get(k, 0), v)
+    return out
+
+
+def _requests(c: dict) -> dict[str, int]:
+    res = c.get("resources") or {}
+    # a limit without a request defaults the request (Kubernetes defaulting)
+    return parse_resource_list({**(res.get("limits") or {}), **(res.get("requests") or {})})
+
+
+def pod_requests(pod: dict) -> dict[str, int]:
+    """Effective requests in project units (cpu millicores, bytes, counts), with ``pods: 1``."""
+    spec = pod.get("spec") or {}
+    total: dict[str, int] = {}
+    for c in spec.get("containers") or []:
+        total = _add(total, _requests(c))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for c in spec.get("initContainers") or []:
+        if c.get("restartPolicy") == "Always":
+            sidecars = _add(sidecars, _requests(c))
+        else:
+            init_peak = _max(init_peak, _add(sidecars, _requests(c)))
+    total = _max(_add(total, sidecars), init_peak)
+    total = _add(total, parse_resource_list(spec.get("overhead")))
+    total["pods"] = total.get("pods", 0) + 1
+    return total
+
+
+def tolerates(tolerations: list[dict] | None, taint: dict) -> bool:
+    for t in tolerations or []:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        op = t.get("operator") or "Equal"
+        if op == "Exists":
+            if not t.get("key") or t["key"] == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _expr_matches(expr: dict, value: str | None) -> bool:
+    op = expr.get("operator")
+    vals = expr.get("values") or []
+    if op == "In":
+        return value is not None and value in vals
+    if op == "NotIn":
+        return value is None or value not in vals
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        try:
+            v, bound = int(value), int(vals[0])  # type: ignore[arg-type]
+        except (TypeError, ValueError, IndexError):
+            return False
+        return v > bound if op == "Gt" else v < bound
+    return False
+
+
+def node_affinity_matches(pod: dict, node: dict) -> bool:
+    aff = (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not aff:
+        return True
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    name = (node.get("metadata") or {}).get("name")
+    for term in aff.get("nodeSelectorTerms") or []:
+        exprs = term.get("matchExpressions") or []
+        fields_ = term.get("matchFields") or []
+        if not exprs and not fields_:
+            continue  # an empty term matches nothing
+        if all(_expr_matches(e, labels.get(e.get("key"))) for e in exprs) and all(
+            _expr_matches(f, name if f.get("key") == "metadata.name" else None) for f in fields_
+        ):
+            return True
+    return False
+
+
+def _host_ports(pod: dict) -> set[tuple[str, int]]:
+    out = set()
+    spec = pod.get("spec") or {}
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for p in c.get("ports") or []:
+            if p.get("hostPort"):
+                out.add((p.get("protocol") or "TCP", int(p["hostPort"])))
+    return out
+
+
+def _ready(node: dict) -> bool:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return False
+
+
+def _key(pod: dict) -> str:
+    m = pod.get("metadata") or {}
+    return f"{m.get('namespace', 'default')}/{m.get('name')}"
+
+
+# ----------------------------------------------------------------------------- access
+
+
+class _StoreAccess:
+    def __init__(self, store):
+        self.store = store
+
+    def pods(self):
+        return self.store.list("pods")
+
+    def nodes(self):
+        return self.store.list("nodes")
+
+    def bind(self, ns, name, node):
+        self.store.bind(ns, name, node)
+
+    def set_condition(self, ns, name, conds):
+        self.store.patch("pods", name, {"status": {"conditions": conds}}, ns, patch_type="strategic", subresource="status")
+
+
+class _ClientAccess:
+    def __init__(self, client):
+        self.client = client
+
+    def pods(self):
+        return self.client.list_pods()
+
+    def nodes(self):
+        return self.client.list_nodes()
+
+    def bind(self, ns, name, node):
+        self.client.bind_pod(ns, name, node)
+
+    def set_condition(self, ns, name, conds):
+        self.client.patch_pod_status(ns, name, {"status": {"conditions": conds}})
+
+
+def _access(target: Any):
+    if hasattr(target, "list_pods") and hasattr(target, "bind_pod"):
+        return _ClientAccess(target)
+    store = getattr(target, "store", target)
+    return _StoreAccess(store)
+
+
+# ----------------------------------------------------------------------------- the pass
+
+
+def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> ScheduleResult:
+    """One scheduling pass; see the module docstring.  Returns what was bound and what was not."""
+    acc = _access(target)
+    result = ScheduleResult()
+    nodes = [n for n in acc.nodes() if not (n.get("metadata") or {}).get("deletionTimestamp")]
+    pods = acc.pods()
+    used: dict[str, dict[str, int]] = {n["metadata"]["name"]: {} for n in nodes}
+    ports: dict[str, set] = {n["metadata"]["name"]: set() for n in nodes}
+    pending = []
+    for p in pods:
+        phase = (p.get("status") or {}).get("phase")
+        node = (p.get("spec") or {}).get("nodeName")
+        if phase in ("Succeeded", "Failed"):
+            continue
+        if node:
+            if node in used:
+                used[node] = _add(used[node], pod_requests(p))
+                ports[node] |= _host_ports(p)
+            continue
+        if (p.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        if ((p.get("spec") or {}).get("schedulerName") or "default-scheduler") != scheduler_name:
+            continue
+        pending.append(p)
+    pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0), (p.get("metadata") or {}).get("creationTimestamp") or "", _key(p)))
+    alloc = {n["metadata"]["name"]: parse_resource_list((n.get("status") or {}).get("allocatable")) for n in nodes}
+
+    for pod in pending:
+        spec = pod.get("spec") or {}
+        req = pod_requests(pod)
+        want_ports = _host_ports(pod)
+        reasons: Counter = Counter()
+        best = None
+        best_score = None
+        for node in nodes:
+            name = node["metadata"]["name"]
+            why = _filter(pod, spec, req, want_ports, node, alloc[name], used[name], ports[name])
+            if why:
+                reasons[why] += 1
+                continue
+            score = _score(req, alloc[name], used[name])
+            if best_score is None or score > best_score:
+                best, best_score = name, score
+        key = _key(pod)
+        ns, pname = key.split("/", 1)
+        if best is not None:
+            acc.bind(ns, pname, best)
+            used[best] = _add(used[best], req)
+            ports[best] |= want_ports
+            result.bound.append((key, best))
+            continue
+        msg = f"0/{len(nodes)} nodes are available"
+        if reasons:
+            msg += ": " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+        msg += "."
+        result.unschedulable[key] = msg
+        cur = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        if cur and cur.get("status") == "False" and cur.get("reason") == "Unschedulable" and cur.get("message") == msg:
+            continue
+        acc.set_condition(
+            ns,
+            pname,
+            [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg, "lastProbeTime": None}],
+        )
+    return result
+
+
+def _filter(pod, spec, req, want_ports, node, alloc, used, used_ports) -> str | None:
+    nspec = node.get("spec") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if not _ready(node):
+        return "node(s) were not ready"
+    if nspec.get("unschedulable"):
+        return "node(s) were unschedulable"
+    for k, v in (spec.get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return "node(s) didn't match Pod's node affinity/selector"
+    if not node_affinity_matches(pod, node):
+        return "node(s) didn't match Pod's node affinity/selector"
+    for t in nspec.get("taints") or []:
+        if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(spec.get("tolerations"), t):
+            return f"node(s) had untolerated taint {{{t.get('key')}: {t.get('value') or ''}}}"
+    if want_ports & used_ports:
+        return "node(s) didn't have free ports for the requested pod ports"
+    for r in sorted(req):
+        if req[r] and used.get(r, 0) + req[r] > alloc.get(r, 0):
+            return "Too many pods" if r == "pods" else f"Insufficient {r}"
+    return None
+
+
+def _score(req, alloc, used) -> float:
+    shares = []
+    for r in ("cpu", "memory"):
+        cap = alloc.get(r, 0)
+        if cap > 0:
+            shares.append((cap - used.get(r, 0) - req.get(r, 0)) / cap)
+    return sum(shares) / len(shares) if shares else 0.0
