@@ -120,6 +120,12 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
             f"use one of {', '.join(map(str, LOG_RETENTION_DAYS))}"
         )
 
+    if ints["podBatchSize"] > 10 and ints["podBatchWindowSeconds"] == 0:
+        raise ConfigError(
+            f"context parameter podBatchSize: {ints['podBatchSize']} needs a batching window; Lambda allows more than 10 "
+            "SQS messages per batch only with podBatchWindowSeconds >= 1"
+        )
+
     log_level = str(context.get("logLevel") or "INFO").strip().upper()
     if log_level not in LOG_LEVELS:
         raise ConfigError(f"context parameter logLevel: {log_level!r} is not one of {', '.join(LOG_LEVELS)}")

@@ -78,12 +78,13 @@ def layer_fingerprint(*, requirements: Path = REQUIREMENTS, package_dir: Path = 
 class LocalLayerBundler:
     """``ILocalBundling`` that runs :func:`build_layer` on the host (no Docker)."""
 
-    def __init__(self, requirements: Path = REQUIREMENTS, package_dir: Path = PACKAGE_DIR):
+    def __init__(self, requirements: Path = REQUIREMENTS, package_dir: Path = PACKAGE_DIR, extra_pip_args: tuple[str, ...] = ()):
         self.requirements = requirements
         self.package_dir = package_dir
+        self.extra_pip_args = tuple(extra_pip_args)
 
     def try_bundle(self, output_dir: str, *, image=None, command=None, entrypoint=None, environment=None, **_kwargs) -> bool:
-        build_layer(output_dir, requirements=self.requirements, package_dir=self.package_dir)
+        build_layer(output_dir, requirements=self.requirements, package_dir=self.package_dir, extra_pip_args=self.extra_pip_args)
         return True
 
 

@@ -93,6 +93,12 @@ def synth_app(context: dict, outdir: Path) -> Synth:
 
 
 @pytest.fixture(scope="session")
+def synth_factory():
+    """``synth_app(context, outdir) -> Synth`` for tests that need another parameter set."""
+    return synth_app
+
+
+@pytest.fixture(scope="session")
 def nodepools_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("nodepools")
     (d / "default.yaml").write_text(NODEPOOLS_YAML)

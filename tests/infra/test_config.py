@@ -49,7 +49,7 @@ def test_string_values_from_the_command_line_are_parsed(tmp_path):
             "logRetentionDays": "90",
             "logLevel": "debug",
             "podBatchSize": "100",
-            "podBatchWindowSeconds": "0",
+            "podBatchWindowSeconds": "1",
             "provisionerConcurrency": "4",
             "kubernetesAccess": "cluster-admin",
             "alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:ops",
@@ -60,7 +60,7 @@ def test_string_values_from_the_command_line_are_parsed(tmp_path):
     assert cfg.interval_minutes("lifecycleIntervalMinutes") == 5
     assert cfg.log_retention_days == 90
     assert cfg.log_level == "DEBUG"
-    assert (cfg.pod_batch_size, cfg.pod_batch_window_seconds, cfg.provisioner_concurrency) == (100, 0, 4)
+    assert (cfg.pod_batch_size, cfg.pod_batch_window_seconds, cfg.provisioner_concurrency) == (100, 1, 4)
     assert cfg.kubernetes_access == "cluster-admin"
     assert cfg.alarm_topic_arn.endswith(":ops")
 
@@ -82,6 +82,7 @@ def test_relative_node_pools_folder_resolves_against_base_dir(tmp_path):
         ("podBatchSize", "20000", "podBatchSize: 20000 is out of range"),
         ("provisionerConcurrency", "1", "provisionerConcurrency: 1 is out of range 2.."),
         ("kubernetesAccess", "root", "kubernetesAccess"),
+        ("podBatchWindowSeconds", "0", "podBatchSize: 500 needs a batching window"),
         ("alarmTopicArn", "my-topic", "alarmTopicArn"),
     ],
 )
