@@ -861,6 +861,13 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     api: "KubeAPIServer"
 
+    def handle_error(self, request, client_address):  # a client that went away is not worth a traceback
+        import sys
+
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"

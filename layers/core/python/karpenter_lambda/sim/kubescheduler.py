@@ -230,7 +230,7 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
             continue
         pending.append(p)
     pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0), (p.get("metadata") or {}).get("creationTimestamp") or "", _key(p)))
-    alloc = {n["metadata"]["name"]: parse_resource_list((n.get("status") or {}).get("allocatable")) for n in nodes}
+    alloc = {n["metadata"]["name"]: {"pods": 110, **parse_resource_list((n.get("status") or {}).get("allocatable"))} for n in nodes}
 
     for pod in pending:
         spec = pod.get("spec") or {}

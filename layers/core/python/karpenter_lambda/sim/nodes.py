@@ -94,6 +94,7 @@ def make_node(
     if not ready and not any(t["key"] == NOT_READY_TAINT["key"] for t in ts):
         ts.append(dict(NOT_READY_TAINT))
     cap = _quantities(capacity)
+    cap.setdefault("pods", "110")  # the kubelet's default maxPods
     node: dict = {
         "apiVersion": "v1",
         "kind": "Node",
@@ -101,7 +102,7 @@ def make_node(
         "spec": {"providerID": provider_id},
         "status": {
             "capacity": cap,
-            "allocatable": _quantities(allocatable) if allocatable is not None else dict(cap),
+            "allocatable": {"pods": cap["pods"], **_quantities(allocatable)} if allocatable is not None else dict(cap),
             "conditions": [_ready_condition(ready, now)],
             "nodeInfo": {"architecture": arch, "operatingSystem": os, "kubeletVersion": "v1.31.0"},
             "phase": "Running",
