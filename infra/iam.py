@@ -34,6 +34,8 @@ EC2_READ_ACTIONS = (
 )
 # tag keys the controller may add to an instance after launch (AllowScopedResourceTagging)
 RETAG_KEYS = ("karpenter.sh/nodeclaim", "Name")
+REGION_TAG = "topology.kubernetes.io/region"
+NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
 
 
 def owned_tag(cluster: str) -> str:
@@ -45,9 +47,10 @@ def ec2_arn(resource: str, *, account: bool = True) -> str:
     return f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{'*' if account else ''}:{resource}"
 
 
-def controller_statements(cluster: str, node_role_arn: str, instance_profile_arn: str) -> list[iam.PolicyStatement]:
+def controller_statements(cluster: str, node_role_arn: str) -> list[iam.PolicyStatement]:
     """The controller's EC2/IAM/SSM/pricing/EKS statements (tables and queues are granted separately)."""
     tag = owned_tag(cluster)
+    profiles = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:instance-profile/*"
     launched = [ec2_arn(r) for r in ("fleet/*", "instance/*", "volume/*", "network-interface/*", "launch-template/*", "spot-instances-request/*")]
     return [
         # Resources a launch reads but does not create and that carry no request tags.
@@ -123,7 +126,42 @@ def controller_statements(cluster: str, node_role_arn: str, instance_profile_arn
             resources=[node_role_arn],
             conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
         ),
-        iam.PolicyStatement(sid="AllowInstanceProfileReadActions", actions=["iam:GetInstanceProfile"], resources=[instance_profile_arn]),
+        # EC2NodeClass spec.role: an instance profile per EC2NodeClass, created and changed only with this
+        # cluster's and region's tags (adapters/aws/nodeclass_resolver.py), as Karpenter does.
+        iam.PolicyStatement(
+            sid="AllowScopedInstanceProfileCreationActions",
+            actions=["iam:CreateInstanceProfile"],
+            resources=[profiles],
+            conditions={
+                "StringEquals": {f"aws:RequestTag/{tag}": "owned", f"aws:RequestTag/{REGION_TAG}": Aws.REGION},
+                "StringLike": {f"aws:RequestTag/{NODECLASS_TAG}": "*"},
+            },
+        ),
+        iam.PolicyStatement(
+            sid="AllowScopedInstanceProfileTagActions",
+            actions=["iam:TagInstanceProfile"],
+            resources=[profiles],
+            conditions={
+                "StringEquals": {
+                    f"aws:ResourceTag/{tag}": "owned",
+                    f"aws:ResourceTag/{REGION_TAG}": Aws.REGION,
+                    f"aws:RequestTag/{tag}": "owned",
+                    f"aws:RequestTag/{REGION_TAG}": Aws.REGION,
+                },
+                "StringLike": {f"aws:ResourceTag/{NODECLASS_TAG}": "*", f"aws:RequestTag/{NODECLASS_TAG}": "*"},
+            },
+        ),
+        iam.PolicyStatement(
+            sid="AllowScopedInstanceProfileActions",
+            actions=["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"],
+            resources=[profiles],
+            conditions={
+                "StringEquals": {f"aws:ResourceTag/{tag}": "owned", f"aws:ResourceTag/{REGION_TAG}": Aws.REGION},
+                "StringLike": {f"aws:ResourceTag/{NODECLASS_TAG}": "*"},
+            },
+        ),
+        iam.PolicyStatement(sid="AllowInstanceProfileReadActions", actions=["iam:GetInstanceProfile"], resources=[profiles]),
+        iam.PolicyStatement(sid="AllowNodeRoleReadActions", actions=["iam:GetRole"], resources=[node_role_arn]),
         iam.PolicyStatement(
             sid="AllowAPIServerEndpointDiscovery",
             actions=["eks:DescribeCluster"],

@@ -29,6 +29,7 @@ CONTROLLER_WILDCARDS = {
     f"{EC2}*:volume/*": "volumes are created with the instances; allowed only with the request tag kubernetes.io/cluster/<cluster>=owned",
     f"{EC2}*:network-interface/*": "network interfaces are created with the instances; allowed only with the request tag kubernetes.io/cluster/<cluster>=owned",
     f"{EC2}*:spot-instances-request/*": "spot requests are created by CreateFleet for spot capacity; allowed only with the request tag kubernetes.io/cluster/<cluster>=owned",
+    "arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/*": "one instance profile per EC2NodeClass is created at run time (as Karpenter does); create/tag/add-role/delete require this cluster's kubernetes.io/cluster tag, the region tag and the ec2nodeclass tag, and iam:PassRole is limited to the node role",
     "arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/*": "read-only access to AWS public parameters (EKS optimized AMI IDs by version); nothing in the account is readable",
 }
 

@@ -117,7 +117,7 @@ class KarpenterLambdaStack(Stack):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
         )
         policy = iam.Policy(self, "ControllerPolicy", roles=[self.controller_role])
-        for st in controller_statements(cluster, self.node_role.role.role_arn, self.node_role.instance_profile.instance_profile_arn):
+        for st in controller_statements(cluster, self.node_role.role.role_arn):
             policy.add_statements(st)
         for table in (self.tables.state, self.tables.cache):
             table.grant(self.controller_role, *TABLE_ACTIONS)

@@ -132,8 +132,34 @@ def test_pass_role_only_node_role_to_ec2(synth, controller):
     assert st["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
     passes = [(rid, s) for rid, s in _all_policy_statements(synth.template) if "iam:PassRole" in _listify(s.get("Action", []))]
     assert len(passes) == 1
-    profile_id = next(iter(synth.of_type("AWS::IAM::InstanceProfile")))
-    assert controller["AllowInstanceProfileReadActions"]["Resource"] == {"Fn::GetAtt": [profile_id, "Arn"]}
+    assert controller["AllowNodeRoleReadActions"] == {"Action": "iam:GetRole", "Effect": "Allow", "Resource": {"Fn::GetAtt": [node_role_id, "Arn"]}, "Sid": "AllowNodeRoleReadActions"}
+
+
+def test_instance_profiles_only_with_cluster_region_and_nodeclass_tags(controller):
+    profiles = "arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/*"
+    region = {"Ref": "AWS::Region"}
+    create = controller["AllowScopedInstanceProfileCreationActions"]
+    assert create["Action"] == "iam:CreateInstanceProfile" and _render(create["Resource"]) == profiles
+    assert create["Condition"] == {
+        "StringEquals": {**OWNED, "aws:RequestTag/topology.kubernetes.io/region": region},
+        "StringLike": {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+    }
+    change = controller["AllowScopedInstanceProfileActions"]
+    assert sorted(change["Action"]) == ["iam:AddRoleToInstanceProfile", "iam:DeleteInstanceProfile", "iam:RemoveRoleFromInstanceProfile"]
+    assert change["Condition"] == {
+        "StringEquals": {**RESOURCE_OWNED, "aws:ResourceTag/topology.kubernetes.io/region": region},
+        "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+    }
+    tag = controller["AllowScopedInstanceProfileTagActions"]
+    assert tag["Action"] == "iam:TagInstanceProfile"
+    assert set(tag["Condition"]["StringEquals"]) == {*OWNED, *RESOURCE_OWNED, "aws:RequestTag/topology.kubernetes.io/region", "aws:ResourceTag/topology.kubernetes.io/region"}
+    assert _render(controller["AllowInstanceProfileReadActions"]["Resource"]) == profiles
+    # every IAM action the controller has, and nothing else (no role creation, no policy changes)
+    iam_actions = {a for st in controller.values() for a in _listify(st["Action"]) if a.startswith("iam:")}
+    assert iam_actions == {
+        "iam:PassRole", "iam:GetRole", "iam:GetInstanceProfile", "iam:CreateInstanceProfile", "iam:TagInstanceProfile",
+        "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile",
+    }
 
 
 def test_controller_data_access_is_the_two_tables_and_the_pod_queue(synth):
