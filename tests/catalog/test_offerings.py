@@ -39,7 +39,8 @@ def test_zone_restriction(moto_ec2_data):
 def test_unavailable_offerings_kept_but_marked(moto_ec2_data):
     raw, offerings = moto_ec2_data
     unavailable = {("m5.large", "us-east-1a", "spot"), ("m5.large", "us-east-1b", "on-demand")}
-    [it] = [t for t in build_instance_types(raw, offerings, PriceBook.from_bundled(REGION), REGION, unavailable=unavailable) if t.name == "m5.large"]
+    m5 = [r for r in raw if r["InstanceType"] == "m5.large"]
+    [it] = build_instance_types(m5, offerings, PriceBook.from_bundled(REGION), REGION, unavailable=unavailable)
     off = {(o.zone, o.capacity_type): o for o in it.offerings}
     assert off[("us-east-1a", "spot")].available is False
     assert off[("us-east-1b", "on-demand")].available is False
@@ -51,7 +52,7 @@ def test_unavailable_offerings_kept_but_marked(moto_ec2_data):
 def test_real_spot_prices_and_injected_on_demand(moto_ec2_data):
     raw, offerings = moto_ec2_data
     book = PriceBook.from_bundled(REGION).with_on_demand({"m5.large": 0.1}).with_spot({("m5.large", "us-east-1c"): 0.031})
-    [it] = [t for t in build_instance_types(raw, offerings, book, REGION) if t.name == "m5.large"]
+    [it] = build_instance_types([r for r in raw if r["InstanceType"] == "m5.large"], offerings, book, REGION)
     off = {(o.zone, o.capacity_type): o for o in it.offerings}
     assert (off[("us-east-1c", "spot")].price, off[("us-east-1c", "spot")].price_source) == (0.031, "spot-history")
     assert off[("us-east-1a", "spot")].price_source == "spot-estimate"

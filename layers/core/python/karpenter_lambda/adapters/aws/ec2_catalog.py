@@ -32,6 +32,7 @@ __all__ = [
     "fetch_offerings",
     "fetch_zone_ids",
     "fetch_spot_prices",
+    "latest_spot_prices",
     "load_catalog",
     "load_price_book",
     "clear_process_cache",
@@ -111,30 +112,34 @@ def _is_placeholder(price: float, ts: Any) -> bool:
     return False
 
 
+def latest_spot_prices(history: Any) -> dict[tuple[str, str], float]:
+    """Latest real price per (instance type, zone) from ``SpotPriceHistory`` entries; placeholders dropped."""
+    latest: dict[tuple[str, str], tuple[Any, float]] = {}
+    for h in history:
+        try:
+            price = float(h["SpotPrice"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        ts = h.get("Timestamp")
+        if _is_placeholder(price, ts):
+            continue
+        key = (h.get("InstanceType"), h.get("AvailabilityZone"))
+        if not all(key):
+            continue
+        prev = latest.get(key)
+        if prev is None or (ts is not None and (prev[0] is None or ts > prev[0])):
+            latest[key] = (ts, price)
+    return {k: v[1] for k, v in latest.items()}
+
+
 def fetch_spot_prices(ec2_client: Any, *, refresh: bool = False) -> dict[tuple[str, str], float]:
-    """Latest real spot price per (instance type, zone); placeholders ignored (empty under moto)."""
+    """Latest real spot price per (instance type, zone), Linux/UNIX, paginated; placeholders ignored (empty under moto)."""
 
     def load() -> dict[tuple[str, str], float]:
-        latest: dict[tuple[str, str], tuple[Any, float]] = {}
         pages = ec2_client.get_paginator("describe_spot_price_history").paginate(
             ProductDescriptions=["Linux/UNIX", "Linux/UNIX (Amazon VPC)"], StartTime=datetime.now(timezone.utc)
         )
-        for page in pages:
-            for h in page.get("SpotPriceHistory") or []:
-                try:
-                    price = float(h["SpotPrice"])
-                except (KeyError, TypeError, ValueError):
-                    continue
-                ts = h.get("Timestamp")
-                if _is_placeholder(price, ts):
-                    continue
-                key = (h.get("InstanceType"), h.get("AvailabilityZone"))
-                if not all(key):
-                    continue
-                prev = latest.get(key)
-                if prev is None or (ts is not None and prev[0] is not None and ts > prev[0]):
-                    latest[key] = (ts, price)
-        return {k: v[1] for k, v in latest.items()}
+        return latest_spot_prices(h for page in pages for h in page.get("SpotPriceHistory") or [])
 
     return dict(_cached("spot", ec2_client, load, ttl=SPOT_PROCESS_TTL_SECONDS, refresh=refresh))
 
