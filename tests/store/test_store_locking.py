@@ -9,7 +9,7 @@ from store_objects import nodeclaim, nodepool
 from karpenter_lambda.adapters.store import Conflict
 
 
-def test_concurrent_updates_lose_nothing(store):
+def test_concurrent_updates_lose_nothing(store, atomic_dynamodb):
     """N threads read the same version (a barrier makes the race certain), each increments a counter in status."""
     n = 8
     store.create(nodeclaim())
