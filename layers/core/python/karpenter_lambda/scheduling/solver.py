@@ -231,6 +231,7 @@ class _Pool:
         self.types = types
         self._compat: dict = {}
         self.fit_cache: dict = {}
+        self._priced: dict = {}
 
     def compat_types(self, reqs: Requirements) -> list[_Type]:
         """Pool types compatible with ``reqs`` (which already include the pool's) with an offering allowed by them."""
@@ -239,6 +240,19 @@ class _Pool:
         if hit is None:
             hit = [t for t in self.types if t.reqs.intersects(reqs) is None and t.cheapest(reqs) is not None]
             self._compat[sig] = hit
+        return hit
+
+    def priced(self, reqs: Requirements) -> list:
+        """[(price, cheapest offering, type)] for the compatible types, cheapest first (cached per signature)."""
+        sig = reqs.signature()
+        hit = self._priced.get(sig)
+        if hit is None:
+            hit = []
+            for t in self.compat_types(reqs):
+                o = t.cheapest(reqs)
+                hit.append((o.price, o, t))
+            hit.sort(key=lambda x: (x[0], x[2].name))
+            self._priced[sig] = hit
         return hit
 
     def limit_ok(self, t: _Type) -> str | None:
@@ -363,6 +377,9 @@ class _Solver:
         self.planned: list[_Node] = []
         self.open: list[_Node] = []
         self.groups: dict = {}
+        self.node_by_id: dict = {}
+        self._elig: dict = {}
+        self._pruned_at = 0
         self._counter = 0
         self._build_existing(inp.existing_nodes or [])
         self._build_groups()
@@ -522,7 +539,7 @@ class _Solver:
     def _eligible_domains(self, c: _Class, con) -> set:
         """Domains of ``con.key`` a pod of class ``c`` could land in (nodeAffinityPolicy Honor)."""
         sig = (con.key, c.sig)
-        hit = c.spread_eligible.get(sig)
+        hit = self._elig.get(sig)
         if hit is not None:
             return hit
         out = set()
@@ -545,7 +562,7 @@ class _Solver:
             v = n.labels.get(con.key)
             if v is not None and pr.has(v) and _labels_match(c.reqs, n.labels) is None:
                 out.add(v)
-        c.spread_eligible[sig] = out
+        self._elig[sig] = out
         return out
 
     def _topology(self, c: _Class, node: _Node, new: bool):
@@ -673,12 +690,16 @@ class _Solver:
             node.ports |= c.ports
         self._record(c, node, n)
 
-    def _try_node(self, c: _Class, node: _Node, limit: int = INF) -> int:
-        """Place as many remaining pods of ``c`` as fit on ``node`` (at most ``limit``); returns how many."""
+    def _try_node(self, c: _Class, node: _Node, limit: int = INF, grow: bool = False) -> int:
+        """Place as many remaining pods of ``c`` as fit on ``node`` (at most ``limit``); returns how many.
+
+        ``grow``: a planned node too small for one more pod may move to a larger compatible type."""
         remaining = min(len(c.pods) - c.placed, limit)
         n = self._fit_count(c.vec, node.cap, node.used)
         if n <= 0:
-            return 0
+            if not grow or node.fixed or not self._grow(c, node):
+                return 0
+            n = self._fit_count(c.vec, node.cap, node.used)
         if c.ports:
             if node.ports & c.ports:
                 return 0
@@ -725,6 +746,25 @@ class _Solver:
             node.reqs = new_reqs
         self._place(c, node, n)
         return n
+
+    def _grow(self, c: _Class, node: _Node) -> bool:
+        pool = node.pool
+        need = [u + v for u, v in zip(node.used, c.vec)]
+        reqs = node.reqs.intersection(c.reqs) if len(c.reqs) else node.reqs
+        old = node.target
+        lim = {k: v + (1 if k == "nodes" else old.cap.get(k, 0)) for k, v in pool.remaining.items()}
+        for price, o, t in pool.priced(reqs):
+            if t.exotic and not old.exotic:
+                continue
+            if all(a >= x for a, x in zip(t.avail, need)) and t.cheapest(node.reqs) is not None:
+                if lim and any((1 if k == "nodes" else t.cap.get(k, 0)) > v for k, v in lim.items()):
+                    continue
+                for k in pool.remaining:
+                    pool.remaining[k] = lim[k] - (1 if k == "nodes" else t.cap.get(k, 0))
+                node.target = t
+                node.cap = t.avail
+                return True
+        return False
 
     def _min_values_error(self, pool: _Pool, reqs: Requirements, used) -> str | None:
         types = [t for t in pool.compat_types(reqs) if all(a >= u for a, u in zip(t.avail, used))]
@@ -836,6 +876,7 @@ class _Solver:
         self.nodes.append(node)
         self.planned.append(node)
         self.open.append(node)
+        self.node_by_id[node.id] = node
         return n
 
     def _blocking(self, c: _Class, types) -> str:
@@ -859,11 +900,21 @@ class _Solver:
                 return True
             while c.placed < total and self._try_node(c, node):
                 pass
-        # NodeClaims planned in this round (a window of the most recent ones that still have room)
+        # NodeClaims planned in this round: for required hostname affinity the nodes already holding a match,
+        # else a window of the most recent ones that still have room
         if c.placed < total and self.open:
             self._prune_open()
-            for node in self.open[-window:]:
-                while c.placed < total and self._try_node(c, node):
+            cands = self.open[-window:]
+            grow = False
+            for con in self._active_constraints(c):
+                if con.kind == T.AFFINITY and con.key == L.HOSTNAME:
+                    g = self.groups[con.group_key]
+                    if g.total:
+                        cands = [self.node_by_id[d] for d, k in g.counts.items() if k and d in self.node_by_id]
+                        grow = True
+                    break
+            for node in cands:
+                while c.placed < total and self._try_node(c, node, grow=grow):
                     pass
                 if c.placed >= total:
                     return True
@@ -885,13 +936,14 @@ class _Solver:
         return True
 
     def _prune_open(self):
-        if len(self.open) > 256:
+        if len(self.open) > 256 and len(self.open) > self._pruned_at + 128:
             mins = self._min_vec
             keep = []
             for n in self.open:
                 if all(a - u >= m for a, u, m in zip(n.cap, n.used, mins) if m):
                     keep.append(n)
             self.open = keep
+            self._pruned_at = len(keep)
 
     # -- relaxation ---------------------------------------------------------------------------------------
     def _relax(self, c: _Class) -> str | None:
@@ -939,118 +991,144 @@ class _Solver:
             live = [c for c in cl if left(c)]
             if not live:
                 return
-            self._fill(node, live)
-        live = [c for c in cl if left(c)]
-        if not live:
-            return
-        # 2. new nodes: LP-guided type choice per pool, filled best-fit
-        c0 = live[0]
-        while live:
-            opened = False
-            why: list[str] = []
-            for pool in self.pools:
-                plan = self._lp_plan(pool, live, why)
-                if plan is None:
-                    continue
-                node = self._open_for(pool, plan, live)
-                if node is None:
-                    continue
+            if node.fixed or self._fit_count(self._min_vec, node.cap, node.used) > 0:
                 self._fill(node, live)
-                opened = bool(node.pods)
-                if opened:
-                    break
-            live = [c for c in live if left(c)]
-            if not opened:
-                # fall back to the per-class path (explains failures)
-                for c in live:
-                    self._schedule_class(c)
+        live = [c for c in cl if left(c)]
+        # 2. new nodes, NodePools by weight: a node's type is the one whose simulated fill has the highest value
+        #    per dollar, pods valued at the LP dual prices of CPU and memory (column-generation style)
+        for pool in self.pools:
+            if not live:
                 return
+            self._pack_new(pool, live)
+            live = [c for c in live if left(c)]
+        # 3. what is left goes through the per-class path (other NodePools, explanations)
+        for c in live:
+            if left(c):
+                self._schedule_class(c)
 
-    def _lp_plan(self, pool: _Pool, live: list, why: list):
+    def _pack_new(self, pool: _Pool, live: list):
         c = live[0]
         if untolerated(c.tolerations, pool.taints, c.tolerate_pns) or pool.reqs.compatible(c.reqs) is not None:
-            return None
+            return
         reqs = pool.reqs.intersection(c.reqs) if len(c.reqs) else pool.reqs
-        maxvec = [max(x.vec[i] for x in live) for i in range(len(self.rindex))]
-        types = [t for t in pool.compat_types(reqs) if all(a >= v for a, v in zip(t.avail, c.vec))]
-        if pool.remaining:
-            types = [t for t in types if pool.limit_ok(t) is None]
-        if not _wants_exotic(c):
-            plain = [t for t in types if not t.exotic]
-            types = plain or types
-        types = [t for t in types if all(a >= v for a, v in zip(t.avail, maxvec))] or types
-        if not types:
-            return None
-        demand = [0, 0]
+        nres = len(self.rindex)
+        buckets: dict = {}
         for x in live:
-            k = len(x.pods) - x.placed
-            demand[0] += x.vec[0] * k
-            demand[1] += x.vec[1] * k
-        return reqs, types, demand
+            if x.placed < len(x.pods):
+                buckets.setdefault(x.vec, []).append(x)
+        counts = {v: sum(len(x.pods) - x.placed for x in cl) for v, cl in buckets.items()}
+        minvec = [min(v[i] for v in counts) for i in range(nres)]
+        exotic_ok = any(_wants_exotic(x) for x in live)
+        types = [(p, t) for p, _, t in pool.priced(reqs) if all(a >= v for a, v in zip(t.avail, minvec))]
+        if not exotic_ok:
+            types = [(p, t) for p, t in types if not t.exotic] or types
+        if not types:
+            return
+        demand = [sum(v[i] * k for v, k in counts.items()) for i in range(nres)]
+        y0, y1 = _lp_duals([(t, t.avail[0], t.avail[1], p) for p, t in types], max(1, demand[0]), max(1, demand[1]))
+        vmax = max(y0 * v[0] + y1 * v[1] for v in counts)
 
-    def _open_for(self, pool: _Pool, plan, live):
-        reqs, types, demand = plan
-        key = (id(pool), reqs.signature(), tuple(t.name for t in types[:3]), len(types))
-        lp = self._lp_cache.get(key)
-        if lp is None:
-            lp = _lp_pair([(t, t.avail[0], t.avail[1], t.cheapest(reqs).price) for t in types], demand[0], demand[1])
-            lp = [list(x) for x in lp]  # [type, fraction, opened]
-            self._lp_cache[key] = lp
-        # pick the LP type that is most behind its share
-        best = min(lp, key=lambda e: (e[2] / e[1] if e[1] > 0 else INF))
-        t = best[0]
-        best[2] += 1
-        if pool.limit_ok(t) is not None:
-            return None
-        node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * len(self.rindex))
-        self._counter += 1
-        node.target = t
-        node.limit_snapshot = dict(pool.remaining)
-        for lk in pool.remaining:
-            pool.remaining[lk] -= 1 if lk == "nodes" else t.cap.get(lk, 0)
-        self.nodes.append(node)
-        self.planned.append(node)
-        return node
+        def ub(pt):
+            p, t = pt
+            a = t.avail
+            return min(y0 * a[0] + y1 * a[1], a[2] * vmax) / p
+
+        short = sorted(types, key=ub, reverse=True)
+        current = None
+        sel_eff = 0.0
+        while counts:
+            sim = None
+            if current is not None:
+                sim = _simulate(current[1].avail, counts, y0, y1)
+                if not sim[0] or sim[1] / current[0] < 0.97 * sel_eff:
+                    current = None
+            if current is None:
+                best = None
+                vecs = list(counts)
+                tried = 0
+                for pt in short:
+                    av = pt[1].avail
+                    if not any(all(a >= x for a, x in zip(av, v)) for v in vecs):
+                        continue
+                    tried += 1
+                    if tried > 16:
+                        break
+                    if pool.remaining and pool.limit_ok(pt[1]) is not None:
+                        continue
+                    s = _simulate(pt[1].avail, counts, y0, y1)
+                    if s[0] and (best is None or s[1] / pt[0] > best[0]):
+                        best = (s[1] / pt[0], pt, s)
+                if best is None:
+                    return
+                sel_eff, current, sim = best
+            if pool.remaining and pool.limit_ok(current[1]) is not None:
+                current = None
+                continue
+            t = current[1]
+            node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * nres)
+            self._counter += 1
+            node.target = t
+            node.limit_snapshot = dict(pool.remaining)
+            for lk in pool.remaining:
+                pool.remaining[lk] -= 1 if lk == "nodes" else t.cap.get(lk, 0)
+            for v, k in sim[0].items():
+                cl = buckets[v]
+                while k:
+                    x = cl[0]
+                    m = min(k, len(x.pods) - x.placed)
+                    self._place(x, node, m)
+                    k -= m
+                    if x.placed >= len(x.pods):
+                        cl.pop(0)
+                counts[v] -= sim[0][v]
+                if not counts[v]:
+                    del counts[v]
+            self.nodes.append(node)
+            self.planned.append(node)
+            self.node_by_id[node.id] = node
 
     def _fill(self, node: _Node, live: list):
-        """Fill ``node`` from the classes in ``live`` choosing the one best aligned with its free room."""
+        """Fill ``node`` from the classes in ``live``: at each step the pods (grouped by request vector) that
+        keep the node's free CPU and memory fractions closest, larger pods first."""
         cap, used = node.cap, node.used
-        while True:
+        buckets: dict = {}
+        for c in live:
+            if c.placed < len(c.pods):
+                buckets.setdefault(c.vec, []).append(c)
+        c0, c1 = float(cap[0] or 1), float(cap[1] or 1)
+        blocked: set = set()
+        while buckets:
             free = [a - u for a, u in zip(cap, used)]
-            if free[0] <= 0 or free[1] <= 0:
+            if free[0] <= 0 or free[1] <= 0 or (len(free) > 2 and free[2] <= 0):
                 return
-            fc, fm = free[0] or 1, free[1] or 1
+            f0, f1 = free[0] / c0, free[1] / c1
             best = None
-            bscore = -1.0
-            for c in live:
-                if c.placed >= len(c.pods):
+            bscore = None
+            for v in buckets:
+                if v in blocked or any(x > f for x, f in zip(v, free) if x):
                     continue
-                v = c.vec
-                if any(x > f for x, f in zip(v, free) if x):
-                    continue
-                s = v[0] / fc + v[1] / fm
-                if s > bscore:
-                    best, bscore = c, s
+                a0, a1 = v[0] / c0, v[1] / c1
+                s = abs((f0 - a0) - (f1 - a1)) * 4.0 - (a0 + a1)
+                if bscore is None or s < bscore:
+                    best, bscore = v, s
             if best is None:
                 return
-            # chunk: as many as keep the node balanced (at least one)
-            nfit = self._fit_count(best.vec, cap, used)
-            v = best.vec
-            if v[0] and v[1]:
-                share = min(free[0] / v[0], free[1] / v[1])
-                chunk = max(1, int(share // 4))
-            else:
-                chunk = nfit
-            want = min(nfit, chunk, len(best.pods) - best.placed)
-            got = self._try_node(best, node, want)
+            cls = buckets[best]
+            c = cls[0]
+            nfit = self._fit_count(best, cap, used)
+            # chunk: a slice of what fits, so the balance can be corrected as the node fills
+            want = min(nfit, max(1, nfit // 6), len(c.pods) - c.placed)
+            got = self._try_node(c, node, want)
             if not got:
-                live = [c for c in live if c is not best]
-                if not live:
-                    return
+                blocked.add(best)
+                continue
+            if c.placed >= len(c.pods):
+                cls.pop(0)
+                if not cls:
+                    del buckets[best]
 
     # -- main -----------------------------------------------------------------------------------------------
     def run(self) -> SchedulingResult:
-        self._lp_cache: dict = {}
         self._inv_any = any(g.kind == INV for g in self.group_list)
         if self.classes:
             self._min_vec = [min(c.vec[i] for c in self.classes) for i in range(len(self.rindex))]
@@ -1113,24 +1191,26 @@ class _Solver:
         reqs = node.reqs
         used = node.used
         lim = node.limit_snapshot
-        cands = []
-        for t in pool.compat_types(reqs):
-            if all(a >= u for a, u in zip(t.avail, used)):
-                if lim and any((1 if k == "nodes" else t.cap.get(k, 0)) > v for k, v in lim.items()):
-                    continue
-                cands.append(t)
-        if node.target not in cands:
-            cands.append(node.target)
         wants_exotic = any(used[self.rpos[r]] for r in EXOTIC_RESOURCES if r in self.rpos) or any(
             k in reqs and not reqs.get(k).is_empty() and not reqs.get(k).complement for k in EXOTIC_KEYS)
-        if not wants_exotic:
-            plain = [t for t in cands if not t.exotic]
-            if plain:
-                cands = plain
-        priced = sorted(((t.cheapest(reqs), t) for t in cands), key=lambda x: (x[0].price, x[1].name))
-        # cheapest on-demand caps spot: spot offerings above it are not worth keeping
-        keep = _truncate([t for _, t in priced], reqs, self.max_types)
-        o, t0 = priced[0]
+        u0, u1 = used[0], used[1]
+        need_all = any(r.min_values for r in reqs)
+        plain, exotic = [], []
+        for price, o, t in pool.priced(reqs):
+            av = t.avail
+            if av[0] < u0 or av[1] < u1 or not all(a >= u for a, u in zip(av, used)):
+                continue
+            if lim and any((1 if k == "nodes" else t.cap.get(k, 0)) > v for k, v in lim.items()):
+                continue
+            (exotic if t.exotic and not wants_exotic else plain).append((price, o, t))
+            if not need_all and len(plain) >= self.max_types:
+                break
+        priced = plain or exotic
+        if not priced:
+            t = node.target
+            priced = [(t.cheapest(reqs).price, t.cheapest(reqs), t)]
+        keep = _truncate([t for _, _, t in priced], reqs, self.max_types)
+        _, o, t0 = priced[0]
         vals = {r: used[i] for i, r in enumerate(self.rindex) if used[i]}
         for k, v in pool.daemon.items():
             vals[k] = vals.get(k, 0) + v
@@ -1224,6 +1304,76 @@ def _describe(reqs: Requirements) -> str:
         else:
             parts.append(str(r))
     return ", ".join(sorted(parts))
+
+
+def _simulate(cap, counts: dict, y0: float, y1: float):
+    """Fill a node of capacity ``cap`` from ``counts`` ({request vector: pods left}) keeping its free CPU and
+    memory fractions balanced, larger pods first; returns ({vector: pods taken}, value at dual prices)."""
+    free = list(cap)
+    c0, c1 = float(cap[0] or 1), float(cap[1] or 1)
+    left = dict(counts)
+    taken: dict = {}
+    value = 0.0
+    n = len(free)
+    while left:
+        if free[0] <= 0 or free[1] <= 0 or free[2] <= 0:
+            break
+        f0, f1 = free[0] / c0, free[1] / c1
+        best = None
+        bscore = None
+        for v in left:
+            ok = True
+            for i in range(n):
+                if v[i] > free[i]:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            a0, a1 = v[0] / c0, v[1] / c1
+            s = abs((f0 - a0) - (f1 - a1)) * 4.0 - (a0 + a1)
+            if bscore is None or s < bscore:
+                best, bscore = v, s
+        if best is None:
+            break
+        fit = INF
+        for i in range(n):
+            if best[i]:
+                q = free[i] // best[i]
+                if q < fit:
+                    fit = q
+        k = min(left[best], max(1, fit // 6))
+        for i in range(n):
+            free[i] -= best[i] * k
+        taken[best] = taken.get(best, 0) + k
+        value += (y0 * best[0] + y1 * best[1]) * k
+        left[best] -= k
+        if not left[best]:
+            del left[best]
+    return taken, value
+
+
+def _lp_duals(items, C: float, M: float):
+    """Dual prices (per CPU unit, per memory unit) of the 2-resource covering LP."""
+    sol = _lp_pair(items, C, M)
+    if len(sol) == 2:
+        (a, _, _), (b, _, _) = sol
+        pa = next(p for o, c, m, p in items if o is a)
+        pb = next(p for o, c, m, p in items if o is b)
+        ca, ma = a.avail[0], a.avail[1]
+        cb, mb = b.avail[0], b.avail[1]
+        det = ca * mb - cb * ma
+        if det:
+            y0 = (pa * mb - pb * ma) / det
+            y1 = (ca * pb - cb * pa) / det
+            if y0 >= 0 and y1 >= 0:
+                return y0, y1
+    a = sol[0][0]
+    pa = next(p for o, c, m, p in items if o is a)
+    # single type: split its price by the share of each resource the demand uses
+    ca, ma = a.avail[0], a.avail[1]
+    u0, u1 = C / ca, M / ma
+    tot = u0 + u1
+    return pa * (u0 / tot) / ca, pa * (u1 / tot) / ma
 
 
 def _lp_pair(items, C: float, M: float):
