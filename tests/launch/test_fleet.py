@@ -249,3 +249,24 @@ def test_nothing_left_is_insufficient_capacity(launch_env):
     assert le["captured"] == []  # no CreateFleet call
     with pytest.raises(ValueError, match="capacity_type must be spot or on-demand"):
         FleetLauncher(env.ec2, CLUSTER, None).launch(_request(le, "reserved"))
+
+
+def test_mixed_arch_overrides_use_the_matching_template_and_image(env):
+    r = resolver(env).resolve(nodeclass())
+    arm = _types(2, "arm64")
+    for it in arm:
+        it.name = it.name.replace("m5", "m7g")
+        it.offerings = [Offering(o.zone, o.capacity_type, o.price - 0.09) for o in it.offerings]  # arm is cheaper
+    its = arm + _types(2)
+    refs = LaunchTemplates(env.ec2, CLUSTER).ensure_for(r, INFO, its, {}, [], [], "on-demand")
+    assert refs["m7g.large"].name != refs["m5.large"].name
+    req = LaunchRequest("nc-mixed", "default", "default", "on-demand", candidates_from_instance_types(its, "on-demand", zones=ZONES),
+                        refs, r.subnets_by_zone())
+    captured = []
+    env.ec2.meta.events.register("provide-client-params.ec2.CreateFleet", lambda params, **kw: captured.append(copy.deepcopy(params)))
+    res = FleetLauncher(env.ec2, CLUSTER, None).launch(req)
+    by_lt = {c["LaunchTemplateSpecification"]["LaunchTemplateName"]: {o["InstanceType"] for o in c["Overrides"]} for c in captured[0]["LaunchTemplateConfigs"]}
+    assert by_lt == {refs["m7g.large"].name: {"m7g.large", "m7g.xlarge"}, refs["m5.large"].name: {"m5.large", "m5.xlarge"}}
+    arm_ami = r.ami_for({"kubernetes.io/arch": "arm64"})
+    assert res.instance_type == "m7g.large" and res.image_id == arm_ami.id
+    assert _instance(env.ec2, res.instance_id)["ImageId"] == arm_ami.id

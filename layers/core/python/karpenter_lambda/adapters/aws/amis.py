@@ -50,6 +50,10 @@ class AMI:
     deprecation_time: str | None = None
     requirements: list[dict] = field(default_factory=list)  # NodeSelectorRequirements, arch included
 
+    def __getitem__(self, key: str):
+        """Dict-style access (``ami["id"]``) for callers treating AMIs as records."""
+        return getattr(self, key)
+
     def to_status(self) -> dict:
         out = {"id": self.id, "name": self.name, "requirements": [dict(r) for r in self.requirements]}
         if self.deprecated:
