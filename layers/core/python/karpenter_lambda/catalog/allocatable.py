@@ -76,6 +76,7 @@ class FamilyTraits:
     windows_build: str | None = None
 
 
+@lru_cache(maxsize=64)
 def family_traits(ami_family: str | None) -> FamilyTraits:
     """Traits of an EC2NodeClass ``amiFamily`` (None = AL2023, the v1 default alias family)."""
     fam = ami_family or "AL2023"

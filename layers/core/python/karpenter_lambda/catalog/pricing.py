@@ -122,6 +122,7 @@ def _category(instance_type: str) -> str:
     return letters
 
 
+@lru_cache(maxsize=65536)
 def spot_discount(instance_type: str, zone: str) -> float:
     """The spot/on-demand price ratio the estimate uses for ``instance_type`` in ``zone``.
 
