@@ -239,3 +239,35 @@ def test_model_factory_caches_per_binding(aws):
     s1.create(nodepool(weight=1))
     s2.create(nodepool(weight=2))
     assert s1.get("NodePool", "default").weight == 1 and s2.get("NodePool", "default").weight == 2
+
+
+def test_store_owns_uid_and_timestamps(store):
+    obj = nodepool()
+    obj.doc["metadata"].update(uid="foreign-uid", creationTimestamp="2001-01-01T00:00:00Z", generation=7, resourceVersion=None)
+    del obj.doc["metadata"]["resourceVersion"]
+    created = store.put(obj)
+    assert created.metadata["uid"] != "foreign-uid" and len(created.metadata["uid"]) == 36
+    assert created.metadata["creationTimestamp"] != "2001-01-01T00:00:00Z"
+    assert created.metadata["generation"] == 1
+
+
+def test_items_written_by_the_stack_are_readable_and_updatable(store):
+    """infra/nodepools.py writes NodePools with a low-level UpdateItem: no uid, timestamps or status."""
+    import json
+
+    import boto3
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    spec = nodepool().spec
+    ddb.update_item(
+        TableName="state-test", Key={"pk": {"S": "test-cluster#NodePool"}, "sk": {"S": "from-cdk"}},
+        UpdateExpression="SET #c = :c, #k = :k, #a = :a, #m = :m, #s = :s ADD #v :one",
+        ExpressionAttributeNames={"#c": "cluster", "#k": "kind", "#a": "apiVersion", "#m": "metadata", "#s": "spec", "#v": "version"},
+        ExpressionAttributeValues={":c": {"S": "test-cluster"}, ":k": {"S": "NodePool"}, ":a": {"S": "karpenter.sh/v1"},
+                                   ":m": {"S": json.dumps({"name": "from-cdk"})}, ":s": {"S": json.dumps(spec)}, ":one": {"N": "1"}},
+    )
+    got = store.get("NodePool", "from-cdk")
+    assert isinstance(got, NodePool) and got.spec == spec and got.metadata["resourceVersion"] == "1"
+    out = store.update_status("NodePool", "from-cdk", {"conditions": [{"type": "Ready", "status": "True"}]})
+    assert out.metadata["resourceVersion"] == "2" and len(out.metadata["uid"]) == 36
+    assert out.metadata["creationTimestamp"] and out.metadata["generation"] == 1
+    assert [o.name for o in store.list("NodePool")] == ["from-cdk"]

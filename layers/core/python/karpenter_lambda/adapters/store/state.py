@@ -84,6 +84,15 @@ def merge_patch(target: dict, patch: dict) -> dict:
     return out
 
 
+def _carry_system_metadata(meta: dict, old_meta: dict, created: str, spec_changed: bool) -> None:
+    """Set the store-owned metadata on a new revision: uid and creationTimestamp stay (or are assigned once),
+    generation starts at 1 and counts spec changes.  Whatever the caller put in these fields is ignored."""
+    meta["uid"] = old_meta.get("uid") or str(uuid.uuid4())
+    meta["creationTimestamp"] = old_meta.get("creationTimestamp") or created
+    meta["generation"] = int(old_meta.get("generation") or 0) + 1 if (spec_changed or not old_meta.get("generation")) \
+        else int(old_meta["generation"])
+
+
 def _normalised(doc: dict) -> dict:
     """``doc`` without empty ``status``/``spec`` (reading ``obj.status`` inserts an empty dict)."""
     return {k: v for k, v in doc.items() if not (k in ("status", "spec") and not v)}
@@ -224,14 +233,10 @@ class Store:
             if _normalised(new.doc) == _normalised(before):
                 return current
             doc = new.to_dict()
-            meta = doc.setdefault("metadata", {})
-            old_meta = before.get("metadata", {})
-            for key in ("uid", "creationTimestamp"):
-                if key in old_meta:
-                    meta[key] = old_meta[key]
-            meta["generation"] = int(old_meta.get("generation") or 1) + (doc.get("spec") != before.get("spec"))
-            new_item = self._to_item(kind, doc, version=item.version, created_at=item.created_at,
-                                     updated_at=rfc3339(self._clock()))
+            now = rfc3339(self._clock())
+            _carry_system_metadata(doc.setdefault("metadata", {}), before.get("metadata", {}), item.created_at or now,
+                                   spec_changed=(doc.get("spec") or None) != (before.get("spec") or None))
+            new_item = self._to_item(kind, doc, version=item.version, created_at=item.created_at or now, updated_at=now)
             try:
                 with self._errors(f"update {kind}/{name}", passthrough_conditional=True):
                     new_item.save()
@@ -297,18 +302,14 @@ class Store:
             if current is None:
                 if expected is not None:
                     raise Conflict(kind, name, self.cluster, f"resourceVersion {expected} was given but the object no longer exists")
-                meta["uid"] = meta.get("uid") or str(uuid.uuid4())
-                meta["creationTimestamp"] = now
-                meta["generation"] = 1
+                _carry_system_metadata(meta, {}, now, spec_changed=False)
                 version, created_at = None, now
             else:
                 if expected is not None and str(expected) != str(current.version):
                     raise Conflict(kind, name, self.cluster, f"resourceVersion {expected} is stale (stored: {current.version})")
                 old_meta = current.metadata or {}
-                for key in ("uid", "creationTimestamp"):
-                    if key in old_meta:
-                        meta[key] = old_meta[key]
-                meta["generation"] = int(old_meta.get("generation") or 1) + ((doc.get("spec") or None) != (current.spec or None))
+                _carry_system_metadata(meta, old_meta, current.created_at or now,
+                                       spec_changed=(doc.get("spec") or None) != (current.spec or None))
                 if keep_status:
                     if current.status:
                         doc["status"] = current.status
@@ -320,7 +321,7 @@ class Store:
                             if k.startswith(CONTROLLER_ANNOTATION_DOMAINS) and k not in (meta.get("annotations") or {})}
                     if kept:
                         meta["annotations"] = {**(meta.get("annotations") or {}), **kept}
-                version, created_at = current.version, current.created_at
+                version, created_at = current.version, current.created_at or now
             item = self._to_item(kind, doc, version=version, created_at=created_at, updated_at=now)
             try:
                 with self._errors(f"write {kind}/{name}", passthrough_conditional=True):
