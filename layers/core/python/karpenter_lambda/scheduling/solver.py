@@ -902,7 +902,7 @@ class _Solver:
                 pass
         # NodeClaims planned in this round: for required hostname affinity the nodes already holding a match,
         # else a window of the most recent ones that still have room
-        if c.placed < total and self.open:
+        if c.placed < total and self.planned:
             self._prune_open()
             cands = self.open[-window:]
             grow = False
@@ -999,6 +999,8 @@ class _Solver:
         for pool in self.pools:
             if not live:
                 return
+            if pool.has_min_values:
+                break  # minValues is checked pod by pod on the per-class path
             self._pack_new(pool, live)
             live = [c for c in live if left(c)]
         # 3. what is left goes through the per-class path (other NodePools, explanations)
@@ -1085,6 +1087,7 @@ class _Solver:
                     del counts[v]
             self.nodes.append(node)
             self.planned.append(node)
+            self.open.append(node)
             self.node_by_id[node.id] = node
 
     def _fill(self, node: _Node, live: list):
