@@ -46,7 +46,7 @@ def test_demo_command_on_the_repository_examples_in_a_fresh_process():
     proc = subprocess.run([env_py, "-m", "karpenter_lambda", "demo"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     stored = [l.split()[0] for l in proc.stdout.splitlines() if l.strip().endswith(")") and " created (resourceVersion 1)" in l]
-    files = sorted((REPO / "examples").glob("*.yaml"))
+    files = sorted(f for f in (REPO / "examples").iterdir() if f.suffix in (".yaml", ".yml", ".json"))
     assert files and stored
     import yaml
     expected = {f"{d['kind'].lower()}/{d['metadata']['name']}" for f in files for d in yaml.safe_load_all(f.read_text()) if d}
