@@ -408,9 +408,10 @@ class _Reflector:
         self.stop_event.wait(delay)
 
     def _list(self) -> str:
-        items: list[dict] = []
+        """Page through the collection (``page_size`` objects in memory at a time) and sync the handler."""
         token = None
         rv = ""
+        self.handler.on_list_begin()
         while True:
             kw: dict[str, Any] = {"limit": self.page_size, "_preload_content": False, "_request_timeout": (10, 60)}
             if token:
@@ -420,14 +421,16 @@ class _Reflector:
                 doc = json.loads(resp.data)
             finally:
                 resp.release_conn()
-            items.extend(doc.get("items") or [])
+            for item in doc.get("items") or []:
+                self.handler.on_list_item(item)
             meta = doc.get("metadata") or {}
             rv = rv or meta.get("resourceVersion") or ""
             token = meta.get("continue")
+            del doc
             if not token:
                 break
+        self.handler.on_list_end()
         self.stats.inc("lists")
-        self.handler.on_list(items)
         return rv
 
     def _watch(self, rv: str) -> str:
@@ -518,6 +521,7 @@ class _PodHandler:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
         self._known: dict[str, tuple[str, str, str]] = {}  # uid -> (namespace, name, nodeName)
+        self._old: dict[str, tuple[str, str, str]] = {}
         self._listed_once = False
 
     def forget(self, _url: str, key: str) -> None:
@@ -562,19 +566,23 @@ class _PodHandler:
             self._event("pod-bound", pod)
         self._known[uid] = (meta.get("namespace") or "", meta.get("name") or "", node)
 
-    def on_list(self, pods: list[dict]) -> None:
-        old = self._known
+    def on_list_begin(self) -> None:
+        self._old = self._known
         self._known = {}
-        for p in pods:
-            uid = (p.get("metadata") or {}).get("uid") or ""
-            if uid in old:
-                self._known[uid] = old[uid]
-            self._track(p, emit_bound=self._listed_once)
-            self._maybe_forward(p)
+
+    def on_list_item(self, p: dict) -> None:
+        uid = (p.get("metadata") or {}).get("uid") or ""
+        if uid in self._old:
+            self._known[uid] = self._old[uid]
+        self._track(p, emit_bound=self._listed_once)
+        self._maybe_forward(p)
+
+    def on_list_end(self) -> None:
         if self._listed_once:
-            for uid, (ns, name, node) in old.items():
+            for uid, (ns, name, node) in self._old.items():
                 if uid not in self._known:
                     self._event("pod-deleted", {"metadata": {"uid": uid, "namespace": ns, "name": name}, "spec": {"nodeName": node}})
+        self._old = {}
         self._listed_once = True
 
     def on_event(self, etype: str, pod: dict) -> None:
@@ -608,14 +616,18 @@ class _NodeHandler:
         self._digest[s["name"]] = d
         self._emit("ADDED" if prev is None else "MODIFIED", s)
 
-    def on_list(self, nodes: list[dict]) -> None:
-        names = set()
-        for n in nodes:
-            names.add((n.get("metadata") or {}).get("name"))
-            self._upsert(n)
-        for name in [n for n in self._digest if n not in names]:
+    def on_list_begin(self) -> None:
+        self._names: set = set()
+
+    def on_list_item(self, n: dict) -> None:
+        self._names.add((n.get("metadata") or {}).get("name"))
+        self._upsert(n)
+
+    def on_list_end(self) -> None:
+        for name in [n for n in self._digest if n not in self._names]:
             prev = json.loads(self._digest.pop(name))
             self._emit("DELETED", prev)
+        self._names = set()
 
     def on_event(self, etype: str, node: dict) -> None:
         if etype == "DELETED":
@@ -623,6 +635,48 @@ class _NodeHandler:
             self._emit("DELETED", node_summary(node))
         else:
             self._upsert(node)
+
+
+# ----------------------------------------------------------------------------- API access
+
+_QUERY_NAMES = {
+    "watch": "watch",
+    "resource_version": "resourceVersion",
+    "allow_watch_bookmarks": "allowWatchBookmarks",
+    "timeout_seconds": "timeoutSeconds",
+    "limit": "limit",
+    "_continue": "continue",
+}
+
+
+def _lister(api_client, path: str):
+    """``GET path`` through the official client's ApiClient (auth, TLS, token refresh included),
+    returning the raw urllib3 response.  Going through ``ApiClient`` rather than ``CoreV1Api``
+    keeps the 47k-line generated API module (about 20 MB) out of memory."""
+    from kubernetes.client.exceptions import ApiException
+
+    def call(_request_timeout=None, _preload_content=False, **kw):
+        query = []
+        for k, v in kw.items():
+            if v is None:
+                continue
+            if isinstance(v, bool):
+                v = "true" if v else "false"
+            query.append((_QUERY_NAMES[k], v))
+        params = api_client.param_serialize(
+            method="GET",
+            resource_path=path,
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        resp = api_client.call_api(*params, _request_timeout=_request_timeout)
+        if not 200 <= resp.status <= 299:
+            resp.read()
+            raise ApiException.from_response(http_resp=resp, body=None, data=None)
+        return resp.response
+
+    return call
 
 
 # ----------------------------------------------------------------------------- run
@@ -650,24 +704,21 @@ def run(
     ``api_client``: a ``kubernetes.client.ApiClient``.  ``sqs_client``: a boto3 SQS client.
     Returns the :class:`Stats` (pass your own to watch progress from another thread).
     """
-    from kubernetes import client as k8s
-
     if not queue_url:
         raise ValueError("queue_url (POD_QUEUE_URL) is required")
     if not cluster:
         raise ValueError("cluster (CLUSTER_NAME) is required")
     stats = stats or Stats()
-    core = k8s.CoreV1Api(api_client)
     sender = SqsBatchSender(sqs_client, stats, flush_interval=flush_interval, max_attempts=send_attempts)
     pods = _PodHandler(cluster, sender, queue_url, event_queue_url, stats, dedupe_size)
     sender.on_drop = pods.forget
     sender.start()
     reflectors = [
-        _Reflector("pods", core.list_pod_for_all_namespaces, pods, stop_event, stats, watch_timeout, backoff_base, backoff_cap, page_size)
+        _Reflector("pods", _lister(api_client, "/api/v1/pods"), pods, stop_event, stats, watch_timeout, backoff_base, backoff_cap, page_size)
     ]
     if event_queue_url:
         nodes = _NodeHandler(cluster, sender, event_queue_url, stats)
-        reflectors.append(_Reflector("nodes", core.list_node, nodes, stop_event, stats, watch_timeout, backoff_base, backoff_cap, page_size))
+        reflectors.append(_Reflector("nodes", _lister(api_client, "/api/v1/nodes"), nodes, stop_event, stats, watch_timeout, backoff_base, backoff_cap, page_size))
     log.info("watcher started", extra={"json": {"cluster": cluster, "queue": queue_url, "eventQueue": event_queue_url}})
     for r in reflectors:
         r.thread.start()
