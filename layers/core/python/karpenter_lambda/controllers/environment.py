@@ -103,10 +103,11 @@ class Environment:
 
     @cached_property
     def kube(self):
-        from ..adapters.kube import client as kube_client
+        from ..adapters.kube.client import KubeClient
+        from ..adapters.kube.token import TokenProvider
 
-        return kube_client.KubeClient.for_eks(self.cluster.endpoint, self.cluster.ca_b64, self.config.cluster,
-                                              session=self.session)
+        provider = TokenProvider(self.config.cluster, self.config.region, self.session)
+        return KubeClient.from_endpoint(self.cluster.endpoint, self.cluster.ca_b64, provider.token)
 
 
 _env: Environment | None = None

@@ -3,8 +3,9 @@
 ``Lifecycle(...).sweep(now) -> LifecycleReport``:
 
 * **Registered**: a Node with the NodeClaim's providerID exists.  The NodePool's template labels,
-  the NodeClaim's labels, annotations, taints and startup taints are applied to the Node (first
-  registration only, as Karpenter does), ``karpenter.sh/unregistered`` is removed, the Node gets
+  the NodeClaim's labels, annotations and taints are applied to the Node (startup taints come from the
+  kubelet's registration flags and are not re-added: the sweep polls, so an agent may already have
+  removed them), ``karpenter.sh/unregistered`` is removed, the Node gets
   ``karpenter.sh/registered=true`` and the NodeClaim ``status.nodeName``.
 * **Initialized**: the Node is Ready, none of the NodeClaim's startup taints remain and every
   requested extended resource is allocatable; the Node gets ``karpenter.sh/initialized=true``.
@@ -153,7 +154,7 @@ class Lifecycle:
                 continue
             tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
             owner = tags.get("karpenter.sh/nodeclaim")
-            if owner in nodeclaims and self.store.get("NodeClaim", owner) is not None:
+            if owner in nodeclaims or (owner and self.store.get("NodeClaim", owner) is not None):
                 continue
             launched = _epoch(inst.get("LaunchTime")) or now
             if now - launched < self.orphan_min_age:
@@ -208,7 +209,10 @@ class Lifecycle:
         annotations = dict(np.template_annotations) if np is not None else {}
         annotations.update({k: v for k, v in nc.annotations.items() if not k.startswith("karpenter-lambda.io/")})
         current = node.get("spec", {}).get("taints") or []
-        wanted = list(nc.spec.get("taints") or []) + list(nc.spec.get("startupTaints") or [])
+        # The kubelet registers with the taints and startup taints (userData --register-with-taints). A startup
+        # taint missing at registration was already removed by its agent (this sweep polls, Karpenter watches):
+        # re-adding it would block the node forever, so only the NodeClaim's regular taints are ensured here.
+        wanted = list(nc.spec.get("taints") or [])
         have = {(t.get("key"), t.get("effect")) for t in current}
         taints = [t for t in current if t.get("key") != wk.UNREGISTERED_TAINT_KEY]
         taints += [t for t in wanted if (t.get("key"), t.get("effect")) not in have]

@@ -111,19 +111,8 @@ def default_catalog_loader(ec2, region: str, nodeclass: EC2NodeClass | None, zon
     if hit is not None:
         return hit
     from ..adapters.aws import ec2_catalog
-    from ..catalog.instancetypes import build_instance_types
-    from ..catalog.pricing import PriceBook
 
-    raw = ec2_catalog.fetch_instance_types(ec2)
-    offerings = ec2_catalog.fetch_offerings(ec2)
-    prices = PriceBook.from_bundled(region)
-    try:
-        spot = ec2_catalog.fetch_spot_prices(ec2)
-        if spot:
-            prices = prices.with_spot(spot)
-    except Exception as e:  # spot history is optional: the estimate is used
-        log.debug("spot price history unavailable: %s", e)
-    types = build_instance_types(raw, offerings, prices, region, nodeclass=nodeclass, zones=zones, unavailable=unavailable)
+    types = ec2_catalog.load_catalog(ec2, region, nodeclass=nodeclass, unavailable=frozenset(unavailable), zones=zones)
     if len(_catalog_cache) > 64:
         _catalog_cache.clear()
     _catalog_cache[key] = types

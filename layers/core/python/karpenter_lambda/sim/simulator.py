@@ -1,0 +1,569 @@
+"""The embedded environment: the REAL handlers on moto + a local Kubernetes API, on a virtual clock.
+
+``Simulation(files, until=None).run() -> SimulationResult``
+
+Set-up (inside ``moto.mock_aws``): the manifests are loaded and validated; NodePools and EC2NodeClasses go
+to the DynamoDB store, workloads are expanded into pods (DaemonSets kept as DaemonSets) and created in the
+local Kubernetes API (:mod:`.kubeapi`); the account is seeded (:mod:`.aws`: VPC/subnets/security groups
+matching the EC2NodeClasses, node role, EKS AMIs + SSM alias parameters, an EKS cluster whose endpoint is
+the local API, tables, pod queue); the real watcher (``watcher/karpenter_lambda_watcher``) runs in a
+thread against the local API and sends to the SQS queue.
+
+Loop, on virtual time (:class:`.clock.VirtualClock`; the controllers read it through
+``controllers.runtime.set_clock``):
+
+1. the simulated kube-scheduler (:mod:`.kubescheduler`) binds pending pods where they fit and marks the
+   others ``PodScheduled=False/Unschedulable`` -- which the watcher forwards to SQS (real time, waited for);
+2. SQS messages are received into a batch that closes after 1 s idle or 10 s (virtual) -- Karpenter's
+   batching window -- and the provisioner handler (``functions/provisioner/handler.py``, imported by path)
+   is invoked with a real SQS event; failed records are redelivered, after 5 receives dead-lettered;
+3. instances launched in moto join as Nodes ``join_delay`` virtual seconds after launch (KWOK-like:
+   :mod:`.nodes`, labels and taints from the NodeClaim as the kubelet's userData flags would give) and turn
+   Ready ``ready_delay`` seconds later (startup taints removed, as an agent would);
+4. the lifecycle handler (``functions/lifecycle/handler.py``) runs every virtual minute.
+
+It stops when nothing changed for a full lifecycle interval, or at ``until`` virtual seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import importlib.util
+import io
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .clock import VirtualClock, format_elapsed
+
+BATCH_IDLE = 1.0
+BATCH_MAX = 10.0
+MAX_RECEIVES = 5
+DEFAULT_MAX_TIME = 6 * 3600.0
+
+
+class SimulationError(Exception):
+    """Bad input or a broken environment: the message says what to fix."""
+
+
+@dataclass
+class SimEvent:
+    time: float        # virtual seconds since the start
+    type: str
+    object: str
+    message: str
+
+    def to_dict(self) -> dict:
+        return {"time": round(self.time, 3), "type": self.type, "object": self.object, "message": self.message}
+
+
+@dataclass
+class SimulationResult:
+    nodeclaims: list[dict] = field(default_factory=list)
+    unschedulable: list[dict] = field(default_factory=list)
+    events: list[SimEvent] = field(default_factory=list)
+    cost_per_hour: float = 0.0
+    elapsed: float = 0.0          # virtual seconds simulated
+    wall_seconds: float = 0.0
+    pods_total: int = 0
+    pods_bound: int = 0
+    stopped_because: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "nodeClaims": self.nodeclaims,
+            "unschedulable": self.unschedulable,
+            "costPerHour": round(self.cost_per_hour, 6),
+            "events": [e.to_dict() for e in self.events],
+            "simulatedSeconds": round(self.elapsed, 3),
+            "pods": {"total": self.pods_total, "bound": self.pods_bound},
+            "stoppedBecause": self.stopped_because,
+        }
+
+
+def repo_root() -> Path:
+    """The checkout holding ``functions/`` (the package lives at layers/core/python/karpenter_lambda)."""
+    env = os.environ.get("KARPENTER_LAMBDA_REPO")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "functions" / "provisioner" / "handler.py").exists():
+            return parent
+    return here.parents[4]
+
+
+def load_module(path: Path, name: str):
+    if not path.exists():
+        raise SimulationError(f"cannot find {path}: run from a checkout of karpenter-lambda (or set KARPENTER_LAMBDA_REPO)")
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _LambdaContext:
+    def __init__(self, name: str):
+        self.function_name = name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
+        self.memory_limit_in_mb = 512
+        self.aws_request_id = "sim"
+        self.log_group_name = f"/aws/lambda/{name}"
+        self.log_stream_name = "sim"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+class Simulation:
+    def __init__(self, files, until: float | None = None, *, cluster: str = "sim-cluster", region: str = "us-east-1",
+                 k8s_version: str = "1.31", join_delay: float = 30.0, ready_delay: float = 15.0,
+                 lifecycle_interval: float = 60.0, max_time: float = DEFAULT_MAX_TIME,
+                 progress: Callable[[str], None] | None = None, on_event: Callable[[SimEvent], None] | None = None,
+                 setup_hook: Callable[["Simulation"], None] | None = None, handler_logs: io.TextIOBase | None = None):
+        self.files = [str(f) for f in files]
+        self.until = until
+        self.cluster = cluster
+        self.region = region
+        self.k8s_version = k8s_version
+        self.join_delay = join_delay
+        self.ready_delay = ready_delay
+        self.lifecycle_interval = lifecycle_interval
+        self.max_time = max_time
+        self.progress = progress or (lambda msg: None)
+        self.on_event = on_event
+        self.setup_hook = setup_hook
+        self.handler_logs = handler_logs
+        self.clock = VirtualClock()
+        self.events: list[SimEvent] = []
+        self.last_change = 0.0
+        self.reasons: dict[str, str] = {}      # pod key -> last unschedulable reason
+        self._timers: list[tuple[float, int, str, dict]] = []
+        self._seq = 0
+        self._joined: set[str] = set()         # instance ids that have (or will get) a node
+        self._receives: dict[str, int] = {}
+
+    # -- events -------------------------------------------------------------------------------
+    def emit(self, type_: str, obj: str, message: str) -> None:
+        ev = SimEvent(self.clock.elapsed, type_, obj, message)
+        self.events.append(ev)
+        self.last_change = self.clock.elapsed
+        if self.on_event:
+            self.on_event(ev)
+
+    def _schedule(self, at: float, kind: str, data: dict) -> None:
+        self._seq += 1
+        heapq.heappush(self._timers, (at, self._seq, kind, data))
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def _load(self):
+        from ..api.manifests import load_files
+        from ..api.workloads import expand_all
+
+        for f in self.files:
+            if not Path(f).exists():
+                raise SimulationError(f"{f}: no such file")
+        res = load_files(self.files, allow_other_kinds=True)
+        if res.issues:
+            raise SimulationError("invalid manifests:\n" + "\n".join(str(i) for i in res.issues))
+        nodepools = res.of_kind("NodePool")
+        nodeclasses = res.of_kind("EC2NodeClass")
+        others = [o for o in res.objects if o.kind not in ("NodePool", "EC2NodeClass", "NodeClaim")]
+        wl = expand_all(others)
+        if wl.issues:
+            raise SimulationError("invalid workloads:\n" + "\n".join(str(i) for i in wl.issues))
+        if not nodepools:
+            raise SimulationError("no NodePool in the input: add a karpenter.sh/v1 NodePool (see examples/demo/)")
+        return nodepools, nodeclasses, wl
+
+    def run(self) -> SimulationResult:
+        from moto import mock_aws
+
+        started = time.perf_counter()
+        nodepools, nodeclasses, wl = self._load()
+        saved_env = dict(os.environ)
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+        os.environ["AWS_DEFAULT_REGION"] = self.region
+        for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "KARPENTER_LAMBDA_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
+            os.environ.pop(var, None)
+        stop = threading.Event()
+        watcher_thread = None
+        server = None
+        try:
+            with mock_aws(), self._moto_clock():
+                from ..controllers import environment, runtime
+                from .aws import SimAccount
+                from .kubeapi import KubeAPIServer
+
+                server = KubeAPIServer(clock=self.clock, k8s_version=self.k8s_version)
+                url = server.start()
+                self.server = server
+                self.progress(f"local Kubernetes API at {url}; seeding moto")
+                account = SimAccount(self.cluster, self.region, self.k8s_version).create(nodeclasses, url)
+                self.account = account
+                os.environ.update(account.environment())
+                runtime.set_clock(self.clock)
+                environment.reset()
+                from ..adapters.store import Store
+
+                store = Store(self.cluster, table_name=account.state_table, region=self.region)
+                self.store = store
+                for obj in list(nodeclasses) + list(nodepools):
+                    store.put(obj)
+                for ds in wl.daemonsets:
+                    server.store.create("daemonsets", _strip(ds), (ds.get("metadata") or {}).get("namespace") or "default")
+                for pod in wl.pods:
+                    server.store.create("pods", _strip(pod), pod["metadata"].get("namespace") or "default")
+                self.pods_total = len(wl.pods)
+                self.emit("Applied", "manifests", f"{len(nodepools)} NodePools, {len(nodeclasses)} EC2NodeClasses, "
+                                                  f"{len(wl.pods)} pods, {len(wl.daemonsets)} DaemonSets")
+                if self.setup_hook:
+                    self.setup_hook(self)
+                root = repo_root()
+                self.provisioner = load_module(root / "functions" / "provisioner" / "handler.py", "sim_provisioner_handler")
+                self.lifecycle = load_module(root / "functions" / "lifecycle" / "handler.py", "sim_lifecycle_handler")
+                for mod in (self.provisioner, self.lifecycle):
+                    self._capture_logs(mod)
+                runtime.REPORT_HOOKS.append(self._on_report)
+                watcher_thread, self.watcher_stats = self._start_watcher(server, account, stop, root)
+                try:
+                    reason = self._loop()
+                finally:
+                    runtime.REPORT_HOOKS.remove(self._on_report)
+                result = self._result(reason)
+                stop.set()
+                if watcher_thread is not None:
+                    watcher_thread.join(timeout=5)
+                result.wall_seconds = time.perf_counter() - started
+                return result
+        finally:
+            stop.set()
+            if server is not None:
+                server.stop()
+            from ..controllers import environment, runtime
+
+            runtime.set_clock(None)
+            environment.reset()
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+    @contextlib.contextmanager
+    def _moto_clock(self):
+        """moto stamps instance launch times with its own utcnow(): make it virtual."""
+        import moto.ec2.models.instances as inst
+
+        original = inst.utcnow
+        inst.utcnow = self.clock.utcnow_naive
+        try:
+            yield
+        finally:
+            inst.utcnow = original
+
+    def _capture_logs(self, mod) -> None:
+        """Powertools loggers hold the stdout of their import time: point them at the log sink."""
+        logger = getattr(mod, "logger", None)
+        handler = getattr(logger, "registered_handler", None)
+        if handler is not None and hasattr(handler, "setStream"):
+            handler.setStream(self.handler_logs if self.handler_logs is not None else io.StringIO())
+
+    def _start_watcher(self, server, account, stop, root):
+        path = root / "watcher"
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+        from karpenter_lambda_watcher import watcher as w
+
+        import boto3
+
+        stats = w.Stats()
+        sqs = boto3.client("sqs", region_name=self.region)
+        api = server.api_client()
+        t = threading.Thread(target=w.run, name="sim-watcher", daemon=True,
+                             args=(api, sqs, account.queue_url, self.cluster, stop),
+                             kwargs={"flush_interval": 0.02, "stats": stats, "watch_timeout": 3600})
+        t.start()
+        stats.wait_for(lambda s: s.lists >= 1, timeout=10)
+        return t, stats
+
+    # -- the loop -------------------------------------------------------------------------------
+    def _loop(self) -> str:
+        import boto3
+
+        sqs = boto3.client("sqs", region_name=self.region)
+        ec2 = boto3.client("ec2", region_name=self.region)
+        batch: list[dict] = []
+        batch_first = batch_last = None
+        next_lifecycle = self.lifecycle_interval
+        self._schedule_pass()
+        while True:
+            self._kube_scheduler_pass()
+            self._wait_watcher()
+            got = self._receive(sqs)
+            if got:
+                now = self.clock.elapsed
+                batch.extend(got)
+                batch_first = now if batch_first is None else batch_first
+                batch_last = now
+            self._discover_instances(ec2)
+            # what happens next, in virtual time
+            candidates = [next_lifecycle]
+            if batch:
+                candidates.append(min(batch_last + BATCH_IDLE, batch_first + BATCH_MAX))
+            if self._timers:
+                candidates.append(self._timers[0][0])
+            t_next = min(candidates)
+            if self.until is not None and t_next > self.until:
+                self.clock.advance_to(self.clock.start + self.until)
+                return f"reached --until {format_elapsed(self.until)}"
+            if t_next > self.max_time:
+                return f"stopped at the {format_elapsed(self.max_time)} safety limit"
+            if not batch and not self._timers and self.until is None and \
+                    self.clock.elapsed - self.last_change >= self.lifecycle_interval and t_next == next_lifecycle:
+                return "nothing changed for a full lifecycle interval"
+            self.clock.advance_to(self.clock.start + t_next)
+            if batch and t_next >= min(batch_last + BATCH_IDLE, batch_first + BATCH_MAX):
+                self._invoke_provisioner(sqs, batch)
+                batch, batch_first, batch_last = [], None, None
+                continue
+            if self._timers and self._timers[0][0] <= t_next:
+                while self._timers and self._timers[0][0] <= self.clock.elapsed:
+                    _, _, kind, data = heapq.heappop(self._timers)
+                    self._fire(kind, data)
+                continue
+            self._invoke_lifecycle()
+            next_lifecycle += self.lifecycle_interval
+
+    def _schedule_pass(self):
+        pass
+
+    def _kube_scheduler_pass(self) -> None:
+        from . import kubescheduler
+
+        before = {p["metadata"]["uid"]: p for p in self.server.store.list("pods")}
+        kubescheduler.schedule_pending(self.server)
+        after = self.server.store.list("pods")
+        for p in after:
+            uid = p["metadata"]["uid"]
+            key = f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}"
+            old = before.get(uid) or {}
+            node = (p.get("spec") or {}).get("nodeName")
+            if node and not (old.get("spec") or {}).get("nodeName"):
+                self.emit("PodBound", f"pod/{key}", f"bound to {node}")
+            elif not node and _unschedulable(p) and not _unschedulable(old):
+                self.emit("PodPending", f"pod/{key}", "Unschedulable: no node fits; the watcher forwards it")
+
+    def _wait_watcher(self, settle: float = 0.08, limit: float = 5.0) -> None:
+        """Real time: let the watcher notice pod changes and flush them to SQS."""
+        stats = self.watcher_stats
+        deadline = time.monotonic() + limit
+        last = None
+        while time.monotonic() < deadline:
+            snap = stats.as_dict()
+            if snap == last:
+                return
+            last = snap
+            time.sleep(settle)
+
+    def _receive(self, sqs) -> list[dict]:
+        out = []
+        while True:
+            resp = sqs.receive_message(QueueUrl=self.account.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                       VisibilityTimeout=3600, AttributeNames=["All"], MessageAttributeNames=["All"])
+            msgs = resp.get("Messages", [])
+            if not msgs:
+                return out
+            out.extend(msgs)
+
+    def _invoke_provisioner(self, sqs, batch: list[dict]) -> None:
+        records = [_sqs_record(m, self.account.queue_url, self.region) for m in batch]
+        self.emit("ProvisionerInvoked", "function/provisioner", f"SQS batch of {len(records)} messages")
+        response = self._call(self.provisioner.handler, {"Records": records}, "provisioner")
+        failed = {f["itemIdentifier"] for f in (response or {}).get("batchItemFailures", [])}
+        for m in batch:
+            mid = m["MessageId"]
+            if mid in failed:
+                n = self._receives[mid] = self._receives.get(mid, 0) + 1
+                if n >= MAX_RECEIVES:
+                    sqs.delete_message(QueueUrl=self.account.queue_url, ReceiptHandle=m["ReceiptHandle"])
+                    sqs.send_message(QueueUrl=self.account.dlq_url, MessageBody=m["Body"])
+                    self.emit("MessageDeadLettered", f"message/{mid}", f"failed {n} times: moved to the DLQ")
+                else:
+                    sqs.change_message_visibility(QueueUrl=self.account.queue_url, ReceiptHandle=m["ReceiptHandle"],
+                                                  VisibilityTimeout=0)
+                    self.emit("RecordFailed", f"message/{mid}", "reported in batchItemFailures: will be redelivered")
+                continue
+            sqs.delete_message(QueueUrl=self.account.queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+    def _invoke_lifecycle(self) -> None:
+        event = {"version": "0", "id": "sim", "detail-type": "Scheduled Event", "source": "aws.events",
+                 "time": self.clock.isoformat(), "region": self.region, "resources": [], "detail": {}}
+        self._call(self.lifecycle.handler, event, "lifecycle")
+
+    def _call(self, fn, event, name):
+        sink = self.handler_logs if self.handler_logs is not None else io.StringIO()
+        with contextlib.redirect_stdout(sink):
+            return fn(event, _LambdaContext(f"{self.cluster}-{name}"))
+
+    def _on_report(self, kind: str, report) -> None:
+        if kind == "provision":
+            for x in report.launched:
+                self.emit("NodeClaimLaunched", f"nodeclaim/{x.nodeclaim}",
+                          f"{x.instance_type} {x.capacity_type} in {x.zone} ${x.price:.4f}/h ({x.instance_id}) for {len(x.pods)} pods")
+            for u in report.unschedulable:
+                if self.reasons.get(u["pod"]) != u["reason"]:
+                    self.emit("PodUnschedulable", f"pod/{u['pod']}", u["reason"])
+                self.reasons[u["pod"]] = u["reason"]
+            for d in report.duplicates:
+                self.emit("DuplicateSkipped", f"nodeclaim/{d}", "already provisioned: nothing launched")
+            for node, pods in report.existing.items():
+                self.emit("PodsNominated", f"node/{node}", f"{len(pods)} pods fit existing or in-flight capacity")
+        elif kind == "lifecycle":
+            for r in report.registered:
+                self.emit("NodeClaimRegistered", f"nodeclaim/{r['nodeClaim']}", f"node {r['node']} registered")
+            for r in report.initialized:
+                self.emit("NodeClaimInitialized", f"nodeclaim/{r['nodeClaim']}", f"node {r['node']} initialized")
+            for r in report.terminated:
+                self.emit("InstanceTerminated", f"instance/{r['instanceId']}", r["reason"])
+            for r in report.deleted:
+                self.emit("NodeClaimDeleted", f"nodeclaim/{r['nodeClaim']}", r["reason"])
+
+    # -- nodes (KWOK-like) ------------------------------------------------------------------------
+    def _discover_instances(self, ec2) -> None:
+        from ..controllers.runtime import parse_iso
+
+        resp = ec2.describe_instances(Filters=[{"Name": f"tag:kubernetes.io/cluster/{self.cluster}", "Values": ["owned"]},
+                                               {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        for r in resp.get("Reservations", []):
+            for inst in r.get("Instances", []):
+                iid = inst["InstanceId"]
+                if iid in self._joined:
+                    continue
+                self._joined.add(iid)
+                launched = inst["LaunchTime"].timestamp() - self.clock.start
+                self._schedule(max(launched, self.clock.elapsed) + self.join_delay, "join", {"instance": inst})
+
+    def _fire(self, kind: str, data: dict) -> None:
+        from . import nodes as simnodes
+
+        if kind == "join":
+            self._join(data["instance"])
+        elif kind == "ready":
+            name = data["node"]
+            if self.server.store.get("nodes", name) is None:
+                return
+            simnodes.set_node_ready(self.server, name, True)
+            if data.get("startup_taints"):
+                simnodes.remove_startup_taints(self.server, name, data["startup_taints"])
+            self.emit("NodeReady", f"node/{name}", "kubelet Ready" + (", startup taints removed" if data.get("startup_taints") else ""))
+
+    def _join(self, inst: dict) -> None:
+        from ..api.quantity import parse_resource_list
+        from ..controllers.cluster_state import provider_id
+        from . import nodes as simnodes
+
+        import boto3
+
+        ec2 = boto3.client("ec2", region_name=self.region)
+        iid = inst["InstanceId"]
+        cur = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+        if cur["State"]["Name"] not in ("pending", "running"):
+            return
+        tags = {t["Key"]: t["Value"] for t in cur.get("Tags") or []}
+        ncname = tags.get("karpenter.sh/nodeclaim")
+        nc = self.store.get("NodeClaim", ncname) if ncname else None
+        zone = cur["Placement"]["AvailabilityZone"]
+        labels, taints, startup, capacity, allocatable = {}, [], [], {}, None
+        if nc is not None:
+            labels = {k: v for k, v in nc.labels.items()}
+            taints = list(nc.spec.get("taints") or [])
+            startup = list(nc.spec.get("startupTaints") or [])
+            capacity = dict(nc.status.get("capacity") or {})
+            allocatable = dict(nc.status.get("allocatable") or {}) or None
+        if not capacity:
+            capacity = {"cpu": "2", "memory": "4Gi", "pods": "29"}
+        name = cur.get("PrivateDnsName") or f"ip-{iid}.{self.region}.compute.internal"
+        arch = labels.get("kubernetes.io/arch", "amd64")
+        node = simnodes.make_node(name, provider_id(zone, iid), cur["InstanceType"], zone, capacity, allocatable,
+                                  labels, taints + startup, ready=False, arch=arch, now=self.clock.isoformat())
+        simnodes.join_node(self.server, node)
+        self.emit("NodeJoined", f"node/{name}", f"{cur['InstanceType']} {iid} joined (not Ready yet)")
+        self._schedule(self.clock.elapsed + self.ready_delay, "ready", {"node": name, "startup_taints": startup})
+
+    # -- result -----------------------------------------------------------------------------------
+    def _result(self, reason: str) -> SimulationResult:
+        from ..controllers.provision import NOMINATED_PODS_ANNOTATION, PRICE_ANNOTATION
+
+        pods = self.server.store.list("pods")
+        by_node: dict[str, list[str]] = {}
+        pending = []
+        for p in pods:
+            key = f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}"
+            nn = (p.get("spec") or {}).get("nodeName")
+            if nn:
+                by_node.setdefault(nn, []).append(key)
+            else:
+                pending.append(key)
+        claims = []
+        cost = 0.0
+        for nc in sorted(self.store.list("NodeClaim"), key=lambda n: n.name):
+            price = float(nc.annotations.get(PRICE_ANNOTATION) or 0.0)
+            cost += price
+            node = nc.status.get("nodeName")
+            nominated = json.loads(nc.annotations.get(NOMINATED_PODS_ANNOTATION) or "[]")
+            claims.append({
+                "name": nc.name,
+                "nodePool": nc.labels.get("karpenter.sh/nodepool", ""),
+                "instanceType": nc.labels.get("node.kubernetes.io/instance-type", ""),
+                "zone": nc.labels.get("topology.kubernetes.io/zone", ""),
+                "capacityType": nc.labels.get("karpenter.sh/capacity-type", ""),
+                "pricePerHour": round(price, 6),
+                "nodeName": node,
+                "pods": sorted(by_node.get(node, [])) if node else sorted(nominated),
+                "providerID": nc.status.get("providerID"),
+                "ready": nc.is_true("Initialized"),
+            })
+        unsched = [{"pod": k, "reason": self.reasons.get(k, "pending: no provisioning decision yet")} for k in sorted(pending)]
+        bound = sum(len(v) for v in by_node.values())
+        self.emit("Done", "simulation", f"{reason}: {bound}/{len(pods)} pods bound, {len(claims)} NodeClaims, ${cost:.4f}/h")
+        return SimulationResult(nodeclaims=claims, unschedulable=unsched, events=list(self.events), cost_per_hour=cost,
+                                elapsed=self.clock.elapsed, pods_total=len(pods), pods_bound=bound, stopped_because=reason)
+
+
+def _strip(obj: dict) -> dict:
+    d = json.loads(json.dumps(obj))
+    d.pop("status", None)
+    meta = d.setdefault("metadata", {})
+    for k in ("resourceVersion", "creationTimestamp"):
+        meta.pop(k, None)
+    return d
+
+
+def _unschedulable(pod: dict) -> bool:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return c.get("status") == "False" and c.get("reason") == "Unschedulable"
+    return False
+
+
+def _sqs_record(m: dict, queue_url: str, region: str) -> dict:
+    """The record shape Lambda's SQS event source delivers."""
+    name = queue_url.rstrip("/").rsplit("/", 1)[-1]
+    return {
+        "messageId": m["MessageId"],
+        "receiptHandle": m["ReceiptHandle"],
+        "body": m["Body"],
+        "attributes": m.get("Attributes") or {"ApproximateReceiveCount": "1", "SentTimestamp": str(int(time.time() * 1000)),
+                                              "SenderId": "AIDASIM", "ApproximateFirstReceiveTimestamp": str(int(time.time() * 1000))},
+        "messageAttributes": m.get("MessageAttributes") or {},
+        "md5OfBody": m.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": f"arn:aws:sqs:{region}:123456789012:{name}",
+        "awsRegion": region,
+    }
