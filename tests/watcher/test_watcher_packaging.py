@@ -1,0 +1,69 @@
+"""The watcher's manifests, image inputs and entry point."""
+
+import ast
+from pathlib import Path
+
+import yaml
+
+WATCHER = Path(__file__).resolve().parents[2] / "watcher"
+
+
+def _docs():
+    out = []
+    for f in sorted((WATCHER / "manifests").glob("*.yaml")):
+        out.extend(d for d in yaml.safe_load_all(f.read_text()) if d)
+    return {(d["kind"], d["metadata"]["name"]): d for d in out}
+
+
+def test_manifests_are_least_privilege_and_non_root():
+    docs = _docs()
+    assert ("Namespace", "karpenter-lambda") in docs
+    sa = docs[("ServiceAccount", "karpenter-lambda-watcher")]
+    assert sa["metadata"]["namespace"] == "karpenter-lambda" and "eks.amazonaws.com/role-arn" in sa["metadata"]["annotations"]
+    role = docs[("ClusterRole", "karpenter-lambda-watcher")]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["get", "list", "watch"]}]
+    binding = docs[("ClusterRoleBinding", "karpenter-lambda-watcher")]
+    assert binding["subjects"][0]["name"] == "karpenter-lambda-watcher" and binding["roleRef"]["name"] == "karpenter-lambda-watcher"
+    dep = docs[("Deployment", "karpenter-lambda-watcher")]
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "karpenter-lambda-watcher"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    c = pod["containers"][0]
+    assert c["resources"]["requests"]["memory"] and c["resources"]["limits"]["memory"]
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False and c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {e["name"] for e in c["env"]} >= {"CLUSTER_NAME", "POD_QUEUE_URL", "EVENT_QUEUE_URL"}
+
+
+def test_watcher_imports_only_kubernetes_boto3_and_stdlib():
+    import sys
+
+    allowed = {"kubernetes", "boto3", "botocore", "urllib3"} | set(sys.stdlib_module_names)
+    for f in (WATCHER / "karpenter_lambda_watcher").glob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for n in names:
+                assert n.split(".")[0] in allowed, f"{f.name} imports {n}"
+    reqs = (WATCHER / "requirements.txt").read_text()
+    assert "kubernetes" in reqs and "boto3" in reqs and "karpenter" not in reqs.replace("# The watcher image installs only these (no karpenter_lambda package).", "")
+    assert "USER 65532" in (WATCHER / "Dockerfile").read_text()
+
+
+def test_main_refuses_to_start_without_queue_or_cluster(monkeypatch):
+    from karpenter_lambda_watcher.__main__ import main
+
+    import logging
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    monkeypatch.delenv("POD_QUEUE_URL", raising=False)
+    monkeypatch.setenv("CLUSTER_NAME", "c")
+    try:
+        assert main([]) == 2
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
