@@ -1,0 +1,126 @@
+"""`karpenter-lambda plan`: offline dry run over manifests, human table and the --json contract."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from karpenter_lambda.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+GPU_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: ml}
+spec:
+  containers:
+    - name: t
+      image: x
+      resources:
+        requests: {cpu: "4", memory: 16Gi, nvidia.com/gpu: "1"}
+        limits: {nvidia.com/gpu: "1"}
+"""
+
+HUGE_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: huge, namespace: default}
+spec:
+  containers:
+    - name: t
+      image: x
+      resources:
+        requests: {cpu: "2000", memory: 16Gi}
+"""
+
+
+def _plan_json(capsys, *files):
+    argv = ["plan", "--json"]
+    for f in files:
+        argv += ["-f", str(f)]
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+def test_plan_json_contract_and_accounting(capsys):
+    data = _plan_json(capsys, EXAMPLES / "default.yaml", EXAMPLES / "workloads" / "web.yaml")
+    assert set(data) >= {"nodeClaims", "unschedulable", "costPerHour"}
+    assert data["nodeClaims"], "pending pods must produce NodeClaims"
+    placed = []
+    for c in data["nodeClaims"]:
+        assert set(c) >= {"name", "nodePool", "instanceTypes", "instanceType", "zone", "capacityType", "pricePerHour", "pods"}
+        assert c["nodePool"] == "default"
+        assert 1 <= len(c["instanceTypes"]) <= 60
+        assert c["instanceType"] in c["instanceTypes"]
+        assert c["capacityType"] in ("on-demand", "spot")
+        assert c["zone"].startswith("us-east-1")
+        assert c["pricePerHour"] > 0
+        # the default NodePool allows only c/m/r generation > 4
+        for name in c["instanceTypes"]:
+            family = name.split(".")[0]
+            assert family[0] in "cmr", name
+            assert int("".join(ch for ch in family[1:] if ch.isdigit())[:1]) > 4, name
+        placed += c["pods"]
+    # 12 web + 6 api + 3 cache; the DaemonSet is overhead, not a pending pod
+    assert len(placed) + len(data["unschedulable"]) == 21
+    assert len(set(placed)) == len(placed)
+    assert data["costPerHour"] == pytest.approx(sum(c["pricePerHour"] for c in data["nodeClaims"]), rel=1e-6)
+    # hostname anti-affinity: the three cache pods land on three different NodeClaims
+    cache_claims = [c["name"] for c in data["nodeClaims"] for p in c["pods"] if p.startswith("shop/cache-")]
+    assert len(cache_claims) == 3 and len(set(cache_claims)) == 3
+
+
+def test_plan_explains_unschedulable_pods(tmp_path, capsys):
+    f = tmp_path / "pods.yaml"
+    f.write_text(GPU_POD + "---\n" + HUGE_POD)
+    data = _plan_json(capsys, EXAMPLES / "default.yaml", f)
+    reasons = {u["pod"]: u["reason"] for u in data["unschedulable"]}
+    assert set(reasons) == {"ml/trainer", "default/huge"}
+    assert "default" in reasons["ml/trainer"] and "nvidia.com/gpu" in reasons["ml/trainer"]
+    assert "default" in reasons["default/huge"]
+    assert data["nodeClaims"] == [] and data["costPerHour"] == 0
+
+
+def test_plan_gpu_nodepool_takes_gpu_pod(tmp_path, capsys):
+    f = tmp_path / "pods.yaml"
+    gpu_pod = GPU_POD.replace("containers:", "tolerations: [{key: nvidia.com/gpu, operator: Exists}]\n  containers:")
+    f.write_text(gpu_pod)
+    data = _plan_json(capsys, EXAMPLES / "default.yaml", EXAMPLES / "gpu.yaml", f)
+    assert not data["unschedulable"], data["unschedulable"]
+    (claim,) = data["nodeClaims"]
+    assert claim["pods"] == ["ml/trainer"]
+    assert claim["nodePool"] != "default"
+
+
+def test_plan_human_table(capsys):
+    code = main(["plan", "-f", str(EXAMPLES / "default.yaml"), "-f", str(EXAMPLES / "workloads" / "web.yaml")])
+    out = capsys.readouterr().out
+    assert code == 0
+    header = out.splitlines()[0]
+    for col in ("NODECLAIM", "NODEPOOL", "INSTANCE-TYPE", "ZONE", "CAPACITY", "PRICE/H", "PODS"):
+        assert col in header
+    assert "cost $" in out
+
+
+def test_plan_missing_nodeclass_is_an_error(tmp_path, capsys):
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "default.yaml").read_text()) if d and d["kind"] == "NodePool"]
+    f = tmp_path / "np.yaml"
+    f.write_text(yaml.safe_dump_all(docs))
+    code = main(["plan", "-f", str(f)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "EC2NodeClass 'default' is not in the given files" in err
+
+
+def test_plan_invalid_manifest_reports_field(tmp_path, capsys):
+    f = tmp_path / "bad.yaml"
+    f.write_text((EXAMPLES / "default.yaml").read_text().replace("consolidationPolicy:", "consolidationPolicyy:"))
+    code = main(["plan", "-f", str(f)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "NodePool/default: spec.disruption.consolidationPolicyy" in err
