@@ -30,9 +30,10 @@ bench: $(STAMP)
 	@mkdir -p .bench-out
 	$(PY) bench/run_all.py --out .bench-out
 
+# `make synth CLUSTER=my-cluster` synthesises the CDK app into cdk.out (bundles the layer locally).
+CLUSTER ?= demo
 synth: $(STAMP)
-	$(VENV)/bin/cdk --version >/dev/null 2>&1 || true
-	$(PY) app.py
+	CDK_CONTEXT_JSON='{"clusterName":"$(CLUSTER)"}' $(PY) app.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache cdk.out .cdk-home .bench-out
