@@ -148,7 +148,7 @@ class SchedulingResult:
 # internal structures
 # --------------------------------------------------------------------------------------------------------
 class _Type:
-    __slots__ = ("it", "name", "reqs", "avail", "cap", "exotic", "offers", "min_price")
+    __slots__ = ("it", "name", "reqs", "avail", "cap", "exotic", "offers", "min_price", "zc")
 
     def __init__(self, it: InstanceType, avail: tuple, cap: dict):
         self.it = it
@@ -161,6 +161,7 @@ class _Type:
                            or any(it.capacity.get(r, 0) > 0 for r in EXOTIC_RESOURCES))
         self.offers = [o for o in it.offerings if o.available]
         self.min_price = min((o.price for o in self.offers), default=INF)
+        self.zc = frozenset((o.zone, o.capacity_type) for o in self.offers)
         reqs = Requirements()
         for k in TYPE_KEYS:
             if k not in labels:
@@ -232,6 +233,7 @@ class _Pool:
         self._compat: dict = {}
         self.fit_cache: dict = {}
         self._priced: dict = {}
+        self._price_of: dict = {}
 
     def compat_types(self, reqs: Requirements) -> list[_Type]:
         """Pool types compatible with ``reqs`` (which already include the pool's) with an offering allowed by them."""
@@ -253,6 +255,14 @@ class _Pool:
                 hit.append((o.price, o, t))
             hit.sort(key=lambda x: (x[0], x[2].name))
             self._priced[sig] = hit
+        return hit
+
+    def price_of(self, reqs: Requirements) -> dict:
+        sig = reqs.signature()
+        hit = self._price_of.get(sig)
+        if hit is None:
+            hit = {t.name: p for p, _, t in self.priced(reqs)}
+            self._price_of[sig] = hit
         return hit
 
     def limit_ok(self, t: _Type) -> str | None:
@@ -353,6 +363,7 @@ class _Solver:
     def __init__(self, inp: SchedulingInput):
         self.inp = inp
         self.max_types = max(1, int(inp.max_instance_types or 60))
+        self.share_factor = 4
         self.unsched: list[Unschedulable] = []
         self._build_classes(inp.pods)
         rset = {"cpu", "memory", "pods"}
@@ -781,7 +792,10 @@ class _Solver:
         hit = pool.fit_cache.get(key)
         if hit is None:
             vec = c.vec
-            fitting = [t for t in pool.compat_types(reqs) if all(a >= v for a, v in zip(t.avail, vec))]
+            v0, v1 = vec[0], vec[1]
+            rest = [(i, v) for i, v in enumerate(vec) if i > 1 and v]
+            fitting = [t for p, _, t in pool.priced(reqs) if t.avail[0] >= v0 and t.avail[1] >= v1
+                       and all(t.avail[i] >= v for i, v in rest)]
             if not key[2]:
                 plain = [t for t in fitting if not t.exotic]
                 if plain:
@@ -854,18 +868,25 @@ class _Solver:
                     return 0
         self._counter += 1
         k = max(1, min(remaining, allow, 1 if c.ports else INF))
-        best = None if limited else best_cache.get(k)
+        # a node limited by topology to a few pods of this class is sized for several, so that other
+        # classes (and the bulk packing) can share it, as a NodeClaim that keeps larger types would
+        size_k = k if k >= remaining else min(remaining, self.share_factor * k)
+        best = None if limited else best_cache.get((k, size_k))
         if best is None:
+            # fitting is sorted by price: price / min(fit, k) >= price / k bounds the rest of the scan
             bkey = None
             zero = [0] * len(vec)
+            prices = pool.price_of(reqs)
             for t in fitting:
-                m = min(self._fit_count(vec, t.avail, zero), k)
-                price = t.cheapest(reqs).price
+                price = prices[t.name]
+                if bkey is not None and price / size_k > bkey[0]:
+                    break
+                m = min(self._fit_count(vec, t.avail, zero), size_k)
                 key = (price / m, -m, price)
                 if bkey is None or key < bkey:
                     best, bkey = t, key
             if not limited:
-                best_cache[k] = best
+                best_cache[(k, size_k)] = best
         node.target = best
         node.cap = best.avail
         node.limit_snapshot = dict(pool.remaining)
@@ -914,8 +935,13 @@ class _Solver:
                         grow = True
                     break
             for node in cands:
-                while c.placed < total and self._try_node(c, node, grow=grow):
+                while c.placed < total and self._try_node(c, node):
                     pass
+            if grow and c.placed < total:
+                # no room left next to the pods it must join: grow the least loaded of those nodes
+                for node in sorted(cands, key=lambda n: (n.used[0], n.order)):
+                    while c.placed < total and self._try_node(c, node, grow=True):
+                        pass
                 if c.placed >= total:
                     return True
         # new NodeClaims, NodePools by weight
@@ -987,10 +1013,14 @@ class _Solver:
         def left(c):
             return len(c.pods) - c.placed
         # 1. free room on existing nodes and planned nodes
+        live = [c for c in cl if left(c)]
         for node in self.existing_nodes + self.planned:
-            live = [c for c in cl if left(c)]
             if not live:
                 return
+            if not left(live[0]) or not left(live[-1]):
+                live = [c for c in live if left(c)]
+                if not live:
+                    return
             if node.fixed or self._fit_count(self._min_vec, node.cap, node.used) > 0:
                 self._fill(node, live)
         live = [c for c in cl if left(c)]
@@ -1196,12 +1226,13 @@ class _Solver:
         lim = node.limit_snapshot
         wants_exotic = any(used[self.rpos[r]] for r in EXOTIC_RESOURCES if r in self.rpos) or any(
             k in reqs and not reqs.get(k).is_empty() and not reqs.get(k).complement for k in EXOTIC_KEYS)
-        u0, u1 = used[0], used[1]
+        u0, u1, u2 = used[0], used[1], used[2]
+        rest = [(i, u) for i, u in enumerate(used) if i > 2 and u]
         need_all = any(r.min_values for r in reqs)
         plain, exotic = [], []
         for price, o, t in pool.priced(reqs):
             av = t.avail
-            if av[0] < u0 or av[1] < u1 or not all(a >= u for a, u in zip(av, used)):
+            if av[0] < u0 or av[1] < u1 or av[2] < u2 or (rest and not all(av[i] >= u for i, u in rest)):
                 continue
             if lim and any((1 if k == "nodes" else t.cap.get(k, 0)) > v for k, v in lim.items()):
                 continue
@@ -1244,7 +1275,9 @@ class _Union:
     """Stand-in target for a fresh node: the distinct (zone, capacity type) pairs the fitting types offer."""
 
     def __init__(self, types):
-        pairs = {(o.zone, o.capacity_type) for t in types for o in t.offers}
+        pairs = set()
+        for zc in {t.zc for t in types}:
+            pairs |= zc
         self.offers = [_ZC(z, ct) for z, ct in sorted(pairs)]
 
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env python
+"""Run every benchmark in bench/ (each ``bench/*.py`` except this one) with ``--json``.
+
+    python bench/run_all.py [--out DIR] [--only NAME ...]
+
+Each benchmark prints one JSON object per line; they are collected into ``DIR/<name>.json`` (a list)
+and ``DIR/all.json`` ({name: list}), and printed.  Exit 1 if a benchmark fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=".bench-out", help="directory for the JSON results (default .bench-out)")
+    ap.add_argument("--only", action="append", help="benchmark name(s) to run, e.g. scheduling")
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    names = sorted(f[:-3] for f in os.listdir(HERE) if f.endswith(".py") and f != "run_all.py" and not f.startswith("_"))
+    if a.only:
+        names = [n for n in names if n in a.only]
+    results: dict = {}
+    failed = []
+    for name in names:
+        print(f"== {name}", flush=True)
+        proc = subprocess.run([sys.executable, os.path.join(HERE, name + ".py"), "--json"], capture_output=True, text=True)
+        rows = []
+        for line in proc.stdout.splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    pass
+        if proc.returncode != 0:
+            failed.append(name)
+            sys.stderr.write(proc.stderr[-4000:])
+        results[name] = rows
+        with open(os.path.join(a.out, f"{name}.json"), "w") as f:
+            json.dump(rows, f, indent=2)
+        for r in rows:
+            print(json.dumps(r), flush=True)
+    with open(os.path.join(a.out, "all.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
