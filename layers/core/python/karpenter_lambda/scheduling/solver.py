@@ -162,6 +162,12 @@ class _Type:
         self.offers = [o for o in it.offerings if o.available]
         self.min_price = min((o.price for o in self.offers), default=INF)
         self.zc = frozenset((o.zone, o.capacity_type) for o in self.offers)
+        # the requirements an instance type offers depend only on its labels and offerings: cached on the object
+        ck = (tuple(sorted(labels.items())), self.zc)
+        cached = it.__dict__.get("_scheduling_reqs")
+        if cached is not None and cached[0] == ck:
+            self.reqs = cached[1]
+            return
         reqs = Requirements()
         for k in TYPE_KEYS:
             if k not in labels:
@@ -172,6 +178,7 @@ class _Type:
         reqs.add(Requirement(L.ZONE, False, {o.zone for o in self.offers}))
         reqs.add(Requirement(L.CAPACITY_TYPE, False, {o.capacity_type for o in self.offers}))
         self.reqs = reqs
+        it.__dict__["_scheduling_reqs"] = (ck, reqs)
 
     def cheapest(self, reqs: Requirements):
         z = reqs.get(L.ZONE)
@@ -234,6 +241,8 @@ class _Pool:
         self.fit_cache: dict = {}
         self._priced: dict = {}
         self._price_of: dict = {}
+        self._union: dict = {}
+        self._blocks: dict = {}
 
     def compat_types(self, reqs: Requirements) -> list[_Type]:
         """Pool types compatible with ``reqs`` (which already include the pool's) with an offering allowed by them."""
@@ -255,6 +264,31 @@ class _Pool:
                 hit.append((o.price, o, t))
             hit.sort(key=lambda x: (x[0], x[2].name))
             self._priced[sig] = hit
+        return hit
+
+    def priced_fitting(self, reqs: Requirements, cpu: int, mem: int, pods: int):
+        """Iterate ``priced(reqs)`` skipping blocks of 32 types none of which has the cpu / memory / pods."""
+        sig = reqs.signature()
+        blocks = self._blocks.get(sig)
+        pr = self.priced(reqs)
+        if blocks is None:
+            blocks = []
+            for i in range(0, len(pr), 32):
+                chunk = pr[i:i + 32]
+                blocks.append((max(x[2].avail[0] for x in chunk), max(x[2].avail[1] for x in chunk),
+                               max(x[2].avail[2] for x in chunk), i, i + len(chunk)))
+            self._blocks[sig] = blocks
+        for mc, mm, mp, i, j in blocks:
+            if mc >= cpu and mm >= mem and mp >= pods:
+                for k in range(i, j):
+                    yield pr[k]
+
+    def union(self, reqs: Requirements) -> "_Union":
+        sig = reqs.signature()
+        hit = self._union.get(sig)
+        if hit is None:
+            hit = _Union([t for _, _, t in self.priced(reqs)])
+            self._union[sig] = hit
         return hit
 
     def price_of(self, reqs: Requirements) -> dict:
@@ -800,7 +834,7 @@ class _Solver:
                 plain = [t for t in fitting if not t.exotic]
                 if plain:
                     fitting = plain
-            hit = (fitting, _Union(fitting), {})
+            hit = (fitting, pool.union(reqs), {})
             pool.fit_cache[key] = hit
         return hit
 
@@ -836,9 +870,7 @@ class _Solver:
                 lv = pool.limits[k]
                 why.append(f"NodePool {pool.name}: limits {k} {format_resource(k, lv) if k != 'nodes' else lv} reached")
                 return 0
-            if len(within) != len(fitting):
-                fitting = within
-                union = _Union(fitting)
+            fitting = within
         if pool.has_min_values:
             err = self._min_values_error(pool, reqs, vec)
             if err:
@@ -1230,7 +1262,7 @@ class _Solver:
         rest = [(i, u) for i, u in enumerate(used) if i > 2 and u]
         need_all = any(r.min_values for r in reqs)
         plain, exotic = [], []
-        for price, o, t in pool.priced(reqs):
+        for price, o, t in pool.priced_fitting(reqs, u0, u1, u2):
             av = t.avail
             if av[0] < u0 or av[1] < u1 or av[2] < u2 or (rest and not all(av[i] >= u for i, u in rest)):
                 continue
