@@ -79,6 +79,8 @@ def test_adjust_lowers_usage_to_actual(ddb):
 
 
 def test_concurrent_commits_never_exceed_limit(ddb):
+    from karpenter_lambda.sim.world import atomic_aws_requests
+
     c = LaunchClaims(ddb, "c1", TABLE)
     results = []
     lock = threading.Lock()
@@ -89,9 +91,10 @@ def test_concurrent_commits_never_exceed_limit(ddb):
             results.append(r.ok)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with atomic_aws_requests():  # each DynamoDB request atomic, as in AWS (moto alone is not thread-safe)
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     assert results.count(True) == 5
     assert c.usage("np")[0]["cpu"] == 5000

@@ -42,6 +42,7 @@ from typing import Callable
 
 from .clock import VirtualClock, format_elapsed
 
+UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}  # kubelet registers with it (userData)
 BATCH_IDLE = 1.0
 BATCH_MAX = 10.0
 MAX_RECEIVES = 5
@@ -491,7 +492,7 @@ class Simulation:
         name = cur.get("PrivateDnsName") or f"ip-{iid}.{self.region}.compute.internal"
         arch = labels.get("kubernetes.io/arch", "amd64")
         node = simnodes.make_node(name, provider_id(zone, iid), cur["InstanceType"], zone, capacity, allocatable,
-                                  labels, taints + startup, ready=False, arch=arch, now=self.clock.isoformat())
+                                  labels, taints + startup + [UNREGISTERED], ready=False, arch=arch, now=self.clock.isoformat())
         simnodes.join_node(self.server, node)
         self.emit("NodeJoined", f"node/{name}", f"{cur['InstanceType']} {iid} joined (not Ready yet)")
         self._schedule(self.clock.elapsed + self.ready_delay, "ready", {"node": name, "startup_taints": startup})

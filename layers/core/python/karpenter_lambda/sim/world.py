@@ -1,0 +1,280 @@
+"""A step-by-step simulated world for tests: moto + local Kubernetes API + the real handlers, no loop.
+
+    with World(manifest_text) as w:
+        pods = w.add_pods(deployment_pods)            # pending, PodScheduled=False/Unschedulable
+        resp = w.provision(w.sqs_event(pods))          # the real provisioner handler on a real SQS event
+        w.join_all(ready=True)                         # nodes for the launched instances (KWOK-like)
+        report = w.sweep()                             # the real lifecycle handler
+        w.schedule()                                   # the simulated kube-scheduler binds pods
+
+Everything runs inside ``moto.mock_aws`` on a :class:`VirtualClock` (``w.clock.advance(...)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+
+from .clock import VirtualClock
+
+UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}  # kubelet registers with it (userData)
+from .simulator import _LambdaContext, load_module, repo_root
+
+
+class World:
+    def __init__(self, manifests: str | list, cluster: str = "test-cluster", region: str = "us-east-1",
+                 k8s_version: str = "1.31"):
+        self.manifests = manifests
+        self.cluster = cluster
+        self.region = region
+        self.k8s_version = k8s_version
+        self.clock = VirtualClock()
+        self.logs = io.StringIO()
+        self._stack = contextlib.ExitStack()
+
+    # -- set-up / tear-down -------------------------------------------------------------------
+    def __enter__(self) -> "World":
+        from moto import mock_aws
+
+        from ..api.manifests import load_text
+        from ..controllers import environment, runtime
+        from .aws import SimAccount
+        from .kubeapi import KubeAPIServer
+
+        if isinstance(self.manifests, str):
+            res = load_text(self.manifests, "<world>")
+            if res.issues:
+                raise ValueError("invalid manifests: " + "; ".join(str(i) for i in res.issues))
+            objects = res.objects
+        else:
+            objects = list(self.manifests)
+        self._saved_env = dict(os.environ)
+        self._stack.callback(self._restore_env)
+        self._stack.enter_context(mock_aws())
+        import moto.ec2.models.instances as inst
+
+        original = inst.utcnow
+        inst.utcnow = self.clock.utcnow_naive
+        self._stack.callback(setattr, inst, "utcnow", original)
+        self.server = KubeAPIServer(clock=self.clock, k8s_version=self.k8s_version)
+        self.url = self.server.start()
+        self._stack.callback(self.server.stop)
+        nodeclasses = [o for o in objects if o.kind == "EC2NodeClass"]
+        self.account = SimAccount(self.cluster, self.region, self.k8s_version).create(nodeclasses, self.url)
+        os.environ.update(self.account.environment())
+        runtime.set_clock(self.clock)
+        environment.reset()
+        self._stack.callback(environment.reset)
+        self._stack.callback(runtime.set_clock, None)
+        self.env = environment.get_environment()
+        self.store = self.env.store
+        for o in sorted(objects, key=lambda o: o.kind != "EC2NodeClass"):
+            self.store.put(o)
+        root = repo_root()
+        self.provisioner = load_module(root / "functions" / "provisioner" / "handler.py", "world_provisioner_handler")
+        self.lifecycle = load_module(root / "functions" / "lifecycle" / "handler.py", "world_lifecycle_handler")
+        for mod in (self.provisioner, self.lifecycle):
+            handler = getattr(getattr(mod, "logger", None), "registered_handler", None)
+            if handler is not None and hasattr(handler, "setStream"):
+                handler.setStream(self.logs)
+        self.ec2 = self.env.ec2
+        import boto3
+
+        self.sqs = boto3.client("sqs", region_name=self.region)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def _restore_env(self) -> None:
+        os.environ.clear()
+        os.environ.update(self._saved_env)
+
+    # -- pods ---------------------------------------------------------------------------------------
+    def add_pods(self, pods: list[dict]) -> list[dict]:
+        """Create pods in the API as pending (PodScheduled=False/Unschedulable); returns them as stored."""
+        out = []
+        for p in pods:
+            d = json.loads(json.dumps(p))
+            d.pop("status", None)
+            ns = d.setdefault("metadata", {}).setdefault("namespace", "default")
+            d["metadata"].pop("uid", None)
+            created = self.server.store.create("pods", d, ns)
+            created = self.server.store.patch("pods", created["metadata"]["name"], {"status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes are available"}]}},
+                namespace=ns, subresource="status")
+            out.append(created)
+        return out
+
+    def message_body(self, pod: dict) -> str:
+        return json.dumps({"type": "pod", "pod": pod, "cluster": self.cluster, "sentAt": self.clock.isoformat()})
+
+    def sqs_event(self, pods: list[dict] | None = None, bodies: list[str] | None = None) -> dict:
+        """Send the messages through the real (moto) queue and return Lambda's SQS event for them."""
+        from .simulator import _sqs_record
+
+        bodies = list(bodies or []) + [self.message_body(p) for p in pods or []]
+        for b in bodies:
+            self.sqs.send_message(QueueUrl=self.account.queue_url, MessageBody=b)
+        msgs = []
+        while len(msgs) < len(bodies):
+            got = self.sqs.receive_message(QueueUrl=self.account.queue_url, MaxNumberOfMessages=10,
+                                           VisibilityTimeout=3600, AttributeNames=["All"]).get("Messages", [])
+            if not got:
+                break
+            msgs.extend(got)
+        return {"Records": [_sqs_record(m, self.account.queue_url, self.region) for m in msgs]}
+
+    # -- handlers ---------------------------------------------------------------------------------
+    def provision(self, event: dict) -> dict:
+        with contextlib.redirect_stdout(self.logs):
+            return self.provisioner.handler(event, _LambdaContext(f"{self.cluster}-provisioner"))
+
+    def sweep(self) -> dict:
+        event = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.events", "time": self.clock.isoformat(),
+                 "region": self.region, "resources": [], "detail": {}}
+        with contextlib.redirect_stdout(self.logs):
+            return self.lifecycle.handler(event, _LambdaContext(f"{self.cluster}-lifecycle"))
+
+    def schedule(self):
+        from . import kubescheduler
+
+        return kubescheduler.schedule_pending(self.server)
+
+    # -- EC2 / nodes ------------------------------------------------------------------------------
+    def instances(self, states=("pending", "running")) -> list[dict]:
+        resp = self.ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": list(states)}])
+        return [i for r in resp["Reservations"] for i in r["Instances"]]
+
+    def join(self, instance: dict, ready: bool = True, remove_startup_taints: bool = True) -> dict:
+        """The kubelet of ``instance`` registers a Node (labels/taints from its NodeClaim, as userData passes them)."""
+        from ..controllers.cluster_state import provider_id
+        from . import nodes as simnodes
+
+        tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
+        nc = self.store.get("NodeClaim", tags.get("karpenter.sh/nodeclaim", ""))
+        zone = instance["Placement"]["AvailabilityZone"]
+        labels = dict(nc.labels) if nc else {}
+        taints = list(nc.spec.get("taints") or []) if nc else []
+        startup = list(nc.spec.get("startupTaints") or []) if nc else []
+        capacity = dict(nc.status.get("capacity") or {}) if nc else {"cpu": "2", "memory": "4Gi", "pods": "29"}
+        alloc = dict(nc.status.get("allocatable") or {}) if nc else None
+        name = instance.get("PrivateDnsName") or f"node-{instance['InstanceId']}"
+        node = simnodes.make_node(name, provider_id(zone, instance["InstanceId"]), instance["InstanceType"], zone, capacity,
+                                  alloc or None, labels, taints + startup + [UNREGISTERED], ready=False,
+                                  arch=labels.get("kubernetes.io/arch", "amd64"), now=self.clock.isoformat())
+        simnodes.join_node(self.server, node)
+        if ready:
+            simnodes.set_node_ready(self.server, name, True)
+            if startup and remove_startup_taints:
+                simnodes.remove_startup_taints(self.server, name, startup)
+        return self.server.store.get("nodes", name)
+
+    def join_all(self, ready: bool = True) -> list[dict]:
+        have = {(n.get("spec") or {}).get("providerID") for n in self.server.store.list("nodes")}
+        out = []
+        for inst in self.instances():
+            pid = f"aws:///{inst['Placement']['AvailabilityZone']}/{inst['InstanceId']}"
+            if pid not in have:
+                out.append(self.join(inst, ready=ready))
+        return out
+
+
+# -- a small scenario for tests ---------------------------------------------------------------------
+TEST_MANIFESTS = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    metadata:
+      labels:
+        team: platform
+      annotations:
+        example.com/owner: platform
+    spec:
+      requirements:
+        - key: kubernetes.io/arch
+          operator: In
+          values: ["amd64"]
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: ["on-demand"]
+        - key: karpenter.k8s.aws/instance-family
+          operator: In
+          values: ["m5", "c5", "m6i"]
+      taints:
+        - key: dedicated
+          value: apps
+          effect: NoSchedule
+      startupTaints:
+        - key: example.com/agent-not-ready
+          effect: NoSchedule
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: default
+  limits:
+    cpu: "%(cpu_limit)s"
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-test
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: test-cluster
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: test-cluster
+  tags:
+    team: platform
+"""
+
+
+def scenario_manifests(cpu_limit="1000"):
+    return TEST_MANIFESTS % {"cpu_limit": cpu_limit}
+
+
+def make_pod(name, cpu="500m", memory="512Mi", owner="web", tolerate=True, **spec_extra):
+    spec = {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+    if tolerate:
+        spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "apps", "effect": "NoSchedule"}]
+    spec.update(spec_extra)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": owner},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": f"rs-{owner}", "controller": True}]},
+            "spec": spec}
+
+
+@contextlib.contextmanager
+def atomic_aws_requests():
+    """Make every in-process moto request atomic, as each real DynamoDB request is.
+
+    moto's backends are not thread-safe: a conditional write (or a transaction) checks and then writes
+    without a lock, so two threads can both pass the same condition -- something real DynamoDB never
+    allows.  Concurrency tests run under this context manager so they test our conditions, not moto's race.
+    """
+    import threading
+
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    lock = threading.RLock()
+    original = BotocoreStubber.process_request
+
+    def process_request(self, request):
+        with lock:
+            return original(self, request)
+
+    BotocoreStubber.process_request = process_request
+    try:
+        yield
+    finally:
+        BotocoreStubber.process_request = original
