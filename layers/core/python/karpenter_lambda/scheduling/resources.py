@@ -11,6 +11,21 @@ class PodSpecError(ValueError):
     """A pod whose resources cannot be read (names the field)."""
 
 
+_VALUES: dict = {}
+
+
+def _value(name: str, q) -> int:
+    key = (name, q) if isinstance(q, (str, int)) and not isinstance(q, bool) else None
+    if key is not None:
+        hit = _VALUES.get(key)
+        if hit is not None:
+            return hit
+    v = resource_value(name, q)
+    if key is not None and len(_VALUES) < 50000:
+        _VALUES[key] = v
+    return v
+
+
 def _container_requests(c: dict, where: str) -> dict[str, int]:
     res = c.get("resources") or {}
     req = res.get("requests")
@@ -19,9 +34,9 @@ def _container_requests(c: dict, where: str) -> dict[str, int]:
     try:
         # Kubernetes defaults a missing request to the limit.
         for name, q in lim.items():
-            out[name] = resource_value(name, q)
+            out[name] = _value(name, q)
         for name, q in (req or {}).items():
-            out[name] = resource_value(name, q)
+            out[name] = _value(name, q)
     except QuantityError as e:
         raise PodSpecError(f"{where}.resources: {e}") from None
     return out

@@ -697,8 +697,11 @@ class _Solver:
         return allow, chosen
 
     def _record(self, c: _Class, node: _Node, n: int):
+        doms: dict = {}
         for g in c.member:
-            d = node.domains(g.key)
+            d = doms.get(g.key)
+            if d is None:
+                d = doms[g.key] = node.domains(g.key)
             if len(d) == 1:
                 g.record(d[0], n)
             elif g.kind == T.ANTI and d:
@@ -1341,6 +1344,15 @@ def _truncate(types: list, reqs: Requirements, n: int) -> list:
 
 
 def _wants_exotic(c: _Class) -> bool:
+    hit = c.errors.get("exotic")
+    if hit is not None and hit[0] is c.sig:
+        return hit[1]
+    v = _wants_exotic_uncached(c)
+    c.errors["exotic"] = (c.sig, v)
+    return v
+
+
+def _wants_exotic_uncached(c: _Class) -> bool:
     if any(c.req.get(r, 0) for r in EXOTIC_RESOURCES):
         return True
     for k in EXOTIC_KEYS:
