@@ -68,8 +68,8 @@ def synthetic_catalog():
         ("r6gd", 8, 0.0576, "arm64"), ("m5n", 4, 0.0595, "amd64"), ("c5n", 2.625, 0.054, "amd64"), ("r5n", 8, 0.0745, "amd64"),
         ("x2gd", 16, 0.0835, "arm64"), ("z1d", 8, 0.093, "amd64"), ("i3", 7.625, 0.078, "amd64"), ("i4i", 8, 0.0858, "amd64"),
     ]
-    sizes = [("large", 2), ("xlarge", 4), ("2xlarge", 8), ("4xlarge", 16), ("8xlarge", 32), ("12xlarge", 48),
-             ("16xlarge", 64), ("24xlarge", 96)]
+    sizes = [("medium", 1), ("large", 2), ("xlarge", 4), ("2xlarge", 8), ("4xlarge", 16), ("8xlarge", 32), ("12xlarge", 48),
+             ("16xlarge", 64), ("24xlarge", 96), ("32xlarge", 128), ("48xlarge", 192)]
     out = []
     for fam, ratio, per, arch in fams:
         for size, v in sizes:
