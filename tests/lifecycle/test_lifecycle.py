@@ -1,0 +1,75 @@
+"""The real lifecycle handler: liveness, garbage collection, stale launch claims."""
+
+from karpenter_lambda.sim.world import make_pod
+
+
+def launch_one(world, name="web-0"):
+    world.provision(world.sqs_event(world.add_pods([make_pod(name)])))
+    (inst,) = world.instances()
+    (nc,) = world.store.list("NodeClaim")
+    return inst, nc
+
+
+def test_orphan_instances_are_terminated_after_30s(world):
+    image = world.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = [{"Key": f"kubernetes.io/cluster/{world.cluster}", "Value": "owned"}, {"Key": "karpenter.sh/nodeclaim", "Value": "ghost"}]
+    orphan = world.ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large",
+                                     TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])["Instances"][0]["InstanceId"]
+    other = world.ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large")["Instances"][0]["InstanceId"]
+    world.clock.advance(10)
+    assert world.sweep()["terminated"] == []  # too young: may be a launch whose NodeClaim is being written
+    world.clock.advance(25)
+    report = world.sweep()
+    assert [t["instanceId"] for t in report["terminated"]] == [orphan]
+    states = {i["InstanceId"]: i["State"]["Name"] for r in world.ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    assert states[orphan] in ("shutting-down", "terminated")
+    assert states[other] == "running"  # not tagged for this cluster: never touched
+
+
+def test_instances_with_a_nodeclaim_are_kept(world):
+    inst, nc = launch_one(world)
+    world.clock.advance(120)
+    report = world.sweep()
+    assert report["terminated"] == [] and report["deleted"] == []
+    assert world.store.get("NodeClaim", nc.name) is not None
+
+
+def test_nodeclaim_whose_instance_vanished_is_deleted(world):
+    inst, nc = launch_one(world)
+    node = world.join(inst, ready=True)
+    world.sweep()
+    world.ec2.terminate_instances(InstanceIds=[inst["InstanceId"]])
+    report = world.sweep()
+    assert report["deleted"] == [{"nodeClaim": nc.name, "reason": f"instance {inst['InstanceId']} is terminated"}]
+    assert world.store.get("NodeClaim", nc.name) is None
+    assert world.server.store.get("nodes", node["metadata"]["name"]) is None
+    totals, claims = world.env.claims.usage("default")
+    assert claims == {} and totals["cpu"] == 0
+    assert world.env.claims.reservations() == {}
+
+
+def test_registration_timeout_terminates_and_deletes(world):
+    inst, nc = launch_one(world)
+    world.clock.advance(14 * 60)
+    report = world.sweep()
+    assert report["terminated"] == [] and world.store.get("NodeClaim", nc.name) is not None
+    world.clock.advance(2 * 60)
+    report = world.sweep()
+    assert [t["instanceId"] for t in report["terminated"]] == [inst["InstanceId"]]
+    assert report["deleted"][0]["reason"] == "registration timeout"
+    assert world.store.get("NodeClaim", nc.name) is None
+    # the pod is free again: a new message provisions it anew
+    pods = world.server.store.list("pods")
+    world.provision(world.sqs_event(pods))
+    assert len(world.instances()) == 1 and world.instances()[0]["InstanceId"] != inst["InstanceId"]
+
+
+def test_stale_launch_claim_without_nodeclaim_is_released(world):
+    claims = world.env.claims
+    assert claims.commit("default", "crashed-claim", {"cpu": 2000, "nodes": 1}, {"cpu": 4000}, ["uid-1"]).ok
+    world.clock.advance(60)
+    assert world.sweep()["released"] == []
+    world.clock.advance(5 * 60)
+    assert world.sweep()["released"] == ["crashed-claim"]
+    assert claims.usage("default")[1] == {}
+    assert claims.reservations() == {}
