@@ -25,6 +25,7 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m karpenter_lambda demo
+	$(PY) -m karpenter_lambda simulate examples/demo/nodepools.yaml examples/demo/workloads.yaml
 
 bench: $(STAMP)
 	@mkdir -p .bench-out
