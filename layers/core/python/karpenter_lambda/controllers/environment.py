@@ -9,6 +9,7 @@ bearer token.  Construction is lazy and cached: a warm invocation reuses everyth
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -96,7 +97,7 @@ class Environment:
             name=self.config.cluster,
             endpoint=self.config.kube_endpoint or c.get("endpoint") or "",
             ca_b64=(c.get("certificateAuthority") or {}).get("data", ""),
-            version=str(c.get("version") or ""),
+            version=os.environ.get("KARPENTER_LAMBDA_KUBERNETES_VERSION") or str(c.get("version") or ""),
             service_cidr=net.get("serviceIpv4Cidr") or net.get("serviceIpv6Cidr"),
             ip_family=net.get("ipFamily") or "ipv4",
         )

@@ -302,7 +302,6 @@ class Simulation:
         batch: list[dict] = []
         batch_first = batch_last = None
         next_lifecycle = self.lifecycle_interval
-        self._schedule_pass()
         while True:
             self._kube_scheduler_pass()
             self._wait_watcher()
@@ -340,9 +339,6 @@ class Simulation:
                 continue
             self._invoke_lifecycle()
             next_lifecycle += self.lifecycle_interval
-
-    def _schedule_pass(self):
-        pass
 
     def _kube_scheduler_pass(self) -> None:
         from . import kubescheduler
