@@ -1,6 +1,7 @@
 """The DynamoDB tables (keys are the contract with ``karpenter_lambda.adapters.store``).
 
-* state: ``pk`` (S) / ``sk`` (S), pynamodb ``version`` attribute for optimistic locking; RETAIN.
+* state: ``pk`` (S) / ``sk`` (S), pynamodb ``version`` attribute for optimistic locking, TTL attribute ``ttl``
+  (only launch reservations carry it: expired pod reservations are cleaned up); RETAIN.
 * cache: ``pk`` (S) / ``sk`` (S), TTL attribute ``ttl`` (epoch seconds); destroyed with the stack.
 
 Both: on-demand billing, point-in-time recovery, encryption with the AWS managed key.
@@ -36,7 +37,7 @@ class Tables(Construct):
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
-        self.state = _table(self, "State", ttl=None, removal=RemovalPolicy.RETAIN)
+        self.state = _table(self, "State", ttl=TTL_ATTRIBUTE, removal=RemovalPolicy.RETAIN)
         self.cache = _table(self, "Cache", ttl=TTL_ATTRIBUTE, removal=RemovalPolicy.DESTROY)
 
     def environment(self) -> dict[str, str]:

@@ -34,7 +34,7 @@ def _asset_dir(synth, s3_key: str):
 # -- tables ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("which,ttl,deletion", [("State", None, "Retain"), ("Cache", "ttl", "Delete")])
+@pytest.mark.parametrize("which,ttl,deletion", [("State", "ttl", "Retain"), ("Cache", "ttl", "Delete")])
 def test_tables(synth, which, ttl, deletion):
     _, table = _one(synth, "AWS::DynamoDB::Table", which)
     p = table["Properties"]
