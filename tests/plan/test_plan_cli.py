@@ -124,3 +124,9 @@ def test_plan_invalid_manifest_reports_field(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1
     assert "NodePool/default: spec.disruption.consolidationPolicyy" in err
+
+
+def test_plan_missing_file_is_usage_error(tmp_path, capsys):
+    code = main(["plan", "-f", str(tmp_path / "nope.yaml")])
+    assert code == 2
+    assert "nope.yaml: no such file" in capsys.readouterr().err

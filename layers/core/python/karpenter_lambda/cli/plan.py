@@ -143,6 +143,13 @@ def run(args) -> int:
         if not args.json:
             print(msg, file=sys.stderr)
 
+    from pathlib import Path
+
+    missing = [f for f in args.files if not Path(f).exists()]
+    if missing:
+        for f in missing:
+            print(f"error: {f}: no such file or directory", file=sys.stderr)
+        return 2
     try:
         result, info = build_plan(args.files, args.region, args.endpoint_url, args.live, progress)
     except PlanError as e:
