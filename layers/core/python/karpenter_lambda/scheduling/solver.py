@@ -18,6 +18,7 @@ Design (see docs/scheduling.md):
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from dataclasses import dataclass, field
 
@@ -425,6 +426,8 @@ class _Solver:
         self.node_by_id: dict = {}
         self._elig: dict = {}
         self._pruned_at = 0
+        self._final_cache: dict = {}
+        self._text_cache: dict = {}
         self._counter = 0
         self._build_existing(inp.existing_nodes or [])
         self._build_groups()
@@ -1091,69 +1094,108 @@ class _Solver:
             types = [(p, t) for p, t in types if not t.exotic] or types
         if not types:
             return
-        demand = [sum(v[i] * k for v, k in counts.items()) for i in range(nres)]
+        # two ways to value a pod: its share of the 2-resource LP's dual prices of CPU and memory, and what it
+        # costs packed alone; the packing is planned under each and the cheaper plan is kept
+        plans = []
+        demand = [sum(v[i] * k for v, k in counts.items()) for i in range(2)]
         y0, y1 = _lp_duals([(t, t.avail[0], t.avail[1], p) for p, t in types], max(1, demand[0]), max(1, demand[1]))
-        vmax = max(y0 * v[0] + y1 * v[1] for v in counts)
+        for values in ({v: y0 * v[0] + y1 * v[1] for v in counts}, _standalone_values(types, counts)):
+            values = {v: u for v, u in values.items() if u > 0}
+            if values:
+                plans.append(self._plan_new(pool, types, dict(counts), values))
+        if not plans:
+            return
+        plan = min(plans, key=lambda x: (-x[1], x[2]))[0]  # most pods placed, then cheapest
+        for t, taken, reps in plan:
+            for _ in range(reps):
+                node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * nres)
+                self._counter += 1
+                node.target = t
+                node.limit_snapshot = dict(pool.remaining)
+                for lk in pool.remaining:
+                    pool.remaining[lk] -= 1 if lk == "nodes" else t.cap.get(lk, 0)
+                for v, k in taken.items():
+                    cl = buckets[v]
+                    while k:
+                        x = cl[0]
+                        m = min(k, len(x.pods) - x.placed)
+                        self._place(x, node, m)
+                        k -= m
+                        if x.placed >= len(x.pods):
+                            cl.pop(0)
+                self.nodes.append(node)
+                self.planned.append(node)
+                self.open.append(node)
+                self.node_by_id[node.id] = node
 
-        def ub(pt):
-            p, t = pt
-            a = t.avail
-            return min(y0 * a[0] + y1 * a[1], a[2] * vmax) / p
+    def _plan_new(self, pool: _Pool, types: list, counts: dict, values: dict):
+        """Plan new nodes for ``counts`` ({request vector: pods}) greedily: each step opens the type whose
+        simulated fill is worth the most per dollar (pods valued at ``values``) and repeats that fill while the
+        pods last.  Returns ([(type, {vector: pods per node}, nodes)], pods placed, cost); nothing is changed."""
+        ubs = _value_bounds(types, values)
+        short = sorted(((ubs[t.name] / p, p, t) for p, t in types if ubs[t.name] > 0), key=lambda x: (-x[0], x[1], x[2].name))
+        remaining = dict(pool.remaining)
 
-        short = sorted(types, key=ub, reverse=True)
+        def limit_ok(t):
+            for k, rem in remaining.items():
+                if (1 if k == "nodes" else t.cap.get(k, 0)) > rem:
+                    return False
+            return True
+
+        plan = []
+        placed = 0
+        cost = 0.0
         current = None
         sel_eff = 0.0
         while counts:
             sim = None
             if current is not None:
-                sim = _simulate(current[1].avail, counts, y0, y1)
+                sim = _simulate(current[1].avail, counts, values)
                 if not sim[0] or sim[1] / current[0] < 0.97 * sel_eff:
                     current = None
             if current is None:
                 best = None
                 vecs = list(counts)
                 tried = 0
-                for pt in short:
-                    av = pt[1].avail
+                for bound, p, t in short:
+                    if best is not None and bound <= best[0]:
+                        break  # no type further down can beat the best simulated fill
+                    av = t.avail
                     if not any(all(a >= x for a, x in zip(av, v)) for v in vecs):
                         continue
                     tried += 1
-                    if tried > 16:
+                    if tried > 48:
                         break
-                    if pool.remaining and pool.limit_ok(pt[1]) is not None:
+                    if remaining and not limit_ok(t):
                         continue
-                    s = _simulate(pt[1].avail, counts, y0, y1)
-                    if s[0] and (best is None or s[1] / pt[0] > best[0]):
-                        best = (s[1] / pt[0], pt, s)
+                    s = _simulate(av, counts, values)
+                    if s[0] and (best is None or s[1] / p > best[0]):
+                        best = (s[1] / p, (p, t), s)
                 if best is None:
-                    return
+                    break
                 sel_eff, current, sim = best
-            if pool.remaining and pool.limit_ok(current[1]) is not None:
-                current = None
-                continue
             t = current[1]
-            node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * nres)
-            self._counter += 1
-            node.target = t
-            node.limit_snapshot = dict(pool.remaining)
-            for lk in pool.remaining:
-                pool.remaining[lk] -= 1 if lk == "nodes" else t.cap.get(lk, 0)
-            for v, k in sim[0].items():
-                cl = buckets[v]
-                while k:
-                    x = cl[0]
-                    m = min(k, len(x.pods) - x.placed)
-                    self._place(x, node, m)
-                    k -= m
-                    if x.placed >= len(x.pods):
-                        cl.pop(0)
-                counts[v] -= sim[0][v]
+            taken = sim[0]
+            reps = max(1, min(counts[v] // k for v, k in taken.items()))
+            if remaining:
+                n = 0
+                while n < reps and limit_ok(t):
+                    for lk in remaining:
+                        remaining[lk] -= 1 if lk == "nodes" else t.cap.get(lk, 0)
+                    n += 1
+                if not n:
+                    current = None
+                    short = [x for x in short if x[2] is not t]
+                    continue
+                reps = n
+            plan.append((t, taken, reps))
+            cost += current[0] * reps
+            for v, k in taken.items():
+                counts[v] -= k * reps
+                placed += k * reps
                 if not counts[v]:
                     del counts[v]
-            self.nodes.append(node)
-            self.planned.append(node)
-            self.open.append(node)
-            self.node_by_id[node.id] = node
+        return plan, placed, cost
 
     def _fill(self, node: _Node, live: list):
         """Fill ``node`` from the classes in ``live``: at each step the pods (grouped by request vector) that
@@ -1254,13 +1296,9 @@ class _Solver:
         res.cost_per_hour = round(sum(p.price for p in res.nodeclaims), 6)
         return res
 
-    def _finalize(self, node: _Node) -> NodeClaimPlan:
-        pool = node.pool
-        reqs = node.reqs
-        used = node.used
-        lim = node.limit_snapshot
-        wants_exotic = any(used[self.rpos[r]] for r in EXOTIC_RESOURCES if r in self.rpos) or any(
-            k in reqs and not reqs.get(k).is_empty() and not reqs.get(k).complement for k in EXOTIC_KEYS)
+    def _final_types(self, node: _Node, wants_exotic: bool):
+        """([(price, offering, type)] that hold what was placed, cheapest first; the <= max_types kept)."""
+        pool, reqs, used, lim = node.pool, node.reqs, node.used, node.limit_snapshot
         u0, u1, u2 = used[0], used[1], used[2]
         rest = [(i, u) for i, u in enumerate(used) if i > 2 and u]
         need_all = any(r.min_values for r in reqs)
@@ -1276,17 +1314,38 @@ class _Solver:
                 break
         priced = plain or exotic
         if not priced:
-            t = node.target
-            priced = [(t.cheapest(reqs).price, t.cheapest(reqs), t)]
+            return None
         keep = _truncate([t for _, _, t in priced], reqs, self.max_types)
-        _, o, t0 = priced[0]
+        return priced[0], keep, Requirement(L.INSTANCE_TYPE, False, {t.name for t in keep})
+
+    def _finalize(self, node: _Node) -> NodeClaimPlan:
+        pool = node.pool
+        reqs = node.reqs
+        used = node.used
+        lim = node.limit_snapshot
+        wants_exotic = any(used[self.rpos[r]] for r in EXOTIC_RESOURCES if r in self.rpos) or any(
+            k in reqs and not reqs.get(k).is_empty() and not reqs.get(k).complement for k in EXOTIC_KEYS)
+        ck = (reqs.signature(), tuple(used), tuple(sorted(lim.items())) if lim else None, wants_exotic)
+        hit = self._final_cache.get(ck)
+        if hit is None:
+            hit = self._final_types(node, wants_exotic)
+            if hit is None:  # nothing holds it within the limits as they stood: the type it was sized on
+                t = node.target
+                o = t.cheapest(reqs)
+                hit = ((o.price, o, t), [t], Requirement(L.INSTANCE_TYPE, False, (t.name,)))
+            else:
+                self._final_cache[ck] = hit
+        (_, o, t0), keep, it_req = hit
         vals = {r: used[i] for i, r in enumerate(self.rindex) if used[i]}
         for k, v in pool.daemon.items():
             vals[k] = vals.get(k, 0) + v
         final_reqs = reqs.copy()
-        final_reqs.add(Requirement(L.INSTANCE_TYPE, False, {t.name for t in keep}))
+        final_reqs.add(it_req)
         h = hashlib.sha1("\n".join(sorted(node.pods)).encode()).hexdigest()[:5]
-        req_text = ", ".join(f"{k}={format_resource(k, v)}" for k, v in sorted(vals.items()) if k != "pods")
+        tk = tuple(sorted(vals.items()))
+        req_text = self._text_cache.get(tk)
+        if req_text is None:
+            req_text = self._text_cache[tk] = ", ".join(f"{k}={format_resource(k, v)}" for k, v in tk if k != "pods")
         reason = (f"cheapest compatible offering: {t0.name} {o.capacity_type} in {o.zone} at ${o.price:.4f}/h; "
                   f"{len(keep)} of {len(pool.types)} instance types in NodePool {pool.name} fit {req_text} "
                   f"({vals.get('pods', 0)} pods incl. daemonsets)")
@@ -1386,12 +1445,66 @@ def _describe(reqs: Requirements) -> str:
     return ", ".join(sorted(parts))
 
 
-def _simulate(cap, counts: dict, y0: float, y1: float):
-    """Fill a node of capacity ``cap`` from ``counts`` ({request vector: pods left}) keeping its free CPU and
-    memory fractions balanced, larger pods first; returns ({vector: pods taken}, value at dual prices)."""
+def _standalone_values(types: list, counts: dict) -> dict:
+    """Value of one pod per request vector: what it costs packed alone, the lowest price per pod over the
+    types each filled with that vector only.  A node whose fill is worth more than its price saves money
+    against packing each vector apart."""
+    values = {}
+    for v in counts:
+        best = None
+        for p, t in types:
+            n = INF
+            for x, c in zip(v, t.avail):
+                if x:
+                    k = c // x
+                    if k < n:
+                        n = k
+            if 0 < n < INF and (best is None or p / n < best):
+                best = p / n
+        if best is not None:
+            values[v] = best
+    return values
+
+
+def _value_bounds(types: list, values: dict) -> dict:
+    """Upper bound of the value one node of each type can hold (fractional knapsack, per resource: capacity
+    times the best value per unit of it among the vectors that fit); 0 when no vector fits."""
+    ubs = {}
+    nres = len(next(iter(values)))
+    for p, t in types:
+        a = t.avail
+        dens = [0.0] * nres
+        any_fit = False
+        for v, u in values.items():
+            if all(x <= c for x, c in zip(v, a)):
+                any_fit = True
+                for i, x in enumerate(v):
+                    if x and u / x > dens[i]:
+                        dens[i] = u / x
+        ub = 0.0
+        if any_fit:
+            ub = INF
+            for i, d in enumerate(dens):
+                if d > 0:
+                    ub = min(ub, a[i] * d)
+        ubs[t.name] = ub
+    return ubs
+
+
+def _simulate(cap, counts: dict, values: dict):
+    """Fill a node of capacity ``cap`` from ``counts`` ({request vector: pods left}); returns ({vector: pods
+    taken}, value).  Two greedy fills are tried and the more valuable kept: one keeping the node's free CPU
+    and memory fractions balanced (larger pods first), one taking the most valuable pods per share of the
+    node's scarcest resource."""
+    a = _simulate_fill(cap, counts, values, False)
+    b = _simulate_fill(cap, counts, values, True)
+    return a if a[1] >= b[1] else b
+
+
+def _simulate_fill(cap, counts: dict, values: dict, density: bool):
     free = list(cap)
-    c0, c1 = float(cap[0] or 1), float(cap[1] or 1)
-    left = dict(counts)
+    c0, c1, c2 = float(cap[0] or 1), float(cap[1] or 1), float(cap[2] or 1)
+    left = {v: k for v, k in counts.items() if v in values}
     taken: dict = {}
     value = 0.0
     n = len(free)
@@ -1410,7 +1523,10 @@ def _simulate(cap, counts: dict, y0: float, y1: float):
             if not ok:
                 continue
             a0, a1 = v[0] / c0, v[1] / c1
-            s = abs((f0 - a0) - (f1 - a1)) * 4.0 - (a0 + a1)
+            if density:
+                s = -values[v] / max(a0, a1, v[2] / c2)
+            else:
+                s = abs((f0 - a0) - (f1 - a1)) * 4.0 - (a0 + a1)
             if bscore is None or s < bscore:
                 best, bscore = v, s
         if best is None:
@@ -1425,7 +1541,7 @@ def _simulate(cap, counts: dict, y0: float, y1: float):
         for i in range(n):
             free[i] -= best[i] * k
         taken[best] = taken.get(best, 0) + k
-        value += (y0 * best[0] + y1 * best[1]) * k
+        value += values[best] * k
         left[best] -= k
         if not left[best]:
             del left[best]
@@ -1498,4 +1614,12 @@ def solve(inp: SchedulingInput) -> SchedulingResult:
     """Run one provisioning round over ``inp`` (pure; no I/O). Raises SchedulingError on malformed input."""
     if not isinstance(inp, SchedulingInput):
         raise SchedulingError("solve() needs a SchedulingInput")
-    return _Solver(inp).run()
+    # the simulation allocates many small objects and frees them all at the end: the cyclic collector's
+    # passes over the (large) input would only cost time, so it is paused for the call and restored after
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Solver(inp).run()
+    finally:
+        if enabled:
+            gc.enable()
