@@ -435,6 +435,7 @@ class _Solver:
     # -- input ------------------------------------------------------------------------------------------
     def _build_classes(self, pods):
         by_key: dict = {}
+        shapes: dict = {}
         classes = []
         for i, pod in enumerate(pods):
             if not isinstance(pod, dict):
@@ -449,16 +450,21 @@ class _Solver:
             c = by_key.get(key)
             if c is None:
                 c = _Class()
+                # classes that differ only in requests share their constraints: parsed once per shape
+                skey = (key[0], key[1], repr(spec.get("nodeSelector")), repr(spec.get("affinity")),
+                        repr(spec.get("topologySpreadConstraints")))
                 try:
                     c.req = pod_requests(pod)
-                    c.terms = _node_terms(pod)
-                    na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                    prefs = []
-                    for j, p in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
-                        prefs.append((int(p.get("weight", 1)), node_selector_term(p.get("preference"))))
-                    prefs.sort(key=lambda x: -x[0])
-                    c.preferred = prefs
-                    cons = T.pod_constraints(pod)
+                    shape = shapes.get(skey)
+                    if shape is None:
+                        terms = _node_terms(pod)
+                        na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                        prefs = []
+                        for j, p in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+                            prefs.append((int(p.get("weight", 1)), node_selector_term(p.get("preference"))))
+                        prefs.sort(key=lambda x: -x[0])
+                        shape = shapes[skey] = (terms, prefs, T.pod_constraints(pod), [])
+                    c.terms, c.preferred, cons, eff = shape
                 except (PodSpecError, RequirementError, ValueError) as e:
                     self.unsched.append(Unschedulable(_pod_key(pod), f"invalid pod: {e}"))
                     continue
@@ -481,8 +487,10 @@ class _Solver:
                 c.errors = {}
                 c.sort_key = (-c.req.get("cpu", 0), -c.req.get("memory", 0), meta.get("creationTimestamp") or "",
                               meta.get("uid") or _pod_key(pod))
-                c.reqs = c.effective_reqs()
-                c.sig = c.reqs.signature()
+                if not eff:
+                    r = c.effective_reqs()
+                    eff.extend((r, r.signature()))
+                c.reqs, c.sig = eff
                 by_key[key] = c
                 classes.append(c)
             c.pods.append(pod)
@@ -557,9 +565,15 @@ class _Solver:
                     groups[ik] = T.Group(INV, con.key, nss, sel)
         self.group_list = list(groups.values())
         # memberships
+        by_labels: dict = {}  # classes share label sets: membership computed once per (namespace, labels)
         for c in self.classes:
-            c.member = [g for g in self.group_list if g.kind != INV and g.matches(c.ns, c.labels)]
-            c.inv = [g for g in self.group_list if g.kind == INV and g.matches(c.ns, c.labels)]
+            lk = (c.ns, tuple(sorted(c.labels.items())))
+            hit = by_labels.get(lk)
+            if hit is None:
+                hit = by_labels[lk] = (
+                    [g for g in self.group_list if g.kind != INV and g.matches(c.ns, c.labels)],
+                    [g for g in self.group_list if g.kind == INV and g.matches(c.ns, c.labels)])
+            c.member, c.inv = hit
             c.simple = not c.cons and not c.ports and not c.inv
             c.spread_eligible = {}
         # counts from existing pods
@@ -972,7 +986,11 @@ class _Solver:
                         cands = [self.node_by_id[d] for d, k in g.counts.items() if k and d in self.node_by_id]
                         grow = True
                     break
+            v0, v1 = c.vec[0], c.vec[1]
             for node in cands:
+                cap, used = node.cap, node.used
+                if cap[0] - used[0] < v0 or cap[1] - used[1] < v1 or cap[2] <= used[2]:
+                    continue  # no room (checked inline: most windowed nodes are full for most classes)
                 while c.placed < total and self._try_node(c, node):
                     pass
             if grow and c.placed < total:
