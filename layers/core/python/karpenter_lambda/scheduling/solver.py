@@ -312,7 +312,7 @@ class _Node:
     """An existing / in-flight node (fixed) or a NodeClaim planned in this round."""
 
     __slots__ = ("id", "fixed", "pool", "reqs", "labels", "taints", "cap", "used", "pods", "target", "ports",
-                 "limit_snapshot", "existing", "order", "keys")
+                 "limit_snapshot", "existing", "order", "keys", "dcache")
 
     def __init__(self, id_, fixed, pool, reqs, labels, taints, cap, used):
         self.id = id_
@@ -330,6 +330,7 @@ class _Node:
         self.limit_snapshot: dict = {}
         self.existing = None
         self.order = 0
+        self.dcache = None
 
     def domains(self, key: str):
         """Possible domains of this node for ``key`` (a tuple), () when the node has no such label."""
@@ -341,11 +342,16 @@ class _Node:
         r = self.reqs.get(key)
         if key in (L.ZONE, L.CAPACITY_TYPE):
             t = self.target
+            dc = self.dcache
+            if dc is not None and dc[0] is self.reqs and dc[1] is t and dc[2] == key:
+                return dc[3]
             attr = "zone" if key == L.ZONE else "capacity_type"
             z = self.reqs.get(L.ZONE)
             ct = self.reqs.get(L.CAPACITY_TYPE)
             vals = {getattr(o, attr) for o in t.offers if z.has(o.zone) and ct.has(o.capacity_type)}
-            return tuple(sorted(vals))
+            out = tuple(sorted(vals))
+            self.dcache = (self.reqs, t, key, out)
+            return out
         if not r.complement:
             return tuple(sorted(r.values))
         if key in self.labels:
@@ -1018,7 +1024,7 @@ class _Solver:
         return True
 
     def _prune_open(self):
-        if len(self.open) > 256 and len(self.open) > self._pruned_at + 128:
+        if len(self.open) > 256 and len(self.open) > 2 * self._pruned_at:  # amortised: at most doubles between prunes
             mins = self._min_vec
             keep = []
             for n in self.open:
