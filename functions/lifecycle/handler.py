@@ -13,18 +13,6 @@ from karpenter_lambda.controllers import environment, runtime
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "karpenter-lambda-lifecycle")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "KarpenterLambda")
-_tracer = None
-
-
-def _get_tracer():
-    global _tracer
-    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() in ("1", "true", "yes"):
-        return None
-    if _tracer is None:
-        from aws_lambda_powertools import Tracer
-
-        _tracer = Tracer()
-    return _tracer
 
 
 def handler(event, context):
@@ -33,7 +21,7 @@ def handler(event, context):
     from karpenter_lambda.controllers.lifecycle import Lifecycle
 
     lifecycle = Lifecycle.from_environment(env, logger=logger)
-    tracer = _get_tracer()
+    tracer = runtime.get_tracer()
     if tracer is not None:
         with tracer.provider.in_subsegment("## sweep"):
             report = lifecycle.sweep(runtime.now())

@@ -21,19 +21,6 @@ from karpenter_lambda.controllers.messages import MalformedMessage, parse_body
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "karpenter-lambda-provisioner")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "KarpenterLambda")
-_tracer = None
-
-
-def _get_tracer():
-    """Tracer() costs ~0.6 s to construct: only when tracing is on, and only once."""
-    global _tracer
-    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() in ("1", "true", "yes"):
-        return None
-    if _tracer is None:
-        from aws_lambda_powertools import Tracer
-
-        _tracer = Tracer()
-    return _tracer
 
 
 class _Batch:
@@ -68,7 +55,7 @@ def handler(event, context):
     failed_ids = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
     try:
         if batch.pods:
-            tracer = _get_tracer()
+            tracer = runtime.get_tracer()
             from karpenter_lambda.controllers.provision import Provisioner
 
             provisioner = Provisioner.from_environment(env, logger=logger)

@@ -22,6 +22,7 @@ from . import labels as L
 from .cron import CronError, parse_cron
 from .durations import BUDGET_DURATION_RE, DURATION_RE, NILLABLE_DURATION_RE, DurationError, parse_go_duration
 from .errors import FieldError
+from .objects import ALIAS_FAMILIES
 from .quantity import QuantityError, parse_quantity
 from .schema import AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Str, index, join, key
 
@@ -46,14 +47,6 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced")
 DISRUPTION_REASONS = ("Underutilized", "Empty", "Drifted")
 AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025")
-ALIAS_FAMILIES = {
-    "al2": "AL2",
-    "al2023": "AL2023",
-    "bottlerocket": "Bottlerocket",
-    "windows2019": "Windows2019",
-    "windows2022": "Windows2022",
-    "windows2025": "Windows2025",
-}
 WINDOWS_ALIASES = ("windows2019", "windows2022", "windows2025")
 EVICTION_SIGNALS = ("memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "pid.available")
 RESERVED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pid")
