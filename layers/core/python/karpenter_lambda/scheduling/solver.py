@@ -1129,7 +1129,8 @@ class _Solver:
                 plans.append(self._plan_new(pool, types, dict(counts), values))
         if not plans:
             return
-        plan = min(plans, key=lambda x: (-x[1], x[2]))[0]  # most pods placed, then cheapest
+        best = min(plans, key=lambda x: (-x[1], x[2]))  # most pods placed, then cheapest
+        plan = best[0]
         for t, taken, reps in plan:
             for _ in range(reps):
                 node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * nres)
@@ -1169,12 +1170,14 @@ class _Solver:
         plan = []
         placed = 0
         cost = 0.0
+        shrink: dict = {}
+        sims: dict = {}
         current = None
         sel_eff = 0.0
         while counts:
             sim = None
             if current is not None:
-                sim = _simulate(current[1].avail, counts, values)
+                sim = _simulate(current[1].avail, counts, values, sims)
                 if not sim[0] or sim[1] / current[0] < 0.97 * sel_eff:
                     current = None
             if current is None:
@@ -1192,7 +1195,7 @@ class _Solver:
                         break
                     if remaining and not limit_ok(t):
                         continue
-                    s = _simulate(av, counts, values)
+                    s = _simulate(av, counts, values, sims)
                     if s[0] and (best is None or s[1] / p > best[0]):
                         best = (s[1] / p, (p, t), s)
                 if best is None:
@@ -1213,7 +1216,7 @@ class _Solver:
                     continue
                 reps = n
             plan.append((t, taken, reps))
-            cost += current[0] * reps
+            cost += _shrunk_price(types, taken, shrink) * reps
             for v, k in taken.items():
                 counts[v] -= k * reps
                 placed += k * reps
@@ -1469,6 +1472,19 @@ def _describe(reqs: Requirements) -> str:
     return ", ".join(sorted(parts))
 
 
+def _shrunk_price(types: list, taken: dict, cache: dict) -> float:
+    """Price of the cheapest of ``types`` ([(price, type)], cheapest first) holding the pods ``taken``
+    ({vector: count}): what the NodeClaim will launch (its plan keeps every type that holds what was placed)."""
+    key = tuple(sorted(taken.items()))
+    hit = cache.get(key)
+    if hit is None:
+        vecs = list(taken.items())
+        used = [sum(v[i] * k for v, k in vecs) for i in range(len(vecs[0][0]))]
+        hit = next((p for p, t in types if all(a >= u for a, u in zip(t.avail, used))), INF)
+        cache[key] = hit
+    return hit
+
+
 def _standalone_values(types: list, counts: dict) -> dict:
     """Value of one pod per request vector: what it costs packed alone, the lowest price per pod over the
     types each filled with that vector only.  A node whose fill is worth more than its price saves money
@@ -1515,14 +1531,24 @@ def _value_bounds(types: list, values: dict) -> dict:
     return ubs
 
 
-def _simulate(cap, counts: dict, values: dict):
+def _simulate(cap, counts: dict, values: dict, cache: dict | None = None):
     """Fill a node of capacity ``cap`` from ``counts`` ({request vector: pods left}); returns ({vector: pods
     taken}, value).  Two greedy fills are tried and the more valuable kept: one keeping the node's free CPU
     and memory fractions balanced (larger pods first), one taking the most valuable pods per share of the
-    node's scarcest resource."""
+    node's scarcest resource.  A node never takes more than its pod slots of one vector, so counts are capped
+    at that for the ``cache`` key: the same fill is found again while plenty of pods are left."""
+    if cache is not None:
+        slots = cap[2]
+        key = (cap, tuple((v, k if k < slots else slots) for v, k in counts.items()))
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
     a = _simulate_fill(cap, counts, values, False)
     b = _simulate_fill(cap, counts, values, True)
-    return a if a[1] >= b[1] else b
+    out = a if a[1] >= b[1] else b
+    if cache is not None:
+        cache[key] = out
+    return out
 
 
 def _simulate_fill(cap, counts: dict, values: dict, density: bool):
