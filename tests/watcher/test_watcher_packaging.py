@@ -69,3 +69,34 @@ def test_main_refuses_to_start_without_queue_or_cluster(monkeypatch):
     finally:
         root.handlers[:], _ = saved
         root.setLevel(saved[1])
+
+
+def test_deployment_sets_resync_default():
+    dep = _docs()[("Deployment", "karpenter-lambda-watcher")]
+    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["RESYNC_SECONDS"] == "60"
+
+
+def test_main_refuses_bad_resync_settings(monkeypatch, capsys):
+    import logging
+
+    from karpenter_lambda_watcher.__main__ import main
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    monkeypatch.setenv("POD_QUEUE_URL", "https://sqs.us-east-1.amazonaws.com/123456789012/pods")
+    monkeypatch.setenv("CLUSTER_NAME", "c")
+    try:
+        for name, value, msg in (
+            ("RESYNC_SECONDS", "-5", "RESYNC_SECONDS must be a number >= 0, got '-5'"),
+            ("RESYNC_SECONDS", "soon", "RESYNC_SECONDS must be a number >= 0, got 'soon'"),
+            ("RESYNC_MAX_PODS", "0", "RESYNC_MAX_PODS must be an integer >= 1, got '0'"),
+        ):
+            with monkeypatch.context() as m:
+                m.setenv(name, value)
+                assert main([]) == 2
+            out = capsys.readouterr().out
+            assert msg in out, out
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])

@@ -28,3 +28,21 @@ def pending_pod(name, ns="default", **extra):
     for k, v in extra.items():
         pod[k].update(v) if isinstance(v, dict) and k in pod else pod.__setitem__(k, v)
     return pod
+
+
+class FakeClock:
+    """A monotonic clock the test moves by hand (the watcher's ``clock`` keyword)."""
+
+    def __init__(self, start=1000.0):
+        import threading
+
+        self._t = start
+        self._lock = threading.Lock()
+
+    def __call__(self):
+        with self._lock:
+            return self._t
+
+    def advance(self, seconds):
+        with self._lock:
+            self._t += seconds

@@ -10,6 +10,9 @@ Environment:
                      otherwise in-cluster config, falling back to ~/.kube/config
   HEALTH_PORT        (optional, default 8080; 0 disables) serves GET /healthz
   LOG_LEVEL          (optional, default INFO)
+  RESYNC_SECONDS     (optional, default 60; 0 disables) re-send pods still pending this long after
+                     their last send, marked "resync": true
+  RESYNC_MAX_PODS    (optional, default 50000) bound of the map of pending pods kept for resync
   WATCH_TIMEOUT_SECONDS, FLUSH_INTERVAL_SECONDS, DEDUPE_SIZE (optional tuning)
 """
 
@@ -94,6 +97,19 @@ def _region_from_url(url: str) -> str | None:
     return None
 
 
+def _env_number(name: str, default: str, kind=float, minimum: float = 0):
+    """``kind(os.environ[name])``, at least ``minimum``; raises ValueError naming the variable."""
+    raw = os.environ.get(name, "").strip() or default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value != value or value < minimum:
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"{name} must be {what} >= {minimum:g}, got {raw!r}")
+    return value
+
+
 def main(argv=None) -> int:
     setup_logging(os.environ.get("LOG_LEVEL", "INFO"))
     log = logging.getLogger("karpenter_lambda_watcher")
@@ -101,6 +117,12 @@ def main(argv=None) -> int:
     cluster = os.environ.get("CLUSTER_NAME", "")
     if not queue_url or not cluster:
         log.error("POD_QUEUE_URL and CLUSTER_NAME must be set")
+        return 2
+    try:
+        resync_seconds = _env_number("RESYNC_SECONDS", "60")
+        resync_max_pods = _env_number("RESYNC_MAX_PODS", "50000", int, 1)
+    except ValueError as e:
+        log.error(str(e))
         return 2
     import boto3
 
@@ -123,6 +145,8 @@ def main(argv=None) -> int:
         watch_timeout=int(os.environ.get("WATCH_TIMEOUT_SECONDS", "300")),
         flush_interval=float(os.environ.get("FLUSH_INTERVAL_SECONDS", "1.0")),
         dedupe_size=int(os.environ.get("DEDUPE_SIZE", "10000")),
+        resync_seconds=resync_seconds,
+        resync_max_pods=resync_max_pods,
         stats=stats,
     )
     return 0

@@ -65,6 +65,10 @@ class Stats:
         "watch_restarts",
         "connect_errors",
         "api_errors",
+        "pods_resynced",
+        "resync_checks",
+        "resync_evicted",
+        "pods_pending",  # a gauge: pods in the resync map
     )
 
     def __init__(self) -> None:
@@ -76,6 +80,11 @@ class Stats:
     def inc(self, field: str, n: int = 1) -> None:
         with self._cond:
             setattr(self, field, getattr(self, field) + n)
+            self._cond.notify_all()
+
+    def set(self, field: str, value: int) -> None:
+        with self._cond:
+            setattr(self, field, value)
             self._cond.notify_all()
 
     def note_error(self, msg: str) -> None:
@@ -168,15 +177,39 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=False)
 
 
-def pod_message(pod: dict, cluster: str) -> str | None:
-    """The JSON body for a pending pod, shrunk if needed to fit one SQS message; None if it cannot fit."""
-    body = _dumps({"type": "pod", "cluster": cluster, "sentAt": _now_iso(), "pod": slim_pod(pod)})
-    if len(body.encode()) <= MAX_MESSAGE_BYTES:
-        return body
-    body = _dumps({"type": "pod", "cluster": cluster, "sentAt": _now_iso(), "pod": slim_pod(pod, drop_annotations=True), "truncated": ["metadata.annotations"]})
-    if len(body.encode()) <= MAX_MESSAGE_BYTES:
-        return body
+def _slim_json(pod: dict, cluster: str) -> tuple[str, bool] | None:
+    """The slim pod as compact JSON, and whether its annotations were dropped to fit one SQS
+    message; None if it cannot fit even then.  Room is kept for the largest envelope (with the
+    ``resync`` and ``truncated`` keys), so a later re-send of the same JSON always fits too."""
+    envelope = len(_pod_body("", True, cluster, resync=True).encode())
+    pj = _dumps(slim_pod(pod))
+    if envelope + len(pj.encode()) <= MAX_MESSAGE_BYTES:
+        return pj, False
+    pj = _dumps(slim_pod(pod, drop_annotations=True))
+    if envelope + len(pj.encode()) <= MAX_MESSAGE_BYTES:
+        return pj, True
     return None
+
+
+def _pod_body(pod_json: str, truncated: bool, cluster: str, resync: bool = False) -> str:
+    parts = ['{"type":"pod","cluster":', json.dumps(cluster), ',"sentAt":"', _now_iso(), '"']
+    if resync:
+        parts.append(',"resync":true')
+    parts += [',"pod":', pod_json]
+    if truncated:
+        parts.append(',"truncated":["metadata.annotations"]')
+    parts.append("}")
+    return "".join(parts)
+
+
+def pod_message(pod: dict, cluster: str, resync: bool = False) -> str | None:
+    """The JSON body for a pending pod, shrunk if needed to fit one SQS message; None if it cannot fit.
+    ``resync=True`` marks a re-send of an unchanged pod (``"resync": true``)."""
+    slim = _slim_json(pod, cluster)
+    if slim is None:
+        return None
+    body = _pod_body(slim[0], slim[1], cluster, resync)
+    return body if len(body.encode()) <= MAX_MESSAGE_BYTES else None
 
 
 def _pod_ref(pod: dict) -> dict:
@@ -264,6 +297,10 @@ class SqsBatchSender:
 
     def submit(self, queue_url: str, body: str, key: str = "") -> None:
         self._q.put((queue_url, body, key))
+
+    def backlog(self) -> int:
+        """Messages submitted but not yet taken by the sender thread (approximate)."""
+        return self._q.qsize()
 
     def close(self, timeout: float = 30.0) -> None:
         """Flush everything queued, then stop."""
@@ -511,44 +548,139 @@ class _Reflector:
 
 
 class _PodHandler:
-    def __init__(self, cluster: str, sender: SqsBatchSender, queue_url: str, event_queue_url: str | None, stats: Stats, dedupe_size: int):
+    """Forwards pending pods, tracks bindings/deletions, and keeps the resync map.
+
+    The resync map (``uid -> (slim pod JSON, truncated, dedupe key, last sent)``) holds the pods
+    that are provisionable right now, in order of their last send (oldest first).  It follows the
+    list and watch (entries are replaced when a pod is forwarded again, removed when it is bound,
+    deleted or no longer provisionable) and is rebuilt by every list.  :meth:`resync_due`
+    re-sends the entries last sent at least ``resync_seconds`` ago, like an informer's resync.
+    """
+
+    def __init__(
+        self,
+        cluster: str,
+        sender: SqsBatchSender,
+        queue_url: str,
+        event_queue_url: str | None,
+        stats: Stats,
+        dedupe_size: int,
+        resync_seconds: float = 0.0,
+        resync_max_pods: int = 50000,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.cluster = cluster
         self.sender = sender
         self.queue_url = queue_url
         self.event_queue_url = event_queue_url
         self.stats = stats
         self.dedupe_size = dedupe_size
+        self.resync_seconds = resync_seconds
+        self.resync_max_pods = resync_max_pods
+        self.clock = clock
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
         self._known: dict[str, tuple[str, str, str]] = {}  # uid -> (namespace, name, nodeName)
-        self._old: dict[str, tuple[str, str, str]] = {}
+        self._old: dict[str, tuple[str, str, str]] | None = None  # set while a list is running
         self._listed_once = False
+        self._pending: OrderedDict[str, tuple[str, bool, str, float]] = OrderedDict()
+        self._old_pending: OrderedDict[str, tuple[str, bool, str, float]] | None = None
+        self._resync_seq = 0
 
     def forget(self, _url: str, key: str) -> None:
         with self._lock:
             self._seen.pop(key, None)
 
+    # -- the resync map ------------------------------------------------------------------
+    def _set_pending(self, uid: str, entry: tuple[str, bool, str, float]) -> None:
+        """Insert or replace (as the newest) an entry, dropping the oldest beyond the bound."""
+        with self._lock:
+            self._pending.pop(uid, None)
+            self._pending[uid] = entry
+            while len(self._pending) > self.resync_max_pods:
+                old_uid, (_pj, _t, old_key, _at) = self._pending.popitem(last=False)
+                self.stats.inc("resync_evicted")
+                if self.stats.resync_evicted == 1 or self.stats.resync_evicted % 1000 == 0:
+                    log.warning(
+                        "resync map full: oldest pending pod dropped (it is re-sent only when it changes)",
+                        extra={"json": {"uid": old_uid, "key": old_key, "max": self.resync_max_pods, "evicted": self.stats.resync_evicted}},
+                    )
+            n = len(self._pending)
+        self.stats.set("pods_pending", n)
+
+    def _drop_pending(self, uid: str) -> None:
+        if not self.resync_seconds:
+            return
+        with self._lock:
+            self._pending.pop(uid, None)
+            if self._old_pending is not None:
+                self._old_pending.pop(uid, None)
+            n = len(self._pending)
+        self.stats.set("pods_pending", n)
+
+    def resync_due(self, max_backlog: int = 1000) -> int:
+        """Re-send (``"resync": true``) the pending pods last sent at least ``resync_seconds`` ago,
+        oldest first, keeping the sender's backlog under ``max_backlog``.  Returns how many."""
+        if not self.resync_seconds:
+            return 0
+        budget = max_backlog - self.sender.backlog()
+        if budget <= 0:
+            return 0
+        now = self.clock()
+        cutoff = now - self.resync_seconds
+        sent = 0
+        with self._lock:
+            if self._old_pending is not None:  # a list is rebuilding the map
+                return 0
+            while self._pending and sent < budget:
+                uid, (pod_json, truncated, key, last) = next(iter(self._pending.items()))
+                if last > cutoff:
+                    break
+                self._resync_seq += 1
+                self.sender.submit(self.queue_url, _pod_body(pod_json, truncated, self.cluster, resync=True), f"{key}/resync-{self._resync_seq}")
+                self._pending.move_to_end(uid)
+                self._pending[uid] = (pod_json, truncated, key, now)
+                sent += 1
+        if sent:
+            self.stats.inc("pods_resynced", sent)
+            log.debug("resynced pending pods", extra={"json": {"count": sent}})
+        return sent
+
+    # -- forwarding ----------------------------------------------------------------------
     def _maybe_forward(self, pod: dict) -> None:
         self.stats.inc("pods_seen")
-        if not is_provisionable(pod):
-            return
         meta = pod.get("metadata") or {}
-        key = f"{meta.get('uid')}/{meta.get('resourceVersion')}"
+        uid = meta.get("uid") or ""
+        if not is_provisionable(pod):
+            self._drop_pending(uid)
+            return
+        key = f"{uid}/{meta.get('resourceVersion')}"
         with self._lock:
-            if key in self._seen:
+            deduped = key in self._seen
+            if deduped:
                 self._seen.move_to_end(key)
-                self.stats.inc("pods_deduped")
-                return
-            self._seen[key] = None
-            while len(self._seen) > self.dedupe_size:
-                self._seen.popitem(last=False)
-        body = pod_message(pod, self.cluster)
-        if body is None:
+                tracked = uid in self._pending
+            else:
+                self._seen[key] = None
+                while len(self._seen) > self.dedupe_size:
+                    self._seen.popitem(last=False)
+        if deduped:
+            self.stats.inc("pods_deduped")
+            if self.resync_seconds and not tracked:  # sent before, but not in the map (evicted): track it again
+                slim = _slim_json(pod, self.cluster)
+                if slim is not None:
+                    self._set_pending(uid, (slim[0], slim[1], key, self.clock()))
+            return
+        slim = _slim_json(pod, self.cluster)
+        if slim is None:
             log.error("pod too large to forward even without annotations", extra={"json": {"pod": f"{meta.get('namespace')}/{meta.get('name')}"}})
             self.stats.inc("messages_dropped")
+            self._drop_pending(uid)
             return
-        self.sender.submit(self.queue_url, body, key)
+        self.sender.submit(self.queue_url, _pod_body(slim[0], slim[1], self.cluster), key)
         self.stats.inc("pods_forwarded")
+        if self.resync_seconds:
+            self._set_pending(uid, (slim[0], slim[1], key, self.clock()))
 
     def _event(self, etype: str, pod: dict) -> None:
         if not self.event_queue_url:
@@ -566,28 +698,54 @@ class _PodHandler:
             self._event("pod-bound", pod)
         self._known[uid] = (meta.get("namespace") or "", meta.get("name") or "", node)
 
+    # -- reflector callbacks -------------------------------------------------------------
     def on_list_begin(self) -> None:
-        self._old = self._known
+        if self._old is None:
+            self._old = self._known
+        else:  # the previous list failed part way: what it rebuilt is the newest state
+            self._old.update(self._known)
         self._known = {}
+        if self.resync_seconds:
+            with self._lock:
+                if self._old_pending is None:
+                    self._old_pending = self._pending
+                else:
+                    self._old_pending.update(self._pending)
+                self._pending = OrderedDict()
 
     def on_list_item(self, p: dict) -> None:
         uid = (p.get("metadata") or {}).get("uid") or ""
         if uid in self._old:
             self._known[uid] = self._old[uid]
+        if self.resync_seconds:
+            with self._lock:
+                entry = self._old_pending.pop(uid, None) if self._old_pending is not None else None
+                if entry is not None:  # keeps its last send time; _maybe_forward replaces or drops it
+                    self._pending[uid] = entry
         self._track(p, emit_bound=self._listed_once)
         self._maybe_forward(p)
 
     def on_list_end(self) -> None:
+        old = self._old or {}
         if self._listed_once:
-            for uid, (ns, name, node) in self._old.items():
+            for uid, (ns, name, node) in old.items():
                 if uid not in self._known:
                     self._event("pod-deleted", {"metadata": {"uid": uid, "namespace": ns, "name": name}, "spec": {"nodeName": node}})
-        self._old = {}
+        self._old = None
         self._listed_once = True
+        if self.resync_seconds:
+            with self._lock:
+                # pods gone from the list are dropped with the old map; keep oldest-sent first
+                self._pending = OrderedDict(sorted(self._pending.items(), key=lambda kv: kv[1][3]))
+                self._old_pending = None
+                n = len(self._pending)
+            self.stats.set("pods_pending", n)
 
     def on_event(self, etype: str, pod: dict) -> None:
         if etype == "DELETED":
-            self._known.pop((pod.get("metadata") or {}).get("uid") or "", None)
+            uid = (pod.get("metadata") or {}).get("uid") or ""
+            self._known.pop(uid, None)
+            self._drop_pending(uid)
             self._event("pod-deleted", pod)
             return
         self._track(pod, emit_bound=True)
@@ -682,6 +840,15 @@ def _lister(api_client, path: str):
 # ----------------------------------------------------------------------------- run
 
 
+def _resync_loop(pods: _PodHandler, stop_event: threading.Event, poll: float) -> None:
+    while not stop_event.wait(poll):
+        try:
+            pods.resync_due()
+        except Exception as e:  # never let the resync thread die
+            log.exception("resync failed", extra={"json": {"error": f"{type(e).__name__}: {e}"}})
+        pods.stats.inc("resync_checks")
+
+
 def run(
     api_client,
     sqs_client,
@@ -697,20 +864,33 @@ def run(
     dedupe_size: int = 10000,
     page_size: int = 500,
     send_attempts: int = 5,
+    resync_seconds: float = 60.0,
+    resync_max_pods: int = 50000,
+    resync_poll: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
     stats: Stats | None = None,
 ) -> Stats:
     """Watch pods (and nodes when ``event_queue_url`` is set) and forward to SQS until ``stop_event`` is set.
 
     ``api_client``: a ``kubernetes.client.ApiClient``.  ``sqs_client``: a boto3 SQS client.
+    ``resync_seconds``: re-send pods still pending this long after their last send (0 = never);
+    the map of pending pods holds at most ``resync_max_pods``; ``clock`` (seconds, monotonic)
+    decides when a re-send is due and is checked every ``resync_poll`` real seconds.
     Returns the :class:`Stats` (pass your own to watch progress from another thread).
     """
     if not queue_url:
         raise ValueError("queue_url (POD_QUEUE_URL) is required")
     if not cluster:
         raise ValueError("cluster (CLUSTER_NAME) is required")
+    if not isinstance(resync_seconds, (int, float)) or isinstance(resync_seconds, bool) or resync_seconds < 0:
+        raise ValueError(f"resync_seconds (RESYNC_SECONDS) must be a number >= 0 (0 disables), got {resync_seconds!r}")
+    if not isinstance(resync_max_pods, int) or isinstance(resync_max_pods, bool) or resync_max_pods < 1:
+        raise ValueError(f"resync_max_pods (RESYNC_MAX_PODS) must be an integer >= 1, got {resync_max_pods!r}")
+    if not isinstance(resync_poll, (int, float)) or resync_poll <= 0:
+        raise ValueError(f"resync_poll must be a number > 0, got {resync_poll!r}")
     stats = stats or Stats()
     sender = SqsBatchSender(sqs_client, stats, flush_interval=flush_interval, max_attempts=send_attempts)
-    pods = _PodHandler(cluster, sender, queue_url, event_queue_url, stats, dedupe_size)
+    pods = _PodHandler(cluster, sender, queue_url, event_queue_url, stats, dedupe_size, resync_seconds=resync_seconds, resync_max_pods=resync_max_pods, clock=clock)
     sender.on_drop = pods.forget
     sender.start()
     reflectors = [
@@ -719,14 +899,21 @@ def run(
     if event_queue_url:
         nodes = _NodeHandler(cluster, sender, event_queue_url, stats)
         reflectors.append(_Reflector("nodes", _lister(api_client, "/api/v1/nodes"), nodes, stop_event, stats, watch_timeout, backoff_base, backoff_cap, page_size))
-    log.info("watcher started", extra={"json": {"cluster": cluster, "queue": queue_url, "eventQueue": event_queue_url}})
+    resyncer = None
+    if resync_seconds:
+        resyncer = threading.Thread(target=_resync_loop, args=(pods, stop_event, min(resync_poll, resync_seconds)), name="resync", daemon=True)
+    log.info("watcher started", extra={"json": {"cluster": cluster, "queue": queue_url, "eventQueue": event_queue_url, "resyncSeconds": resync_seconds}})
     for r in reflectors:
         r.thread.start()
+    if resyncer is not None:
+        resyncer.start()
     stop_event.wait()
     for r in reflectors:
         r.interrupt()
     for r in reflectors:
         r.thread.join(timeout=10)
+    if resyncer is not None:
+        resyncer.join(timeout=10)
     sender.close()
     log.info("watcher stopped", extra={"json": stats.as_dict()})
     return stats
