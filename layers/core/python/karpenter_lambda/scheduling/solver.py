@@ -312,7 +312,7 @@ class _Node:
     """An existing / in-flight node (fixed) or a NodeClaim planned in this round."""
 
     __slots__ = ("id", "fixed", "pool", "reqs", "labels", "taints", "cap", "used", "pods", "target", "ports",
-                 "limit_snapshot", "existing", "order", "keys", "dcache")
+                 "limit_snapshot", "existing", "order", "keys", "dcache", "launch", "block")
 
     def __init__(self, id_, fixed, pool, reqs, labels, taints, cap, used):
         self.id = id_
@@ -331,6 +331,8 @@ class _Node:
         self.existing = None
         self.order = 0
         self.dcache = None
+        self.launch = None
+        self.block = None
 
     def domains(self, key: str):
         """Possible domains of this node for ``key`` (a tuple), () when the node has no such label."""
@@ -437,6 +439,9 @@ class _Solver:
         self._counter = 0
         self._build_existing(inp.existing_nodes or [])
         self._build_groups()
+        self._no_limits = not any(p.remaining for p in self.pools)
+        self._blocks: list = []
+        self._blocked = 0
 
     # -- input ------------------------------------------------------------------------------------------
     def _build_classes(self, pods):
@@ -749,6 +754,9 @@ class _Solver:
         return n
 
     def _place(self, c: _Class, node: _Node, n: int):
+        node.launch = None
+        if node.block is not None:
+            node.block[1] = None
         keys = c.keys[c.placed:c.placed + n]
         c.placed += n
         node.pods.extend(keys)
@@ -761,12 +769,13 @@ class _Solver:
             node.ports |= c.ports
         self._record(c, node, n)
 
-    def _try_node(self, c: _Class, node: _Node, limit: int = INF, grow: bool = False) -> int:
+    def _try_node(self, c: _Class, node: _Node, limit: int = INF, grow: bool = False, over: _Type | None = None) -> int:
         """Place as many remaining pods of ``c`` as fit on ``node`` (at most ``limit``); returns how many.
 
-        ``grow``: a planned node too small for one more pod may move to a larger compatible type."""
+        ``grow``: a planned node too small for one more pod may move to a larger compatible type.
+        ``over``: place only within this type (the node's launch type) and make it the node's target."""
         remaining = min(len(c.pods) - c.placed, limit)
-        n = self._fit_count(c.vec, node.cap, node.used)
+        n = self._fit_count(c.vec, node.cap if over is None else over.avail, node.used)
         if n <= 0:
             if not grow or node.fixed or not self._grow(c, node):
                 return 0
@@ -813,6 +822,12 @@ class _Solver:
             used = [u + v * n for u, v in zip(node.used, c.vec)]
             if self._min_values_error(node.pool, new_reqs or node.reqs, used) is not None:
                 return 0
+        if over is not None:
+            fr = new_reqs if new_reqs is not None else node.reqs
+            if over.reqs.intersects(fr) is not None or over.cheapest(fr) is None:
+                return 0
+            node.target = over
+            node.cap = over.avail
         if new_reqs is not None and not node.fixed:
             node.reqs = new_reqs
         self._place(c, node, n)
@@ -834,6 +849,9 @@ class _Solver:
                     pool.remaining[k] = lim[k] - (1 if k == "nodes" else t.cap.get(k, 0))
                 node.target = t
                 node.cap = t.avail
+                node.launch = None
+                if node.block is not None:
+                    node.block[1] = None
                 return True
         return False
 
@@ -993,12 +1011,57 @@ class _Solver:
                         grow = True
                     break
             v0, v1 = c.vec[0], c.vec[1]
+            # hostname anti-affinity / spread counts that already rule a planned node out (checked inline)
+            hchecks = [(self.groups[con.group_key].counts, 1 if con.kind == T.ANTI else con.max_skew)
+                       for con in self._active_constraints(c) if con.key == L.HOSTNAME and con.kind != T.AFFINITY]
+            hchecks += [(g.counts, 1) for g in c.inv if g.key == L.HOSTNAME]
+            filt = self._domain_filter(c) if (c.cons or c.inv) else None
             for node in cands:
                 cap, used = node.cap, node.used
                 if cap[0] - used[0] < v0 or cap[1] - used[1] < v1 or cap[2] <= used[2]:
                     continue  # no room (checked inline: most windowed nodes are full for most classes)
+                if hchecks and any(cnt.get(node.id, 0) >= th for cnt, th in hchecks):
+                    continue
+                if filt and not self._domains_pass(node, filt):
+                    continue
+                before = c.placed
                 while c.placed < total and self._try_node(c, node):
                     pass
+                if filt and c.placed > before:
+                    filt = self._domain_filter(c)
+            if not grow and c.placed < total and self._no_limits and len(self.open) > window:
+                # older NodeClaims: only the free room of the type each would launch as now (cheapest holding
+                # what it has), which costs nothing more
+                for blk in self._older_blocks(window):
+                    mr = blk[1]
+                    if mr is None:
+                        mr = self._block_room(blk)
+                    if mr[0] < v0 or mr[1] < v1 or mr[2] < 1:
+                        continue
+                    for node in blk[0]:
+                        t0 = node.launch
+                        if t0 is None:
+                            t0 = self._launch_type(node)
+                        if t0 is False:
+                            continue
+                        cap, used = t0.avail, node.used
+                        if cap[0] - used[0] < v0 or cap[1] - used[1] < v1 or cap[2] <= used[2]:
+                            continue
+                        if hchecks and any(cnt.get(node.id, 0) >= th for cnt, th in hchecks):
+                            continue
+                        if filt and not self._domains_pass(node, filt):
+                            continue
+                        before = c.placed
+                        while c.placed < total and self._try_node(c, node, over=t0):
+                            pass
+                        if filt and c.placed > before:
+                            filt = self._domain_filter(c)
+                        if c.placed >= total:
+                            break
+                    if c.placed >= total:
+                        break
+                if c.placed >= total:
+                    return True
             if grow and c.placed < total:
                 # no room left next to the pods it must join: grow the least loaded of those nodes
                 for node in sorted(cands, key=lambda n: (n.used[0], n.order)):
@@ -1022,6 +1085,77 @@ class _Solver:
                 c.errors["last"] = "; ".join(dict.fromkeys(why))
                 return False
         return True
+
+    def _domain_filter(self, c: _Class):
+        """[(key, allowed domains or None, forbidden domains)] for the non-hostname topology of ``c`` as the
+        counts stand: a planned node none of whose domains passes is refused by ``_topology`` too, so the
+        node scans skip it without the full check.  None when ``c`` has no such constraint."""
+        out: dict = {}
+        groups = self.groups
+        for con in self._active_constraints(c):
+            if con.key == L.HOSTNAME:
+                continue
+            g = groups[con.group_key]
+            allowed, forbidden = out.get(con.key, (None, set()))
+            if con.kind == T.SPREAD:
+                elig = self._eligible_domains(c, con)
+                mn = 0 if (con.min_domains and len(elig) < con.min_domains) else min(
+                    (g.counts.get(e, 0) for e in elig), default=0)
+                ok = {d for d in elig if g.counts.get(d, 0) + 1 - mn <= con.max_skew}
+                allowed = ok if allowed is None else allowed & ok
+            elif con.kind == T.AFFINITY:
+                if not (g.total == 0 and g in c.member):
+                    ok = {d for d, k in g.counts.items() if k > 0}
+                    allowed = ok if allowed is None else allowed & ok
+            else:
+                forbidden = forbidden | {d for d, k in g.counts.items() if k > 0}
+            out[con.key] = (allowed, forbidden)
+        for g in c.inv:
+            if g.key != L.HOSTNAME and g.total:
+                allowed, forbidden = out.get(g.key, (None, set()))
+                out[g.key] = (allowed, forbidden | {d for d, k in g.counts.items() if k > 0})
+        return [(k, a, f) for k, (a, f) in out.items()] or None
+
+    @staticmethod
+    def _domains_pass(node: _Node, filt) -> bool:
+        for key, allowed, forbidden in filt:
+            doms = node.domains(key)
+            if not doms:
+                continue  # left to _topology (it explains the missing label)
+            if not any((allowed is None or d in allowed) and d not in forbidden for d in doms):
+                return False
+        return True
+
+    def _older_blocks(self, window: int) -> list:
+        """Planned nodes older than the recent window, in blocks of 32: [[nodes], max free room of their
+        launch types or None when a node in it changed]."""
+        blocks = self._blocks
+        upto = len(self.planned) - window
+        while self._blocked < upto:
+            if not blocks or len(blocks[-1][0]) >= 32:
+                blocks.append([[], None])
+            blk = blocks[-1]
+            node = self.planned[self._blocked]
+            blk[0].append(node)
+            blk[1] = None
+            node.block = blk
+            self._blocked += 1
+        return blocks
+
+    def _block_room(self, blk: list) -> list:
+        m = [-1, -1, -1]
+        for node in blk[0]:
+            t0 = node.launch
+            if t0 is None:
+                t0 = self._launch_type(node)
+            if t0 is False:
+                continue
+            cap, used = t0.avail, node.used
+            for i in (0, 1, 2):
+                if cap[i] - used[i] > m[i]:
+                    m[i] = cap[i] - used[i]
+        blk[1] = m
+        return m
 
     def _prune_open(self):
         if len(self.open) > 256 and len(self.open) > 2 * self._pruned_at:  # amortised: at most doubles between prunes
@@ -1345,15 +1479,40 @@ class _Solver:
         keep = _truncate([t for _, _, t in priced], reqs, self.max_types)
         return priced[0], keep, Requirement(L.INSTANCE_TYPE, False, {t.name for t in keep})
 
+    def _final_lookup(self, node: _Node):
+        """(cache key, wants exotic, cached final types or None) for a planned node as it stands."""
+        reqs, used, lim = node.reqs, node.used, node.limit_snapshot
+        wants_exotic = any(used[self.rpos[r]] for r in EXOTIC_RESOURCES if r in self.rpos) or any(
+            k in reqs and not reqs.get(k).is_empty() and not reqs.get(k).complement for k in EXOTIC_KEYS)
+        ck = (reqs.signature(), tuple(used), tuple(sorted(lim.items())) if lim else None, wants_exotic)
+        return ck, wants_exotic, self._final_cache.get(ck)
+
+    def _launch_type(self, node: _Node) -> _Type | None:
+        """The type a planned node would launch as now, when it offers the same zones / capacity types as
+        the node's current target (so topology domains are unchanged), else False; kept on the node until
+        pods are placed on it (``_place`` resets it)."""
+        ck, wants_exotic, fin = self._final_lookup(node)
+        if fin is None:
+            fin = self._final_types(node, wants_exotic)
+            if fin is not None:
+                self._final_cache[ck] = fin
+        t0 = None
+        if fin is not None:
+            t0 = fin[0][2]
+            z, ct = node.reqs.get(L.ZONE), node.reqs.get(L.CAPACITY_TYPE)
+
+            def zc(t):
+                return {(o.zone, o.capacity_type) for o in t.offers if z.has(o.zone) and ct.has(o.capacity_type)}
+            if t0 is not node.target and zc(t0) != zc(node.target):
+                t0 = None
+        node.launch = t0 if t0 is not None else False
+        return node.launch
+
     def _finalize(self, node: _Node) -> NodeClaimPlan:
         pool = node.pool
         reqs = node.reqs
         used = node.used
-        lim = node.limit_snapshot
-        wants_exotic = any(used[self.rpos[r]] for r in EXOTIC_RESOURCES if r in self.rpos) or any(
-            k in reqs and not reqs.get(k).is_empty() and not reqs.get(k).complement for k in EXOTIC_KEYS)
-        ck = (reqs.signature(), tuple(used), tuple(sorted(lim.items())) if lim else None, wants_exotic)
-        hit = self._final_cache.get(ck)
+        ck, wants_exotic, hit = self._final_lookup(node)
         if hit is None:
             hit = self._final_types(node, wants_exotic)
             if hit is None:  # nothing holds it within the limits as they stood: the type it was sized on
