@@ -19,6 +19,7 @@ import queue
 import random
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -550,7 +551,7 @@ class _Reflector:
 class _PodHandler:
     """Forwards pending pods, tracks bindings/deletions, and keeps the resync map.
 
-    The resync map (``uid -> (slim pod JSON, truncated, dedupe key, last sent)``) holds the pods
+    The resync map (``uid -> (slim pod JSON zlib-compressed, truncated, dedupe key, last sent)``) holds the pods
     that are provisionable right now, in order of their last send (oldest first).  It follows the
     list and watch (entries are replaced when a pod is forwarded again, removed when it is bound,
     deleted or no longer provisionable) and is rebuilt by every list.  :meth:`resync_due`
@@ -583,8 +584,8 @@ class _PodHandler:
         self._known: dict[str, tuple[str, str, str]] = {}  # uid -> (namespace, name, nodeName)
         self._old: dict[str, tuple[str, str, str]] | None = None  # set while a list is running
         self._listed_once = False
-        self._pending: OrderedDict[str, tuple[str, bool, str, float]] = OrderedDict()
-        self._old_pending: OrderedDict[str, tuple[str, bool, str, float]] | None = None
+        self._pending: OrderedDict[str, tuple[bytes, bool, str, float]] = OrderedDict()
+        self._old_pending: OrderedDict[str, tuple[bytes, bool, str, float]] | None = None
         self._resync_seq = 0
 
     def forget(self, _url: str, key: str) -> None:
@@ -592,8 +593,10 @@ class _PodHandler:
             self._seen.pop(key, None)
 
     # -- the resync map ------------------------------------------------------------------
-    def _set_pending(self, uid: str, entry: tuple[str, bool, str, float]) -> None:
-        """Insert or replace (as the newest) an entry, dropping the oldest beyond the bound."""
+    def _set_pending(self, uid: str, pod_json: str, truncated: bool, key: str) -> None:
+        """Insert or replace (as the newest) an entry, dropping the oldest beyond the bound.
+        The JSON is kept zlib-compressed (level 1): about a third smaller, ~20 us per pod."""
+        entry = (zlib.compress(pod_json.encode(), 1), truncated, key, self.clock())
         with self._lock:
             self._pending.pop(uid, None)
             self._pending[uid] = entry
@@ -633,13 +636,14 @@ class _PodHandler:
             if self._old_pending is not None:  # a list is rebuilding the map
                 return 0
             while self._pending and sent < budget:
-                uid, (pod_json, truncated, key, last) = next(iter(self._pending.items()))
+                uid, (packed, truncated, key, last) = next(iter(self._pending.items()))
                 if last > cutoff:
                     break
                 self._resync_seq += 1
-                self.sender.submit(self.queue_url, _pod_body(pod_json, truncated, self.cluster, resync=True), f"{key}/resync-{self._resync_seq}")
+                body = _pod_body(zlib.decompress(packed).decode(), truncated, self.cluster, resync=True)
+                self.sender.submit(self.queue_url, body, f"{key}/resync-{self._resync_seq}")
                 self._pending.move_to_end(uid)
-                self._pending[uid] = (pod_json, truncated, key, now)
+                self._pending[uid] = (packed, truncated, key, now)
                 sent += 1
         if sent:
             self.stats.inc("pods_resynced", sent)
@@ -669,7 +673,7 @@ class _PodHandler:
             if self.resync_seconds and not tracked:  # sent before, but not in the map (evicted): track it again
                 slim = _slim_json(pod, self.cluster)
                 if slim is not None:
-                    self._set_pending(uid, (slim[0], slim[1], key, self.clock()))
+                    self._set_pending(uid, slim[0], slim[1], key)
             return
         slim = _slim_json(pod, self.cluster)
         if slim is None:
@@ -680,7 +684,7 @@ class _PodHandler:
         self.sender.submit(self.queue_url, _pod_body(slim[0], slim[1], self.cluster), key)
         self.stats.inc("pods_forwarded")
         if self.resync_seconds:
-            self._set_pending(uid, (slim[0], slim[1], key, self.clock()))
+            self._set_pending(uid, slim[0], slim[1], key)
 
     def _event(self, etype: str, pod: dict) -> None:
         if not self.event_queue_url:
