@@ -55,3 +55,31 @@ def test_unreachable_endpoint_is_2_with_a_hint(cli):
     rc, out, err = cli("--endpoint-url", f"http://127.0.0.1:{port}", "get", "nodepools")
     assert rc == 2
     assert f"cannot reach DynamoDB at http://127.0.0.1:{port}: is moto_server running?" in err
+
+
+def test_fresh_moto_server_needs_no_create_table_flag(cli, manifests, moto_server, monkeypatch):
+    """A user pointing the CLI at an empty moto_server: apply/get/delete work without --create-table
+    (the table is created on first use at a non-AWS endpoint, with a note on stderr; stdout stays clean)."""
+    monkeypatch.setenv("KARPENTER_LAMBDA_STATE_TABLE", "first-use-table")
+    ep = ("--endpoint-url", moto_server, "--cluster", "fresh")
+    rc, out, err = cli(*ep, "get", "nodepools", "-o", "json")
+    assert rc == 0, err
+    assert json.loads(out) == {"apiVersion": "v1", "kind": "List", "items": []}
+    assert f"table first-use-table created at {moto_server}" in err
+    rc, out, err = cli(*ep, "apply", "-f", manifests("p.yaml", pair()))
+    assert rc == 0, err
+    assert out.splitlines() == ["ec2nodeclass/default created", "nodepool/default created"]
+    assert "created at" not in err  # only once
+    rc, out, _ = cli(*ep, "get", "np", "default", "-o", "json")
+    assert rc == 0 and json.loads(out)["spec"]["weight"] == 10
+    assert cli(*ep, "delete", "np", "default")[0] == 0
+
+
+def test_aws_endpoints_never_create_the_table():
+    from karpenter_lambda.cli.store_cmds import creates_table_on_first_use
+
+    assert creates_table_on_first_use("http://127.0.0.1:5000")
+    assert creates_table_on_first_use("http://localstack:4566")
+    assert not creates_table_on_first_use(None)
+    assert not creates_table_on_first_use("https://dynamodb.us-east-1.amazonaws.com")
+    assert not creates_table_on_first_use("https://vpce-1a2b.dynamodb.us-east-1.vpce.amazonaws.com")

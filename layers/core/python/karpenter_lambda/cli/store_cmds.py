@@ -23,10 +23,27 @@ KIND_PLURAL = {"NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses", "NodeC
 KIND_CHOICES_HELP = "nodepools|ec2nodeclasses|nodeclaims (or nodepool/np, ec2nodeclass/ec2nc, nodeclaim/nc)"
 
 
-def open_store(args: argparse.Namespace):
+def creates_table_on_first_use(endpoint_url: str | None) -> bool:
+    """True for a custom, non-AWS endpoint (moto_server, DynamoDB Local, LocalStack): there the state table
+    is created on first use.  Against AWS itself (no endpoint, or an ``*.amazonaws.com`` one) the stack owns
+    the table and a missing one stays an error (exit 2): the name is probably not set
+    (KARPENTER_LAMBDA_STATE_TABLE, a stack output)."""
+    from urllib.parse import urlparse
+
+    if not endpoint_url:
+        return False
+    host = (urlparse(endpoint_url).hostname or "").lower()
+    return not (host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn"))
+
+
+def open_store(args: argparse.Namespace, create_missing: bool = True):
+    """The cluster's Store; on a custom non-AWS endpoint a missing state table is created (a note on stderr)."""
     from ..adapters.store import Store
 
-    return Store(args.cluster, region=args.region, endpoint_url=args.endpoint_url)
+    store = Store(args.cluster, region=args.region, endpoint_url=args.endpoint_url)
+    if create_missing and creates_table_on_first_use(store.endpoint_url) and store.ensure_table():
+        sys.stderr.write(f"table {store.table_name} created at {store.endpoint_url}\n")
+    return store
 
 
 def _store_errors(fn):
@@ -74,7 +91,7 @@ def run_apply(args: argparse.Namespace) -> int:
             sys.stderr.write(f"{issue}\n")
         sys.stderr.write(f"apply: nothing applied: {len(result.issues)} error(s) found; fix them and run again\n")
         return 1
-    store = open_store(args)
+    store = open_store(args, create_missing=not args.create_table)  # auto-creation notes go to stderr
     if args.create_table and store.ensure_table():
         sys.stdout.write(f"table {store.table_name} created\n")
     objs = sorted(result.objects, key=lambda o: KIND_ORDER.index(o.kind) if o.kind in KIND_ORDER else len(KIND_ORDER))
@@ -242,7 +259,8 @@ def register(subparsers) -> None:
     p.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
                    help="YAML/JSON file, directory or - (stdin); repeat for several")
     p.add_argument("--create-table", action="store_true",
-                   help="create the state table first if it does not exist (moto_server, a new account)")
+                   help="create the state table first if it does not exist (a new account; on a custom "
+                        "non-AWS --endpoint-url such as moto_server this happens anyway)")
     p.set_defaults(func=run_apply)
 
     p = subparsers.add_parser("get", help="list or show stored objects",
