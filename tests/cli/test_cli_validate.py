@@ -79,3 +79,47 @@ def test_unknown_field_and_bad_values_are_reported_with_paths(cli, manifests):
     assert any(l.startswith(f"{f}:0: NodePool/default: spec.disruption.consolidationPolcy: ") for l in lines)
     assert any(l.startswith(f"{f}:0: NodePool/default: spec.weight: ") for l in lines)
     assert lines[-1] == f"invalid: {len(lines) - 1} errors in 1 file (0 valid objects)"
+
+
+KWOK_PAIR = """apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      requirements:
+        - key: kubernetes.io/arch
+          operator: In
+          values: ["amd64"]
+      nodeClassRef:
+        group: karpenter.kwok.sh
+        kind: KWOKNodeClass
+        name: default
+---
+apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata:
+  name: default
+"""
+
+
+def test_another_providers_node_class_is_skipped_not_an_error(cli, manifests):
+    """Karpenter's own kwok example pairs a NodePool with a KWOKNodeClass: the file validates (exit 0),
+    the node class is noted on stderr and listed under "skipped"; a ConfigMap is still an error."""
+    f = manifests("kwok.yaml", KWOK_PAIR)
+    rc, out, err = cli("validate", f)
+    assert rc == 0, err
+    assert out == "valid: 1 object in 1 file (1 skipped: another provider's node class)\n"
+    assert err.startswith(f"{f}:1: KWOKNodeClass/default: apiVersion: skipped: karpenter.kwok.sh/v1alpha1 KWOKNodeClass")
+    rc, out, _ = cli("validate", "--json", f)
+    doc = json.loads(out)
+    assert rc == 0 and doc["valid"] is True and doc["errors"] == []
+    assert [(s["kind"], s["docIndex"]) for s in doc["skipped"]] == [("KWOKNodeClass", 1)]
+    assert doc["objects"] == [{"kind": "NodePool", "name": "default", "file": f}]
+
+    rc, _, err = cli("validate", manifests("both.yaml", KWOK_PAIR + "---\n" + UNSUPPORTED_KIND))
+    assert rc == 1 and "ConfigMap/cm: kind: unsupported kind" in err
+    # a look-alike in our own groups is not skipped
+    rc, _, err = cli("validate", manifests("typo.yaml", KWOK_PAIR.replace("karpenter.kwok.sh/v1alpha1", "karpenter.k8s.aws/v1")))
+    assert rc == 1 and "unsupported kind karpenter.k8s.aws/v1/KWOKNodeClass" in err

@@ -22,6 +22,9 @@ from .objects import KIND_BY_NAME, KINDS, KubeObject
 class LoadResult:
     objects: list[KubeObject] = field(default_factory=list)
     issues: list[ValidationIssue] = field(default_factory=list)
+    # Objects left out without being an error: another Karpenter provider's node class (e.g. the
+    # KWOKNodeClass next to a NodePool in Karpenter's own examples).  Only when not allow_other_kinds.
+    skipped: list[ValidationIssue] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -38,6 +41,7 @@ class LoadResult:
     def extend(self, other: "LoadResult") -> None:
         self.objects.extend(other.objects)
         self.issues.extend(other.issues)
+        self.skipped.extend(other.skipped)
 
 
 class _Loader(yaml.SafeLoader):
@@ -65,6 +69,19 @@ def parse_documents(text: str, filename: str = "<input>") -> tuple[list[tuple[in
         problem = getattr(e, "problem", None) or str(e)
         return docs, [ValidationIssue(filename, len(docs), "", "", "", f"invalid YAML{where}: {problem}")]
     return docs, []
+
+
+KARPENTER_GROUPS = ("karpenter.sh", "karpenter.k8s.aws")
+
+
+def foreign_node_class(data: dict) -> bool:
+    """A node class of another Karpenter provider (``karpenter.kwok.sh`` KWOKNodeClass, ``karpenter.azure.com``
+    AKSNodeClass, ...): a kind ending in NodeClass whose API group is a ``karpenter`` one other than ours."""
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str) or not kind.endswith("NodeClass"):
+        return False
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    return group not in KARPENTER_GROUPS and "karpenter" in group.split(".")
 
 
 def object_from_dict(doc: dict, path_prefix: str = "") -> tuple[KubeObject | None, list[FieldError]]:
@@ -108,6 +125,10 @@ def load_text(text: str, filename: str = "<input>", allow_other_kinds: bool = Fa
                 result.objects.append(obj)
         elif allow_other_kinds:
             result.objects.append(KubeObject(data))
+        elif foreign_node_class(data):
+            result.skipped.append(
+                ValidationIssue(filename, index, kind, name, "apiVersion", f"skipped: {data.get('apiVersion')} {kind} is another Karpenter provider's node class (only karpenter.k8s.aws/v1 EC2NodeClass is used here)")
+            )
         else:
             result.issues.append(
                 ValidationIssue(filename, index, kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected karpenter.sh/v1 NodePool or NodeClaim, or karpenter.k8s.aws/v1 EC2NodeClass")

@@ -91,6 +91,8 @@ def run_apply(args: argparse.Namespace) -> int:
             sys.stderr.write(f"{issue}\n")
         sys.stderr.write(f"apply: nothing applied: {len(result.issues)} error(s) found; fix them and run again\n")
         return 1
+    for note in result.skipped:
+        sys.stderr.write(f"{note}\n")
     store = open_store(args, create_missing=not args.create_table)  # auto-creation notes go to stderr
     if args.create_table and store.ensure_table():
         sys.stdout.write(f"table {store.table_name} created\n")

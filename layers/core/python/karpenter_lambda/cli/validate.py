@@ -60,7 +60,10 @@ def summary(result: LoadResult, files: list[str]) -> str:
         bad_files = len({i.file for i in result.issues})
         return (f"invalid: {_plural(len(result.issues), 'error')} in {_plural(bad_files, 'file')} "
                 f"({_plural(len(result.objects), 'valid object')})")
-    return f"valid: {_plural(len(result.objects), 'object')} in {_plural(len(set(files)), 'file')}"
+    line = f"valid: {_plural(len(result.objects), 'object')} in {_plural(len(set(files)), 'file')}"
+    if result.skipped:
+        line += f" ({len(result.skipped)} skipped: another provider's node class)"
+    return line
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,10 +77,11 @@ def run(args: argparse.Namespace) -> int:
             "valid": result.ok,
             "objects": [{"kind": o.kind, "name": o.name, "file": f} for o, f in zip(result.objects, files)],
             "errors": [i.to_dict() for i in result.issues],
+            "skipped": [i.to_dict() for i in result.skipped],
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0 if result.ok else 1
-    for issue in result.issues:
+    for issue in result.skipped + result.issues:
         sys.stderr.write(f"{issue}\n")
     line = summary(result, files)
     (sys.stdout if result.ok else sys.stderr).write(line + "\n")
