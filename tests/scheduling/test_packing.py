@@ -129,3 +129,30 @@ def test_small_burstable_types_mixed_well():
     assert round(apart, 2) == 5.53
     assert res.cost_per_hour <= 0.78 * apart, (res.cost_per_hour, apart)
     assert all(n.instance_type != "t4g.nano" for n in res.nodeclaims)
+
+
+def test_constrained_pods_use_free_room_of_older_nodeclaims():
+    # 60 hostname-anti-affine pods need 60 nodes; the small zone-spread pods that come after them (queue
+    # order is cpu desc) fit in the room those nodes' launch types have left, also on the older ones
+    # outside the recent window, so no node is added and the launch types do not change
+    anti = [pod(f"a{i}", cpu="1", memory="1Gi", labels={"app": "solo"},
+                affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "solo"}}, "topologyKey": L.HOSTNAME}]}})
+            for i in range(60)]
+    alone = run(anti)
+    assert len(alone.nodeclaims) == 60
+    spread = [pod(f"s{i}", cpu="100m", memory="64Mi", labels={"app": "web"},
+                  topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": L.ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                                              "labelSelector": {"matchLabels": {"app": "web"}}}])
+              for i in range(120)]
+    res = run(anti + spread)
+    assert not res.unschedulable
+    assert len(res.nodeclaims) == 60
+    assert abs(res.cost_per_hour - alone.cost_per_hour) < 1e-9
+    zones = {}
+    for n in res.nodeclaims:
+        k = sum(1 for p in n.pods if p.startswith("default/s"))
+        if k:
+            zones[n.zone] = zones.get(n.zone, 0) + k
+            assert n.requirements.get(L.ZONE).values == {n.zone}  # narrowed to the chosen zone
+    assert sum(zones.values()) == 120 and max(zones.values()) - min(zones.values()) <= 1 and len(zones) == 3

@@ -1015,53 +1015,59 @@ class _Solver:
             hchecks = [(self.groups[con.group_key].counts, 1 if con.kind == T.ANTI else con.max_skew)
                        for con in self._active_constraints(c) if con.key == L.HOSTNAME and con.kind != T.AFFINITY]
             hchecks += [(g.counts, 1) for g in c.inv if g.key == L.HOSTNAME]
-            filt = self._domain_filter(c) if (c.cons or c.inv) else None
-            for node in cands:
-                cap, used = node.cap, node.used
-                if cap[0] - used[0] < v0 or cap[1] - used[1] < v1 or cap[2] <= used[2]:
-                    continue  # no room (checked inline: most windowed nodes are full for most classes)
-                if hchecks and any(cnt.get(node.id, 0) >= th for cnt, th in hchecks):
-                    continue
-                if filt and not self._domains_pass(node, filt):
-                    continue
-                before = c.placed
-                while c.placed < total and self._try_node(c, node):
-                    pass
-                if filt and c.placed > before:
-                    filt = self._domain_filter(c)
-            if not grow and c.placed < total and self._no_limits and len(self.open) > window:
-                # older NodeClaims: only the free room of the type each would launch as now (cheapest holding
-                # what it has), which costs nothing more
-                for blk in self._older_blocks(window):
-                    mr = blk[1]
-                    if mr is None:
-                        mr = self._block_room(blk)
-                    if mr[0] < v0 or mr[1] < v1 or mr[2] < 1:
+            # several passes: a node narrowed to one zone by a spread pod can take more once the other zones
+            # caught up
+            for _ in range(16):
+                start = c.placed
+                filt = self._domain_filter(c) if (c.cons or c.inv) else None
+                for node in cands:
+                    cap, used = node.cap, node.used
+                    if cap[0] - used[0] < v0 or cap[1] - used[1] < v1 or cap[2] <= used[2]:
+                        continue  # no room (checked inline: most windowed nodes are full for most classes)
+                    if hchecks and any(cnt.get(node.id, 0) >= th for cnt, th in hchecks):
                         continue
-                    for node in blk[0]:
-                        t0 = node.launch
-                        if t0 is None:
-                            t0 = self._launch_type(node)
-                        if t0 is False:
+                    if filt and not self._domains_pass(node, filt):
+                        continue
+                    before = c.placed
+                    while c.placed < total and self._try_node(c, node):
+                        pass
+                    if filt and c.placed > before:
+                        filt = self._domain_filter(c)
+                if not grow and c.placed < total and self._no_limits and len(self.open) > window:
+                    # older NodeClaims: only the free room of the type each would launch as now (cheapest holding
+                    # what it has), which costs nothing more
+                    for blk in self._older_blocks(window):
+                        mr = blk[1]
+                        if mr is None:
+                            mr = self._block_room(blk)
+                        if mr[0] < v0 or mr[1] < v1 or mr[2] < 1:
                             continue
-                        cap, used = t0.avail, node.used
-                        if cap[0] - used[0] < v0 or cap[1] - used[1] < v1 or cap[2] <= used[2]:
-                            continue
-                        if hchecks and any(cnt.get(node.id, 0) >= th for cnt, th in hchecks):
-                            continue
-                        if filt and not self._domains_pass(node, filt):
-                            continue
-                        before = c.placed
-                        while c.placed < total and self._try_node(c, node, over=t0):
-                            pass
-                        if filt and c.placed > before:
-                            filt = self._domain_filter(c)
+                        for node in blk[0]:
+                            t0 = node.launch
+                            if t0 is None:
+                                t0 = self._launch_type(node)
+                            if t0 is False:
+                                continue
+                            cap, used = t0.avail, node.used
+                            if cap[0] - used[0] < v0 or cap[1] - used[1] < v1 or cap[2] <= used[2]:
+                                continue
+                            if hchecks and any(cnt.get(node.id, 0) >= th for cnt, th in hchecks):
+                                continue
+                            if filt and not self._domains_pass(node, filt):
+                                continue
+                            before = c.placed
+                            while c.placed < total and self._try_node(c, node, over=t0):
+                                pass
+                            if filt and c.placed > before:
+                                filt = self._domain_filter(c)
+                            if c.placed >= total:
+                                break
                         if c.placed >= total:
                             break
-                    if c.placed >= total:
-                        break
-                if c.placed >= total:
-                    return True
+                if c.placed >= total or c.placed == start or grow:
+                    break
+            if c.placed >= total:
+                return True
             if grow and c.placed < total:
                 # no room left next to the pods it must join: grow the least loaded of those nodes
                 for node in sorted(cands, key=lambda n: (n.used[0], n.order)):
