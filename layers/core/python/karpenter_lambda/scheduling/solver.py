@@ -9,10 +9,12 @@ Design (see docs/scheduling.md):
   in-flight nodes, then NodeClaims planned in this round, then a new NodeClaim per NodePool in weight order.
 * Per NodePool, the instance types compatible with a requirement signature are computed once and cached.
 * A new NodeClaim is sized on the instance type with the lowest price per pod placed (cheapest offering);
-  its plan keeps every compatible type that can hold what was placed on it, cheapest first, at most 60.
+  its plan keeps every compatible type that can hold what was placed on it, cheapest first, at most 60, and
+  launches the cheapest.  Later classes also use the free room of older NodeClaims' launch types (free).
 * Unconstrained classes (no topology, no host ports, not selected by anyone's anti-affinity) that are left
-  after the constrained ones are packed node by node: the type is chosen by the 2-resource LP over the
-  remaining demand and the node is filled with the class that best matches its free capacity.
+  after the constrained ones are packed in bulk: pods valued per request vector (LP duals of CPU and memory,
+  or stand-alone cost; both planned, the cheaper kept), each step opens the type whose simulated fill is
+  worth the most per dollar and repeats that fill while the pods last.
 * A class that cannot be placed is relaxed one preference at a time in Karpenter's order, and retried.
 """
 
