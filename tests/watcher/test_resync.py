@@ -221,3 +221,14 @@ def test_pod_message_resync_key_and_room():
 def test_bad_resync_arguments_are_refused(kw, msg):
     with pytest.raises(ValueError, match=msg.replace("(", r"\(").replace(")", r"\)")):
         run(None, None, "q", "c", threading.Event(), **kw)
+
+
+def test_provisioner_parses_resync_messages_like_first_sends():
+    from karpenter_lambda.controllers.messages import parse_body
+
+    p = pending_pod("x")
+    p["metadata"]["uid"] = "u-1"
+    first = parse_body(pod_message(p, "prod"), cluster="prod")
+    again = parse_body(pod_message(p, "prod", resync=True), cluster="prod")
+    assert again is not None and again.uid == first.uid == "u-1"
+    assert again.pod == first.pod and again.key == "default/x"
