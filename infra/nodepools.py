@@ -36,8 +36,9 @@ def load_node_pools(folder: Path) -> list:
     from karpenter_lambda.api.manifests import load_files
 
     result = load_files([folder])
-    if result.issues:
-        raise NodePoolValidationError(folder, result.issues)
+    # another provider's node class (e.g. a KWOKNodeClass) is only a note for `validate`; a stack deploys to AWS
+    if result.issues or result.skipped:
+        raise NodePoolValidationError(folder, result.issues + result.skipped)
     seen: dict[tuple[str, str], int] = {}
     for obj in result.objects:
         seen[(obj.kind, obj.name)] = seen.get((obj.kind, obj.name), 0) + 1

@@ -150,3 +150,15 @@ def test_bundler_failure_is_an_error_with_pips_output(tmp_path):
     req.write_text("this-package-does-not-exist-karpenter-lambda==0.0.1\n")
     with pytest.raises(RuntimeError, match="building the core layer failed"):
         build_layer(tmp_path / "out", requirements=req, extra_pip_args=("--no-deps", "--no-index"))
+
+
+def test_another_providers_node_class_in_the_folder_fails_synth(tmp_path):
+    """`validate` only notes a KWOKNodeClass (Karpenter's kwok example); the deploy folder refuses it."""
+    from infra.nodepools import NodePoolValidationError, load_node_pools
+
+    (tmp_path / "kwok.yaml").write_text(
+        "apiVersion: karpenter.kwok.sh/v1alpha1\nkind: KWOKNodeClass\nmetadata: {name: default}\n"
+    )
+    with pytest.raises(NodePoolValidationError) as e:
+        load_node_pools(tmp_path)
+    assert "kwok.yaml:0: KWOKNodeClass/default: apiVersion: skipped: karpenter.kwok.sh/v1alpha1 KWOKNodeClass" in str(e.value)
