@@ -73,3 +73,36 @@ def test_stale_launch_claim_without_nodeclaim_is_released(world):
     assert world.sweep()["released"] == ["crashed-claim"]
     assert claims.usage("default")[1] == {}
     assert claims.reservations() == {}
+
+
+def test_unregistered_nodeclaim_survives_an_instance_missing_from_describe(world):
+    """EC2 is eventually consistent: a just-launched instance can be missing from a (tag-filtered)
+    DescribeInstances.  An unregistered NodeClaim is not deleted for that (its pods would be launched
+    again and the first instance become an orphan); the registration timeout cleans it up."""
+    inst, nc = launch_one(world)
+    iid = inst["InstanceId"]
+    # hide the instance from the sweep's tag-filtered describe, as a lagging describe would
+    world.ec2.delete_tags(Resources=[iid], Tags=[{"Key": "karpenter.sh/nodeclaim"}])
+    world.clock.advance(5)
+    report = world.sweep()
+    assert report["deleted"] == [] and report["terminated"] == []
+    assert world.store.get("NodeClaim", nc.name) is not None
+    # a redelivered message launches nothing new: the pod is still nominated to the NodeClaim
+    world.provision(world.sqs_event(world.server.store.list("pods")))
+    assert [i["InstanceId"] for i in world.ec2.describe_instances()["Reservations"][0]["Instances"]] == [iid]
+    world.clock.advance(16 * 60)
+    report = world.sweep()
+    assert [d["nodeClaim"] for d in report["deleted"]] == [nc.name]
+    assert "not registered within 15m" in report["deleted"][0]["reason"]
+    assert world.store.get("NodeClaim", nc.name) is None
+
+
+def test_registered_nodeclaim_whose_instance_is_absent_is_deleted(world):
+    inst, nc = launch_one(world)
+    node = world.join(inst, ready=True)
+    world.sweep()
+    assert world.store.get("NodeClaim", nc.name).is_true("Registered")
+    world.ec2.delete_tags(Resources=[inst["InstanceId"]], Tags=[{"Key": "karpenter.sh/nodeclaim"}])
+    report = world.sweep()
+    assert report["deleted"] == [{"nodeClaim": nc.name, "reason": f"instance {inst['InstanceId']} is gone"}]
+    assert world.server.store.get("nodes", node["metadata"]["name"]) is None

@@ -184,8 +184,17 @@ class Lifecycle:
         inst = instances.get(iid)
         node = node_by_provider.get(pid)
         state = ((inst or {}).get("State") or {}).get("Name")
-        if inst is None or state in GONE_STATES:
+        if state in GONE_STATES or (inst is None and nc.is_true("Registered")):
             self._delete_nodeclaim(nc, f"instance {iid} is {state or 'gone'}", report, node)
+            return
+        if inst is None and node is None:
+            # Not (yet) in DescribeInstances: EC2 is eventually consistent and a just-launched instance can be
+            # missing from a tag-filtered describe for a while.  Like Karpenter, an unregistered NodeClaim is not
+            # garbage collected on the cloud provider's word alone: the registration timeout below handles it.
+            launched = _epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created
+            if now - launched > self.registration_timeout:
+                self._delete_nodeclaim(nc, f"instance {iid} not found and not registered within "
+                                           f"{int(self.registration_timeout // 60)}m", report, node)
             return
         if node is None:
             launched = _epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created
