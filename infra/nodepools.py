@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Annotations, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -31,14 +31,40 @@ class NodePoolValidationError(ValueError):
         super().__init__(f"context parameter nodePools: {len(self.issues)} problem(s) in {folder}:\n{lines}")
 
 
+def role_issues(folder: Path, node_role: str) -> list:
+    """EC2NodeClasses in ``folder`` whose ``spec.role`` is not ``node_role``: the functions may pass only the
+    stack's node role to EC2 (iam:PassRole), so nodes of such a class could never launch."""
+    from karpenter_lambda.api.errors import ValidationIssue
+    from karpenter_lambda.api.manifests import parse_documents
+
+    issues = []
+    path = Path(folder)
+    files = sorted(f for f in path.iterdir() if f.suffix in (".yaml", ".yml", ".json")) if path.is_dir() else [path]
+    for f in files:
+        docs, _ = parse_documents(f.read_text(encoding="utf-8"), str(f))
+        for index, doc in docs:
+            if not isinstance(doc, dict) or doc.get("kind") != "EC2NodeClass" or not isinstance(doc.get("spec"), dict):
+                continue
+            role = doc["spec"].get("role")
+            if isinstance(role, str) and role.rsplit("/", 1)[-1] != node_role:
+                name = (doc.get("metadata") or {}).get("name", "") if isinstance(doc.get("metadata"), dict) else ""
+                issues.append(ValidationIssue(
+                    str(f), index, "EC2NodeClass", str(name), "spec.role",
+                    f"{role!r} is not this stack's node role: the functions may only pass {node_role!r} to EC2 "
+                    f"(iam:PassRole), so nodes of this class could never launch; set spec.role: {node_role}",
+                ))
+    return issues
+
+
 def load_node_pools(folder: Path) -> list:
     """Load and validate every manifest in ``folder``; returns the typed objects or raises NodePoolValidationError."""
     from karpenter_lambda.api.manifests import load_files
 
     result = load_files([folder])
     # another provider's node class (e.g. a KWOKNodeClass) is only a note for `validate`; a stack deploys to AWS
-    if result.issues or result.skipped:
-        raise NodePoolValidationError(folder, result.issues + result.skipped)
+    issues = result.issues + result.skipped
+    if issues:
+        raise NodePoolValidationError(folder, issues)
     seen: dict[tuple[str, str], int] = {}
     for obj in result.objects:
         seen[(obj.kind, obj.name)] = seen.get((obj.kind, obj.name), 0) + 1
@@ -72,9 +98,13 @@ def _construct_id(kind: str, name: str) -> str:
 class NodePoolManifests(Construct):
     """One AwsCustomResource per object; ``objects`` lists what is written (kind, name)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: str, folder: Path, table: dynamodb.ITable, log_retention: logs.RetentionDays) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: str, folder: Path, table: dynamodb.ITable, log_retention: logs.RetentionDays, node_role: str | None = None) -> None:
         super().__init__(scope, construct_id)
         self.objects = load_node_pools(folder)
+        # a role the functions cannot pass is a warning (printed by cdk synth/deploy; fatal with --strict), not an error
+        self.role_warnings = [str(i) for i in role_issues(folder, node_role)] if node_role else []
+        for warning in self.role_warnings:
+            Annotations.of(self).add_warning_v2("karpenter-lambda:node-role", warning)
         policy = cr.AwsCustomResourcePolicy.from_statements(
             [iam.PolicyStatement(actions=["dynamodb:UpdateItem", "dynamodb:DeleteItem"], resources=[table.table_arn])]
         )

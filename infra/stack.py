@@ -17,7 +17,7 @@ from constructs import Construct
 
 from .config import LOG_RETENTION_DAYS, StackConfig
 from .functions import FunctionSpec, KarpenterFunction, QueueTrigger, ScheduleTrigger, visibility_timeout_for
-from .iam import NodeRole, WatcherRole, cluster_arn, controller_statements
+from .iam import NodeRole, WatcherRole, cluster_arn, controller_statements, node_role_name
 from .layer import CoreLayer
 from .nag import acknowledge_controller, acknowledge_custom_resource_provider, acknowledge_node_role
 from .nodepools import NodePoolManifests
@@ -198,7 +198,8 @@ class KarpenterLambdaStack(Stack):
 
         self.node_pools = None
         if config.node_pools_dir is not None:
-            self.node_pools = NodePoolManifests(self, "NodePools", cluster=cluster, folder=config.node_pools_dir, table=self.tables.state, log_retention=retention)
+            self.node_pools = NodePoolManifests(self, "NodePools", cluster=cluster, folder=config.node_pools_dir, table=self.tables.state,
+                                                log_retention=retention, node_role=node_role_name(cluster))
 
         from .monitoring import Monitoring
 

@@ -162,3 +162,31 @@ def test_another_providers_node_class_in_the_folder_fails_synth(tmp_path):
     with pytest.raises(NodePoolValidationError) as e:
         load_node_pools(tmp_path)
     assert "kwok.yaml:0: KWOKNodeClass/default: apiVersion: skipped: karpenter.kwok.sh/v1alpha1 KWOKNodeClass" in str(e.value)
+
+
+def test_an_ec2nodeclass_with_another_role_is_a_synth_warning(tmp_path):
+    """iam:PassRole covers only the stack's node role: a folder EC2NodeClass naming Karpenter's usual
+    KarpenterNodeRole-<cluster> would deploy but never launch, so synth warns (a CDK annotation, fatal
+    under `cdk deploy --strict`) naming the role to use; a matching role gives no warning."""
+    from aws_cdk.assertions import Annotations, Match
+
+    from infra.app import build_app
+    from infra.nodepools import role_issues
+
+    nodeclass = ("apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: default}}\nspec:\n"
+                 "  role: {role}\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n"
+                 "  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]\n"
+                 "  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]\n")
+    (tmp_path / "nc.yaml").write_text("---\n# comment\n---\n" + nodeclass.format(role="KarpenterNodeRole-demo"))
+    issues = [str(i) for i in role_issues(tmp_path, "KarpenterLambdaNode-demo")]
+    assert len(issues) == 1
+    assert issues[0].startswith(f"{tmp_path / 'nc.yaml'}:1: EC2NodeClass/default: spec.role: 'KarpenterNodeRole-demo' is not this stack's node role")
+    assert issues[0].endswith("set spec.role: KarpenterLambdaNode-demo")
+
+    app = build_app({"clusterName": "demo", "nodePools": str(tmp_path), "aws:cdk:bundling-stacks": []}, outdir=str(tmp_path / "out"), nag=False)
+    stack = app.node.find_child("KarpenterLambda-demo")
+    assert stack.node_pools.role_warnings == issues
+    Annotations.from_stack(stack).has_warning("*", Match.string_like_regexp("is not this stack's node role"))
+
+    (tmp_path / "nc.yaml").write_text(nodeclass.format(role="KarpenterLambdaNode-demo"))
+    assert role_issues(tmp_path, "KarpenterLambdaNode-demo") == []
