@@ -158,3 +158,18 @@ def test_apply_reports_validation_errors_with_field_paths(cli, manifests, table)
     assert rc == 1 and out == ""
     assert f"{f}:1: NodePool/default: spec.disruption.consolidationPolcy: " in err
     assert Store("default").list("EC2NodeClass") == []  # the valid class in the same file was not applied either
+
+
+def test_bad_cluster_or_endpoint_is_a_usage_error_not_a_traceback(cli, manifests):
+    """Exit 2 with a message naming the option (before any AWS call)."""
+    f = manifests("p.yaml", pair())
+    for argv, message in (
+        (("--cluster", "a#b", "get", "np"), 'error: --cluster: cluster name "a#b" must not contain "#"'),
+        (("--cluster", "", "delete", "np", "x"), "error: --cluster: cluster name must be a non-empty string"),
+        (("--endpoint-url", "notaurl", "get", "np"), "error: --endpoint-url 'notaurl': expected an http(s) URL"),
+        (("--endpoint-url", "ftp://h", "apply", "-f", f), "error: --endpoint-url 'ftp://h': expected an http(s) URL"),
+    ):
+        rc, out, err = cli(*argv)
+        assert rc == 2, (argv, err)
+        assert err.startswith(message), (argv, err)
+        assert "Traceback" not in err

@@ -36,11 +36,27 @@ def creates_table_on_first_use(endpoint_url: str | None) -> bool:
     return not (host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn"))
 
 
+class UsageError(Exception):
+    """A bad global option (cluster name, endpoint URL): exit 2 with the message."""
+
+
 def open_store(args: argparse.Namespace, create_missing: bool = True):
-    """The cluster's Store; on a custom non-AWS endpoint a missing state table is created (a note on stderr)."""
+    """The cluster's Store; on a custom non-AWS endpoint a missing state table is created (a note on stderr).
+
+    Raises :class:`UsageError` for a cluster name the table key cannot hold or an endpoint that is no URL.
+    """
+    from urllib.parse import urlparse
+
     from ..adapters.store import Store
 
-    store = Store(args.cluster, region=args.region, endpoint_url=args.endpoint_url)
+    if args.endpoint_url is not None:
+        url = urlparse(args.endpoint_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise UsageError(f"--endpoint-url {args.endpoint_url!r}: expected an http(s) URL such as http://127.0.0.1:5000")
+    try:
+        store = Store(args.cluster, region=args.region, endpoint_url=args.endpoint_url)
+    except ValueError as e:
+        raise UsageError(f"--cluster: {e}") from None
     if create_missing and creates_table_on_first_use(store.endpoint_url) and store.ensure_table():
         sys.stderr.write(f"table {store.table_name} created at {store.endpoint_url}\n")
     return store
@@ -55,6 +71,9 @@ def _store_errors(fn):
 
         try:
             return fn(args)
+        except UsageError as e:
+            sys.stderr.write(f"error: {e}\n")
+            return 2
         except StoreUnavailable as e:
             sys.stderr.write(f"error: {e}\n")
             return 2
