@@ -136,6 +136,13 @@ def load_text(text: str, filename: str = "<input>", allow_other_kinds: bool = Fa
     return result
 
 
+def _decode(data: bytes) -> str:
+    """UTF-8 (a BOM is dropped), or UTF-16 when the file starts with its BOM (as some editors on Windows write)."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16")
+    return data.decode("utf-8-sig")
+
+
 def load_files(paths, allow_other_kinds: bool = False) -> LoadResult:
     """Load every file (``-`` is not handled here); a directory loads its *.yaml/*.yml/*.json files sorted by name."""
     result = LoadResult()
@@ -144,9 +151,12 @@ def load_files(paths, allow_other_kinds: bool = False) -> LoadResult:
         files = sorted(f for f in path.iterdir() if f.suffix in (".yaml", ".yml", ".json")) if path.is_dir() else [path]
         for f in files:
             try:
-                text = f.read_text(encoding="utf-8")
+                text = _decode(f.read_bytes())
             except OSError as e:
                 result.issues.append(ValidationIssue(str(f), 0, "", "", "", f"cannot read file: {e.strerror or e}"))
+                continue
+            except UnicodeDecodeError as e:
+                result.issues.append(ValidationIssue(str(f), 0, "", "", "", f"cannot read file: not UTF-8 text (byte {e.start}: {e.reason})"))
                 continue
             result.extend(load_text(text, str(f), allow_other_kinds))
     return result
