@@ -113,7 +113,7 @@ def test_scale_up_to_ready_nodes_with_cost(sim_json):
 
 
 def test_until_stops_early_and_human_output(scenario, capsys):
-    code = main(["simulate", str(scenario), "--until", "20s", "--quiet"])
+    code = main(["simulate", "-f", str(scenario), "--until", "20s", "--quiet"])  # -f FILE, as for plan
     out = capsys.readouterr().out
     assert "Timeline (virtual time)" in out and "NodeClaimLaunched" in out
     assert "NodeJoined" not in out  # nodes join 30 s after launch
@@ -128,6 +128,11 @@ def test_bad_input_exit_2(tmp_path, capsys):
     assert "invalid manifests" in capsys.readouterr().err
     assert main(["simulate", str(tmp_path / "missing.yaml"), "--quiet"]) == 2
     assert main(["simulate", str(bad), "--until", "soon"]) == 2
+    capsys.readouterr()
+    assert main(["simulate", "--quiet"]) == 2  # no FILE at all: a usage error naming what is missing
+    assert "at least one manifest FILE is required" in capsys.readouterr().err
+    assert main(["simulate", "-f", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml: no such file" in capsys.readouterr().err
 
 
 def test_clock_and_durations():

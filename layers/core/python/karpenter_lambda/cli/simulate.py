@@ -26,7 +26,9 @@ from ..sim.clock import format_elapsed, parse_duration
 def register(sub) -> None:
     p = sub.add_parser("simulate", help="run the real handlers on moto + a local Kubernetes API on virtual time",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("files", nargs="+", metavar="FILE", help="manifests: NodePool, EC2NodeClass, Pod, Deployment, Job, DaemonSet, ...")
+    p.add_argument("files", nargs="*", metavar="FILE", help="manifests: NodePool, EC2NodeClass, Pod, Deployment, Job, DaemonSet, ...")
+    p.add_argument("-f", "--filename", dest="more_files", action="append", default=[], metavar="FILE",
+                   help="a manifest file, as for plan (repeatable; adds to the FILE arguments)")
     p.add_argument("--until", metavar="DURATION", help="stop at this virtual time (e.g. 10m, 1h30m); default: when nothing changes")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--join-delay", type=float, default=30.0, metavar="SECONDS", help="virtual seconds from launch to node join (default 30)")
@@ -57,6 +59,11 @@ def _timeline(events, out) -> None:
 def run(args) -> int:
     from ..sim.simulator import Simulation, SimulationError
 
+    files = list(args.files or []) + list(getattr(args, "more_files", None) or [])
+    if not files:
+        sys.stderr.write("karpenter-lambda simulate: at least one manifest FILE is required (e.g. examples/demo/)\n"
+                         "Run 'karpenter-lambda simulate --help' for usage.\n")
+        return 2
     try:
         until = parse_duration(args.until) if args.until else None
     except ValueError as e:
@@ -68,7 +75,7 @@ def run(args) -> int:
         if not args.quiet and ev.type in ("NodeClaimLaunched", "NodeReady", "NodeClaimInitialized", "Done", "ProvisionerInvoked"):
             sys.stderr.write(f"[simulate] +{format_elapsed(ev.time)} {ev.type} {ev.object}\n")
 
-    sim = Simulation(args.files, until=until, cluster=getattr(args, "cluster", None) or "sim-cluster",
+    sim = Simulation(files, until=until, cluster=getattr(args, "cluster", None) or "sim-cluster",
                      region=args.region, join_delay=args.join_delay, ready_delay=args.ready_delay,
                      progress=progress, on_event=on_event)
     if sim.cluster == "default":

@@ -67,6 +67,26 @@ class Environment:
         return self.client("dynamodb")
 
     @cached_property
+    def pricing(self):
+        """The Pricing API client (us-east-1, or cn-northwest-1 for China), None where it cannot be reached (GovCloud)."""
+        from ..adapters.aws.pricing import pricing_api_region
+
+        api_region = pricing_api_region(self.config.region)
+        if api_region is None:
+            return None
+        kwargs = {"region_name": api_region}
+        if self.config.endpoint_url:
+            kwargs["endpoint_url"] = self.config.endpoint_url
+        return self.session.client("pricing", **kwargs)
+
+    @cached_property
+    def price_cache(self):
+        """Fetched on-demand/spot prices in the cache table (fresh 12 h / 1 h), shared by every invocation."""
+        from ..adapters.aws.pricing_cache import PriceCache
+
+        return PriceCache(self.dynamodb, self.config.cache_table, now=runtime.clock_proxy)
+
+    @cached_property
     def store(self):
         from ..adapters.store import Store
 

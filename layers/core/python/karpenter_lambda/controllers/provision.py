@@ -94,8 +94,11 @@ class ProvisionReport:
 
 
 # ----------------------------------------------------------------------------------------------
-# Instance type data: EC2 descriptions are fetched once per process (moto's full call takes seconds)
-_catalog_cache: dict[tuple, list] = {}
+# Instance type data: EC2 descriptions are fetched once per process (moto's full call takes seconds); the built
+# instance types (with their prices) are kept CATALOG_TTL_SECONDS of real time, so a warm Lambda container
+# picks up new prices (Pricing API / spot history through the DynamoDB price cache).
+CATALOG_TTL_SECONDS = 300.0
+_catalog_cache: dict[tuple, tuple[float, list]] = {}
 
 
 def _catalog_key(nodeclass: EC2NodeClass | None, zones, unavailable) -> tuple:
@@ -104,18 +107,23 @@ def _catalog_key(nodeclass: EC2NodeClass | None, zones, unavailable) -> tuple:
 
 
 def default_catalog_loader(ec2, region: str, nodeclass: EC2NodeClass | None, zones: list[str] | None,
-                           unavailable: set) -> list:
-    """Instance types for one EC2NodeClass (cached per process by nodeclass spec, zones, unavailable set)."""
+                           unavailable: set, *, pricing=None, price_cache=None) -> list:
+    """Instance types for one EC2NodeClass (cached per process by nodeclass spec, zones, unavailable set, for
+    CATALOG_TTL_SECONDS).  Prices: on-demand from the Pricing API (``pricing`` client) and spot from the price
+    history, both through the DynamoDB ``price_cache`` when given; the bundled table / estimate otherwise."""
     key = (region,) + _catalog_key(nodeclass, zones, unavailable)
     hit = _catalog_cache.get(key)
-    if hit is not None:
-        return hit
+    now = time.monotonic()
+    if hit is not None and now - hit[0] < CATALOG_TTL_SECONDS:
+        return hit[1]
     from ..adapters.aws import ec2_catalog
 
-    types = ec2_catalog.load_catalog(ec2, region, nodeclass=nodeclass, unavailable=frozenset(unavailable), zones=zones)
+    clients = {"ec2": ec2, "pricing": pricing}
+    types = ec2_catalog.load_catalog(clients, region, nodeclass=nodeclass, unavailable=frozenset(unavailable),
+                                     zones=zones, cache=price_cache)
     if len(_catalog_cache) > 64:
         _catalog_cache.clear()
-    _catalog_cache[key] = types
+    _catalog_cache[key] = (now, types)
     return types
 
 
@@ -140,7 +148,7 @@ class Provisioner:
     def __init__(self, store, ec2, ssm, iam, kube, cluster, clock: Callable[[], float] | None = None,
                  unavailable=None, claims=None, *, region: str = "us-east-1", logger=None,
                  catalog_loader: Callable[..., list] | None = None, solver: Callable | None = None,
-                 node_role: str | None = None):
+                 node_role: str | None = None, pricing=None, price_cache=None):
         self.store = store
         self.ec2, self.ssm, self.iam = ec2, ssm, iam
         self.kube = kube
@@ -153,13 +161,16 @@ class Provisioner:
         self.catalog_loader = catalog_loader or default_catalog_loader
         self.solver = solver
         self.node_role = node_role
+        self.pricing = pricing            # Pricing API client (on-demand prices), None: bundled table
+        self.price_cache = price_cache    # adapters.aws.pricing_cache.PriceCache, None: no DynamoDB price cache
         self._resolved: dict[str, Any] = {}
         self._limit_retried: set[str] = set()
 
     @classmethod
     def from_environment(cls, env, logger=None) -> "Provisioner":
         return cls(env.store, env.ec2, env.ssm, env.iam, env.kube, env.cluster, runtime.clock_proxy, env.unavailable,
-                   env.claims, region=env.config.region, logger=logger, node_role=env.config.node_role)
+                   env.claims, region=env.config.region, logger=logger, node_role=env.config.node_role,
+                   pricing=env.pricing, price_cache=env.price_cache)
 
     # -- logging: one structured line per decision ------------------------------------------------
     def _decision(self, decision: str, message: str, **fields) -> None:
@@ -295,7 +306,11 @@ class Provisioner:
                 blocked.append(f"NodePool {np.name}: EC2NodeClass {nc.name} not ready: {problem}")
                 continue
             zones = sorted({s["zone"] for s in _subnets(resolved)})
-            types = self.catalog_loader(self.ec2, self.region, nc, zones, unavailable)
+            if self.catalog_loader is default_catalog_loader:
+                types = default_catalog_loader(self.ec2, self.region, nc, zones, unavailable,
+                                               pricing=self.pricing, price_cache=self.price_cache)
+            else:
+                types = self.catalog_loader(self.ec2, self.region, nc, zones, unavailable)
             np_inputs.append(NodePoolInput(nodepool=np, instance_types=types))
         if not np_inputs:
             reason = "; ".join(blocked) or "no NodePool exists"

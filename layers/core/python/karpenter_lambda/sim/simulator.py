@@ -404,9 +404,18 @@ class Simulation:
         self._call(self.lifecycle.handler, event, "lifecycle")
 
     def _call(self, fn, event, name):
+        import logging
+
         sink = self.handler_logs if self.handler_logs is not None else io.StringIO()
-        with contextlib.redirect_stdout(sink):
-            return fn(event, _LambdaContext(f"{self.cluster}-{name}"))
+        # the package's own loggers (e.g. "on-demand prices: Pricing API failed ... bundled table") go with the
+        # handler logs, as they would to CloudWatch, not to the user's terminal
+        pkg_log, log_handler = logging.getLogger("karpenter_lambda"), logging.StreamHandler(sink)
+        pkg_log.addHandler(log_handler)
+        try:
+            with contextlib.redirect_stdout(sink):
+                return fn(event, _LambdaContext(f"{self.cluster}-{name}"))
+        finally:
+            pkg_log.removeHandler(log_handler)
 
     def _on_report(self, kind: str, report) -> None:
         if kind == "provision":
