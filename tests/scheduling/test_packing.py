@@ -156,3 +156,24 @@ def test_constrained_pods_use_free_room_of_older_nodeclaims():
             zones[n.zone] = zones.get(n.zone, 0) + k
             assert n.requirements.get(L.ZONE).values == {n.zone}  # narrowed to the chosen zone
     assert sum(zones.values()) == 120 and max(zones.values()) - min(zones.values()) <= 1 and len(zones) == 3
+
+
+def test_repack_empties_poorly_filled_nodes_into_free_room():
+    from types import SimpleNamespace
+
+    from karpenter_lambda.scheduling.solver import _repack
+
+    small = SimpleNamespace(name="small", avail=(2000, 4 * GI, 10))
+    big = SimpleNamespace(name="big", avail=(8000, 16 * GI, 40))
+    types = [(1.0, small), (4.0, big)]
+    one = (1000, GI, 1)
+    # three nodes each holding one 1-CPU pod: two of them fit in one launch type, so one node goes
+    out = _repack([(small, {one: 1}, 3)], types)
+    assert sum(n for _, _, n in out) == 2
+    assert sorted((fill[one], n) for _, fill, n in out) == [(1, 1), (2, 1)]
+    assert sum(p * n for (t, _, n) in out for p, tt in types if tt is t) == 2.0
+    # a node planned on the big type but holding little launches as the small one, and no pod is lost
+    out = _repack([(big, {one: 1}, 1), (small, {(500, GI, 1): 2}, 1)], types)
+    assert sum(fill.get(one, 0) * n for _, fill, n in out) == 1
+    assert sum(fill.get((500, GI, 1), 0) * n for _, fill, n in out) == 2
+    assert all(t is small for t, _, _ in out)

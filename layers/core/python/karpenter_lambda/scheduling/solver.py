@@ -419,6 +419,7 @@ class _Solver:
         self.rpos = {r: i for i, r in enumerate(self.rindex)}
         for c in self.classes:
             c.vec = tuple(c.req.get(r, 0) for r in self.rindex)
+        self._exotic_idx = [self.rpos[r] for r in EXOTIC_RESOURCES if r in self.rpos]
         pools = []
         seen = set()
         for npi in inp.nodepools:
@@ -437,6 +438,7 @@ class _Solver:
         self._elig: dict = {}
         self._pruned_at = 0
         self._final_cache: dict = {}
+        self._reqs_exotic: dict = {}
         self._text_cache: dict = {}
         self._counter = 0
         self._build_existing(inp.existing_nodes or [])
@@ -1272,7 +1274,7 @@ class _Solver:
         if not plans:
             return
         best = min(plans, key=lambda x: (-x[1], x[2]))  # most pods placed, then cheapest
-        plan = best[0]
+        plan = best[0] if pool.remaining else _repack(best[0], types)
         for t, taken, reps in plan:
             for _ in range(reps):
                 node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * nres)
@@ -1490,9 +1492,13 @@ class _Solver:
     def _final_lookup(self, node: _Node):
         """(cache key, wants exotic, cached final types or None) for a planned node as it stands."""
         reqs, used, lim = node.reqs, node.used, node.limit_snapshot
-        wants_exotic = any(used[self.rpos[r]] for r in EXOTIC_RESOURCES if r in self.rpos) or any(
-            k in reqs and not reqs.get(k).is_empty() and not reqs.get(k).complement for k in EXOTIC_KEYS)
-        ck = (reqs.signature(), tuple(used), tuple(sorted(lim.items())) if lim else None, wants_exotic)
+        sig = reqs.signature()
+        rex = self._reqs_exotic.get(sig)
+        if rex is None:
+            rex = self._reqs_exotic[sig] = any(
+                k in reqs and not reqs.get(k).is_empty() and not reqs.get(k).complement for k in EXOTIC_KEYS)
+        wants_exotic = rex or any(used[i] for i in self._exotic_idx)
+        ck = (sig, tuple(used), tuple(sorted(lim.items())) if lim else None, wants_exotic)
         return ck, wants_exotic, self._final_cache.get(ck)
 
     def _launch_type(self, node: _Node) -> _Type | None:
@@ -1650,6 +1656,93 @@ def _shrunk_price(types: list, taken: dict, cache: dict) -> float:
         hit = next((p for p, t in types if all(a >= u for a, u in zip(t.avail, used))), INF)
         cache[key] = hit
     return hit
+
+
+def _repack(plan: list, types: list) -> list:
+    """Empty the least efficient planned nodes into the room the others leave in their launch types.
+
+    ``plan``: [(type, {vector: pods}, nodes)].  Nodes with the same fill form a group; each node launches as
+    the cheapest type holding its fill, and pods moved into what that type leaves free cost nothing.  Groups
+    are taken cheapest-value-first (price per pod): a node whose pods all find room elsewhere is dropped.
+    Returns the plan with each fill on its launch type."""
+    shrink: dict = {}
+    ttype: dict = {}
+
+    def launch(fill_key):
+        t = ttype.get(fill_key)
+        if t is None:
+            fill = dict(fill_key)
+            nres = len(fill_key[0][0])
+            used = [sum(v[i] * k for v, k in fill.items()) for i in range(nres)]
+            t = next((tt for p, tt in types if all(a >= u for a, u in zip(tt.avail, used))), None)
+            ttype[fill_key] = t or False
+            shrink[fill_key] = (next((p for p, tt in types if tt is t), INF), used)
+        return ttype[fill_key]
+
+    groups: dict = {}
+    for t, taken, reps in plan:
+        key = tuple(sorted(taken.items()))
+        if launch(key) is False:
+            return plan
+        groups[key] = groups.get(key, 0) + reps
+
+    def free(key):
+        t = ttype[key]
+        used = shrink[key][1]
+        return [a - u for a, u in zip(t.avail, used)]
+
+    order = sorted(groups, key=lambda k: -shrink[k][0] / max(1, sum(n for _, n in k)))
+    for victim in order:
+        while groups.get(victim):
+            # hosts: every other group with room, as (key, free room); a move takes one node of the group
+            moves = []
+            pending = [v for v, k in victim for _ in range(k)]
+            avail = {k: n for k, n in groups.items() if n and k != victim}
+            avail_v = groups[victim] - 1
+            if avail_v:
+                avail[victim] = avail_v
+            hosts: dict = {}  # host key -> (new fill dict, free room): nodes being filled in this attempt
+            ok = True
+            for v in pending:
+                placed = False
+                for hk, (fill, fr) in hosts.items():
+                    if all(x <= f for x, f in zip(v, fr)):
+                        fill[v] = fill.get(v, 0) + 1
+                        for i, x in enumerate(v):
+                            fr[i] -= x
+                        placed = True
+                        break
+                if placed:
+                    continue
+                for k, n in avail.items():
+                    if n <= 0:
+                        continue
+                    fr = free(k)
+                    if all(x <= f for x, f in zip(v, fr)):
+                        avail[k] = n - 1
+                        fill = dict(k)
+                        fill[v] = fill.get(v, 0) + 1
+                        for i, x in enumerate(v):
+                            fr[i] -= x
+                        hosts[(k, len(moves))] = (fill, fr)
+                        moves.append(k)
+                        placed = True
+                        break
+                if not placed:
+                    ok = False
+                    break
+            if not ok:
+                break
+            groups[victim] -= 1
+            for (k, _), (fill, fr) in hosts.items():
+                groups[k] -= 1
+                nk = tuple(sorted(fill.items()))
+                if nk not in ttype:  # the host keeps its launch type: the fill still fits in it
+                    ttype[nk] = ttype[k]
+                    shrink[nk] = (shrink[k][0], [u + sum(v[i] * (fill.get(v, 0) - dict(k).get(v, 0)) for v in fill)
+                                                 for i, u in enumerate(shrink[k][1])])
+                groups[nk] = groups.get(nk, 0) + 1
+    return [(ttype[k], dict(k), n) for k, n in groups.items() if n]
 
 
 def _standalone_values(types: list, counts: dict) -> dict:
