@@ -113,3 +113,102 @@ def test_works_over_http_with_the_kube_client(server):
     res = schedule_pending(kc)
     assert res.bound == [("default/q", "a")]
     assert _cond(st, "p")["reason"] == "Unschedulable"
+
+
+def _lpod(store, name, labels, ns="default", cpu="100m", **spec):
+    return store.create("pods", {"metadata": {"name": name, "namespace": ns, "labels": labels},
+                                 "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+                                          **spec}}, ns)
+
+
+ANTI_HOST = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
+def test_required_pod_anti_affinity_one_per_node(server):
+    st = server.store
+    _node(st, "n1")
+    _node(st, "n2")
+    for i in range(4):
+        _lpod(st, f"a{i}", {"app": "a"}, affinity=ANTI_HOST)
+    res = schedule_pending(server)
+    assert sorted(n for _, n in res.bound) == ["n1", "n2"]  # room for all four, but one per host
+    assert len(res.unschedulable) == 2
+    assert all("didn't match pod anti-affinity rules" in m for m in res.unschedulable.values())
+    # symmetry: a pod without anti-affinity of its own is kept away from a bound pod whose anti-affinity it matches
+    _node(st, "n3")
+    _lpod(st, "x", {"app": "a"})
+    res = schedule_pending(server)
+    bound = dict(res.bound)
+    assert bound.get("default/x") == "n3" or "default/x" not in bound
+    assert all(node == "n3" for node in bound.values())
+
+
+def test_required_pod_affinity_follows_its_group_and_the_first_goes_anywhere(server):
+    st = server.store
+    _node(st, "n1", zone="us-east-1a")
+    _node(st, "n2", zone="us-east-1b")
+    aff = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "topology.kubernetes.io/zone"}]}}
+    _lpod(st, "cache-0", {"app": "cache"}, nodeSelector={"topology.kubernetes.io/zone": "us-east-1b"})
+    _lpod(st, "follower", {"app": "web"}, affinity=aff)
+    res = schedule_pending(server)
+    assert dict(res.bound)["default/follower"] == "n2"
+    # no matching pod anywhere and the pod does not match its own term: unschedulable
+    _lpod(st, "orphan", {"app": "web"}, affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}})
+    res = schedule_pending(server)
+    assert "didn't match pod affinity rules" in res.unschedulable["default/orphan"]
+    # a self-matching first pod may go anywhere
+    _lpod(st, "db-0", {"app": "db"}, affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}]}})
+    res = schedule_pending(server)
+    bound = dict(res.bound)
+    assert "default/db-0" in bound and bound.get("default/orphan") == bound["default/db-0"]
+
+
+def test_topology_spread_do_not_schedule_max_skew(server):
+    st = server.store
+    _node(st, "a1", zone="us-east-1a", cpu="8")
+    _node(st, "b1", zone="us-east-1b", cpu="8")
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "web"}}}]
+    # three web pods already in zone a: the first new ones can only go to b, and the skew never exceeds 1
+    for i in range(3):
+        _lpod(st, f"old{i}", {"app": "web"}, nodeName="a1")
+    for i in range(4):
+        _lpod(st, f"web{i}", {"app": "web"}, topologySpreadConstraints=spread)
+    res = schedule_pending(server)
+    assert [n for _, n in res.bound][:3] == ["b1", "b1", "b1"] and len(res.bound) == 4
+
+    def per_zone():
+        out = {"a1": 0, "b1": 0}
+        for p in st.list("pods"):
+            if (p["metadata"].get("labels") or {}).get("app") == "web" and p["spec"].get("nodeName"):
+                out[p["spec"]["nodeName"]] += 1
+        return out
+
+    assert abs(per_zone()["a1"] - per_zone()["b1"]) <= 1
+    # with zone b cordoned off by a nodeSelector, a pod that would make the skew 2 stays pending
+    counts = per_zone()
+    fuller = "us-east-1a" if counts["a1"] > counts["b1"] else "us-east-1b"
+    if counts["a1"] == counts["b1"]:
+        _lpod(st, "web-even", {"app": "web"}, nodeSelector={"topology.kubernetes.io/zone": fuller},
+              topologySpreadConstraints=spread)
+        assert schedule_pending(server).bound == [("default/web-even", "a1" if fuller == "us-east-1a" else "b1")]
+    _lpod(st, "web-skew", {"app": "web"}, nodeSelector={"topology.kubernetes.io/zone": fuller},
+          topologySpreadConstraints=[{**spread[0], "nodeAffinityPolicy": "Ignore"}])
+    res = schedule_pending(server)
+    assert "didn't match pod topology spread constraints" in res.unschedulable["default/web-skew"]
+    # ScheduleAnyway is only a preference: never a filter
+    for i in range(3):
+        _lpod(st, f"any{i}", {"app": "web"}, nodeSelector={"topology.kubernetes.io/zone": "us-east-1a"},
+              topologySpreadConstraints=[{**spread[0], "whenUnsatisfiable": "ScheduleAnyway"}])
+    res = schedule_pending(server)
+    assert {n for _, n in res.bound} == {"a1"} and len(res.bound) == 3
+    # a node without the topology label is not a candidate
+    _node(st, "bare", cpu="8", labels={})
+    st.patch("nodes", "bare", {"metadata": {"labels": {"topology.kubernetes.io/zone": None}}})
+    _lpod(st, "web-z", {"app": "web"}, nodeSelector={"kubernetes.io/hostname": "bare"}, topologySpreadConstraints=spread)
+    res = schedule_pending(server)
+    assert "missing required label" in res.unschedulable["default/web-z"]

@@ -11,6 +11,15 @@ or terminating), highest priority first, then oldest:
   required node affinity (terms ORed; In, NotIn, Exists, DoesNotExist, Gt, Lt;
   ``matchFields`` on ``metadata.name``); ``NoSchedule``/``NoExecute`` taints
   must be tolerated (``PreferNoSchedule`` is ignored); host ports;
+* inter-pod constraints: required pod affinity and anti-affinity (any
+  ``topologyKey``; ``labelSelector``; ``namespaces``/``namespaceSelector``,
+  a non-empty namespaceSelector taken as every namespace; the anti-affinity
+  of pods already bound is honoured symmetrically; the first pod of a group
+  that matches its own affinity term may go anywhere) and topology spread
+  constraints with ``whenUnsatisfiable: DoNotSchedule`` (``maxSkew``,
+  ``minDomains``, ``labelSelector``, ``matchLabelKeys``,
+  ``nodeAffinityPolicy``/``nodeTaintsPolicy``; a node without the topology
+  label is not a candidate);
 * score: least allocated (the node with the most free cpu+memory share wins,
   ties by name), like kube-scheduler's default;
 * a pod that fits is bound (``pods/binding``); one that does not gets
@@ -20,7 +29,8 @@ or terminating), highest priority first, then oldest:
   is only written when the message changes, so an unchanged pod keeps its
   resourceVersion.
 
-Not modelled: pod (anti-)affinity, topology spread, preemption, volumes.
+Not modelled: preferred (anti-)affinity and ScheduleAnyway spread (scoring
+only), preemption, volumes.
 
 ``target`` is the simulator's ``KubeAPIServer`` / ``ObjectStore`` (in-process)
 or a :class:`karpenter_lambda.adapters.kube.client.KubeClient` (over HTTP).
@@ -158,6 +168,144 @@ def _key(pod: dict) -> str:
     return f"{m.get('namespace', 'default')}/{m.get('name')}"
 
 
+# ----------------------------------------------------------------------------- inter-pod constraints
+
+
+def _selector_matches(sel: dict | None, labels: dict, extra: dict | None = None) -> bool:
+    """A metav1.LabelSelector: ``None`` matches nothing, ``{}`` everything."""
+    if sel is None:
+        return False
+    for k, v in {**(sel.get("matchLabels") or {}), **(extra or {})}.items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.get("matchExpressions") or []:
+        k, op, vals = e.get("key"), e.get("operator"), [str(v) for v in e.get("values") or []]
+        if op == "In" and labels.get(k) not in vals:
+            return False
+        if op == "NotIn" and k in labels and labels[k] in vals:
+            return False
+        if op == "Exists" and k not in labels:
+            return False
+        if op == "DoesNotExist" and k in labels:
+            return False
+    return True
+
+
+def _ns(pod: dict) -> str:
+    return (pod.get("metadata") or {}).get("namespace") or "default"
+
+
+def _labels(obj: dict) -> dict:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _term_matches(term: dict, owner_ns: str, pod: dict) -> bool:
+    """Does ``pod`` match an affinity term declared by a pod of namespace ``owner_ns``?"""
+    nss = term.get("namespaceSelector")
+    listed = term.get("namespaces") or []
+    if nss is None and _ns(pod) not in (listed or [owner_ns]):
+        return False
+    # with a namespaceSelector every namespace is selected (namespace labels are not modelled)
+    return _selector_matches(term.get("labelSelector"), _labels(pod))
+
+
+def _required_terms(pod: dict, kind: str) -> list[dict]:
+    aff = ((pod.get("spec") or {}).get("affinity") or {}).get(kind) or {}
+    return [t for t in aff.get("requiredDuringSchedulingIgnoredDuringExecution") or [] if t.get("topologyKey")]
+
+
+class _Placement:
+    """Where the non-terminal pods are bound, updated as the pass binds."""
+
+    def __init__(self, nodes: list[dict]):
+        self.node_labels = {n["metadata"]["name"]: _labels(n) for n in nodes}
+        self.nodes = nodes
+        self.pods: list[tuple[dict, str]] = []  # (pod, node name)
+
+    def add(self, pod: dict, node: str) -> None:
+        if node in self.node_labels:
+            self.pods.append((pod, node))
+
+    def value(self, node: str, key: str) -> str | None:
+        return self.node_labels.get(node, {}).get(key)
+
+
+def _spread_constraints(pod: dict) -> list[dict]:
+    return [c for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or []
+            if c.get("topologyKey") and (c.get("whenUnsatisfiable") or "DoNotSchedule") == "DoNotSchedule"]
+
+
+class _InterPod:
+    """Per pending pod: the inter-pod and spread facts that do not depend on the candidate node."""
+
+    def __init__(self, pod: dict, spec: dict, placement: _Placement):
+        self.placement = placement
+        self.anti: list[tuple[str, set]] = []      # (key, domains holding a matching pod)
+        for t in _required_terms(pod, "podAntiAffinity"):
+            key = t["topologyKey"]
+            self.anti.append((key, {placement.value(n, key) for q, n in placement.pods
+                                    if _term_matches(t, _ns(pod), q)} - {None}))
+        # anti-affinity of bound pods that the incoming pod matches: (key, domain)
+        self.existing_anti: list[tuple[str, str]] = []
+        for q, n in placement.pods:
+            for t in _required_terms(q, "podAntiAffinity"):
+                v = placement.value(n, t["topologyKey"])
+                if v is not None and _term_matches(t, _ns(q), pod):
+                    self.existing_anti.append((t["topologyKey"], v))
+        self.affinity: list[tuple[str, set, bool]] = []  # (key, domains with a match, anywhere allowed)
+        for t in _required_terms(pod, "podAffinity"):
+            key = t["topologyKey"]
+            matches = [(q, n) for q, n in placement.pods if _term_matches(t, _ns(pod), q)]
+            self.affinity.append((key, {placement.value(n, key) for _q, n in matches} - {None},
+                                  not matches and _term_matches(t, _ns(pod), pod)))
+        self.spread: list[tuple[str, dict, int, int]] = []  # (key, counts per domain, min count, max skew)
+        for c in _spread_constraints(pod):
+            key = c["topologyKey"]
+            extra = {k: _labels(pod)[k] for k in c.get("matchLabelKeys") or [] if k in _labels(pod)}
+            sel = c.get("labelSelector")
+            eligible = [n for n in placement.nodes if key in _labels(n)
+                        and (c.get("nodeAffinityPolicy") == "Ignore" or _node_selects(pod, spec, n))
+                        and (c.get("nodeTaintsPolicy") != "Honor" or _taints_tolerated(spec, n))]
+            counts = {_labels(n)[key]: 0 for n in eligible}
+            names = {n["metadata"]["name"] for n in eligible}
+            for q, n in placement.pods:
+                if n in names and _ns(q) == _ns(pod) and _selector_matches(sel, _labels(q), extra):
+                    counts[placement.value(n, key)] += 1
+            self_match = 1 if _selector_matches(sel, _labels(pod), extra) else 0
+            low = min(counts.values()) if counts else 0
+            if c.get("minDomains") and len(counts) < int(c["minDomains"]):
+                low = 0
+            self.spread.append((key, counts, low - self_match, int(c.get("maxSkew") or 1)))
+
+    def check(self, node: dict) -> str | None:
+        labels = _labels(node)
+        for key, domains in self.anti:
+            if key in labels and labels[key] in domains:
+                return "node(s) didn't match pod anti-affinity rules"
+        for key, v in self.existing_anti:
+            if labels.get(key) == v:
+                return "node(s) didn't satisfy existing pods anti-affinity rules"
+        for key, domains, anywhere in self.affinity:
+            if not anywhere and labels.get(key) not in domains:
+                return "node(s) didn't match pod affinity rules"
+        for key, counts, low, skew in self.spread:
+            if key not in labels:
+                return "node(s) didn't match pod topology spread constraints (missing required label)"
+            if counts.get(labels[key], 0) - low > skew:
+                return "node(s) didn't match pod topology spread constraints"
+        return None
+
+
+def _node_selects(pod: dict, spec: dict, node: dict) -> bool:
+    labels = _labels(node)
+    return all(labels.get(k) == v for k, v in (spec.get("nodeSelector") or {}).items()) and node_affinity_matches(pod, node)
+
+
+def _taints_tolerated(spec: dict, node: dict) -> bool:
+    return all(t.get("effect") not in ("NoSchedule", "NoExecute") or tolerates(spec.get("tolerations"), t)
+               for t in (node.get("spec") or {}).get("taints") or [])
+
+
 # ----------------------------------------------------------------------------- access
 
 
@@ -213,6 +361,7 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
     pods = acc.pods()
     used: dict[str, dict[str, int]] = {n["metadata"]["name"]: {} for n in nodes}
     ports: dict[str, set] = {n["metadata"]["name"]: set() for n in nodes}
+    placement = _Placement(nodes)
     pending = []
     for p in pods:
         phase = (p.get("status") or {}).get("phase")
@@ -223,6 +372,8 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
             if node in used:
                 used[node] = _add(used[node], pod_requests(p))
                 ports[node] |= _host_ports(p)
+            if not (p.get("metadata") or {}).get("deletionTimestamp"):
+                placement.add(p, node)
             continue
         if (p.get("metadata") or {}).get("deletionTimestamp"):
             continue
@@ -239,9 +390,10 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
         reasons: Counter = Counter()
         best = None
         best_score = None
+        inter = _InterPod(pod, spec, placement)
         for node in nodes:
             name = node["metadata"]["name"]
-            why = _filter(pod, spec, req, want_ports, node, alloc[name], used[name], ports[name])
+            why = _filter(pod, spec, req, want_ports, node, alloc[name], used[name], ports[name]) or inter.check(node)
             if why:
                 reasons[why] += 1
                 continue
@@ -252,6 +404,7 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
         ns, pname = key.split("/", 1)
         if best is not None:
             acc.bind(ns, pname, best)
+            placement.add(pod, best)
             used[best] = _add(used[best], req)
             ports[best] |= want_ports
             result.bound.append((key, best))
