@@ -101,7 +101,7 @@ def test_small_burstable_types_mixed_well():
     """Regression guard for catalogs like the real one: cheap 2-vCPU burstable types with 4-17 pod slots and
     little memory.  Packing each request shape apart on its own best type costs $5.53/h here; the packer
     must mix shapes to stay under 0.78 of that (the pre-D2 packer, valuing pods only at the CPU/memory LP
-    duals, reached 0.80; this one 0.75)."""
+    duals, reached 0.80; this one 0.74)."""
     import math
     import random
 
