@@ -112,8 +112,16 @@ def test_scale_up_to_ready_nodes_with_cost(sim_json):
     assert joined["time"] - launched["time"] == pytest.approx(30.0)  # default join delay, virtual seconds
 
 
-def test_until_stops_early_and_human_output(scenario, capsys):
+def test_until_stops_early_and_human_output(scenario, capsys, monkeypatch):
+    # a deployment's settings in the user's shell must not leak into the simulation
+    unreachable = "http://127.0.0.1:9"
+    for var, value in {"KARPENTER_LAMBDA_KUBE_ENDPOINT": unreachable, "AWS_ENDPOINT_URL_EC2": unreachable,
+                       "AWS_ENDPOINT_URL_SQS": unreachable, "KARPENTER_LAMBDA_KUBERNETES_VERSION": "1.19"}.items():
+        monkeypatch.setenv(var, value)
     code = main(["simulate", "-f", str(scenario), "--until", "20s", "--quiet"])  # -f FILE, as for plan
+    import os
+
+    assert os.environ["KARPENTER_LAMBDA_KUBE_ENDPOINT"] == unreachable  # restored afterwards
     out = capsys.readouterr().out
     assert "Timeline (virtual time)" in out and "NodeClaimLaunched" in out
     assert "NodeJoined" not in out  # nodes join 30 s after launch

@@ -193,8 +193,12 @@ class Simulation:
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
         os.environ["AWS_DEFAULT_REGION"] = self.region
-        for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "KARPENTER_LAMBDA_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
-            os.environ.pop(var, None)
+        # nothing from the user's shell may point the simulation elsewhere: endpoints (any AWS_ENDPOINT_URL*),
+        # profiles, or a deployment's KARPENTER_LAMBDA_* settings (kube endpoint, Kubernetes version, ...)
+        for var in list(os.environ):
+            if var in ("AWS_PROFILE", "AWS_CONFIG_FILE") or var.startswith("AWS_ENDPOINT_URL") or (
+                    var.startswith("KARPENTER_LAMBDA_") and var != "KARPENTER_LAMBDA_REPO"):
+                os.environ.pop(var, None)
         stop = threading.Event()
         watcher_thread = None
         server = None
