@@ -126,6 +126,9 @@ def test_until_stops_early_and_human_output(scenario, capsys, monkeypatch):
     assert "Timeline (virtual time)" in out and "NodeClaimLaunched" in out
     assert "NodeJoined" not in out  # nodes join 30 s after launch
     assert "reached --until 20.0s" in out
+    # launched for but not bound yet at --until: the reason says so (not "no provisioning decision yet")
+    web = [line for line in out.splitlines() if line.startswith("unschedulable: default/web-")]
+    assert len(web) == 3 and all("nominated to NodeClaim default-" in line for line in web)
     assert code == 1
 
 

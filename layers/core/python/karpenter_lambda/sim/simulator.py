@@ -426,6 +426,11 @@ class Simulation:
             for x in report.launched:
                 self.emit("NodeClaimLaunched", f"nodeclaim/{x.nodeclaim}",
                           f"{x.instance_type} {x.capacity_type} in {x.zone} ${x.price:.4f}/h ({x.instance_id}) for {len(x.pods)} pods")
+                for pod in x.pods:  # an earlier "unschedulable" no longer holds
+                    self.reasons.pop(pod, None)
+            for pods in report.existing.values():
+                for pod in pods:
+                    self.reasons.pop(pod, None)
             for u in report.unschedulable:
                 if self.reasons.get(u["pod"]) != u["reason"]:
                     self.emit("PodUnschedulable", f"pod/{u['pod']}", u["reason"])
@@ -539,7 +544,27 @@ class Simulation:
                 "providerID": nc.status.get("providerID"),
                 "ready": nc.is_true("Initialized"),
             })
-        unsched = [{"pod": k, "reason": self.reasons.get(k, "pending: no provisioning decision yet")} for k in sorted(pending)]
+        nominated_to = {}
+        for nc in self.store.list("NodeClaim"):
+            for k in json.loads(nc.annotations.get(NOMINATED_PODS_ANNOTATION) or "[]"):
+                nominated_to[k] = nc.name
+        sched_msg = {}
+        for p in pods:
+            for c in (p.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message"):
+                    sched_msg[f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}"] = c["message"]
+
+        def pending_reason(k: str) -> str:
+            if k in self.reasons:
+                return self.reasons[k]
+            msg = sched_msg.get(k)
+            if k in nominated_to:
+                return f"nominated to NodeClaim {nominated_to[k]}, not bound yet" + (f" (kube-scheduler: {msg})" if msg else "")
+            if msg:
+                return f"kube-scheduler: {msg}"
+            return "pending: no provisioning decision yet"
+
+        unsched = [{"pod": k, "reason": pending_reason(k)} for k in sorted(pending)]
         bound = sum(len(v) for v in by_node.values())
         self.emit("Done", "simulation", f"{reason}: {bound}/{len(pods)} pods bound, {len(claims)} NodeClaims, ${cost:.4f}/h")
         return SimulationResult(nodeclaims=claims, unschedulable=unsched, events=list(self.events), cost_per_hour=cost,
