@@ -144,6 +144,30 @@ def nodeclaim_name(nodepool: str, pod_uids: list[str]) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
+# Taints a node carries only while it comes up (Karpenter ignores them, and the NodeClaim's startup taints,
+# when it simulates scheduling onto a managed node that is not initialized yet).
+EPHEMERAL_TAINT_KEYS = frozenset({
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+    "karpenter.sh/unregistered",
+})
+
+
+def scheduling_taints(node: dict, nodeclaim=None) -> list[dict]:
+    """The taints the solver should honour on ``node``.
+
+    A node that karpenter-lambda launched (``nodeclaim`` given) and that is not Initialized yet still carries
+    the ephemeral taints above and its startup taints; both go away by themselves, so, as Karpenter does,
+    they do not block placing pods there.  Otherwise the node's taints are taken as they are.
+    """
+    taints = list((node.get("spec") or {}).get("taints") or [])
+    if nodeclaim is None or nodeclaim.is_true("Initialized"):
+        return taints
+    startup = {(t.get("key"), t.get("effect")) for t in (nodeclaim.spec.get("startupTaints") or [])}
+    return [t for t in taints if t.get("key") not in EPHEMERAL_TAINT_KEYS and (t.get("key"), t.get("effect")) not in startup]
+
+
 class Provisioner:
     def __init__(self, store, ec2, ssm, iam, kube, cluster, clock: Callable[[], float] | None = None,
                  unavailable=None, claims=None, *, region: str = "us-east-1", logger=None,
@@ -258,7 +282,7 @@ class Provisioner:
                          and not (pods_by_uid[u].get("spec") or {}).get("nodeName")]
             labels = meta.get("labels") or {}
             out.append(ExistingNode(
-                name=name, labels=dict(labels), taints=list(spec.get("taints") or []),
+                name=name, labels=dict(labels), taints=scheduling_taints(n, nc),
                 allocatable=node_allocatable(n), pods=by_node.get(name, []) + extra,
                 nodepool=labels.get(wk.NODEPOOL), in_flight=False,
                 instance_type=labels.get(wk.INSTANCE_TYPE), zone=labels.get(wk.ZONE),
