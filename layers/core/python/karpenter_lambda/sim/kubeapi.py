@@ -517,8 +517,13 @@ class ObjectStore:
     Invalid, 429 TooManyRequests for a blocked eviction).
     """
 
-    def __init__(self, clock: Callable[[], Any] | None = None, history_size: int = 10000, strict_namespaces: bool = False):
+    def __init__(self, clock: Callable[[], Any] | None = None, history_size: int = 10000, strict_namespaces: bool = False,
+                 uid_seed: str | None = None):
         self._clock = clock or time.time
+        # With a seed, uids are uuid5(seed, kind/namespace/name#n): the same run gives the same uids
+        # (the simulator uses this so NodeClaim names, derived from pod uids, repeat run to run).
+        self.uid_seed = uuid.uuid5(uuid.NAMESPACE_URL, uid_seed) if uid_seed is not None else None
+        self._creates = 0
         self.history_size = max(1, int(history_size))
         self.strict_namespaces = strict_namespaces
         self.mark_bound_pods_running = True
@@ -606,7 +611,11 @@ class ObjectStore:
                 raise StoreError(409, "AlreadyExists", f'{plural} "{name}" already exists')
             obj["apiVersion"] = rt.api_version
             obj["kind"] = rt.kind
-            meta["uid"] = str(uuid.uuid4())
+            self._creates += 1
+            if self.uid_seed is not None:
+                meta["uid"] = str(uuid.uuid5(self.uid_seed, f"{plural}/{meta.get('namespace', '')}/{name}#{self._creates}"))
+            else:
+                meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = self.now_str()
             meta.pop("deletionTimestamp", None)
             meta.setdefault("generation", 1)
@@ -1225,9 +1234,10 @@ class KubeAPIServer:
         default_watch_timeout: float = 1800.0,
         bookmark_interval: float = 60.0,
         k8s_version: str = "1.31",
+        uid_seed: str | None = None,
     ):
         self.port = port
-        self.store = ObjectStore(clock=clock, history_size=history_size, strict_namespaces=strict_namespaces)
+        self.store = ObjectStore(clock=clock, history_size=history_size, strict_namespaces=strict_namespaces, uid_seed=uid_seed)
         self.store.mark_bound_pods_running = mark_bound_pods_running
         self.default_watch_timeout = default_watch_timeout
         self.bookmark_interval = bookmark_interval

@@ -208,7 +208,7 @@ class Simulation:
                 from .aws import SimAccount
                 from .kubeapi import KubeAPIServer
 
-                server = KubeAPIServer(clock=self.clock, k8s_version=self.k8s_version)
+                server = KubeAPIServer(clock=self.clock, k8s_version=self.k8s_version, uid_seed="karpenter-lambda-simulate")
                 url = server.start()
                 self.server = server
                 self.progress(f"local Kubernetes API at {url}; seeding moto")
