@@ -43,6 +43,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_lambda.api.quantity import parse_resource_list
+from karpenter_lambda.scheduling.resources import add as _add
+from karpenter_lambda.scheduling.resources import pod_requests as _pod_requests
+from karpenter_lambda.scheduling.taints import untolerated as _untolerated
 
 __all__ = ["ScheduleResult", "schedule_pending", "pod_requests", "tolerates", "node_affinity_matches"]
 
@@ -54,58 +57,16 @@ class ScheduleResult:
 
 
 # ----------------------------------------------------------------------------- pod math
-
-
-def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + v
-    return out
-
-
-def _max(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = max(out.get(k, 0), v)
-    return out
-
-
-def _requests(c: dict) -> dict[str, int]:
-    res = c.get("resources") or {}
-    # a limit without a request defaults the request (Kubernetes defaulting)
-    return parse_resource_list({**(res.get("limits") or {}), **(res.get("requests") or {})})
+# The same Kubernetes arithmetic the solver uses (scheduling.resources / scheduling.taints).
 
 
 def pod_requests(pod: dict) -> dict[str, int]:
     """Effective requests in project units (cpu millicores, bytes, counts), with ``pods: 1``."""
-    spec = pod.get("spec") or {}
-    total: dict[str, int] = {}
-    for c in spec.get("containers") or []:
-        total = _add(total, _requests(c))
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for c in spec.get("initContainers") or []:
-        if c.get("restartPolicy") == "Always":
-            sidecars = _add(sidecars, _requests(c))
-        else:
-            init_peak = _max(init_peak, _add(sidecars, _requests(c)))
-    total = _max(_add(total, sidecars), init_peak)
-    total = _add(total, parse_resource_list(spec.get("overhead")))
-    total["pods"] = total.get("pods", 0) + 1
-    return total
+    return _pod_requests(pod)
 
 
 def tolerates(tolerations: list[dict] | None, taint: dict) -> bool:
-    for t in tolerations or []:
-        if t.get("effect") and t["effect"] != taint.get("effect"):
-            continue
-        op = t.get("operator") or "Equal"
-        if op == "Exists":
-            if not t.get("key") or t["key"] == taint.get("key"):
-                return True
-        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
+    return _untolerated(tolerations, [taint]) is None
 
 
 def _expr_matches(expr: dict, value: str | None) -> bool:
