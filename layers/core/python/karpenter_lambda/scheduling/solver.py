@@ -160,7 +160,7 @@ class _Type:
         self.cap = cap
         labels = it.labels
         self.exotic = bool(labels.get(L.INSTANCE_GPU_COUNT) or labels.get(L.INSTANCE_ACCELERATOR_COUNT)
-                           or labels.get(L.INSTANCE_SIZE, "").endswith("metal")
+                           or "metal" in labels.get(L.INSTANCE_SIZE, "")  # metal, metal-24xl, metal-48xl, ...
                            or any(it.capacity.get(r, 0) > 0 for r in EXOTIC_RESOURCES))
         self.offers = [o for o in it.offerings if o.available]
         self.min_price = min((o.price for o in self.offers), default=INF)
@@ -211,16 +211,19 @@ class _Pool:
         self.has_min_values = any(r.min_values for r in reqs)
         # daemonset overhead
         self.daemon: dict[str, int] = {}
+        self.daemon_ports: frozenset = frozenset()
         for ds in daemonsets:
             tpl = ((ds.get("spec") or {}).get("template") or {})
             pod = {"metadata": tpl.get("metadata") or {}, "spec": tpl.get("spec") or {}}
-            if untolerated((pod["spec"].get("tolerations")), self.taints, False):
+            # a daemon pod does not respect PreferNoSchedule (Karpenter adds that toleration for it)
+            if untolerated((pod["spec"].get("tolerations")), self.taints, True):
                 continue
             dreqs_terms = _node_terms(pod)
             if dreqs_terms and all(self.reqs.compatible(t) for t in dreqs_terms):
                 continue
             for k, v in pod_requests(pod).items():
                 self.daemon[k] = self.daemon.get(k, 0) + v
+            self.daemon_ports = self.daemon_ports | _host_ports(pod["spec"])
         # limits
         self.limits: dict[str, int] = {}
         for k, q in (np_.limits or {}).items():
@@ -388,6 +391,35 @@ def _node_terms(pod: dict) -> list[Requirements]:
     return [base.intersection(node_selector_term(t)) for t in req]
 
 
+def _host_ports(spec: dict) -> frozenset:
+    """(hostIP, protocol, hostPort) of every container and init container port with a hostPort."""
+    ports = set()
+    for ctr in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+        for p in ctr.get("ports") or []:
+            if p.get("hostPort"):
+                try:
+                    port = int(p["hostPort"])
+                except (TypeError, ValueError):
+                    raise ValueError(f"spec.containers[].ports[].hostPort: not an integer: {p['hostPort']!r}") from None
+                ports.add((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", port))
+    return frozenset(ports)
+
+
+_ANY_IP = ("0.0.0.0", "::", "")
+
+
+def _ports_conflict(a, b):
+    """The first port of ``b`` that clashes with one of ``a`` (same port and protocol, and the same host IP or
+    either one unspecified, as the kube-scheduler's NodePorts filter), else None."""
+    if not a or not b:
+        return None
+    for ip, proto, port in b:
+        for ip2, proto2, port2 in a:
+            if port == port2 and proto == proto2 and (ip == ip2 or ip in _ANY_IP or ip2 in _ANY_IP):
+                return (ip, proto, port)
+    return None
+
+
 def _pod_key(pod: dict) -> str:
     meta = pod.get("metadata") or {}
     ns = meta.get("namespace") or "default"
@@ -480,6 +512,7 @@ class _Solver:
                         prefs.sort(key=lambda x: -x[0])
                         shape = shapes[skey] = (terms, prefs, T.pod_constraints(pod), [])
                     c.terms, c.preferred, cons, eff = shape
+                    c.ports = _host_ports(spec)
                 except (PodSpecError, RequirementError, ValueError) as e:
                     self.unsched.append(Unschedulable(_pod_key(pod), f"invalid pod: {e}"))
                     continue
@@ -491,12 +524,6 @@ class _Solver:
                 c.tolerate_pns = False
                 c.cons = cons
                 c.dropped = set()
-                ports = set()
-                for ctr in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
-                    for p in ctr.get("ports") or []:
-                        if p.get("hostPort"):
-                            ports.add((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", int(p["hostPort"])))
-                c.ports = frozenset(ports)
                 c.placed = 0
                 c.relaxed = []
                 c.errors = {}
@@ -521,21 +548,25 @@ class _Solver:
             if not isinstance(en, ExistingNode):
                 raise SchedulingError(f"existing_nodes[{i}]: must be an ExistingNode")
             alloc = {}
+            where = f"existing_nodes[{i}] ({en.name})"
             for k, v in (en.allocatable or {}).items():
-                alloc[k] = v if isinstance(v, int) else resource_value(k, v)
+                try:
+                    alloc[k] = v if isinstance(v, int) else resource_value(k, v)
+                except ValueError as e:
+                    raise SchedulingError(f"{where}: allocatable.{k}: {e}") from None
             used = [0] * len(self.rindex)
             extra_used = {}
             ports = set()
-            for p in en.pods or []:
-                for k, v in pod_requests(p).items():
-                    if k in self.rpos:
-                        used[self.rpos[k]] += v
-                    else:
-                        extra_used[k] = extra_used.get(k, 0) + v
-                for ctr in (p.get("spec") or {}).get("containers") or []:
-                    for pt in ctr.get("ports") or []:
-                        if pt.get("hostPort"):
-                            ports.add((pt.get("hostIP") or "0.0.0.0", pt.get("protocol") or "TCP", int(pt["hostPort"])))
+            for j, p in enumerate(en.pods or []):
+                try:
+                    for k, v in pod_requests(p).items():
+                        if k in self.rpos:
+                            used[self.rpos[k]] += v
+                        else:
+                            extra_used[k] = extra_used.get(k, 0) + v
+                    ports |= _host_ports(p.get("spec") or {})
+                except (PodSpecError, ValueError, AttributeError) as e:
+                    raise SchedulingError(f"{where}: pods[{j}] {_pod_key(p) if isinstance(p, dict) else ''}: {e}") from None
             labels = dict(en.labels or {})
             labels = {L.normalize_key(k): str(v) for k, v in labels.items()}
             labels.setdefault(L.HOSTNAME, en.name)
@@ -589,7 +620,10 @@ class _Solver:
                     [g for g in self.group_list if g.kind != INV and g.matches(c.ns, c.labels)],
                     [g for g in self.group_list if g.kind == INV and g.matches(c.ns, c.labels)])
             c.member, c.inv = hit
-            c.simple = not c.cons and not c.ports and not c.inv
+            # a class some pod's (anti-)affinity selects is placed in queue order (not bulk-packed after the
+            # constrained classes), so a smaller pod that prefers or refuses its node finds it already placed
+            c.simple = not c.cons and not c.ports and not c.inv and not any(
+                g.kind in (T.AFFINITY, T.ANTI) for g in c.member)
             c.spread_eligible = {}
         # counts from existing pods
         for n in self.existing_nodes:
@@ -785,7 +819,7 @@ class _Solver:
                 return 0
             n = self._fit_count(c.vec, node.cap, node.used)
         if c.ports:
-            if node.ports & c.ports:
+            if _ports_conflict(node.ports, c.ports):
                 return 0
             n = 1
         if node.fixed:
@@ -892,6 +926,11 @@ class _Solver:
         if bad is not None:
             why.append(f"NodePool {pool.name}: taint {format_taint(bad)} not tolerated")
             return 0
+        if c.ports and pool.daemon_ports:
+            clash = _ports_conflict(pool.daemon_ports, c.ports)
+            if clash:
+                why.append(f"NodePool {pool.name}: host port {clash[2]}/{clash[1]} is used by a DaemonSet")
+                return 0
         if len(c.reqs):
             err = pool.reqs.compatible(c.reqs)
             if err is not None:
@@ -925,6 +964,7 @@ class _Solver:
                 why.append(f"NodePool {pool.name}: {err}")
                 return 0
         node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, None, [0] * len(vec))
+        node.ports = set(pool.daemon_ports)
         remaining = len(c.pods) - c.placed
         allow = INF
         if c.cons or c.inv:
@@ -949,8 +989,9 @@ class _Solver:
         self._counter += 1
         k = max(1, min(remaining, allow, 1 if c.ports else INF))
         # a node limited by topology to a few pods of this class is sized for several, so that other
-        # classes (and the bulk packing) can share it, as a NodeClaim that keeps larger types would
-        size_k = k if k >= remaining else min(remaining, self.share_factor * k)
+        # classes (and the bulk packing) can share it, as a NodeClaim that keeps larger types would; not under
+        # NodePool limits, where the sizing type is what the NodeClaim counts against them
+        size_k = k if (k >= remaining or limited) else min(remaining, self.share_factor * k)
         best = None if limited else best_cache.get((k, size_k))
         if best is None:
             # fitting is sorted by price: price / min(fit, k) >= price / k bounds the rest of the scan
@@ -1278,6 +1319,7 @@ class _Solver:
         for t, taken, reps in plan:
             for _ in range(reps):
                 node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * nres)
+                node.ports = set(pool.daemon_ports)
                 self._counter += 1
                 node.target = t
                 node.limit_snapshot = dict(pool.remaining)
@@ -1467,9 +1509,19 @@ class _Solver:
         res.cost_per_hour = round(sum(p.price for p in res.nodeclaims), 6)
         return res
 
+    @staticmethod
+    def _option_bounds(node: _Node) -> dict | None:
+        """On a NodePool with limits: per limited resource, what this NodeClaim was charged (its sizing type's
+        capacity; ``nodes`` 1).  No option of its plan may count more, so the largest option of every NodeClaim
+        (what Karpenter subtracts, and what the provisioner reserves) still fits in the limits."""
+        if not node.limit_snapshot:
+            return None
+        cap = node.target.cap
+        return {k: (1 if k == "nodes" else cap.get(k, 0)) for k in node.limit_snapshot}
+
     def _final_types(self, node: _Node, wants_exotic: bool):
         """([(price, offering, type)] that hold what was placed, cheapest first; the <= max_types kept)."""
-        pool, reqs, used, lim = node.pool, node.reqs, node.used, node.limit_snapshot
+        pool, reqs, used, lim = node.pool, node.reqs, node.used, self._option_bounds(node)
         u0, u1, u2 = used[0], used[1], used[2]
         rest = [(i, u) for i, u in enumerate(used) if i > 2 and u]
         need_all = any(r.min_values for r in reqs)
@@ -1491,7 +1543,7 @@ class _Solver:
 
     def _final_lookup(self, node: _Node):
         """(cache key, wants exotic, cached final types or None) for a planned node as it stands."""
-        reqs, used, lim = node.reqs, node.used, node.limit_snapshot
+        reqs, used, lim = node.reqs, node.used, self._option_bounds(node)
         sig = reqs.signature()
         rex = self._reqs_exotic.get(sig)
         if rex is None:

@@ -1,0 +1,110 @@
+"""Karpenter semantics found missing in an audit of the solver; each case fails without its fix."""
+
+import pytest
+
+from karpenter_lambda.api import labels as L
+from karpenter_lambda.scheduling import ExistingNode, SchedulingError
+
+from .helpers import GI, catalog, itype, node_of, nodepool, pod, pods, run
+
+
+def daemonset(cpu="500m", tolerations=None, ports=None):
+    ctr = {"name": "d", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}
+    if ports:
+        ctr["ports"] = ports
+    spec = {"containers": [ctr]}
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds"}, "spec": {"template": {"spec": spec}}}
+
+
+def test_metal_sizes_with_a_suffix_are_exotic():
+    # AWS sizes metal-24xl / metal-48xl are metal too (Karpenter: size contains "metal")
+    types = catalog() + [itype("c7i.metal-24xl", 96, 192, 0.01, extra_labels={L.INSTANCE_SIZE: "metal-24xl"})]
+    res = run([pod("a", cpu="1", memory="1Gi")], types=types)
+    names = [it.name for it in res.nodeclaims[0].instance_types]
+    assert "c7i.metal-24xl" not in names and res.nodeclaims[0].instance_type != "c7i.metal-24xl"
+    # still used when nothing else holds the pod
+    res = run([pod("big", cpu="90", memory="100Gi")], types=types)
+    assert not res.unschedulable and res.nodeclaims[0].instance_type in ("c7i.metal-24xl", "m5.metal")
+
+
+def test_daemonset_overhead_ignores_prefer_no_schedule_taints():
+    # a daemon pod does not respect PreferNoSchedule: its requests still count on that NodePool's nodes
+    pool = nodepool(taints=[{"key": "soft", "value": "x", "effect": "PreferNoSchedule"}])
+    res = run([pod("a", cpu="1")], pools=[pool], daemonsets=[daemonset("250m")])
+    assert res.nodeclaims[0].requests["cpu"] == 1250
+    # a NoSchedule taint it does not tolerate still keeps it off
+    pool = nodepool(taints=[{"key": "hard", "effect": "NoSchedule"}])
+    res = run([pod("a", cpu="1", tolerations=[{"key": "hard", "operator": "Exists"}])], pools=[pool],
+              daemonsets=[daemonset("250m")])
+    assert res.nodeclaims[0].requests["cpu"] == 1000
+
+
+def test_limits_no_option_counts_more_than_the_nodeclaim_was_charged():
+    # the provisioner (like Karpenter) reserves each NodeClaim's largest option against the limits: the sum of
+    # those over the plan must stay within the limit, or a planned NodeClaim is refused at launch
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": L.HOSTNAME, "labelSelector": {"matchLabels": {"app": "a"}}}]}}
+    res = run(pods(5, cpu="1", memory="1Gi", labels={"app": "a"}, affinity=anti), pools=[nodepool(limits={"cpu": "8"})])
+    assert len(res.nodeclaims) == 4 and len(res.unschedulable) == 1  # 4 nodes of 2 vCPU
+    reserved = sum(max(it.capacity["cpu"] for it in n.instance_types) for n in res.nodeclaims)
+    assert reserved <= 8000
+    for n in res.nodeclaims:
+        assert n.instance_type in [it.name for it in n.instance_types]
+    res = run(pods(3, cpu="3", memory="20Gi"), pools=[nodepool(limits={"memory": "70Gi"})])
+    reserved = sum(max(it.capacity["memory"] for it in n.instance_types) for n in res.nodeclaims)
+    assert reserved <= 70 * GI
+
+
+def test_daemonset_host_port_blocks_pods_wanting_the_same_port():
+    ds = daemonset("100m", tolerations=[{"operator": "Exists"}], ports=[{"containerPort": 9100, "hostPort": 9100}])
+    same = pod("same", cpu="100m", ports=[{"containerPort": 9100, "hostPort": 9100}])
+    other = pod("other", cpu="100m", ports=[{"containerPort": 80, "hostPort": 8080}])
+    res = run([same, other], daemonsets=[ds])
+    assert [u.pod for u in res.unschedulable] == ["default/same"]
+    assert "host port 9100/TCP" in res.unschedulable[0].reason and "DaemonSet" in res.unschedulable[0].reason
+    assert node_of(res, "default/other") is not None
+
+
+def test_host_port_on_unspecified_ip_conflicts_with_a_specific_ip():
+    a = pod("a", cpu="100m", ports=[{"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"}])
+    b = pod("b", cpu="100m", ports=[{"containerPort": 80, "hostPort": 8080}])
+    res = run([a, b])
+    assert node_of(res, "default/a") is not node_of(res, "default/b")
+    c = pod("c", cpu="100m", ports=[{"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.2"}])
+    res = run([a, c])
+    assert node_of(res, "default/a") is node_of(res, "default/c")
+
+
+def test_bad_host_port_is_an_invalid_pod_not_a_crash():
+    bad = pod("bad", cpu="100m", ports=[{"containerPort": 80, "hostPort": "http"}])
+    res = run([bad, pod("ok", cpu="100m")])
+    assert [u.pod for u in res.unschedulable] == ["default/bad"]
+    assert "invalid pod" in res.unschedulable[0].reason and "hostPort" in res.unschedulable[0].reason
+    assert node_of(res, "default/ok") is not None
+
+
+def test_preferred_pod_affinity_to_a_larger_pod_of_the_same_round():
+    # queue order is cpu desc: the db pod is placed first, the small web pods then join its node
+    db = pod("db", cpu="1", memory="1Gi", labels={"app": "db"})
+    pref = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": {
+        "topologyKey": L.HOSTNAME, "labelSelector": {"matchLabels": {"app": "db"}}}}]}}
+    web = pods(2, prefix="web", cpu="100m", memory="100Mi", labels={"app": "web"}, affinity=pref)
+    res = run([db] + web)
+    assert node_of(res, "default/web-0") is node_of(res, "default/db") is node_of(res, "default/web-1")
+
+
+def test_preferred_pod_anti_affinity_to_a_larger_pod_of_the_same_round():
+    db = pod("db", cpu="1", memory="1Gi", labels={"app": "db"})
+    anti = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": {
+        "topologyKey": L.HOSTNAME, "labelSelector": {"matchLabels": {"app": "db"}}}}]}}
+    web = pod("web", cpu="100m", memory="100Mi", labels={"app": "web"}, affinity=anti)
+    res = run([db, web])
+    assert node_of(res, "default/web") is not node_of(res, "default/db")
+
+
+def test_existing_node_bad_allocatable_names_the_field():
+    ex = ExistingNode(name="n1", allocatable={"cpu": "lots"})
+    with pytest.raises(SchedulingError, match=r"existing_nodes\[0\] \(n1\): allocatable.cpu"):
+        run([pod("a")], existing_nodes=[ex])
