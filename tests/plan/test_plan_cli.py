@@ -130,3 +130,26 @@ def test_plan_missing_file_is_usage_error(tmp_path, capsys):
     code = main(["plan", "-f", str(tmp_path / "nope.yaml")])
     assert code == 2
     assert "nope.yaml: no such file" in capsys.readouterr().err
+
+
+def test_plan_region_option_after_the_subcommand(capsys):
+    # the form: plan -f FILE... [--region R] [--json]
+    code = main(["plan", "-f", str(EXAMPLES / "default.yaml"), "-f", str(EXAMPLES / "workloads" / "web.yaml"),
+                 "--region", "us-west-2", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["nodeClaims"]
+    assert all(c["zone"].startswith("us-west-2") for c in data["nodeClaims"])
+
+
+def test_plan_unknown_region_is_usage_error(capsys):
+    code = main(["plan", "-f", str(EXAMPLES / "default.yaml"), "--region", "mars-1", "--json"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "--region 'mars-1'" in captured.err
+
+
+def test_plan_region_without_offline_data_is_environment_error(capsys):
+    code = main(["plan", "-f", str(EXAMPLES / "default.yaml"), "--region", "ap-east-2"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--region ap-east-2" in err and "--live" in err

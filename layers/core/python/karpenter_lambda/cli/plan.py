@@ -36,6 +36,8 @@ def register(sub) -> None:
                        description=__doc__.split("\n\n")[0])
     p.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
                    help="manifest file or directory (repeatable): NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet")
+    p.add_argument("--region", dest="plan_region", metavar="REGION", default=None,
+                   help="AWS region of the instance data (same as the global --region; default us-east-1)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--live", action="store_true", help="read instance types and prices from real AWS instead of moto's bundled data")
     p.set_defaults(func=run)
@@ -43,6 +45,10 @@ def register(sub) -> None:
 
 class PlanError(Exception):
     pass
+
+
+class PlanEnvironmentError(PlanError):
+    """The environment cannot answer (e.g. no offline instance data for the region): exit 2."""
 
 
 def _pod_key(pod: dict) -> str:
@@ -106,14 +112,31 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
         for np in nodepools:
             nc = nodeclasses[np.node_class_ref["name"]]
             if nc.name not in catalogs:
-                catalogs[nc.name] = load_catalog(source, region, nodeclass=nc, endpoint_url=endpoint_url)
+                try:
+                    catalogs[nc.name] = load_catalog(source, region, nodeclass=nc, endpoint_url=endpoint_url)
+                except KeyError as e:  # moto has no data for that region
+                    raise PlanError(f"--region {region}: no instance data for this region offline ({e})") from None
             inputs.append(NodePoolInput(nodepool=np, instance_types=catalogs[nc.name]))
+    if not live and not endpoint_url and not any(any(o.available for o in it.offerings) for cat in catalogs.values() for it in cat):
+        raise PlanEnvironmentError(f"--region {region}: moto's bundled data offers no instance type there (offline); "
+                                   f"use a region with data (e.g. us-east-1, us-west-2, eu-west-1) or --live")
     t1 = time.monotonic()
     if progress:
         progress(f"scheduling {len(pending)} pods over {len(nodepools)} NodePools ...")
     result = solve(SchedulingInput(pods=pending, nodepools=inputs, daemonsets=daemonsets))
     t2 = time.monotonic()
     return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1}
+
+
+def _known_regions() -> set[str]:
+    """EC2 regions of every partition botocore knows (the offline data is moto's, for those regions)."""
+    import boto3
+
+    s = boto3.session.Session()
+    out: set[str] = set()
+    for part in s.get_available_partitions():
+        out.update(s.get_available_regions("ec2", partition_name=part))
+    return out
 
 
 def plan_to_json(result) -> dict:
@@ -150,8 +173,17 @@ def run(args) -> int:
         for f in missing:
             print(f"error: {f}: no such file or directory", file=sys.stderr)
         return 2
+    region = getattr(args, "plan_region", None) or args.region
+    if not args.live and not args.endpoint_url:
+        known = _known_regions()
+        if known and region not in known:
+            print(f"error: --region {region!r}: not an AWS region with EC2 data (e.g. us-east-1, eu-west-1)", file=sys.stderr)
+            return 2
     try:
-        result, info = build_plan(args.files, args.region, args.endpoint_url, args.live, progress)
+        result, info = build_plan(args.files, region, args.endpoint_url, args.live, progress)
+    except PlanEnvironmentError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
