@@ -108,3 +108,40 @@ def test_existing_node_bad_allocatable_names_the_field():
     ex = ExistingNode(name="n1", allocatable={"cpu": "lots"})
     with pytest.raises(SchedulingError, match=r"existing_nodes\[0\] \(n1\): allocatable.cpu"):
         run([pod("a")], existing_nodes=[ex])
+
+
+def _with_zone_ids(types):
+    from karpenter_lambda.catalog.types import Offering
+    ids = {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1", "us-east-1c": "use1-az2"}
+    for t in types:
+        t.offerings = [Offering(o.zone, o.capacity_type, o.price, zone_id=ids[o.zone]) for o in t.offerings]
+    return types
+
+
+def test_zone_id_requirement_picks_that_zone():
+    types = _with_zone_ids(catalog())
+    p = pod("a", cpu="1", nodeSelector={L.ZONE_ID: "use1-az1"})
+    res = run([p], types=types)
+    assert not res.unschedulable and res.nodeclaims[0].zone == "us-east-1b"
+    # with a zone spread the domains follow the zone id too
+    spread = [{"maxSkew": 1, "topologyKey": L.ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "z"}}}]
+    ps = pods(3, cpu="1", labels={"app": "z"}, topologySpreadConstraints=spread, nodeSelector={L.ZONE_ID: "use1-az2"})
+    res = run(ps, types=types)
+    assert not res.unschedulable and {n.zone for n in res.nodeclaims} == {"us-east-1c"}
+    res = run([pod("b", cpu="1", nodeSelector={L.ZONE_ID: "use1-az9"})], types=types)
+    assert res.unschedulable and not res.nodeclaims
+
+
+def test_hostname_selector_only_matches_existing_nodes():
+    p = pod("pinned", cpu="1", nodeSelector={L.HOSTNAME: "node-7"})
+    res = run([p])
+    assert [u.pod for u in res.unschedulable] == ["default/pinned"]
+    assert "kubernetes.io/hostname In [node-7]" in res.unschedulable[0].reason
+    node = ExistingNode(name="node-7", labels={L.HOSTNAME: "node-7"}, allocatable={"cpu": 4000, "memory": 8 * GI, "pods": 10})
+    res = run([pod("pinned", cpu="1", nodeSelector={L.HOSTNAME: "node-7"})], existing_nodes=[node])
+    assert res.existing == {"node-7": ["default/pinned"]} and not res.nodeclaims
+    # NotIn a hostname is fine on a new node
+    res = run([pod("free", cpu="1", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": L.HOSTNAME, "operator": "NotIn", "values": ["node-7"]}]}]}}})])
+    assert not res.unschedulable

@@ -165,8 +165,9 @@ class _Type:
         self.offers = [o for o in it.offerings if o.available]
         self.min_price = min((o.price for o in self.offers), default=INF)
         self.zc = frozenset((o.zone, o.capacity_type) for o in self.offers)
+        zids = frozenset(o.zone_id for o in self.offers if o.zone_id)
         # the requirements an instance type offers depend only on its labels and offerings: cached on the object
-        ck = (tuple(sorted(labels.items())), self.zc)
+        ck = (tuple(sorted(labels.items())), self.zc, zids)
         cached = it.__dict__.get("_scheduling_reqs")
         if cached is not None and cached[0] == ck:
             self.reqs = cached[1]
@@ -180,6 +181,8 @@ class _Type:
         reqs.add(Requirement(L.INSTANCE_TYPE, False, (it.name,)))
         reqs.add(Requirement(L.ZONE, False, {o.zone for o in self.offers}))
         reqs.add(Requirement(L.CAPACITY_TYPE, False, {o.capacity_type for o in self.offers}))
+        if zids:
+            reqs.add(Requirement(L.ZONE_ID, False, zids))
         self.reqs = reqs
         it.__dict__["_scheduling_reqs"] = (ck, reqs)
 
@@ -369,7 +372,7 @@ class _Node:
 class _Class:
     __slots__ = ("pods", "keys", "ns", "labels", "req", "vec", "terms", "term_idx", "preferred", "pref_drop",
                  "tolerations", "tolerate_pns", "cons", "dropped", "ports", "reqs", "sig", "member", "placed",
-                 "sort_key", "simple", "relaxed", "spread_eligible", "errors", "inv")
+                 "sort_key", "simple", "relaxed", "spread_eligible", "errors", "inv", "zmap")
 
     def effective_reqs(self) -> Requirements:
         r = Requirements()
@@ -377,7 +380,20 @@ class _Class:
             r.add_all(self.terms[self.term_idx])
         if self.pref_drop < len(self.preferred):
             r.add_all(self.preferred[self.pref_drop][1])
+        if L.ZONE_ID in r:
+            # topology.k8s.aws/zone-id names one zone: also constrain the zone, so offerings, domains and the
+            # plan's zone follow it (the map comes from the offerings' zone ids)
+            m = self.zmap()
+            if m:
+                zr = r.get(L.ZONE_ID)
+                r.add(Requirement(L.ZONE, False, {z for zid, z in m.items() if zr.has(zid)}))
         return r
+
+    def hostname_blocks(self) -> bool:
+        """A pod requiring kubernetes.io/hostname In [...] (or DoesNotExist) can only go to existing nodes: a new
+        node's hostname is not known in advance (Karpenter gives each new NodeClaim a placeholder hostname)."""
+        r = self.reqs.get(L.HOSTNAME) if L.HOSTNAME in self.reqs else None
+        return r is not None and not r.complement
 
 
 def _node_terms(pod: dict) -> list[Requirements]:
@@ -527,6 +543,7 @@ class _Solver:
                 c.placed = 0
                 c.relaxed = []
                 c.errors = {}
+                c.zmap = self._zone_map
                 c.sort_key = (-c.req.get("cpu", 0), -c.req.get("memory", 0), meta.get("creationTimestamp") or "",
                               meta.get("uid") or _pod_key(pod))
                 if not eff:
@@ -542,6 +559,19 @@ class _Solver:
 
     def _vec(self, d: dict) -> list:
         return [d.get(r, 0) for r in self.rindex]
+
+    def _zone_map(self) -> dict:
+        """{zone id: zone} over every offering of the NodePools' instance types (computed on first use)."""
+        m = self.__dict__.get("_zmap")
+        if m is None:
+            m = {}
+            for npi in self.inp.nodepools or []:
+                for it in getattr(npi, "instance_types", None) or []:
+                    for o in it.offerings:
+                        if o.zone_id:
+                            m[o.zone_id] = o.zone
+            self._zmap = m
+        return m
 
     def _build_existing(self, existing):
         for i, en in enumerate(existing):
@@ -830,7 +860,7 @@ class _Solver:
             new_reqs = None
         else:
             pool = node.pool
-            if untolerated(c.tolerations, pool.taints, c.tolerate_pns):
+            if untolerated(c.tolerations, pool.taints, c.tolerate_pns) or c.hostname_blocks():
                 return 0
             if len(c.reqs):
                 if node.reqs.compatible(c.reqs) is not None:
@@ -925,6 +955,9 @@ class _Solver:
         bad = untolerated(c.tolerations, pool.taints, c.tolerate_pns)
         if bad is not None:
             why.append(f"NodePool {pool.name}: taint {format_taint(bad)} not tolerated")
+            return 0
+        if c.hostname_blocks():
+            why.append(f"NodePool {pool.name}: {c.reqs.get(L.HOSTNAME)}: a new node's hostname is not known in advance")
             return 0
         if c.ports and pool.daemon_ports:
             clash = _ports_conflict(pool.daemon_ports, c.ports)
@@ -1287,7 +1320,8 @@ class _Solver:
 
     def _pack_new(self, pool: _Pool, live: list):
         c = live[0]
-        if untolerated(c.tolerations, pool.taints, c.tolerate_pns) or pool.reqs.compatible(c.reqs) is not None:
+        if untolerated(c.tolerations, pool.taints, c.tolerate_pns) or pool.reqs.compatible(c.reqs) is not None \
+                or c.hostname_blocks():
             return
         reqs = pool.reqs.intersection(c.reqs) if len(c.reqs) else pool.reqs
         nres = len(self.rindex)
