@@ -145,3 +145,27 @@ def test_hostname_selector_only_matches_existing_nodes():
     res = run([pod("free", cpu="1", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": L.HOSTNAME, "operator": "NotIn", "values": ["node-7"]}]}]}}})])
     assert not res.unschedulable
+
+
+def test_zone_spread_node_taints_policy_and_explanation():
+    zone = {"key": L.ZONE, "operator": "In"}
+    general = nodepool("general", requirements=[dict(zone, values=["us-east-1a", "us-east-1b"])])
+    tainted = nodepool("tainted", requirements=[dict(zone, values=["us-east-1c"])],
+                       taints=[{"key": "batch", "value": "x", "effect": "NoSchedule"}])
+
+    def spread_pods(**policy):
+        tsc = dict({"maxSkew": 1, "topologyKey": L.ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "s"}}}, **policy)
+        return pods(4, cpu="1", labels={"app": "s"}, topologySpreadConstraints=[tsc])
+
+    # nodeTaintsPolicy Ignore (default, as Karpenter): us-east-1c counts though only a NodePool the pods do not
+    # tolerate offers it, so it stays at 0 and caps the other zones at 1
+    res = run(spread_pods(), pools=[general, tainted])
+    assert sum(len(n.pods) for n in res.nodeclaims) == 2 and len(res.unschedulable) == 2
+    reason = res.unschedulable[0].reason
+    assert "NodePool tainted: taint batch=x:NoSchedule not tolerated" in reason
+    assert "us-east-1c=0" in reason and "us-east-1a=1" in reason
+    # Honor: only domains of NodePools whose taints the pods tolerate
+    res = run(spread_pods(nodeTaintsPolicy="Honor"), pools=[general, tainted])
+    assert not res.unschedulable
+    assert sorted(n.zone for n in res.nodeclaims for _ in n.pods) == ["us-east-1a"] * 2 + ["us-east-1b"] * 2

@@ -678,8 +678,11 @@ class _Solver:
             yield con
 
     def _eligible_domains(self, c: _Class, con) -> set:
-        """Domains of ``con.key`` a pod of class ``c`` could land in (nodeAffinityPolicy Honor)."""
-        sig = (con.key, c.sig)
+        """Domains of ``con.key`` a pod of class ``c`` could land in (nodeAffinityPolicy Honor; nodeTaintsPolicy
+        Ignore by default: a NodePool's domains count even when the pod does not tolerate its taints, as in
+        Karpenter; with ``nodeTaintsPolicy: Honor`` only NodePools and nodes whose taints it tolerates)."""
+        honor = con.node_taints_honor
+        sig = (con.key, c.sig, (repr(c.tolerations), c.tolerate_pns) if honor else None)
         hit = self._elig.get(sig)
         if hit is not None:
             return hit
@@ -687,6 +690,8 @@ class _Solver:
         pr = c.reqs.get(con.key)
         for p in self.pools:
             if p.reqs.compatible(c.reqs) is not None:
+                continue
+            if honor and untolerated(c.tolerations, p.taints, c.tolerate_pns):
                 continue
             reqs = p.reqs.intersection(c.reqs)
             if con.key in (L.ZONE, L.CAPACITY_TYPE):
@@ -702,6 +707,8 @@ class _Solver:
         for n in self.existing_nodes:
             v = n.labels.get(con.key)
             if v is not None and pr.has(v) and _labels_match(c.reqs, n.labels) is None:
+                if honor and untolerated(c.tolerations, n.taints, c.tolerate_pns):
+                    continue
                 out.add(v)
         self._elig[sig] = out
         return out
@@ -758,6 +765,14 @@ class _Solver:
                     valid.append(d)
             if not valid:
                 self._why = next((con.text for con in cons), f"pod anti-affinity of pods already placed ({key})")
+                sp = next((con for con in cons if con.kind == T.SPREAD), None)
+                if sp is not None and key != L.HOSTNAME and options:
+                    # name the counts: a domain no NodePool can reach for this pod (e.g. a zone only a tainted
+                    # NodePool offers) keeps the minimum at 0
+                    g = groups[sp.group_key]
+                    elig = sorted(self._eligible_domains(c, sp))
+                    cnt = " ".join(f"{d}={g.counts.get(d, 0)}" for d in elig[:8]) + (" ..." if len(elig) > 8 else "")
+                    self._why = f"{sp.text} (pods per domain: {cnt}; this node can be in {' '.join(options[:8])})"
                 if not options:
                     self._why = f"node has no {key} label ({self._why})"
                 return 0, chosen
