@@ -1,5 +1,6 @@
 """The real lifecycle handler: liveness, garbage collection, stale launch claims."""
 
+from karpenter_lambda.sim.nodes import set_node_ready
 from karpenter_lambda.sim.world import make_pod
 
 
@@ -39,6 +40,11 @@ def test_nodeclaim_whose_instance_vanished_is_deleted(world):
     node = world.join(inst, ready=True)
     world.sweep()
     world.ec2.terminate_instances(InstanceIds=[inst["InstanceId"]])
+    # as in Karpenter: while the Node still reports Ready its kubelet runs, so nothing is deleted yet
+    report = world.sweep()
+    assert report["deleted"] == []
+    assert world.store.get("NodeClaim", nc.name) is not None
+    set_node_ready(world.server, node["metadata"]["name"], False)
     report = world.sweep()
     assert report["deleted"] == [{"nodeClaim": nc.name, "reason": f"instance {inst['InstanceId']} is terminated"}]
     assert world.store.get("NodeClaim", nc.name) is None
@@ -103,6 +109,8 @@ def test_registered_nodeclaim_whose_instance_is_absent_is_deleted(world):
     world.sweep()
     assert world.store.get("NodeClaim", nc.name).is_true("Registered")
     world.ec2.delete_tags(Resources=[inst["InstanceId"]], Tags=[{"Key": "karpenter.sh/nodeclaim"}])
+    assert world.sweep()["deleted"] == []  # the Node is still Ready: its kubelet runs
+    set_node_ready(world.server, node["metadata"]["name"], False)
     report = world.sweep()
     assert report["deleted"] == [{"nodeClaim": nc.name, "reason": f"instance {inst['InstanceId']} is gone"}]
     assert world.server.store.get("nodes", node["metadata"]["name"]) is None

@@ -185,6 +185,12 @@ class Lifecycle:
         node = node_by_provider.get(pid)
         state = ((inst or {}).get("State") or {}).get("Name")
         if state in GONE_STATES or (inst is None and nc.is_true("Registered")):
+            if node is not None and node_ready(node):
+                # As Karpenter's garbage collection: while the Node still reports Ready its kubelet is running,
+                # whatever EC2 says (eventual consistency); wait for the Node to go NotReady.
+                self._decision("wait", f"instance {iid} is {state or 'gone'} but node {node['metadata']['name']} is still Ready",
+                               nodeclaim=nc.name, instanceId=iid)
+                return
             self._delete_nodeclaim(nc, f"instance {iid} is {state or 'gone'}", report, node)
             return
         if inst is None and node is None:
