@@ -169,3 +169,26 @@ def test_zone_spread_node_taints_policy_and_explanation():
     res = run(spread_pods(nodeTaintsPolicy="Honor"), pools=[general, tainted])
     assert not res.unschedulable
     assert sorted(n.zone for n in res.nodeclaims for _ in n.pods) == ["us-east-1a"] * 2 + ["us-east-1b"] * 2
+
+
+def test_ored_node_affinity_terms_all_failing_are_each_explained():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": L.INSTANCE_TYPE, "operator": "In", "values": ["p5.48xlarge"]}]},
+        {"matchExpressions": [{"key": L.ARCH, "operator": "In", "values": ["s390x"]}]},
+    ]}}}
+    res = run([pod("picky", affinity=affinity)], [nodepool()], catalog())
+    (u,) = res.unschedulable
+    assert u.reason.startswith("none of the 2 required node affinity terms can be met: ")
+    assert "term 0:" in u.reason and "p5.48xlarge" in u.reason
+    assert "term 1:" in u.reason and "s390x" in u.reason
+
+
+def test_ored_node_affinity_second_term_is_used_when_the_first_fails():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": L.ARCH, "operator": "In", "values": ["s390x"]}]},
+        {"matchExpressions": [{"key": L.ARCH, "operator": "In", "values": ["arm64"]}]},
+    ]}}}
+    res = run([pod("ok", affinity=affinity)], [nodepool()], catalog())
+    assert not res.unschedulable
+    (claim,) = res.nodeclaims
+    assert all(it.labels[L.ARCH] == "arm64" for it in claim.instance_types)

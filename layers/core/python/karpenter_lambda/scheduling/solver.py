@@ -1182,6 +1182,8 @@ class _Solver:
                 if c.placed < total and self.existing_nodes and not why:
                     why.append("does not fit on any existing node")
                 c.errors["last"] = "; ".join(dict.fromkeys(why))
+                if len(c.terms) > 1:  # ORed required node affinity terms: remember why each one failed
+                    c.errors.setdefault("terms", {})[c.term_idx] = c.errors["last"]
                 return False
         return True
 
@@ -1540,6 +1542,10 @@ class _Solver:
                 res.existing[n.id] = list(n.pods)
         for c in pending:
             reason = c.errors.get("last") or "could not be placed"
+            terms = c.errors.get("terms") or {}
+            if len(terms) > 1:
+                reason = (f"none of the {len(c.terms)} required node affinity terms can be met: "
+                          + "; ".join(f"term {i}: {e}" for i, e in sorted(terms.items())))
             for k in c.keys[c.placed:]:
                 self.unsched.append(Unschedulable(k, reason))
         res.unschedulable = self.unsched
