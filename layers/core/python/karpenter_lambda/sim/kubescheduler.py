@@ -46,6 +46,7 @@ from karpenter_lambda.api.quantity import parse_resource_list
 from karpenter_lambda.scheduling.resources import add as _add
 from karpenter_lambda.scheduling.resources import pod_requests as _pod_requests
 from karpenter_lambda.scheduling.taints import untolerated as _untolerated
+from karpenter_lambda.scheduling.topology import Selector as _Selector
 
 __all__ = ["ScheduleResult", "schedule_pending", "pod_requests", "tolerates", "node_affinity_matches"]
 
@@ -133,23 +134,11 @@ def _key(pod: dict) -> str:
 
 
 def _selector_matches(sel: dict | None, labels: dict, extra: dict | None = None) -> bool:
-    """A metav1.LabelSelector: ``None`` matches nothing, ``{}`` everything."""
-    if sel is None:
+    """A metav1.LabelSelector: ``None`` matches nothing, ``{}`` everything (the solver's Selector semantics)."""
+    try:
+        return _Selector(sel, extra).matches(labels)
+    except ValueError:  # an unknown operator matches nothing, as the API server would have refused it
         return False
-    for k, v in {**(sel.get("matchLabels") or {}), **(extra or {})}.items():
-        if labels.get(k) != v:
-            return False
-    for e in sel.get("matchExpressions") or []:
-        k, op, vals = e.get("key"), e.get("operator"), [str(v) for v in e.get("values") or []]
-        if op == "In" and labels.get(k) not in vals:
-            return False
-        if op == "NotIn" and k in labels and labels[k] in vals:
-            return False
-        if op == "Exists" and k not in labels:
-            return False
-        if op == "DoesNotExist" and k in labels:
-            return False
-    return True
 
 
 def _ns(pod: dict) -> str:
