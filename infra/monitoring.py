@@ -56,30 +56,25 @@ class Monitoring(Construct):
         self.alarms: list[cw.Alarm] = []
         action = cw_actions.SnsAction(sns.Topic.from_topic_arn(self, "AlarmTopic", alarm_topic_arn)) if alarm_topic_arn else None
 
+        def alarm(construct: str, description: str, metric: cw.IMetric) -> None:
+            """Alarm as soon as the metric is above zero (missing data is fine)."""
+            self.alarms.append(cw.Alarm(
+                self,
+                construct,
+                alarm_description=f"karpenter-lambda {cluster}: {description}",
+                metric=metric,
+                threshold=0,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            ))
+
         for name, dlq in dead_letter_queues.items():
-            alarm = cw.Alarm(
-                self,
-                f"{name}DlqDepth",
-                alarm_description=f"karpenter-lambda {cluster}: messages in the {name} dead-letter queue (they failed every retry)",
-                metric=dlq.metric_approximate_number_of_messages_visible(period=Duration.minutes(1), statistic="Maximum"),
-                threshold=0,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            )
-            self.alarms.append(alarm)
+            alarm(f"{name}DlqDepth", f"messages in the {name} dead-letter queue (they failed every retry)",
+                  dlq.metric_approximate_number_of_messages_visible(period=Duration.minutes(1), statistic="Maximum"))
         for name, fn in functions.items():
-            alarm = cw.Alarm(
-                self,
-                f"{name}Errors",
-                alarm_description=f"karpenter-lambda {cluster}: the {name} function failed (errors or timeouts)",
-                metric=fn.metric_errors(period=Duration.minutes(5), statistic="Sum"),
-                threshold=0,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            )
-            self.alarms.append(alarm)
+            alarm(f"{name}Errors", f"the {name} function failed (errors or timeouts)",
+                  fn.metric_errors(period=Duration.minutes(5), statistic="Sum"))
         if action:
             for alarm in self.alarms:
                 alarm.add_alarm_action(action)
