@@ -153,3 +153,20 @@ def test_plan_region_without_offline_data_is_environment_error(capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert "--region ap-east-2" in err and "--live" in err
+
+
+def test_ample_limits_plan_as_cheaply_as_no_limits(tmp_path, capsys):
+    """examples/default.yaml's limits (cpu 1000, memory 1000Gi) are far from binding for 21 pods: the plan is the
+    one made without limits (the conservative limit-aware packing is only needed when limits bind)."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "default.yaml").read_text()) if d]
+    for d in docs:
+        if d["kind"] == "NodePool":
+            d["spec"].pop("limits")
+    unlimited = tmp_path / "unlimited.yaml"
+    unlimited.write_text(yaml.safe_dump_all(docs))
+    work = EXAMPLES / "workloads" / "web.yaml"
+    free = _plan_json(capsys, unlimited, work)
+    limited = _plan_json(capsys, EXAMPLES / "default.yaml", work)
+    assert limited["costPerHour"] == pytest.approx(free["costPerHour"])
+    assert len(limited["nodeClaims"]) == len(free["nodeClaims"])
+    assert not limited["unschedulable"]

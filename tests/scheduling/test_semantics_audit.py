@@ -192,3 +192,13 @@ def test_ored_node_affinity_second_term_is_used_when_the_first_fails():
     assert not res.unschedulable
     (claim,) = res.nodeclaims
     assert all(it.labels[L.ARCH] == "arm64" for it in claim.instance_types)
+
+
+def _charged(plan, key):
+    return max(it.capacity.get(key, 0) for it in plan.instance_types)
+
+def test_binding_limits_still_hold():
+    work = pods(12, prefix="web", cpu="1", memory="1Gi", owner="web")
+    res = run(work, [nodepool(limits={"cpu": "8"})], catalog())
+    assert sum(_charged(p, "cpu") for p in res.nodeclaims) <= 8_000
+    assert res.unschedulable and all("limits cpu" in u.reason for u in res.unschedulable)
