@@ -519,19 +519,11 @@ def _forbidden_tag_key(k: str) -> str | None:
     return None
 
 
-def _reserved_key(field: str):
+def _key_in(allowed: tuple[str, ...], field: str):
+    """A Map key check: keys must be one of ``allowed`` (the message lists them)."""
     def check(k: str) -> str | None:
-        if k not in RESERVED_RESOURCES:
-            return f"valid keys for {field} are {', '.join(RESERVED_RESOURCES)}"
-        return None
-
-    return check
-
-
-def _signal_key(field: str):
-    def check(k: str) -> str | None:
-        if k not in EVICTION_SIGNALS:
-            return f"valid keys for {field} are {', '.join(EVICTION_SIGNALS)}"
+        if k not in allowed:
+            return f"valid keys for {field} are {', '.join(allowed)}"
         return None
 
     return check
@@ -584,11 +576,11 @@ KUBELET = Obj(
         "clusterDNS": List(Str(checks=[_ip_check])),
         "maxPods": Int(minimum=0, maximum=INT32_MAX),
         "podsPerCore": Int(minimum=0, maximum=INT32_MAX),
-        "systemReserved": Map(OneOf(_quantity(nonneg=True, allow_int=False)), key_check=_reserved_key("systemReserved")),
-        "kubeReserved": Map(OneOf(_quantity(nonneg=True, allow_int=False)), key_check=_reserved_key("kubeReserved")),
-        "evictionHard": Map(Str(checks=[_eviction_threshold]), key_check=_signal_key("evictionHard")),
-        "evictionSoft": Map(Str(checks=[_eviction_threshold]), key_check=_signal_key("evictionSoft")),
-        "evictionSoftGracePeriod": Map(Str(checks=[_go_duration_check]), key_check=_signal_key("evictionSoftGracePeriod")),
+        "systemReserved": Map(OneOf(_quantity(nonneg=True, allow_int=False)), key_check=_key_in(RESERVED_RESOURCES, "systemReserved")),
+        "kubeReserved": Map(OneOf(_quantity(nonneg=True, allow_int=False)), key_check=_key_in(RESERVED_RESOURCES, "kubeReserved")),
+        "evictionHard": Map(Str(checks=[_eviction_threshold]), key_check=_key_in(EVICTION_SIGNALS, "evictionHard")),
+        "evictionSoft": Map(Str(checks=[_eviction_threshold]), key_check=_key_in(EVICTION_SIGNALS, "evictionSoft")),
+        "evictionSoftGracePeriod": Map(Str(checks=[_go_duration_check]), key_check=_key_in(EVICTION_SIGNALS, "evictionSoftGracePeriod")),
         "evictionMaxPodGracePeriod": Int(minimum=-(2**31), maximum=INT32_MAX),
         "imageGCHighThresholdPercent": Int(minimum=0, maximum=100),
         "imageGCLowThresholdPercent": Int(minimum=0, maximum=100),
