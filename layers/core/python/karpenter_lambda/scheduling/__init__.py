@@ -4,10 +4,15 @@
     res = solve(SchedulingInput(pods=[...], nodepools=[NodePoolInput(nodepool, instance_types)]))
     res.nodeclaims / res.existing / res.unschedulable / res.cost_per_hour
 
+    # the disruption question: where would the pods of these nodes go, and what would be launched?
+    r = simulate_removal([candidate_node], others=[...], nodepools=[...], usage={...}, pending=[...])
+    r.new_nodeclaims / r.placements / r.unschedulable / r.all_rescheduled / r.price
+
 See docs/scheduling.md.
 """
 
 from .requirements import Requirement, RequirementError, Requirements
+from .reschedule import RescheduleResult, is_reschedulable, simulate_removal
 from .resources import pod_requests
 from .solver import (
     ExistingNode,
@@ -23,6 +28,9 @@ from .taints import tolerates, untolerated
 
 __all__ = [
     "solve",
+    "simulate_removal",
+    "RescheduleResult",
+    "is_reschedulable",
     "SchedulingInput",
     "NodePoolInput",
     "ExistingNode",

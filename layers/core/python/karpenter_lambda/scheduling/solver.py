@@ -80,6 +80,7 @@ class ExistingNode:
     price: float | None = None
     zone: str | None = None
     capacity_type: str | None = None
+    initialized: bool = True  # False: registered/launched but not Initialized (disruption won't rely on it)
 
 
 @dataclass

@@ -1,0 +1,174 @@
+"""The disruption question: "if these nodes went away, where would their pods go, and what would be launched?"
+
+Every disruption method (emptiness, drift, consolidation) asks it.  It is one call of the provisioning solver
+(:func:`~karpenter_lambda.scheduling.solver.solve`), not a second scheduler, set up as Karpenter's
+``SimulateScheduling`` (pkg/controllers/disruption/helpers.go) does:
+
+* the candidates' reschedulable pods (:func:`is_reschedulable`) become pending pods (deep copies, ``nodeName``
+  stripped) and are scheduled together with the pods already pending;
+* the candidates are not offered as capacity (they are going away), and what they count against their
+  NodePool's limits is freed (their capacity and one ``nodes``);
+* a pod the solver puts on an uninitialized node (``ExistingNode.initialized`` False, or an in-flight NodeClaim)
+  is not rescheduled: Karpenter will not disrupt on the strength of capacity that has not come up yet.
+
+Pure: no I/O, no clock; the inputs are never modified.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from ..api import labels as L
+from ..api.quantity import resource_value
+from .solver import ExistingNode, SchedulingError, SchedulingInput, solve
+from .taints import tolerates
+
+__all__ = ["simulate_removal", "RescheduleResult", "is_reschedulable", "DISRUPTED_TAINT"]
+
+DISRUPTED_TAINT = {"key": L.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass
+class RescheduleResult:
+    new_nodeclaims: list = field(default_factory=list)         # NodeClaimPlan: what would have to be launched
+    placements: dict = field(default_factory=dict)             # pod key -> existing node name (all pods placed there)
+    unschedulable: dict = field(default_factory=dict)          # candidates' pod key -> reason
+    pending_unschedulable: dict = field(default_factory=dict)  # already-pending pod key -> reason
+    pods_on_uninitialized: dict = field(default_factory=dict)  # candidates' pod key -> uninitialized node name
+    rescheduled: list = field(default_factory=list)            # the candidates' reschedulable pod keys
+    price: float = 0.0                                         # $/h of new_nodeclaims (their launch offerings)
+    usage: dict = field(default_factory=dict)                  # NodePool usage the solver saw (candidates freed)
+
+    @property
+    def all_rescheduled(self) -> bool:
+        """Every reschedulable candidate pod lands on an initialized existing node or a new NodeClaim."""
+        return not self.unschedulable
+
+    def to_dict(self) -> dict:
+        return {
+            "newNodeClaims": [n.to_dict() for n in self.new_nodeclaims],
+            "placements": dict(self.placements),
+            "unschedulable": dict(self.unschedulable),
+            "pendingUnschedulable": dict(self.pending_unschedulable),
+            "podsOnUninitialized": dict(self.pods_on_uninitialized),
+            "rescheduled": list(self.rescheduled),
+            "allRescheduled": self.all_rescheduled,
+            "pricePerHour": round(self.price, 6),
+        }
+
+
+def _owner_kinds(pod: dict) -> set:
+    return {o.get("kind") for o in (pod.get("metadata") or {}).get("ownerReferences") or []}
+
+
+def is_reschedulable(pod: dict) -> bool:
+    """Would ``pod`` need a new home if its node went away?  (Karpenter's ``IsReschedulable`` + disrupted taint.)
+
+    No when it is terminal (Succeeded/Failed), terminating (``deletionTimestamp``; a StatefulSet's terminating
+    pod still counts, as in Karpenter: its replacement must be created before the old one is gone), owned by a
+    DaemonSet (its node's own daemon) or a Node (a mirror/static pod), or tolerates the
+    ``karpenter.sh/disrupted:NoSchedule`` taint (Karpenter does not evict it: it stays until the node goes).
+    """
+    meta = pod.get("metadata") or {}
+    owners = _owner_kinds(pod)
+    if "DaemonSet" in owners or "Node" in owners:
+        return False
+    if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return False
+    if meta.get("deletionTimestamp") and "StatefulSet" not in owners:
+        return False
+    return not tolerates((pod.get("spec") or {}).get("tolerations"), [DISRUPTED_TAINT])
+
+
+def _pod_key(pod: dict) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
+def _as_pending(pod: dict) -> dict:
+    p = copy.deepcopy(pod)
+    (p.get("spec") or {}).pop("nodeName", None)
+    return p
+
+
+def _resources(d, where: str) -> dict[str, int]:
+    out = {}
+    for k, v in (d or {}).items():
+        try:
+            out[k] = v if isinstance(v, int) else resource_value(k, v)
+        except ValueError as e:
+            raise SchedulingError(f"{where}.{k}: {e}") from None
+    return out
+
+
+def _nodepool_of(node: ExistingNode) -> str | None:
+    return node.nodepool or (node.labels or {}).get(L.NODEPOOL)
+
+
+def _candidate_capacity(node: ExistingNode, nodepools: list, capacity: dict) -> dict[str, int]:
+    """What ``node`` counts against its NodePool's limits: given, else its type's capacity, else its allocatable."""
+    if node.name in capacity:
+        return _resources(capacity[node.name], f"capacity[{node.name}]")
+    type_name = node.instance_type or (node.labels or {}).get(L.INSTANCE_TYPE)
+    pool = _nodepool_of(node)
+    for npi in nodepools:
+        if npi.nodepool.name != pool:
+            continue
+        for it in npi.instance_types:
+            if it.name == type_name:
+                return dict(it.capacity)
+    return _resources(node.allocatable, f"candidate {node.name}: allocatable")
+
+
+def _freed_usage(usage: dict | None, candidates: list, nodepools: list, capacity: dict) -> dict:
+    """A copy of ``usage`` with each candidate's capacity and one ``nodes`` taken off its NodePool (never below 0)."""
+    out = {name: dict(res or {}) for name, res in (usage or {}).items()}
+    for node in candidates:
+        pool = out.get(_nodepool_of(node) or "")
+        if not pool:
+            continue
+        cap = _candidate_capacity(node, nodepools, capacity)
+        cap["nodes"] = 1
+        for k in list(pool):
+            pool[k] = max(0, pool[k] - cap.get(k, 0))
+    return out
+
+
+def simulate_removal(candidates, *, others, nodepools, daemonsets=(), usage=None, pending=(), max_instance_types=60,
+                     capacity=None) -> RescheduleResult:
+    """Schedule the candidates' pods (with the pending pods) as if the candidates were gone.
+
+    ``candidates`` and ``others`` are :class:`ExistingNode` (``others`` includes in-flight NodeClaims, with
+    ``in_flight=True``); ``nodepools`` are :class:`NodePoolInput`; ``usage`` is NodePool -> {resource: int} as the
+    solver takes it; ``capacity`` optionally gives a candidate's capacity by node name (what it counts against its
+    NodePool's limits; default: its instance type's capacity from ``nodepools``, else its allocatable).
+    Raises SchedulingError on malformed input.
+    """
+    candidates = list(candidates)
+    for i, node in enumerate(candidates):
+        if not isinstance(node, ExistingNode):
+            raise SchedulingError(f"candidates[{i}]: must be an ExistingNode")
+    gone = {n.name for n in candidates}
+    keep = [n for n in others if not (isinstance(n, ExistingNode) and n.name in gone)]
+    moved = [_as_pending(p) for n in candidates for p in (n.pods or []) if isinstance(p, dict) and is_reschedulable(p)]
+    moved_keys = [_pod_key(p) for p in moved]
+    pending = list(pending)
+    freed = _freed_usage(usage, candidates, nodepools, dict(capacity or {}))
+    res = solve(SchedulingInput(pods=pending + moved, nodepools=list(nodepools), existing_nodes=keep,
+                                daemonsets=list(daemonsets), nodepool_usage=freed,
+                                max_instance_types=max_instance_types))
+    mine = set(moved_keys)
+    out = RescheduleResult(new_nodeclaims=list(res.nodeclaims), rescheduled=moved_keys, price=res.cost_per_hour,
+                           usage=freed)
+    uninitialized = {n.name for n in keep if isinstance(n, ExistingNode) and (n.in_flight or not n.initialized)}
+    for node_name, keys in res.existing.items():
+        for key in keys:
+            out.placements[key] = node_name
+            if key in mine and node_name in uninitialized:
+                out.pods_on_uninitialized[key] = node_name
+                out.unschedulable[key] = f"would schedule against uninitialized node {node_name}"
+    for u in res.unschedulable:
+        (out.unschedulable if u.pod in mine else out.pending_unschedulable)[u.pod] = u.reason
+    return out
