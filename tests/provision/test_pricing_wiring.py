@@ -6,7 +6,7 @@ import json
 from botocore.awsrequest import AWSResponse
 
 from karpenter_lambda.adapters.aws.pricing_cache import PriceCache
-from karpenter_lambda.controllers import provision
+from karpenter_lambda.controllers import catalog_cache, provision
 from karpenter_lambda.sim.world import make_pod
 
 
@@ -18,7 +18,7 @@ def _price_item(instance_type: str, usd: float) -> str:
 
 
 def test_on_demand_prices_come_from_the_pricing_api_and_are_cached(world, monkeypatch):
-    monkeypatch.setattr(provision, "_catalog_cache", {})  # no instance types built by an earlier test
+    monkeypatch.setattr(catalog_cache, "_catalog_cache", {})  # no instance types built by an earlier test
     calls = []
     # m6i.xlarge made the cheapest of every type the NodePool allows (m5, c5, m6i): only the API says so
     prices = {t: 5.0 for t in ("m5.large", "m5.xlarge", "c5.large", "c5.xlarge", "m6i.large", "m6i.xlarge")}
@@ -42,6 +42,6 @@ def test_on_demand_prices_come_from_the_pricing_api_and_are_cached(world, monkey
 
     # a new container (empty process caches) reads the fresh DynamoDB entry: no second Pricing API call
     n = len(calls)
-    monkeypatch.setattr(provision, "_catalog_cache", {})
+    monkeypatch.setattr(catalog_cache, "_catalog_cache", {})
     world.provision(world.sqs_event(world.add_pods([make_pod("web-1", cpu="3", owner="other")])))
     assert len(calls) == n

@@ -110,9 +110,15 @@ class LaunchClaims:
 
     # -- writes ----------------------------------------------------------------------------------
     def commit(self, nodepool: str, nodeclaim: str, request: dict[str, int], limits: dict[str, int],
-               pod_uids: list[str]) -> CommitResult:
-        """Atomically: add the NodeClaim's claim to the NodePool usage (within limits) and reserve its pods."""
+               pod_uids: list[str], takeover: dict[str, str] | None = None) -> CommitResult:
+        """Atomically: add the NodeClaim's claim to the NodePool usage (within limits) and reserve its pods.
+
+        ``takeover`` (pod uid -> NodeClaim) names pods whose nomination by that NodeClaim no longer protects them
+        (its node is initialized or full): their reservation may move here, conditionally on still being that one,
+        so two provisioners can never both take the same pod.
+        """
         now = self.clock()
+        takeover = takeover or {}
         names = {"#c": _attr_name("claim", nodeclaim)}
         values = {":claim": {"S": json.dumps({"resources": request, "pods": pod_uids, "at": now}, sort_keys=True)}}
         sets = ["#c = :claim"]
@@ -140,13 +146,18 @@ class LaunchClaims:
         }]
         expires = now + self.reservation_ttl
         for uid in pod_uids:
+            cond = "attribute_not_exists(pk) OR nodeClaim = :me OR expiresAt < :now"
+            vals = {":me": {"S": nodeclaim}, ":now": {"N": repr(float(now))}}
+            if uid in takeover and takeover[uid] != nodeclaim:
+                cond += " OR nodeClaim = :prev"
+                vals[":prev"] = {"S": takeover[uid]}
             items.append({
                 "Put": {
                     "TableName": self.table,
                     "Item": {**self._reservation_key(uid), "nodeClaim": {"S": nodeclaim}, "nodePool": {"S": nodepool},
                              "expiresAt": {"N": repr(float(expires))}, "ttl": {"N": str(int(expires))}},
-                    "ConditionExpression": "attribute_not_exists(pk) OR nodeClaim = :me OR expiresAt < :now",
-                    "ExpressionAttributeValues": {":me": {"S": nodeclaim}, ":now": {"N": repr(float(now))}},
+                    "ConditionExpression": cond,
+                    "ExpressionAttributeValues": vals,
                 }
             })
         # DynamoDB allows 100 actions per transaction: plans bigger than that reserve their pods in chunks

@@ -10,12 +10,16 @@
 * **Initialized**: the Node is Ready, none of the NodeClaim's startup taints remain and every
   requested extended resource is allocatable; the Node gets ``karpenter.sh/initialized=true``.
 * **Liveness**: launched but not registered within 15 minutes -> terminate the instance, delete the
-  NodeClaim.  A NodeClaim that never got an instance (the provisioner died between writing it and
+  NodeClaim (deletion honours the finalizer: :mod:`.termination`).  A NodeClaim that never got an instance (the provisioner died between writing it and
   launching) is deleted after 5 minutes.
 * **Garbage collection**: instances tagged ``kubernetes.io/cluster/<name>=owned`` and
   ``karpenter.sh/nodeclaim`` with no NodeClaim, older than 30 s, are terminated; NodeClaims whose
   instance is terminated or absent are deleted (with their Node).  Launch claims (NodePool usage,
   pod reservations) of deleted NodeClaims are released, also stale ones left by a crash.
+* **Deletion**: every NodeClaim marked deleting (``deletionTimestamp``) is finalized (:class:`.termination.Terminator`):
+  instance terminated, then Node and record removed once EC2 reports the instance gone.
+
+EC2 is reached only through the cloud provider (:mod:`.cloudprovider`).
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ from ..api import labels as wk
 from ..api.objects import NodeClaim, NodePool
 from ..api.quantity import parse_resource_list
 from . import runtime
+from .cloudprovider import GONE_STATES, AWSCloudProvider
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
+from .termination import Terminator
 
 LAUNCH_TIMEOUT = 5 * 60
 STALE_CLAIM_AGE = 5 * 60
-GONE_STATES = {"shutting-down", "terminated"}
 log = logging.getLogger(__name__)
 
 
@@ -70,10 +75,10 @@ def _epoch(v) -> float | None:
 
 
 class Lifecycle:
-    def __init__(self, store, ec2, kube, cluster_name: str, claims=None, clock=None, logger=None,
+    def __init__(self, store, cloud, kube, cluster_name: str, claims=None, clock=None, logger=None,
                  registration_timeout: float = 15 * 60, orphan_min_age: float = 30.0):
         self.store = store
-        self.ec2 = ec2
+        self.cloud = cloud
         self.kube = kube
         self.cluster_name = cluster_name
         self.claims = claims
@@ -81,10 +86,11 @@ class Lifecycle:
         self.logger = logger or log
         self.registration_timeout = registration_timeout
         self.orphan_min_age = orphan_min_age
+        self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
 
     @classmethod
     def from_environment(cls, env, logger=None) -> "Lifecycle":
-        return cls(env.store, env.ec2, env.kube, env.config.cluster, claims=env.claims, clock=runtime.clock_proxy,
+        return cls(env.store, AWSCloudProvider.from_environment(env), env.kube, env.config.cluster, claims=env.claims, clock=runtime.clock_proxy,
                    logger=logger, registration_timeout=env.config.registration_timeout,
                    orphan_min_age=env.config.orphan_min_age)
 
@@ -94,23 +100,13 @@ class Lifecycle:
         except TypeError:
             self.logger.info("%s %s", message, json.dumps({"decision": decision, **fields}, default=str))
 
-    # -- EC2 -------------------------------------------------------------------------------------
+    # -- EC2 (through the cloud provider) -----------------------------------------------------------
     def _instances(self) -> dict[str, dict]:
-        out = {}
-        kwargs = {"Filters": [{"Name": f"tag:kubernetes.io/cluster/{self.cluster_name}", "Values": ["owned"]},
-                              {"Name": "tag-key", "Values": ["karpenter.sh/nodeclaim"]}]}
-        while True:
-            resp = self.ec2.describe_instances(**kwargs)
-            for r in resp.get("Reservations", []):
-                for i in r.get("Instances", []):
-                    out[i["InstanceId"]] = i
-            if not resp.get("NextToken"):
-                return out
-            kwargs["NextToken"] = resp["NextToken"]
+        return self.cloud.list_instances()
 
     def _terminate(self, instance_id: str, nodeclaim: str | None, reason: str, report: LifecycleReport) -> None:
         try:
-            self.ec2.terminate_instances(InstanceIds=[instance_id])
+            self.cloud.terminate([instance_id])
         except Exception as e:
             report.errors.append(f"terminate {instance_id}: {e}")
             return
@@ -118,17 +114,14 @@ class Lifecycle:
         self._decision("terminate", f"terminated {instance_id} ({reason})", instanceId=instance_id,
                        nodeclaim=nodeclaim, reason=reason)
 
-    def _delete_nodeclaim(self, nc: NodeClaim, reason: str, report: LifecycleReport, node: dict | None = None) -> None:
-        if node is not None:
-            try:
-                self.kube.delete_node(node["metadata"]["name"])
-            except Exception as e:
-                report.errors.append(f"delete node {node['metadata']['name']}: {e}")
-        self.store.delete("NodeClaim", nc.name)
-        if self.claims is not None:
-            self.claims.release(nc.nodepool_name or nc.labels.get(wk.NODEPOOL, ""), nc.name)
-        report.deleted.append({"nodeClaim": nc.name, "reason": reason})
-        self._decision("delete", f"deleted NodeClaim {nc.name}: {reason}", nodeclaim=nc.name, reason=reason)
+    def _delete_nodeclaim(self, nc: NodeClaim, reason: str, report: LifecycleReport, node: dict | None = None,
+                          instance: dict | None = None) -> None:
+        """Request the deletion (finalizer honoured) and take it as far as it goes now."""
+        self.terminator.request(nc, reason)
+        nc = self.store.get("NodeClaim", nc.name) or nc
+        if self.terminator.finalize(nc, node, instance, report.errors) == "deleted":
+            report.deleted.append({"nodeClaim": nc.name, "reason": reason})
+            self._decision("delete", f"deleted NodeClaim {nc.name}: {reason}", nodeclaim=nc.name, reason=reason)
 
     # -- the sweep -------------------------------------------------------------------------------
     def sweep(self, now: float | None = None) -> LifecycleReport:
@@ -175,6 +168,9 @@ class Lifecycle:
 
     def _reconcile(self, nc: NodeClaim, np: NodePool | None, node_by_provider, instances, now, report) -> None:
         pid = nc.status.get("providerID")
+        if nc.metadata.get("deletionTimestamp"):
+            if self._finalize_deleting(nc, node_by_provider.get(pid) if pid else None, instances, report):
+                return
         created = _epoch(nc.metadata.get("creationTimestamp")) or now
         if not pid:
             if now - created > LAUNCH_TIMEOUT:
@@ -191,7 +187,7 @@ class Lifecycle:
                 self._decision("wait", f"instance {iid} is {state or 'gone'} but node {node['metadata']['name']} is still Ready",
                                nodeclaim=nc.name, instanceId=iid)
                 return
-            self._delete_nodeclaim(nc, f"instance {iid} is {state or 'gone'}", report, node)
+            self._delete_nodeclaim(nc, f"instance {iid} is {state or 'gone'}", report, node, inst)
             return
         if inst is None and node is None:
             # Not (yet) in DescribeInstances: EC2 is eventually consistent and a just-launched instance can be
@@ -206,7 +202,7 @@ class Lifecycle:
             launched = _epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created
             if not nc.is_true("Registered") and now - launched > self.registration_timeout:
                 self._terminate(iid, nc.name, f"not registered within {int(self.registration_timeout // 60)}m", report)
-                self._delete_nodeclaim(nc, "registration timeout", report)
+                self._delete_nodeclaim(nc, "registration timeout", report, None, self.cloud.describe([iid]).get(iid))
             return
         node_name = node["metadata"]["name"]
         if not nc.is_true("Registered"):
@@ -215,6 +211,16 @@ class Lifecycle:
             node = as_dict(self.kube.get_node(node_name)) or node
         if nc.is_true("Registered") and not nc.is_true("Initialized"):
             self._maybe_initialize(nc, node, now, report)
+
+    def _finalize_deleting(self, nc: NodeClaim, node, instances, report) -> bool:
+        """A NodeClaim marked deleting: hand it to the termination flow.  True when the sweep is done with it."""
+        iid = instance_id_of(nc.status.get("providerID"))
+        inst = instances.get(iid) if iid else None
+        reason = (nc.annotations or {}).get("karpenter-lambda.io/deletion-reason") or "deletion requested"
+        if self.terminator.finalize(nc, node, inst, report.errors) == "deleted":
+            report.deleted.append({"nodeClaim": nc.name, "reason": reason})
+            self._decision("delete", f"deleted NodeClaim {nc.name}: {reason}", nodeclaim=nc.name, reason=reason)
+        return True
 
     def _register(self, nc: NodeClaim, np: NodePool | None, node: dict, now: float, report) -> None:
         name = node["metadata"]["name"]

@@ -1,6 +1,7 @@
-"""Launch one NodeClaim plan: launch templates per (AMI, max pods), CreateFleet, insufficient-capacity fallback.
+"""EC2 launch of one NodeClaim: launch templates per (AMI, max pods), CreateFleet, insufficient-capacity fallback.
 
-Called by :class:`.provision.Provisioner` after the NodeClaim is committed and written.  Candidates are the
+The AWS cloud provider's ``create`` (:mod:`.cloudprovider`); the launcher (:mod:`.launcher`) calls it after the
+NodeClaim is committed and written.  Candidates are the
 plan's instance types x available offerings in the EC2NodeClass's subnet zones, filtered by the plan's
 zone and capacity-type requirements.  Spot is used when the plan allows it and spot offerings exist
 (Karpenter's behaviour), else on-demand.  Each insufficient-capacity answer marks the offerings
@@ -11,8 +12,7 @@ remains the reason is returned so the pods are reported unschedulable.
 from __future__ import annotations
 
 from ..api import labels as wk
-from ..api.quantity import format_resource
-from .cluster_state import provider_id
+from .cloudprovider import Instance, NoCapacity
 
 def _allowed(requirements, key: str, value: str) -> bool:
     try:
@@ -51,23 +51,25 @@ def _pick_capacity_type(cands: dict) -> str | None:
     return None
 
 
-def launch_plan(prov, name, plan, np, nodeclass, resolved, keys):
+def launch(provider, request, on_retry=None) -> Instance:
+    """CreateFleet with ICE fallback; raises :class:`NoCapacity` with the reason when nothing could be launched."""
     from ..adapters.aws.fleet import FleetLauncher, InsufficientCapacityError, LaunchRequest
     from ..adapters.aws.launch_templates import LaunchTemplates
     from ..adapters.aws.userdata import ClusterInfo
 
-    cluster = prov.cluster
+    cluster = provider.cluster
+    plan, np, nodeclass, resolved, name = request.plan, request.nodepool, request.nodeclass, request.resolved, request.name
     info = ClusterInfo(name=cluster.name, endpoint=cluster.endpoint, ca_b64=cluster.ca_b64,
                        cidr=getattr(cluster, "service_cidr", None))
-    claim = prov.store.get("NodeClaim", name)
-    labels = {k: v for k, v in (claim.labels if claim else {}).items()}
+    labels = dict(request.labels)
     taints = list(np.taints)
     startup = list(np.startup_taints)
-    lts = LaunchTemplates(prov.ec2, cluster.name)
-    fleet = FleetLauncher(prov.ec2, cluster.name, prov.unavailable)
+    lts = LaunchTemplates(provider.ec2, cluster.name)
+    fleet = FleetLauncher(provider.ec2, cluster.name, provider.unavailable)
     types_by_name = {it.name: it for it in plan.instance_types}
     exclude: set = set()
     last_error = ""
+    attempt = 0
     for attempt in range(6):
         cands = candidates_for(plan, resolved, exclude)
         ct = _pick_capacity_type(cands)
@@ -75,30 +77,30 @@ def launch_plan(prov, name, plan, np, nodeclass, resolved, keys):
             why = f"no offering left for NodePool {np.name}"
             if last_error:
                 why += f" after insufficient capacity ({last_error})"
-            return None, why
+            raise NoCapacity(why)
         chosen = cands[ct][:60]
         its = [types_by_name[n] for n in dict.fromkeys(c[0] for c in chosen)]
         lt_map = lts.ensure_for(resolved, info, its, labels, taints, startup, ct)
         chosen = [c for c in chosen if c[0] in lt_map]
         if not chosen:
-            return None, f"EC2NodeClass {nodeclass.name}: no AMI matches the instance types of NodePool {np.name}"
+            raise NoCapacity(f"EC2NodeClass {nodeclass.name}: no AMI matches the instance types of NodePool {np.name}")
         subnets = resolved.subnets_by_zone()
-        request = LaunchRequest(
+        req = LaunchRequest(
             nodeclaim_name=name, nodepool_name=np.name, nodeclass_name=nodeclass.name, capacity_type=ct,
             candidates=chosen, launch_templates=dict(lt_map),
             subnets={z: s["id"] for z, s in subnets.items()}, tags=dict(nodeclass.tags),
             client_token=f"{name}-{attempt}"[:64],
         )
         try:
-            result = fleet.launch(request)
+            result = fleet.launch(req)
         except InsufficientCapacityError as e:
             for off in getattr(e, "unavailable", []) or []:
                 exclude.add(tuple(off))
             if not getattr(e, "unavailable", None):  # nothing to exclude: don't loop forever
                 exclude.update((c[0], c[1], ct) for c in chosen)
             last_error = str(e)
-            prov._decision("insufficient-capacity", f"NodeClaim {name}: {e}; retrying with the remaining offerings",
-                           nodeclaim=name, unavailable=[list(x) for x in getattr(e, "unavailable", [])])
+            if on_retry is not None:
+                on_retry(str(e), [list(x) for x in getattr(e, "unavailable", [])])
             continue
         it = types_by_name.get(result.instance_type)
         image_id = getattr(result, "image_id", None) or (lt_map[result.instance_type].image_id if result.instance_type in lt_map else None)
@@ -106,43 +108,8 @@ def launch_plan(prov, name, plan, np, nodeclass, resolved, keys):
         if price is None and it is not None:
             o = it.cheapest_offering(zones={result.zone}, capacity_types={result.capacity_type})
             price = o.price if o else 0.0
-        from .provision import Launched
-
-        launched = Launched(nodeclaim=name, nodepool=np.name, instance_id=result.instance_id,
-                                instance_type=result.instance_type, zone=result.zone,
-                                capacity_type=result.capacity_type, price=float(price or 0.0), image_id=image_id, pods=keys)
-        _mark_launched(prov, name, np, launched, it)
-        return launched, ""
-    return None, f"no capacity after {attempt + 1} attempts ({last_error})"
-
-
-def _mark_launched(prov, name, np, launched, it) -> None:
-    from .provision import PRICE_ANNOTATION, _condition
-
-    now = prov.clock()
-
-    def mutate(obj):
-        labels = obj.metadata.setdefault("labels", {})
-        if it is not None:
-            labels.update(it.labels)
-        labels[wk.INSTANCE_TYPE] = launched.instance_type
-        labels[wk.ZONE] = launched.zone
-        labels[wk.CAPACITY_TYPE] = launched.capacity_type
-        labels[wk.NODEPOOL] = np.name
-        obj.metadata.setdefault("annotations", {})[PRICE_ANNOTATION] = repr(round(launched.price, 6))
-        st = obj.status
-        st["providerID"] = provider_id(launched.zone, launched.instance_id)
-        if launched.image_id:
-            st["imageID"] = launched.image_id
-        if it is not None:
-            st["capacity"] = {k: format_resource(k, v) for k, v in sorted(it.capacity.items())}
-            st["allocatable"] = {k: format_resource(k, v) for k, v in sorted(it.allocatable.items())}
-        conds = [c for c in st.get("conditions") or [] if c.get("type") != "Launched"]
-        conds.append(_condition("Launched", "True", "Launched", f"instance {launched.instance_id} launched", now))
-        st["conditions"] = conds
-        return obj
-
-    prov.store.update("NodeClaim", name, mutate)
-    if prov.claims is not None and it is not None:
-        actual = {"nodes": 1, **{k: v for k, v in it.capacity.items()}}
-        prov.claims.adjust(np.name, name, actual)
+        return Instance(instance_id=result.instance_id, instance_type=result.instance_type, zone=result.zone,
+                        capacity_type=result.capacity_type, price=float(price or 0.0), image_id=image_id,
+                        subnet_id=getattr(result, "subnet_id", None),
+                        security_group_ids=sorted(getattr(resolved, "security_group_ids", None) or []))
+    raise NoCapacity(f"no capacity after {attempt + 1} attempts ({last_error})")

@@ -1,0 +1,76 @@
+"""Pure helpers over Kubernetes objects as plain camelCase dicts (pods, nodes, provider ids).
+
+Shared by the scheduler's input builder, the controllers and the disruption methods; no I/O here.
+"""
+
+from __future__ import annotations
+
+from .quantity import QuantityError, parse_resource_list
+
+PROVIDER_PREFIX = "aws:///"
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+
+
+def pod_key(pod: dict) -> str:
+    m = pod.get("metadata") or {}
+    return f"{m.get('namespace') or 'default'}/{m.get('name')}"
+
+
+def pod_uid(pod: dict) -> str:
+    return (pod.get("metadata") or {}).get("uid") or pod_key(pod)
+
+
+def is_terminal(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def is_terminating(obj: dict) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def owner_kinds(pod: dict) -> set[str]:
+    return {ref.get("kind") for ref in (pod.get("metadata") or {}).get("ownerReferences") or []}
+
+
+def is_daemon_pod(pod: dict) -> bool:
+    """Owned by a DaemonSet, or a mirror/static pod (owned by its Node)."""
+    return bool(owner_kinds(pod) & {"DaemonSet", "Node"})
+
+
+def is_mirror_pod(pod: dict) -> bool:
+    meta = pod.get("metadata") or {}
+    return "kubernetes.io/config.mirror" in (meta.get("annotations") or {}) or "Node" in owner_kinds(pod)
+
+
+def is_critical(pod: dict) -> bool:
+    return (pod.get("spec") or {}).get("priorityClassName") in CRITICAL_PRIORITY_CLASSES
+
+
+def node_name_of(pod: dict) -> str | None:
+    return (pod.get("spec") or {}).get("nodeName") or None
+
+
+def node_ready(node: dict) -> bool:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return False
+
+
+def node_allocatable(node: dict) -> dict[str, int]:
+    status = node.get("status") or {}
+    try:
+        return parse_resource_list(status.get("allocatable") or status.get("capacity") or {})
+    except QuantityError:
+        return {}
+
+
+def provider_id(zone: str, instance_id: str) -> str:
+    return f"{PROVIDER_PREFIX}{zone}/{instance_id}"
+
+
+def instance_id_of(provider: str | None) -> str | None:
+    """``aws:///us-east-1a/i-0abc`` -> ``i-0abc``."""
+    if not provider or not provider.startswith("aws://"):
+        return None
+    return provider.rsplit("/", 1)[-1] or None

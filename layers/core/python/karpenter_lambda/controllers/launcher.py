@@ -1,0 +1,228 @@
+"""The launcher: one ``NodeClaimPlan`` -> a NodeClaim record + an instance.  Provisioning, disruption replacements
+and interruption all launch through it.
+
+``Launcher(store, claims, cloud, clock, decide).launch(plan, nodepool, nodeclass, resolved, pods) -> LaunchOutcome``:
+
+1. **commit** -- one DynamoDB transaction (:mod:`.claims`): the NodePool usage within its limits + a reservation
+   of each pod (the same plan delivered twice is refused: ``duplicate``; limits reached: ``limit``; pods
+   nominated elsewhere meanwhile: ``taken``).  ``takeover`` names pods whose old nomination no longer holds
+   (:func:`karpenter_lambda.scheduling.inputs.held_reservations`), which may be moved to this NodeClaim.
+2. **record** -- the NodeClaim (deterministic name, finalizer ``karpenter.sh/termination``) stamped with what
+   drift compares later: ``karpenter.sh/nodepool-hash`` (+ version), ``karpenter.k8s.aws/ec2nodeclass-hash``
+   (+ version); after the launch its ``status.imageID``, and the subnet and security groups as annotations.
+3. **create** -- the cloud provider's launch (CreateFleet with insufficient-capacity fallback).
+4. **mark launched** -- labels of the chosen type/zone/capacity, price, providerID, capacity/allocatable, the
+   ``Launched`` condition; the usage claim shrunk to what was really launched.  On failure the record and the
+   claim are rolled back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..api import hashes
+from ..api import labels as wk
+from ..api.kube import pod_key, pod_uid, provider_id
+from ..api.objects import NodeClaim
+from ..api.quantity import format_resource
+from ..scheduling.inputs import NOMINATED_UIDS_ANNOTATION, PRICE_ANNOTATION, claim_request, limits_of
+from . import runtime
+from .cloudprovider import CreateRequest, NoCapacity
+
+NOMINATED_PODS_ANNOTATION = "karpenter-lambda.io/nominated-pods"      # JSON list of "ns/name"
+SUBNET_ANNOTATION = "karpenter-lambda.io/subnet-id"
+SECURITY_GROUPS_ANNOTATION = "karpenter-lambda.io/security-group-ids"  # JSON list, sorted
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Launched:
+    nodeclaim: str
+    nodepool: str
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float
+    image_id: str | None
+    pods: list[str]
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class LaunchOutcome:
+    name: str
+    launched: Launched | None = None
+    duplicate: bool = False              # a previous delivery already made this NodeClaim
+    limit: str | None = None             # the NodePool's limits refused it (message)
+    taken: list[str] = field(default_factory=list)  # pod uids nominated by another NodeClaim meanwhile
+    failed: str | None = None            # nothing launched: why
+    error: str | None = None             # an unexpected error (also in ``failed``)
+
+
+def nodeclaim_name(nodepool: str, pod_uids: list[str]) -> str:
+    """Deterministic: the NodePool name + a hash of the pods the NodeClaim was made for."""
+    h = hashlib.sha256("\n".join(sorted(pod_uids)).encode()).hexdigest()[:10]
+    return f"{nodepool}-{h}"[:63]
+
+
+def condition(type_: str, status: str, reason: str, message: str, now: float) -> dict:
+    return {"type": type_, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": runtime.iso(now)}
+
+
+def drift_stamps(nodepool, nodeclass) -> dict[str, str]:
+    """The annotations a NodeClaim carries from launch so drift can compare them with the current objects."""
+    return {
+        wk.NODEPOOL_HASH: hashes.nodepool_hash(nodepool),
+        wk.NODEPOOL_HASH_VERSION: hashes.NODEPOOL_HASH_VERSION,
+        wk.NODECLASS_HASH: hashes.ec2nodeclass_hash(nodeclass),
+        wk.NODECLASS_HASH_VERSION: hashes.EC2NODECLASS_HASH_VERSION,
+    }
+
+
+def nodeclaim_doc(name: str, plan, nodepool, nodeclass, keys: list[str], uids: list[str], now: float,
+                  annotations: dict | None = None) -> dict:
+    labels = dict(nodepool.template_labels)
+    try:
+        labels.update({k: v for k, v in plan.requirements.labels().items() if not k.startswith(wk.AWS) or k in wk.AWS_WELL_KNOWN})
+    except Exception:
+        pass
+    labels[wk.NODEPOOL] = nodepool.name
+    labels[wk.EC2NODECLASS] = nodeclass.name
+    reqs = plan.requirements.to_list() if hasattr(plan.requirements, "to_list") else list(plan.requirements or [])
+    reqs = [r for r in reqs if r.get("key") != wk.INSTANCE_TYPE]
+    reqs.append({"key": wk.INSTANCE_TYPE, "operator": "In", "values": [it.name for it in plan.instance_types]})
+    tspec = nodepool.template_spec
+    spec = {
+        "nodeClassRef": dict(nodepool.node_class_ref),
+        "requirements": reqs,
+        "resources": {"requests": {k: format_resource(k, v) for k, v in sorted((plan.requests or {}).items())}},
+        "expireAfter": nodepool.expire_after,
+    }
+    for f in ("taints", "startupTaints", "terminationGracePeriod"):
+        if tspec.get(f):
+            spec[f] = tspec[f]
+    ann = dict(nodepool.template_annotations)
+    ann.update(drift_stamps(nodepool, nodeclass))
+    ann[NOMINATED_PODS_ANNOTATION] = json.dumps(keys)
+    ann[NOMINATED_UIDS_ANNOTATION] = json.dumps(uids)
+    ann.update(annotations or {})
+    return {
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": labels, "annotations": ann, "finalizers": [wk.TERMINATION_FINALIZER]},
+        "spec": spec,
+        "status": {"conditions": [condition("Launched", "Unknown", "Launching", "creating the instance", now)]},
+    }
+
+
+class Launcher:
+    def __init__(self, store, claims, cloud, clock: Callable[[], float] | None = None,
+                 decide: Callable[..., None] | None = None):
+        self.store = store
+        self.claims = claims
+        self.cloud = cloud
+        self.clock = clock or runtime.clock_proxy
+        self.decide = decide or (lambda decision, message, **f: log.info("%s %s", decision, message))
+
+    def launch(self, plan, nodepool, nodeclass, resolved, pods: list[dict], *, name: str | None = None,
+               takeover: dict[str, str] | None = None, annotations: dict | None = None) -> LaunchOutcome:
+        uids = sorted(pod_uid(p) for p in pods)
+        keys = [pod_key(p) for p in pods]
+        name = name or nodeclaim_name(nodepool.name, uids)
+        out = LaunchOutcome(name=name)
+        limits = limits_of(nodepool)
+        if self.claims is not None:
+            commit = self.claims.commit(nodepool.name, name, claim_request(plan, limits), limits, uids,
+                                        takeover={u: c for u, c in (takeover or {}).items() if u in set(uids)})
+            if not commit.ok:
+                out.duplicate = commit.duplicate
+                out.taken = list(commit.taken_pods)
+                if commit.limit_exceeded:
+                    out.limit = commit.message
+                if not (out.duplicate or out.taken or out.limit):
+                    out.failed = commit.message or "launch claim refused"
+                return out
+        now = self.clock()
+        try:
+            self.store.create(NodeClaim(nodeclaim_doc(name, plan, nodepool, nodeclass, keys, uids, now, annotations)))
+        except Exception as e:
+            from ..adapters.store import AlreadyExists
+
+            if isinstance(e, AlreadyExists):
+                out.duplicate = True
+                return out
+            if self.claims is not None:
+                self.claims.release(nodepool.name, name)
+            raise
+        claim = self.store.get("NodeClaim", name)
+        request = CreateRequest(name=name, plan=plan, nodepool=nodepool, nodeclass=nodeclass, resolved=resolved,
+                                labels=dict(claim.labels if claim else {}))
+
+        def on_retry(message: str, unavailable: list) -> None:
+            self.decide("insufficient-capacity", f"NodeClaim {name}: {message}; retrying with the remaining offerings",
+                        nodeclaim=name, unavailable=unavailable)
+
+        try:
+            inst = self.cloud.create(request, on_retry)
+        except NoCapacity as e:
+            self.rollback(name, nodepool.name)
+            out.failed = str(e)
+            return out
+        except Exception as e:
+            self.rollback(name, nodepool.name)
+            out.failed = f"launch failed: {e}"
+            out.error = f"NodeClaim {name}: {e}"
+            return out
+        it = next((t for t in plan.instance_types if t.name == inst.instance_type), None)
+        self._mark_launched(name, nodepool, inst, it)
+        out.launched = Launched(nodeclaim=name, nodepool=nodepool.name, instance_id=inst.instance_id,
+                                instance_type=inst.instance_type, zone=inst.zone, capacity_type=inst.capacity_type,
+                                price=float(inst.price), image_id=inst.image_id, pods=keys)
+        return out
+
+    def rollback(self, name: str, nodepool: str) -> None:
+        try:
+            self.store.delete("NodeClaim", name)
+        finally:
+            if self.claims is not None:
+                self.claims.release(nodepool, name)
+
+    def _mark_launched(self, name: str, nodepool, inst, it) -> None:
+        now = self.clock()
+
+        def mutate(obj):
+            labels = obj.metadata.setdefault("labels", {})
+            if it is not None:
+                labels.update(it.labels)
+            labels[wk.INSTANCE_TYPE] = inst.instance_type
+            labels[wk.ZONE] = inst.zone
+            labels[wk.CAPACITY_TYPE] = inst.capacity_type
+            labels[wk.NODEPOOL] = nodepool.name
+            ann = obj.metadata.setdefault("annotations", {})
+            ann[PRICE_ANNOTATION] = repr(round(inst.price, 6))
+            if inst.subnet_id:
+                ann[SUBNET_ANNOTATION] = inst.subnet_id
+            if inst.security_group_ids:
+                ann[SECURITY_GROUPS_ANNOTATION] = json.dumps(sorted(inst.security_group_ids))
+            st = obj.status
+            st["providerID"] = provider_id(inst.zone, inst.instance_id)
+            if inst.image_id:
+                st["imageID"] = inst.image_id
+            if it is not None:
+                st["capacity"] = {k: format_resource(k, v) for k, v in sorted(it.capacity.items())}
+                st["allocatable"] = {k: format_resource(k, v) for k, v in sorted(it.allocatable.items())}
+            conds = [c for c in st.get("conditions") or [] if c.get("type") != "Launched"]
+            conds.append(condition("Launched", "True", "Launched", f"instance {inst.instance_id} launched", now))
+            st["conditions"] = conds
+            return obj
+
+        self.store.update("NodeClaim", name, mutate)
+        if self.claims is not None and it is not None:
+            self.claims.adjust(nodepool.name, name, {"nodes": 1, **dict(it.capacity)})

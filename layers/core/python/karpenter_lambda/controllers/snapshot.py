@@ -1,0 +1,100 @@
+"""The one loader of the cluster snapshot (:class:`karpenter_lambda.api.snapshot.ClusterSnapshot`).
+
+``SnapshotLoader(store, kube, claims, cloud).load(now) -> ClusterSnapshot``, once per invocation: NodePools,
+EC2NodeClasses and NodeClaims from the store; nodes, pods, DaemonSets and PDBs from the Kubernetes API; pod
+nominations and NodePool usage from the launch claims; each NodePool's instance types (priced, minus offerings
+marked unavailable) from the cloud provider, whose EC2NodeClass resolution is written back to the
+EC2NodeClass status when it changed.  Provisioning, the sweeps and ``plan`` all decide on this one snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from ..api.snapshot import ClusterSnapshot
+from .cluster_state import as_dict
+
+log = logging.getLogger(__name__)
+
+
+class SnapshotLoader:
+    def __init__(self, store, kube, claims=None, cloud=None, logger=None):
+        self.store = store
+        self.kube = kube
+        self.claims = claims
+        self.cloud = cloud
+        self.logger = logger or log
+        self._resolved: dict[str, tuple] = {}
+
+    def load(self, now: float, *, instance_types: bool = True, pdbs: bool = False) -> ClusterSnapshot:
+        snap = ClusterSnapshot(now=now)
+        snap.nodepools = {np.name: np for np in self.store.list("NodePool") if not np.metadata.get("deletionTimestamp")}
+        snap.nodeclasses = {nc.name: nc for nc in self.store.list("EC2NodeClass")}
+        snap.nodeclaims = {nc.name: nc for nc in self.store.list("NodeClaim")}
+        snap.pods = [as_dict(p) for p in self.kube.list_pods()]
+        snap.nodes = [as_dict(n) for n in self.kube.list_nodes()]
+        snap.daemonsets = [as_dict(d) for d in self.kube.list_daemonsets()]
+        if pdbs:
+            snap.pdbs = [as_dict(p) for p in self.kube.list_pdbs()]
+        self.refresh_claims(snap)
+        if instance_types and self.cloud is not None:
+            self.load_instance_types(snap)
+        return snap
+
+    def refresh_claims(self, snap: ClusterSnapshot) -> None:
+        """Re-read the nominations, usage and NodeClaims (after a concurrent invocation changed them)."""
+        if self.claims is not None:
+            snap.reservations = self.claims.reservations()
+            snap.usage = {name: totals for name, (totals, _c) in self.claims.all_usage().items()}
+        for attr in ("reserved_by_claim", "_claim_by_node", "_node_by_claim"):
+            snap.__dict__.pop(attr, None)
+
+    def reload_nodeclaims(self, snap: ClusterSnapshot) -> None:
+        snap.nodeclaims = {nc.name: nc for nc in self.store.list("NodeClaim")}
+        self.refresh_claims(snap)
+
+    def resolve(self, nodeclass):
+        """(resolved, problem) once per loader, with the status written back to the store when it changed."""
+        hit = self._resolved.get(nodeclass.name)
+        if hit is not None:
+            return hit
+        resolved, problem = self.cloud.resolve(nodeclass)
+        if resolved is not None:
+            status = resolved.status_patch()
+            try:
+                current = self.store.get("EC2NodeClass", nodeclass.name)
+                if current is not None and _status_differs(current.status, status):
+                    self.store.update_status("EC2NodeClass", nodeclass.name, status)
+            except Exception as e:
+                self.logger.warning(f"could not write EC2NodeClass {nodeclass.name} status: {e}")
+        self._resolved[nodeclass.name] = (resolved, problem)
+        return resolved, problem
+
+    def load_instance_types(self, snap: ClusterSnapshot) -> None:
+        unavailable = self.cloud.unavailable_offerings()
+        for np in snap.nodepools.values():
+            ref = np.node_class_ref
+            nc = snap.nodeclasses.get(ref.get("name", ""))
+            if nc is None:
+                snap.nodepool_problems[np.name] = f"NodePool {np.name}: EC2NodeClass {ref.get('name')!r} not found"
+                continue
+            resolved, problem = self.resolve(nc)
+            if resolved is not None:
+                snap.resolved[nc.name] = resolved
+            if problem:
+                snap.nodepool_problems[np.name] = f"NodePool {np.name}: EC2NodeClass {nc.name} not ready: {problem}"
+                continue
+            snap.instance_types[np.name] = self.cloud.instance_types(nc, resolved, unavailable)
+
+
+def _strip_times(status: dict) -> dict:
+    s = json.loads(json.dumps(status, default=str))
+    for c in s.get("conditions") or []:
+        c.pop("lastTransitionTime", None)
+    return s
+
+
+def _status_differs(current: dict, new: dict) -> bool:
+    cur = {k: current.get(k) for k in new}
+    return _strip_times(cur) != _strip_times(new)

@@ -1,0 +1,219 @@
+"""The scheduler's input, built from a :class:`~karpenter_lambda.api.snapshot.ClusterSnapshot` (pure).
+
+One path for ``plan``, the provisioner and every disruption sweep:
+
+* :func:`held_reservations` -- which pod nominations still protect their pod (issue: pods waiting on a full node).
+  A nomination holds only while its NodeClaim is in flight (exists, not deleting, not Initialized) and still has
+  room for the pod next to the pods already bound to its node (in nomination order).  Once the node is
+  initialized, or the kube-scheduler filled it with other pods, the pod is scheduled like any other pending pod
+  against the nodes' real usage, and a new node is launched if none has room (as Karpenter, whose nominations are
+  short-lived and whose scheduler reads the nodes' real pods).
+* :func:`existing_nodes` -- the nodes and in-flight NodeClaims as the solver's :class:`ExistingNode` capacity.
+* :func:`nodepool_inputs`, :func:`scheduling_input` -- everything together.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..api import labels as wk
+from ..api.kube import is_terminating, node_allocatable, node_name_of, node_ready, pod_uid
+from ..api.quantity import QuantityError, parse_resource_list, resource_value
+from ..api.snapshot import ClusterSnapshot
+from .resources import PodSpecError, add, fits, pod_requests, subtract
+from .solver import ExistingNode, NodePoolInput, SchedulingInput
+
+NOMINATED_UIDS_ANNOTATION = "karpenter-lambda.io/nominated-pod-uids"  # JSON list of pod uids (launch order)
+PRICE_ANNOTATION = "karpenter-lambda.io/price-per-hour"
+
+# Taints a node carries only while it comes up (Karpenter ignores them, and the NodeClaim's startup taints,
+# when it simulates scheduling onto a managed node that is not initialized yet).
+EPHEMERAL_TAINT_KEYS = frozenset({
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+    "karpenter.sh/unregistered",
+})
+
+
+def scheduling_taints(node: dict, nodeclaim=None) -> list[dict]:
+    """The taints the solver should honour on ``node``.
+
+    A node that karpenter-lambda launched (``nodeclaim`` given) and that is not Initialized yet still carries
+    the ephemeral taints above and its startup taints; both go away by themselves, so, as Karpenter does,
+    they do not block placing pods there.  Otherwise the node's taints are taken as they are.
+    """
+    taints = list((node.get("spec") or {}).get("taints") or [])
+    if nodeclaim is None or nodeclaim.is_true("Initialized"):
+        return taints
+    startup = {(t.get("key"), t.get("effect")) for t in (nodeclaim.spec.get("startupTaints") or [])}
+    return [t for t in taints if t.get("key") not in EPHEMERAL_TAINT_KEYS and (t.get("key"), t.get("effect")) not in startup]
+
+
+def limits_of(nodepool) -> dict[str, int]:
+    out = {}
+    for k, v in (nodepool.limits or {}).items():
+        try:
+            out[k] = resource_value(k, v)
+        except QuantityError:
+            continue
+    return out
+
+
+def claim_request(plan, limits: dict[str, int]) -> dict[str, int]:
+    """What a NodeClaim counts against its NodePool until launched: the largest capacity among its options."""
+    out = {"nodes": 1}
+    keys = set(limits) | {"cpu", "memory"}
+    keys.discard("nodes")
+    for k in keys:
+        vals = [it.capacity.get(k, 0) for it in plan.instance_types]
+        out[k] = max(vals) if vals else 0
+    return out
+
+
+def price_of(nodeclaim) -> float | None:
+    try:
+        v = (nodeclaim.annotations or {}).get(PRICE_ANNOTATION) if nodeclaim is not None else None
+        return float(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _requests(pod: dict) -> dict[str, int]:
+    try:
+        return pod_requests(pod)
+    except PodSpecError:
+        return {"pods": 1}
+
+
+def _claim_allocatable(snap: ClusterSnapshot, nc) -> dict[str, int]:
+    node = snap.node_of_nodeclaim(nc.name)
+    if node is not None:
+        alloc = node_allocatable(node)
+        if alloc:
+            return alloc
+    try:
+        return parse_resource_list(nc.status.get("allocatable") or {})
+    except QuantityError:
+        return {}
+
+
+def _nomination_order(nc, uids: list[str]) -> list[str]:
+    try:
+        order = json.loads((nc.annotations or {}).get(NOMINATED_UIDS_ANNOTATION) or "[]")
+    except ValueError:
+        order = []
+    rank = {u: i for i, u in enumerate(order)}
+    return sorted(uids, key=lambda u: (rank.get(u, len(rank)), u))
+
+
+def held_reservations(snap: ClusterSnapshot) -> dict[str, str]:
+    """Pod uid -> NodeClaim for the nominations that still protect their (pending) pod; see the module doc."""
+    held: dict[str, str] = {}
+    for ncname, uids in snap.reserved_by_claim.items():
+        nc = snap.nodeclaims.get(ncname)
+        if nc is None or nc.metadata.get("deletionTimestamp") or nc.is_true("Initialized"):
+            continue
+        pending = [u for u in _nomination_order(nc, uids) if u in snap.pods_by_uid and not node_name_of(snap.pods_by_uid[u])]
+        alloc = _claim_allocatable(snap, nc)
+        if not alloc:  # not launched yet: a concurrent invocation is launching it, its pods stay held
+            held.update({u: ncname for u in pending})
+            continue
+        used: dict[str, int] = {}
+        for p in snap.pods_of_nodeclaim(ncname):
+            used = add(used, _requests(p))
+        room = subtract(alloc, used)
+        for u in pending:
+            req = _requests(snap.pods_by_uid[u])
+            if fits(req, room) is None:
+                held[u] = ncname
+                room = subtract(room, req)
+    return held
+
+
+def existing_nodes(snap: ClusterSnapshot, held: dict[str, str] | None = None, exclude: set[str] | frozenset = frozenset()
+                   ) -> list[ExistingNode]:
+    """Nodes (not deleting, not cordoned) and launched-but-unregistered NodeClaims as solver capacity.
+
+    ``held`` (from :func:`held_reservations`) adds each in-flight NodeClaim's protected pending pods to its
+    capacity; ``exclude`` names nodes or NodeClaims left out (disruption candidates).
+    """
+    held = held or {}
+    held_by_claim: dict[str, list[dict]] = {}
+    for uid, ncname in held.items():
+        pod = snap.pods_by_uid.get(uid)
+        if pod is not None:
+            held_by_claim.setdefault(ncname, []).append(pod)
+    out: list[ExistingNode] = []
+    registered: set[str] = set()
+    for n in snap.nodes:
+        meta, spec = n.get("metadata") or {}, n.get("spec") or {}
+        name = meta.get("name")
+        nc = snap.nodeclaim_of_node(name)
+        if nc is not None:
+            registered.add(nc.name)
+        if name in exclude or (nc is not None and nc.name in exclude):
+            continue
+        if is_terminating(n) or spec.get("unschedulable"):
+            continue
+        if nc is not None and nc.metadata.get("deletionTimestamp"):
+            continue
+        labels = meta.get("labels") or {}
+        en = ExistingNode(
+            name=name, labels=dict(labels), taints=scheduling_taints(n, nc), allocatable=node_allocatable(n),
+            pods=list(snap.pods_by_node.get(name, [])) + (held_by_claim.get(nc.name, []) if nc is not None else []),
+            nodepool=labels.get(wk.NODEPOOL), in_flight=False, instance_type=labels.get(wk.INSTANCE_TYPE),
+            zone=labels.get(wk.ZONE), capacity_type=labels.get(wk.CAPACITY_TYPE), price=price_of(nc),
+            initialized=nc.is_true("Initialized") if nc is not None else node_ready(n),
+        )
+        out.append(en)
+    for nc in snap.nodeclaims.values():
+        if nc.name in registered or nc.name in exclude or nc.metadata.get("deletionTimestamp") or nc.status.get("nodeName"):
+            continue
+        try:
+            alloc = parse_resource_list(nc.status.get("allocatable") or {})
+        except QuantityError:
+            alloc = {}
+        if not alloc:  # not launched yet: nothing to place on
+            continue
+        labels = dict(nc.labels)
+        en = ExistingNode(
+            name=nc.name, labels=labels, taints=list(nc.spec.get("taints") or []), allocatable=alloc,
+            pods=held_by_claim.get(nc.name, []), nodepool=labels.get(wk.NODEPOOL), in_flight=True,
+            instance_type=labels.get(wk.INSTANCE_TYPE), zone=labels.get(wk.ZONE),
+            capacity_type=labels.get(wk.CAPACITY_TYPE), price=price_of(nc), initialized=False,
+        )
+        out.append(en)
+    return out
+
+
+def nodepool_inputs(snap: ClusterSnapshot) -> tuple[list[NodePoolInput], list[str]]:
+    """(NodePools with their instance types, heaviest weight first; problems of the NodePools left out)."""
+    inputs, problems = [], []
+    for np in sorted(snap.nodepools.values(), key=lambda n: (-n.weight, n.name)):
+        if np.name in snap.nodepool_problems:
+            problems.append(snap.nodepool_problems[np.name])
+            continue
+        if np.name in snap.instance_types:
+            inputs.append(NodePoolInput(nodepool=np, instance_types=snap.instance_types[np.name]))
+    return inputs, problems
+
+
+def scheduling_input(snap: ClusterSnapshot, pods: list[dict], *, held: dict[str, str] | None = None,
+                     exclude: set[str] | frozenset = frozenset(), max_instance_types: int = 60
+                     ) -> tuple[SchedulingInput, list[str]]:
+    """The solver's input for ``pods`` against the snapshot; returns (input, problems of NodePools left out)."""
+    inputs, problems = nodepool_inputs(snap)
+    existing = existing_nodes(snap, held, exclude)
+    return SchedulingInput(pods=list(pods), nodepools=inputs, existing_nodes=existing, daemonsets=list(snap.daemonsets),
+                           nodepool_usage={k: dict(v) for k, v in snap.usage.items()},
+                           max_instance_types=max_instance_types), problems
+
+
+
+
+
+
+__all__ = ["EPHEMERAL_TAINT_KEYS", "NOMINATED_UIDS_ANNOTATION", "PRICE_ANNOTATION", "claim_request", "existing_nodes",
+           "held_reservations", "limits_of", "nodepool_inputs", "pod_uid", "price_of", "scheduling_input",
+           "scheduling_taints"]
