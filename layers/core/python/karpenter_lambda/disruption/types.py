@@ -1,0 +1,95 @@
+"""The disruption contract (pure): candidates, commands, blocks, and the method interface.
+
+Every method (emptiness, drift, expiration; consolidation later) is a :class:`Method`; the sweep runs them in
+Karpenter's order and the first that produces commands wins for a NodePool's budget.  A :class:`Command` is what
+the orchestrator (``controllers/disrupt.py``) records and executes: candidates to remove, replacements to launch
+first (``NodeClaimPlan`` from the solver), the reason and the savings.  A :class:`Blocked` says why a candidate
+stays (budget, do-not-disrupt, PDB, pods would not fit, ...), at most once per node and cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# reasons (the `reason` keys of `NodeClaimDisrupted` events; Karpenter's budget reasons are Empty/Drifted/Underutilized)
+EMPTY = "Empty"
+DRIFTED = "Drifted"
+EXPIRED = "Expired"
+UNDERUTILIZED = "Underutilized"
+
+GRACEFUL = "graceful"
+FORCEFUL = "forceful"
+
+# DisruptionBlocked causes
+BLOCK_BUDGET = "budget"
+BLOCK_DO_NOT_DISRUPT = "do-not-disrupt"
+BLOCK_PDB = "PDB"
+BLOCK_PODS_WOULD_NOT_FIT = "would leave pods pending"
+
+
+@dataclass
+class Candidate:
+    """A managed, initialized, not deleting NodeClaim with its Node, NodePool and pods (from the snapshot)."""
+
+    nodeclaim: Any                 # api.objects.NodeClaim
+    node: dict | None              # the Node (None only for a NodeClaim that never registered)
+    nodepool: Any                  # api.objects.NodePool
+    pods: list[dict] = field(default_factory=list)            # every non-terminal pod bound to the node
+    reschedulable: list[dict] = field(default_factory=list)   # the pods that must land elsewhere
+    instance_type: str = ""
+    zone: str = ""
+    capacity_type: str = ""
+    price: float = 0.0
+    disruption_cost: float = 0.0
+    drift_reason: str | None = None          # NodePoolDrifted, RequirementsDrifted, AMIDrift, ... (when drifted)
+    drifted_since: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.nodeclaim.name
+
+    @property
+    def node_name(self) -> str | None:
+        return ((self.node or {}).get("metadata") or {}).get("name")
+
+    @property
+    def nodepool_name(self) -> str:
+        return self.nodepool.name
+
+
+@dataclass
+class Command:
+    reason: str                                     # EMPTY | DRIFTED | EXPIRED | UNDERUTILIZED
+    candidates: list[Candidate]
+    replacements: list[Any] = field(default_factory=list)   # scheduling.NodeClaimPlan, launched before draining
+    savings_per_hour: float = 0.0
+    forceful: bool = False                          # not held by budgets (expiration)
+    detail: str = ""                                # human explanation (drift kind, ...)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.candidates]
+
+
+@dataclass
+class Blocked:
+    nodeclaim: str
+    cause: str        # BLOCK_* above
+    message: str      # e.g. "do-not-disrupt pod default/web-1", "budget Drifted 0 of 3 left"
+    reason: str = ""  # the disruption reason it blocked (EMPTY, DRIFTED, ...)
+
+
+@dataclass
+class DisruptionPlan:
+    commands: list[Command] = field(default_factory=list)
+    blocked: list[Blocked] = field(default_factory=list)
+
+
+class Method(Protocol):
+    reason: str          # EMPTY | DRIFTED | EXPIRED | UNDERUTILIZED
+    kind: str            # GRACEFUL | FORCEFUL
+
+    def should_disrupt(self, candidate: Candidate, snapshot) -> bool: ...
+
+    def compute_commands(self, budgets, candidates: list[Candidate], snapshot) -> tuple[list[Command], list[Blocked]]: ...
