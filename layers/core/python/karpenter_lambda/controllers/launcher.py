@@ -66,9 +66,13 @@ class LaunchOutcome:
     error: str | None = None             # an unexpected error (also in ``failed``)
 
 
-def nodeclaim_name(nodepool: str, pod_uids: list[str]) -> str:
-    """Deterministic: the NodePool name + a hash of the pods the NodeClaim was made for."""
-    h = hashlib.sha256("\n".join(sorted(pod_uids)).encode()).hexdigest()[:10]
+def nodeclaim_name(nodepool: str, pod_uids: list[str], previous: list[str] | tuple = ()) -> str:
+    """Deterministic: the NodePool name + a hash of the pods the NodeClaim was made for (and of the NodeClaims
+    whose nominations of those pods no longer hold, so a re-plan gets a new name while a redelivery does not)."""
+    text = "\n".join(sorted(pod_uids))
+    if previous:
+        text += "\nafter:" + ",".join(sorted(set(previous)))
+    h = hashlib.sha256(text.encode()).hexdigest()[:10]
     return f"{nodepool}-{h}"[:63]
 
 
@@ -135,12 +139,13 @@ class Launcher:
                takeover: dict[str, str] | None = None, annotations: dict | None = None) -> LaunchOutcome:
         uids = sorted(pod_uid(p) for p in pods)
         keys = [pod_key(p) for p in pods]
-        name = name or nodeclaim_name(nodepool.name, uids)
+        takeover = {u: c for u, c in (takeover or {}).items() if u in set(uids)}
+        name = name or nodeclaim_name(nodepool.name, uids, list(takeover.values()))
         out = LaunchOutcome(name=name)
         limits = limits_of(nodepool)
         if self.claims is not None:
             commit = self.claims.commit(nodepool.name, name, claim_request(plan, limits), limits, uids,
-                                        takeover={u: c for u, c in (takeover or {}).items() if u in set(uids)})
+                                        takeover=takeover)
             if not commit.ok:
                 out.duplicate = commit.duplicate
                 out.taken = list(commit.taken_pods)
