@@ -1,9 +1,10 @@
 """`karpenter-lambda plan -f FILE...`: one provisioning round, dry run, over Kubernetes manifests.
 
-Offline by default: instance types and offerings come through the same boto3
-adapter the provisioner uses, answered by moto's bundled EC2 data for the
-region (in-process, nothing leaves the machine); on-demand prices from the
-bundled table, spot prices from the deterministic estimate (docs/catalog.md).
+Offline by default: instance types and offerings are moto's bundled EC2 data for
+the region, read straight from its files by the catalog adapter the provisioner
+uses (source ``moto-bundled``: the same dicts as through boto3 + moto, nothing
+leaves the machine); on-demand prices from the bundled table, spot prices from
+the deterministic estimate (docs/catalog.md).
 ``--live`` asks real AWS (credentials from the environment) and
 ``--endpoint-url`` any AWS-compatible endpoint.
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from contextlib import nullcontext
 
 from karpenter_lambda.api.manifests import load_files
 from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodePool
@@ -89,35 +89,29 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     if problems:
         raise PlanError("\n".join(problems))
 
-    import boto3
+    from karpenter_lambda.adapters.aws.ec2_catalog import SOURCE_EC2, SOURCE_MOTO_BUNDLED, load_catalog
 
-    from karpenter_lambda.adapters.aws.ec2_catalog import load_catalog
-
-    ctx = nullcontext()
-    if not live and not endpoint_url:
-        from moto import mock_aws
-
-        ctx = mock_aws()
+    offline = not live and not endpoint_url
     t0 = time.monotonic()
-    with ctx:
-        if not live and not endpoint_url:
-            ec2 = boto3.client("ec2", region_name=region, aws_access_key_id="offline", aws_secret_access_key="offline")
-            source = ec2
-        else:
-            source = boto3.session.Session(region_name=region)
-        if progress:
-            progress(f"loading instance types for {region} ({'live' if live else endpoint_url or 'offline: moto bundled data'}) ...")
-        inputs = []
-        catalogs: dict[str, list] = {}
-        for np in nodepools:
-            nc = nodeclasses[np.node_class_ref["name"]]
-            if nc.name not in catalogs:
-                try:
-                    catalogs[nc.name] = load_catalog(source, region, nodeclass=nc, endpoint_url=endpoint_url)
-                except KeyError as e:  # moto has no data for that region
-                    raise PlanError(f"--region {region}: no instance data for this region offline ({e})") from None
-            inputs.append(NodePoolInput(nodepool=np, instance_types=catalogs[nc.name]))
-    if not live and not endpoint_url and not any(any(o.available for o in it.offerings) for cat in catalogs.values() for it in cat):
+    if offline:  # moto's data files, no mock_aws, no boto3 client
+        clients, catalog_source = None, SOURCE_MOTO_BUNDLED
+    else:
+        import boto3
+
+        clients, catalog_source = boto3.session.Session(region_name=region), SOURCE_EC2
+    if progress:
+        progress(f"loading instance types for {region} ({'live' if live else endpoint_url or 'offline: moto bundled data'}) ...")
+    inputs = []
+    catalogs: dict[str, list] = {}
+    for np in nodepools:
+        nc = nodeclasses[np.node_class_ref["name"]]
+        if nc.name not in catalogs:
+            try:
+                catalogs[nc.name] = load_catalog(clients, region, nodeclass=nc, endpoint_url=endpoint_url, source=catalog_source)
+            except KeyError as e:  # moto has no data for that region
+                raise PlanError(f"--region {region}: no instance data for this region offline ({e})") from None
+        inputs.append(NodePoolInput(nodepool=np, instance_types=catalogs[nc.name]))
+    if offline and not any(any(o.available for o in it.offerings) for cat in catalogs.values() for it in cat):
         raise PlanEnvironmentError(f"--region {region}: moto's bundled data offers no instance type there (offline); "
                                    f"use a region with data (e.g. us-east-1, us-west-2, eu-west-1) or --live")
     t1 = time.monotonic()
@@ -130,13 +124,9 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
 
 def _known_regions() -> set[str]:
     """EC2 regions of every partition botocore knows (the offline data is moto's, for those regions)."""
-    import boto3
+    from karpenter_lambda.adapters.aws.moto_catalog import known_regions
 
-    s = boto3.session.Session()
-    out: set[str] = set()
-    for part in s.get_available_partitions():
-        out.update(s.get_available_regions("ec2", partition_name=part))
-    return out
+    return set(known_regions())
 
 
 def plan_to_json(result) -> dict:
