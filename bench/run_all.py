@@ -21,6 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # mix and on the generic-only mix; the real catalog is reported alongside.
 VARIANTS = {
     "scheduling": [[], ["--mix", "generic"], ["--catalog", "real", "--pods", "10000"], ["--catalog", "real", "--mix", "generic", "--pods", "10000"]],
+    # offline `plan` wall time, 3 fresh processes (issue 10 item 6: median <= 2 s)
+    "plan_speed": [["--runs", "3"]],
 }
 
 
