@@ -58,7 +58,9 @@ def _pod_key(pod: dict) -> str:
 
 def build_plan(files: list[str], region: str, endpoint_url: str | None = None, live: bool = False, progress=None):
     """Load, expand, build the catalog and solve; returns (SchedulingResult, context dict). Raises PlanError."""
-    from karpenter_lambda.scheduling import NodePoolInput, SchedulingInput, solve
+    from karpenter_lambda.api.snapshot import ClusterSnapshot
+    from karpenter_lambda.scheduling import solve
+    from karpenter_lambda.scheduling.inputs import scheduling_input
 
     loaded = load_files(files, allow_other_kinds=True)
     if loaded.issues:
@@ -101,8 +103,10 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
         clients, catalog_source = boto3.session.Session(region_name=region), SOURCE_EC2
     if progress:
         progress(f"loading instance types for {region} ({'live' if live else endpoint_url or 'offline: moto bundled data'}) ...")
-    inputs = []
     catalogs: dict[str, list] = {}
+    # the same scheduler input path as the provisioner and the sweeps: a snapshot (no cluster: no nodes)
+    snap = ClusterSnapshot(now=time.time(), nodepools={np.name: np for np in nodepools}, nodeclasses=dict(nodeclasses),
+                           pods=pods, daemonsets=daemonsets)
     for np in nodepools:
         nc = nodeclasses[np.node_class_ref["name"]]
         if nc.name not in catalogs:
@@ -110,14 +114,15 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
                 catalogs[nc.name] = load_catalog(clients, region, nodeclass=nc, endpoint_url=endpoint_url, source=catalog_source)
             except KeyError as e:  # moto has no data for that region
                 raise PlanError(f"--region {region}: no instance data for this region offline ({e})") from None
-        inputs.append(NodePoolInput(nodepool=np, instance_types=catalogs[nc.name]))
+        snap.instance_types[np.name] = catalogs[nc.name]
     if offline and not any(any(o.available for o in it.offerings) for cat in catalogs.values() for it in cat):
         raise PlanEnvironmentError(f"--region {region}: moto's bundled data offers no instance type there (offline); "
                                    f"use a region with data (e.g. us-east-1, us-west-2, eu-west-1) or --live")
     t1 = time.monotonic()
     if progress:
         progress(f"scheduling {len(pending)} pods over {len(nodepools)} NodePools ...")
-    result = solve(SchedulingInput(pods=pending, nodepools=inputs, daemonsets=daemonsets))
+    inp, _problems = scheduling_input(snap, pending)
+    result = solve(inp)
     t2 = time.monotonic()
     return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1}
 
