@@ -23,6 +23,7 @@ KUBERNETES_ACCESS_MODES = ("rbac", "cluster-admin")
 # name -> (default, low, high): integer context parameters.
 INT_PARAMS: dict[str, tuple[int, int, int]] = {
     "lifecycleIntervalMinutes": (1, 1, 1440),
+    "disruptionIntervalMinutes": (1, 1, 1440),  # the drift and consolidation sweeps (issue: disruption)
     "logRetentionDays": (30, 1, 3653),
     "podBatchSize": (500, 1, 10000),
     "podBatchWindowSeconds": (10, 0, 300),
