@@ -1,0 +1,87 @@
+"""What every Lambda handler shares, so ``functions/<name>/handler.py`` stays thin (<= 60 code lines).
+
+* :func:`traced` -- run a controller call inside a Powertools Tracer subsegment when tracing is on (the Tracer is
+  built lazily: it costs ~0.6 s).
+* :func:`emit_metrics` -- the ``cluster`` dimension, the given counts and ``DecisionLatencyMs``, flushed once.
+* :func:`run_sweep` -- a scheduled sweep: environment, traced run, published report, metrics from the report.
+* :class:`SqsBatch` -- Powertools batch processing of SQS records with a per-record parser; malformed records fail
+  alone (``batchItemFailures``), the valid ones are collected for one controller call, and
+  :meth:`SqsBatch.fail_all_valid` returns every valid record for redelivery when that call fails.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from . import environment, runtime
+
+
+def traced(name: str, fn: Callable[[], Any]) -> Any:
+    tracer = runtime.get_tracer()
+    if tracer is None:
+        return fn()
+    with tracer.provider.in_subsegment(f"## {name}"):
+        return fn()
+
+
+def emit_metrics(metrics, cluster: str, started: float, counts: dict[str, float]) -> None:
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics.add_dimension(name="cluster", value=cluster)
+    for name, value in counts.items():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    metrics.add_metric(name="DecisionLatencyMs", unit=MetricUnit.Milliseconds,
+                       value=round((time.perf_counter() - started) * 1000, 1))
+    metrics.flush_metrics()
+
+
+def run_sweep(kind: str, build: Callable[[Any], Any], metrics, counts: Callable[[Any], dict[str, float]]) -> dict:
+    """``build(env)`` returns an object with ``sweep(now)``; its report is published and counted."""
+    started = time.perf_counter()
+    env = environment.get_environment()
+    controller = build(env)
+    report = traced(f"{kind} sweep", lambda: controller.sweep(runtime.now()))
+    runtime.publish(kind, report)
+    emit_metrics(metrics, env.config.cluster, started, counts(report))
+    return report.to_dict()
+
+
+class SqsBatch:
+    """Parse every record with ``parse(body) -> (key, item) | None``; items are kept by key (the latest wins)."""
+
+    def __init__(self, parse: Callable[[str], tuple[str, Any] | None], logger):
+        self.parse = parse
+        self.logger = logger
+        self.items: dict[str, Any] = {}
+        self.records_of: dict[str, list[str]] = {}
+        self.failed: set[str] = set()
+
+    def _record(self, record):
+        try:
+            got = self.parse(record.body)
+        except ValueError as e:
+            self.logger.error("malformed SQS message", extra={"messageId": record.message_id, "problem": str(e)})
+            raise
+        if got is None:
+            return "ignored"
+        key, item = got
+        self.items[key] = item
+        self.records_of.setdefault(key, []).append(record.message_id)
+        return key
+
+    def process(self, event: dict) -> "SqsBatch":
+        from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+
+        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        with processor(records=(event or {}).get("Records") or [], handler=self._record):
+            processor.process()
+        self.failed = {f["itemIdentifier"] for f in processor.response().get("batchItemFailures", [])}
+        return self
+
+    def fail_all_valid(self) -> None:
+        for ids in self.records_of.values():
+            self.failed.update(ids)
+
+    def response(self) -> dict:
+        return {"batchItemFailures": [{"itemIdentifier": i} for i in sorted(self.failed)]}
