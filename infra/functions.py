@@ -64,6 +64,35 @@ class FunctionSpec:
         return FUNCTIONS_DIR / self.name
 
 
+REGISTRY = FUNCTIONS_DIR / "registry.json"
+
+
+def load_registry(path: Path = REGISTRY) -> tuple[FunctionSpec, ...]:
+    """The functions of ``functions/registry.json`` (the simulator reads the same file) as FunctionSpecs."""
+    import json
+
+    doc = json.loads(Path(path).read_text())
+    specs = []
+    for f in doc["functions"]:
+        triggers: list[QueueTrigger | ScheduleTrigger] = []
+        for t in f.get("triggers") or []:
+            if "queue" in t:
+                triggers.append(QueueTrigger(queue=t["queue"], batch_size_param=t.get("batchSizeParam"),
+                                             batch_size=t.get("batchSize", 10), window_param=t.get("windowParam"),
+                                             window_seconds=t.get("windowSeconds", 0),
+                                             max_concurrency_param=t.get("maxConcurrencyParam")))
+            elif "schedule" in t:
+                triggers.append(ScheduleTrigger(interval_param=t["schedule"]))
+            else:
+                raise ValueError(f"{path}: function {f.get('name')}: trigger {t!r} needs 'queue' or 'schedule'")
+        specs.append(FunctionSpec(name=f["name"], description=f["description"],
+                                  timeout_seconds=f.get("timeoutSeconds", 60), memory_mb=f.get("memoryMb", 512),
+                                  reserved_concurrency=f.get("reservedConcurrency"),
+                                  reserved_concurrency_param=f.get("reservedConcurrencyParam"),
+                                  triggers=tuple(triggers), environment=dict(f.get("environment") or {})))
+    return tuple(specs)
+
+
 def visibility_timeout_for(function_timeout_seconds: int, window_seconds: int) -> int:
     """SQS visibility timeout for a queue feeding a function: 6x the timeout plus the batching window (AWS guidance)."""
     return 6 * function_timeout_seconds + window_seconds

@@ -1,8 +1,8 @@
 """``KarpenterLambdaStack``: everything karpenter-lambda needs for one existing EKS cluster.
 
-Functions are declared in :data:`FUNCTIONS`, queues in :data:`QUEUES`; a later issue adds its
-function with one ``FunctionSpec`` (and its queue with one ``QueueSpec``), the wiring below is
-generic.
+Functions are declared in ``functions/registry.json`` (:data:`FUNCTIONS`, shared with the simulator), queues in
+:data:`QUEUES`; a later issue adds its function with one registry entry (and its queue with one ``QueueSpec``),
+the wiring below is generic.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from .config import LOG_RETENTION_DAYS, StackConfig
-from .functions import FunctionSpec, KarpenterFunction, QueueTrigger, ScheduleTrigger, visibility_timeout_for
+from .functions import FunctionSpec, KarpenterFunction, QueueTrigger, ScheduleTrigger, load_registry, visibility_timeout_for
 from .iam import NodeRole, WatcherRole, cluster_arn, controller_statements, node_role_name
 from .layer import CoreLayer
 from .nag import acknowledge_controller, acknowledge_custom_resource_provider, acknowledge_node_role
@@ -38,31 +38,8 @@ class QueueSpec:
     max_receive_count: int = 5
 
 
-FUNCTIONS: tuple[FunctionSpec, ...] = (
-    FunctionSpec(
-        name="provisioner",
-        description="karpenter-lambda provisioner: pending pods from the pod queue -> NodeClaims -> EC2 CreateFleet",
-        timeout_seconds=120,
-        memory_mb=1769,  # one full vCPU: the scheduling simulation is CPU-bound
-        reserved_concurrency_param="provisioner_concurrency",
-        triggers=(
-            QueueTrigger(
-                queue="pod",
-                batch_size_param="pod_batch_size",
-                window_param="pod_batch_window_seconds",
-                max_concurrency_param="provisioner_concurrency",
-            ),
-        ),
-    ),
-    FunctionSpec(
-        name="lifecycle",
-        description="karpenter-lambda lifecycle sweep: NodeClaim launch/registration/initialization, liveness, garbage collection",
-        timeout_seconds=120,
-        memory_mb=1024,
-        reserved_concurrency=1,  # sweeps must not overlap
-        triggers=(ScheduleTrigger(interval_param="lifecycleIntervalMinutes"),),
-    ),
-)
+# the functions and their triggers: functions/registry.json (the simulator reads the same file)
+FUNCTIONS: tuple[FunctionSpec, ...] = load_registry()
 
 # item-level DynamoDB access (pynamodb: get/put/update/delete/query/scan, batches, transactions' condition checks)
 TABLE_ACTIONS = (

@@ -20,7 +20,9 @@ Loop, on virtual time (:class:`.clock.VirtualClock`; the controllers read it thr
 3. instances launched in moto join as Nodes ``join_delay`` virtual seconds after launch (KWOK-like:
    :mod:`.nodes`, labels and taints from the NodeClaim as the kubelet's userData flags would give) and turn
    Ready ``ready_delay`` seconds later (startup taints removed, as an agent would);
-4. the lifecycle handler (``functions/lifecycle/handler.py``) runs every virtual minute.
+4. every scheduled function of ``functions/registry.json`` (the registry the CDK stack deploys: the lifecycle sweep,
+   later the disruption sweeps) runs on its schedule in virtual time (:mod:`.functions`); the lifecycle interval
+   can be overridden (``lifecycle_interval``).
 
 It stops when nothing changed for a full lifecycle interval, or at ``until`` virtual seconds.
 """
@@ -233,10 +235,7 @@ class Simulation:
                 if self.setup_hook:
                     self.setup_hook(self)
                 root = repo_root()
-                self.provisioner = load_module(root / "functions" / "provisioner" / "handler.py", "sim_provisioner_handler")
-                self.lifecycle = load_module(root / "functions" / "lifecycle" / "handler.py", "sim_lifecycle_handler")
-                for mod in (self.provisioner, self.lifecycle):
-                    self._capture_logs(mod)
+                self._load_functions(root)
                 runtime.REPORT_HOOKS.append(self._on_report)
                 watcher_thread, self.watcher_stats = self._start_watcher(server, account, stop, root)
                 try:
@@ -259,6 +258,27 @@ class Simulation:
             environment.reset()
             os.environ.clear()
             os.environ.update(saved_env)
+
+    def _load_functions(self, root: Path) -> None:
+        """Every function of the registry, on its trigger: the pod queue feeds the provisioner, schedules run sweeps."""
+        from .functions import load_functions
+
+        self.scheduled: list[tuple[str, object, float]] = []   # (name, module, interval seconds)
+        self.provisioner = None
+        for fn in load_functions(root):
+            mod = load_module(fn.handler_path, f"sim_{fn.name}_handler")
+            self._capture_logs(mod)
+            if fn.queue == "pod":
+                self.provisioner = mod
+            elif fn.queue is not None:
+                self.progress(f"function {fn.name}: queue {fn.queue!r} has no simulated source yet; not invoked")
+            if fn.interval_seconds is not None:
+                interval = self.lifecycle_interval if fn.name == "lifecycle" else fn.interval_seconds
+                self.scheduled.append((fn.name, mod, interval))
+            if fn.name == "lifecycle":
+                self.lifecycle = mod
+        if self.provisioner is None:
+            raise SimulationError("functions/registry.json: no function reads the pod queue")
 
     @contextlib.contextmanager
     def _moto_clock(self):
@@ -305,7 +325,7 @@ class Simulation:
         ec2 = boto3.client("ec2", region_name=self.region)
         batch: list[dict] = []
         batch_first = batch_last = None
-        next_lifecycle = self.lifecycle_interval
+        next_run = {name: interval for name, _mod, interval in self.scheduled}
         while True:
             self._kube_scheduler_pass()
             self._wait_watcher()
@@ -317,7 +337,8 @@ class Simulation:
                 batch_last = now
             self._discover_instances(ec2)
             # what happens next, in virtual time
-            candidates = [next_lifecycle]
+            next_sweep = min(next_run.values(), default=self.max_time + 1)
+            candidates = [next_sweep]
             if batch:
                 candidates.append(min(batch_last + BATCH_IDLE, batch_first + BATCH_MAX))
             if self._timers:
@@ -329,7 +350,7 @@ class Simulation:
             if t_next > self.max_time:
                 return f"stopped at the {format_elapsed(self.max_time)} safety limit"
             if not batch and not self._timers and self.until is None and \
-                    self.clock.elapsed - self.last_change >= self.lifecycle_interval and t_next == next_lifecycle:
+                    self.clock.elapsed - self.last_change >= self.lifecycle_interval and t_next == next_sweep:
                 return "nothing changed for a full lifecycle interval"
             self.clock.advance_to(self.clock.start + t_next)
             if batch and t_next >= min(batch_last + BATCH_IDLE, batch_first + BATCH_MAX):
@@ -341,8 +362,10 @@ class Simulation:
                     _, _, kind, data = heapq.heappop(self._timers)
                     self._fire(kind, data)
                 continue
-            self._invoke_lifecycle()
-            next_lifecycle += self.lifecycle_interval
+            for name, mod, interval in self.scheduled:
+                if next_run[name] <= t_next:
+                    self._invoke_scheduled(name, mod)
+                    next_run[name] += interval
 
     def _kube_scheduler_pass(self) -> None:
         from . import kubescheduler
@@ -402,10 +425,10 @@ class Simulation:
                 continue
             sqs.delete_message(QueueUrl=self.account.queue_url, ReceiptHandle=m["ReceiptHandle"])
 
-    def _invoke_lifecycle(self) -> None:
+    def _invoke_scheduled(self, name: str, mod) -> None:
         event = {"version": "0", "id": "sim", "detail-type": "Scheduled Event", "source": "aws.events",
                  "time": self.clock.isoformat(), "region": self.region, "resources": [], "detail": {}}
-        self._call(self.lifecycle.handler, event, "lifecycle")
+        self._call(mod.handler, event, name)
 
     def _call(self, fn, event, name):
         import logging
