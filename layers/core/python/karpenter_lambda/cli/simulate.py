@@ -92,6 +92,12 @@ def run(args) -> int:
         out = sys.stdout
         out.write("Timeline (virtual time)\n")
         _timeline(result.events, out)
+        if len(result.cost_timeline) > 0:
+            out.write("\nCost over time\n")
+            from .table import render_table as _rt
+
+            out.write(_rt(["TIME", "NODES", "COST/H"], [[f"+{format_elapsed(c['time'])}", str(c["nodes"]),
+                                                          f"${c['costPerHour']:.4f}"] for c in result.cost_timeline]))
         out.write("\nNodeClaims\n")
         from .table import render_table
 

@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nc2ltdWxhdGVkIGNsdXN0ZXIgQ0E=\n-----END CERTIFICATE-----\n").decode()
 
 
+INITIAL_AMI_RELEASE = "v20250101"  # the EKS AMI release every family starts with (a pinned alias can name it)
+AMI_FAMILIES = ("al2023", "al2", "bottlerocket", "windows2019", "windows2022", "windows2025")
+
+
 @dataclass
 class SimAccount:
     cluster: str
@@ -93,7 +97,10 @@ class SimAccount:
     def _amis(self, nodeclasses) -> None:
         from ..adapters.aws import ssm_seed
 
-        ssm_seed.seed_eks_amis(self.k8s_version, self.region)
+        ssm_seed.seed_eks_amis(self.k8s_version, self.region, release=INITIAL_AMI_RELEASE)
+        self.ami_releases = {fam: INITIAL_AMI_RELEASE for fam in AMI_FAMILIES}
+        for fam in AMI_FAMILIES:
+            self._pin(fam, INITIAL_AMI_RELEASE)
         for nc in nodeclasses:
             for term in nc.spec.get("amiSelectorTerms") or []:
                 if term.get("alias") or term.get("id") or term.get("ssmParameter"):
@@ -104,6 +111,35 @@ class SimAccount:
                     ssm_seed.add_image(self.region, name=f"{name}" if arch == "x86_64" else f"{name}-arm64", arch=arch,
                                        owner_id=term.get("owner") if (term.get("owner") or "").isdigit() else None,
                                        owner_alias="self", creation_date="2025-06-01T00:00:00Z", tags=tags)
+
+    def _pin(self, family: str, release: str) -> None:
+        """The pinned alias ``family@release`` resolves to the images ``@latest`` has now (as AWS publishes both)."""
+        from ..adapters.aws import amis, ssm_seed
+
+        if family.startswith("windows"):
+            return  # Windows aliases are @latest only
+        latest = amis.alias_parameters(family, self.k8s_version, "latest")
+        pinned = amis.alias_parameters(family, self.k8s_version, release)
+        ssm = self.client("ssm")
+        for (lpath, _a, _v), (ppath, _a2, _v2) in zip(latest, pinned):
+            image = ssm.get_parameter(Name=lpath)["Parameter"]["Value"]
+            ssm_seed.put_public_parameter(ppath, image, self.region)
+
+    def release_ami(self, family: str) -> str:
+        """Publish the next EKS-optimized AMI release of ``family`` behind its ``@latest`` alias; returns the release.
+
+        Releases count up from ``v20250101`` by one day; older pinned releases keep resolving to their images."""
+        from datetime import datetime, timedelta
+
+        from ..adapters.aws import ssm_seed
+
+        current = datetime.strptime(self.ami_releases[family], "v%Y%m%d")
+        nxt = (current + timedelta(days=1)).strftime("v%Y%m%d")
+        ssm_seed.seed_eks_amis(self.k8s_version, self.region, families=(family,), release=nxt,
+                               creation_date=(current + timedelta(days=1)).strftime("%Y-%m-%dT00:00:00Z"))
+        self.ami_releases[family] = nxt
+        self._pin(family, nxt)
+        return nxt
 
     def _eks(self, kube_url: str) -> None:
         from moto.core import DEFAULT_ACCOUNT_ID

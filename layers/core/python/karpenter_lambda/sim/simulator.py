@@ -49,6 +49,8 @@ BATCH_IDLE = 1.0
 BATCH_MAX = 10.0
 MAX_RECEIVES = 5
 DEFAULT_MAX_TIME = 6 * 3600.0
+# other kinds the simulated API server keeps (PodDisruptionBudgets are honoured by its eviction API)
+STORED_KINDS = {"PodDisruptionBudget": "poddisruptionbudgets"}
 
 
 class SimulationError(Exception):
@@ -77,6 +79,9 @@ class SimulationResult:
     pods_total: int = 0
     pods_bound: int = 0
     stopped_because: str = ""
+    cost_timeline: list[dict] = field(default_factory=list)   # [{time, costPerHour, nodes}] each time NodeClaims change
+    workloads: list[dict] = field(default_factory=list)       # [{kind, namespace, name, replicas}] at the end
+    start_time: str = ""                                      # the virtual clock's start (RFC 3339)
 
     def to_dict(self) -> dict:
         return {
@@ -87,6 +92,9 @@ class SimulationResult:
             "simulatedSeconds": round(self.elapsed, 3),
             "pods": {"total": self.pods_total, "bound": self.pods_bound},
             "stoppedBecause": self.stopped_because,
+            "costTimeline": self.cost_timeline,
+            "workloads": self.workloads,
+            "startTime": self.start_time,
         }
 
 
@@ -152,6 +160,8 @@ class Simulation:
         self._seq = 0
         self._joined: set[str] = set()         # instance ids that have (or will get) a node
         self._receives: dict[str, int] = {}
+        self.cost_timeline: list[dict] = []
+        self.scenario = None
 
     # -- events -------------------------------------------------------------------------------
     def emit(self, type_: str, obj: str, message: str) -> None:
@@ -168,7 +178,8 @@ class Simulation:
     # -- set-up ---------------------------------------------------------------------------------
     def _load(self):
         from ..api.manifests import load_files
-        from ..api.workloads import expand_all
+        from ..api.scenario import KIND as SCENARIO, ScenarioError, parse_scenario
+        from ..api.workloads import WORKLOAD_KINDS, expand_all
 
         for f in self.files:
             if not Path(f).exists():
@@ -176,9 +187,32 @@ class Simulation:
         res = load_files(self.files, allow_other_kinds=True)
         if res.issues:
             raise SimulationError("invalid manifests:\n" + "\n".join(str(i) for i in res.issues))
+        self.scenario = None
+        problems = []
+        for f in self.files:  # per file, so a Scenario's errors name its file and document
+            for i, obj in enumerate(load_files([f], allow_other_kinds=True).objects):
+                if obj.kind != SCENARIO:
+                    continue
+                if self.scenario is not None:
+                    problems.append(f"{f}:{i}: Scenario/{obj.name}: only one Scenario document per simulation")
+                    continue
+                try:
+                    self.scenario = parse_scenario(obj.doc, f, i)
+                except ScenarioError as e:
+                    problems.append(str(e))
+        known = set(WORKLOAD_KINDS) | {"NodePool", "EC2NodeClass", "NodeClaim", SCENARIO} | set(STORED_KINDS)
+        for o in res.objects:
+            if o.kind not in known:
+                problems.append(f"{o.kind}/{o.name}: simulate does not know the kind {o.kind!r} "
+                                f"(known: NodePool, EC2NodeClass, Scenario, {', '.join(sorted(WORKLOAD_KINDS))}, "
+                                f"{', '.join(sorted(STORED_KINDS))})")
+        if problems:
+            raise SimulationError("invalid input:\n" + "\n".join(problems))
         nodepools = res.of_kind("NodePool")
         nodeclasses = res.of_kind("EC2NodeClass")
-        others = [o for o in res.objects if o.kind not in ("NodePool", "EC2NodeClass", "NodeClaim")]
+        others = [o for o in res.objects if o.kind in WORKLOAD_KINDS]
+        self.stored = [o for o in res.objects if o.kind in STORED_KINDS]
+        self.workload_docs = [o.doc for o in others]
         wl = expand_all(others)
         if wl.issues:
             raise SimulationError("invalid workloads:\n" + "\n".join(str(i) for i in wl.issues))
@@ -191,6 +225,8 @@ class Simulation:
 
         started = time.perf_counter()
         nodepools, nodeclasses, wl = self._load()
+        if self.scenario is not None and self.scenario.start_time is not None:
+            self.clock = VirtualClock(self.scenario.start_time)
         saved_env = dict(os.environ)
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
@@ -229,6 +265,16 @@ class Simulation:
                     server.store.create("daemonsets", _strip(ds), (ds.get("metadata") or {}).get("namespace") or "default")
                 for pod in wl.pods:
                     server.store.create("pods", _strip(pod), pod["metadata"].get("namespace") or "default")
+                for obj in self.stored:
+                    server.store.create(STORED_KINDS[obj.kind], _strip(obj.doc), obj.metadata.get("namespace") or "default")
+                from .workloads import WorkloadController
+
+                self.workload_controller = WorkloadController(server)
+                for doc in self.workload_docs:
+                    if doc.get("kind") not in ("DaemonSet", "Pod"):
+                        self.workload_controller.add(doc)
+                for step in (self.scenario.steps if self.scenario is not None else []):
+                    self._schedule(step.at, "step", {"step": step})
                 self.pods_total = len(wl.pods)
                 self.emit("Applied", "manifests", f"{len(nodepools)} NodePools, {len(nodeclasses)} EC2NodeClasses, "
                                                   f"{len(wl.pods)} pods, {len(wl.daemonsets)} DaemonSets")
@@ -370,6 +416,10 @@ class Simulation:
     def _kube_scheduler_pass(self) -> None:
         from . import kubescheduler
 
+        changed = self.workload_controller.reconcile()
+        if changed:
+            self.emit("WorkloadsReconciled", "workloads", f"{changed} pods created or deleted to match the replicas")
+
         before = {p["metadata"]["uid"]: p for p in self.server.store.list("pods")}
         kubescheduler.schedule_pending(self.server)
         after = self.server.store.list("pods")
@@ -430,7 +480,24 @@ class Simulation:
                  "time": self.clock.isoformat(), "region": self.region, "resources": [], "detail": {}}
         self._call(mod.handler, event, name)
 
+    def _track_cost(self) -> None:
+        """One costTimeline entry each time the set of NodeClaims changes."""
+        from ..controllers.provision import PRICE_ANNOTATION
+
+        claims = {nc.name: float(nc.annotations.get(PRICE_ANNOTATION) or 0.0) for nc in self.store.list("NodeClaim")}
+        if getattr(self, "_cost_names", None) == set(claims):
+            return
+        self._cost_names = set(claims)
+        self.cost_timeline.append({"time": round(self.clock.elapsed, 3), "costPerHour": round(sum(claims.values()), 6),
+                                   "nodes": len(claims)})
+
     def _call(self, fn, event, name):
+        try:
+            return self._call_handler(fn, event, name)
+        finally:
+            self._track_cost()
+
+    def _call_handler(self, fn, event, name):
         import logging
 
         sink = self.handler_logs if self.handler_logs is not None else io.StringIO()
@@ -490,7 +557,9 @@ class Simulation:
     def _fire(self, kind: str, data: dict) -> None:
         from . import nodes as simnodes
 
-        if kind == "join":
+        if kind == "step":
+            self._step(data["step"])
+        elif kind == "join":
             self._join(data["instance"])
         elif kind == "ready":
             name = data["node"]
@@ -500,6 +569,51 @@ class Simulation:
             if data.get("startup_taints"):
                 simnodes.remove_startup_taints(self.server, name, data["startup_taints"])
             self.emit("NodeReady", f"node/{name}", "kubelet Ready" + (", startup taints removed" if data.get("startup_taints") else ""))
+
+    def _step(self, step) -> None:
+        """A Scenario step on the virtual clock (api/scenario.py lists the actions)."""
+        a = step.args
+        self.emit("ScenarioStep", f"step/{step.index}", step.describe())
+        try:
+            if step.action == "scale":
+                self.workload_controller.scale(a["kind"], a.get("namespace") or "default", a["name"], a["replicas"])
+            elif step.action == "delete":
+                if a["kind"] in ("NodePool", "EC2NodeClass"):
+                    if not self.store.delete(a["kind"], a["name"]):
+                        raise KeyError(f"{a['kind']} {a['name']} does not exist")
+                else:
+                    self.workload_controller.delete(a["kind"], a.get("namespace") or "default", a["name"])
+            elif step.action == "apply":
+                self._apply(a)
+            elif step.action == "releaseAMI":
+                release = self.account.release_ami(a["family"])
+                self.emit("AMIReleased", f"ami/{a['family']}", f"{a['family']}@latest now resolves to release {release}")
+        except KeyError as e:
+            raise SimulationError(f"Scenario step {step.index} ({step.describe()}): {e.args[0]}") from None
+        self.workload_controller.reconcile()
+
+    def _apply(self, doc: dict) -> None:
+        from ..api.manifests import load_text
+        from ..api.workloads import WORKLOAD_KINDS
+
+        import yaml
+
+        res = load_text(yaml.safe_dump(doc), "<scenario apply>", allow_other_kinds=True)
+        if res.issues:
+            raise SimulationError("Scenario apply: " + "; ".join(str(i) for i in res.issues))
+        for obj in res.objects:
+            if obj.kind in ("NodePool", "EC2NodeClass"):
+                self.store.apply(obj)
+            elif obj.kind in WORKLOAD_KINDS and obj.kind != "DaemonSet":
+                old = self.workload_controller.get(obj.kind, obj.metadata.get("namespace") or "default", obj.name)
+                self.workload_controller.add(obj.doc)
+                if old is None and obj.kind in ("Pod", "Job", "CronJob"):
+                    from ..api.workloads import expand
+
+                    for pod in expand(obj.doc).pods:
+                        self.server.store.create("pods", _strip(pod), pod["metadata"].get("namespace") or "default")
+            else:
+                raise SimulationError(f"Scenario apply: {obj.kind}/{obj.name}: only NodePool, EC2NodeClass and workloads can be applied")
 
     def _join(self, inst: dict) -> None:
         from ..api.quantity import parse_resource_list
@@ -590,8 +704,12 @@ class Simulation:
         unsched = [{"pod": k, "reason": pending_reason(k)} for k in sorted(pending)]
         bound = sum(len(v) for v in by_node.values())
         self.emit("Done", "simulation", f"{reason}: {bound}/{len(pods)} pods bound, {len(claims)} NodeClaims, ${cost:.4f}/h")
+        from ..controllers.runtime import iso
+
         return SimulationResult(nodeclaims=claims, unschedulable=unsched, events=list(self.events), cost_per_hour=cost,
-                                elapsed=self.clock.elapsed, pods_total=len(pods), pods_bound=bound, stopped_because=reason)
+                                elapsed=self.clock.elapsed, pods_total=len(pods), pods_bound=bound, stopped_because=reason,
+                                cost_timeline=list(self.cost_timeline), workloads=self.workload_controller.replicas(),
+                                start_time=iso(self.clock.start))
 
 
 def _strip(obj: dict) -> dict:

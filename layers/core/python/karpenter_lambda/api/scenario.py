@@ -1,0 +1,185 @@
+"""The ``Scenario`` document of ``simulate`` (pure): timed steps on the virtual clock.  A CONTRACT.
+
+```yaml
+apiVersion: karpenter-lambda.io/v1alpha1
+kind: Scenario
+metadata: {name: NAME}
+spec:
+  startTime: "2026-12-07T18:00:00Z"   # optional: the virtual clock's start (default: now)
+  steps:                               # each step: `at` (a duration since start) and exactly one action
+    - {at: 10m, scale: {kind: Deployment, namespace: default, name: web, replicas: 2}}
+    - {at: 20m, apply: <a whole manifest: NodePool, EC2NodeClass or workload>}
+    - {at: 30m, delete: {kind: Deployment, namespace: default, name: web}}
+    - {at: 40m, releaseAMI: {family: al2023}}
+```
+
+:func:`parse_scenario` returns a :class:`Scenario` or raises :class:`ScenarioError` whose lines name the step index
+and field (``FILE:DOC: Scenario/NAME: spec.steps[3].scale.replicas: must be an integer >= 0``).  Actions are a
+table (:data:`ACTIONS`): a later issue adds one (``interrupt``, ...) with one validator function.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable
+
+API_VERSION = "karpenter-lambda.io/v1alpha1"
+KIND = "Scenario"
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+DELETABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob", "Pod", "DaemonSet", "NodePool",
+                   "EC2NodeClass")
+AMI_FAMILIES = ("al2", "al2023", "bottlerocket", "windows2019", "windows2022", "windows2025")
+
+
+class ScenarioError(ValueError):
+    """Every problem of a Scenario document, one ``FILE:DOC: Scenario/NAME: field: message`` line each."""
+
+
+@dataclass
+class Step:
+    index: int
+    at: float          # seconds since the start
+    action: str        # a key of ACTIONS
+    args: dict
+
+    def describe(self) -> str:
+        a = self.args
+        if self.action == "scale":
+            return f"scale {a['kind']} {a.get('namespace') or 'default'}/{a['name']} to {a['replicas']} replicas"
+        if self.action == "delete":
+            ns = f"{a.get('namespace') or 'default'}/" if a["kind"] not in ("NodePool", "EC2NodeClass") else ""
+            return f"delete {a['kind']} {ns}{a['name']}"
+        if self.action == "apply":
+            meta = a.get("metadata") or {}
+            return f"apply {a.get('kind')} {meta.get('name')}"
+        if self.action == "releaseAMI":
+            return f"release a new EKS-optimized AMI for {a['family']}"
+        return self.action
+
+
+@dataclass
+class Scenario:
+    name: str
+    start_time: float | None = None        # epoch seconds, None = now
+    steps: list[Step] = field(default_factory=list)
+
+
+def parse_duration(value) -> float | None:
+    """``90s``, ``10m``, ``1h30m``, ``0s`` -> seconds; None when not a duration."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if value >= 0 else None
+    if not isinstance(value, str) or not value:
+        return None
+    m = _DURATION.match(value.strip())
+    if not m or not any(m.groups()):
+        return None
+    h, mi, s = m.groups()
+    return int(h or 0) * 3600 + int(mi or 0) * 60 + float(s or 0)
+
+
+def _ref(args, where: str, kinds: tuple, need_replicas: bool) -> list[str]:
+    problems = []
+    if not isinstance(args, dict):
+        return [f"{where}: must be an object"]
+    if args.get("kind") not in kinds:
+        problems.append(f"{where}.kind: must be one of {', '.join(kinds)}, got {args.get('kind')!r}")
+    if not isinstance(args.get("name"), str) or not args.get("name"):
+        problems.append(f"{where}.name: required")
+    if "namespace" in args and not isinstance(args["namespace"], str):
+        problems.append(f"{where}.namespace: must be a string")
+    if need_replicas:
+        r = args.get("replicas")
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+            problems.append(f"{where}.replicas: must be an integer >= 0, got {r!r}")
+    known = {"kind", "name", "namespace"} | ({"replicas"} if need_replicas else set())
+    problems += [f"{where}.{k}: unknown field" for k in sorted(set(args) - known)]
+    return problems
+
+
+def _scale(args, where):
+    return _ref(args, where, SCALABLE_KINDS, True)
+
+
+def _delete(args, where):
+    return _ref(args, where, DELETABLE_KINDS, False)
+
+
+def _apply(args, where):
+    if not isinstance(args, dict) or not args.get("kind") or not (args.get("metadata") or {}).get("name"):
+        return [f"{where}: must be a whole manifest with kind and metadata.name"]
+    return []
+
+
+def _release_ami(args, where):
+    if not isinstance(args, dict) or args.get("family") not in AMI_FAMILIES:
+        got = args.get("family") if isinstance(args, dict) else args
+        return [f"{where}.family: must be one of {', '.join(AMI_FAMILIES)}, got {got!r}"]
+    return [f"{where}.{k}: unknown field" for k in sorted(set(args) - {"family"})]
+
+
+# action -> validator(args, where) -> [problem, ...]; extend this table to add an action
+ACTIONS: dict[str, Callable[[object, str], list[str]]] = {
+    "scale": _scale,
+    "apply": _apply,
+    "delete": _delete,
+    "releaseAMI": _release_ami,
+}
+
+
+def parse_scenario(doc: dict, file: str = "<input>", index: int = 0) -> Scenario:
+    name = ((doc.get("metadata") or {}).get("name")) or ""
+    prefix = f"{file}:{index}: {KIND}/{name or '<unnamed>'}: "
+    problems: list[str] = []
+    if doc.get("apiVersion") != API_VERSION:
+        problems.append(f"apiVersion: must be {API_VERSION}, got {doc.get('apiVersion')!r}")
+    if not name:
+        problems.append("metadata.name: required")
+    spec = doc.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise ScenarioError(prefix + "spec: must be an object")
+    problems += [f"spec.{k}: unknown field" for k in sorted(set(spec) - {"startTime", "steps"})]
+    start = None
+    if spec.get("startTime") is not None:
+        try:
+            start = datetime.fromisoformat(str(spec["startTime"]).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            problems.append(f"spec.startTime: not an RFC 3339 time: {spec['startTime']!r}")
+    steps_in = spec.get("steps") or []
+    if not isinstance(steps_in, list):
+        problems.append("spec.steps: must be a list")
+        steps_in = []
+    steps: list[Step] = []
+    last = 0.0
+    for i, raw in enumerate(steps_in):
+        where = f"spec.steps[{i}]"
+        if not isinstance(raw, dict):
+            problems.append(f"{where}: must be an object with `at` and one action")
+            continue
+        at = parse_duration(raw.get("at"))
+        if at is None:
+            problems.append(f"{where}.at: must be a duration like 90s, 10m or 1h30m, got {raw.get('at')!r}")
+        actions = [k for k in raw if k != "at"]
+        unknown = [k for k in actions if k not in ACTIONS]
+        for k in unknown:
+            problems.append(f"{where}.{k}: unknown action (known: {', '.join(ACTIONS)})")
+        known = [k for k in actions if k in ACTIONS]
+        if len(actions) == 0:
+            problems.append(f"{where}: needs one action ({', '.join(ACTIONS)})")
+        elif len(actions) > 1 and not unknown:
+            problems.append(f"{where}: exactly one action per step, got {', '.join(actions)}")
+        if len(known) == 1 and len(actions) == 1:
+            problems += ACTIONS[known[0]](raw[known[0]], f"{where}.{known[0]}")
+        if at is not None:
+            if at < last:
+                problems.append(f"{where}.at: steps must be in time order ({raw.get('at')} is before the previous step)")
+            last = max(last, at)
+            if len(known) == 1 and len(actions) == 1:
+                steps.append(Step(index=i, at=at, action=known[0], args=raw[known[0]]))
+    if problems:
+        raise ScenarioError("\n".join(prefix + p for p in problems))
+    return Scenario(name=name, start_time=start, steps=steps)
