@@ -97,7 +97,7 @@ def run(args) -> int:
             from .table import render_table as _rt
 
             out.write(_rt(["TIME", "NODES", "COST/H"], [[f"+{format_elapsed(c['time'])}", str(c["nodes"]),
-                                                          f"${c['costPerHour']:.4f}"] for c in result.cost_timeline]))
+                                                          f"${c['costPerHour']:.4f}"] for c in result.cost_timeline]).rstrip("\n") + "\n")
         out.write("\nNodeClaims\n")
         from .table import render_table
 

@@ -590,7 +590,9 @@ class Simulation:
                 self.emit("AMIReleased", f"ami/{a['family']}", f"{a['family']}@latest now resolves to release {release}")
         except KeyError as e:
             raise SimulationError(f"Scenario step {step.index} ({step.describe()}): {e.args[0]}") from None
-        self.workload_controller.reconcile()
+        changed = self.workload_controller.reconcile()
+        if changed:
+            self.emit("WorkloadsReconciled", "workloads", f"{changed} pods created or deleted to match the replicas")
 
     def _apply(self, doc: dict) -> None:
         from ..api.manifests import load_text
