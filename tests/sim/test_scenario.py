@@ -141,3 +141,25 @@ def test_bad_scenario_is_exit_2_naming_the_step(tmp_path):
                         "--quiet"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
     assert f"{f}:0: Scenario/night: spec.steps[0].scale.replicas: must be an integer >= 0" in p.stderr
+
+
+def test_apply_replaces_a_nodepool(tmp_path):
+    import yaml
+
+    docs = list(yaml.safe_load_all((REPO / "examples" / "default.yaml").read_text()))
+    nodepool = next(d for d in docs if d["kind"] == "NodePool")
+    limited = json.loads(json.dumps(nodepool))
+    limited["spec"]["limits"] = {"cpu": "0"}
+    work = tmp_path / "work.yaml"
+    dep = _deployment(1)
+    dep["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    work.write_text(json.dumps(dep))
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(json.dumps(_doc([
+        {"at": "2m", "apply": limited},
+        {"at": "3m", "scale": {"kind": "Deployment", "namespace": "default", "name": "web", "replicas": 2}},
+    ])))
+    result = Simulation([REPO / "examples" / "default.yaml", work, scenario], progress=lambda m: None).run()
+    assert result.pods_bound == 1 and len(result.nodeclaims) == 1
+    (pending,) = result.unschedulable
+    assert "limit" in pending["reason"]
