@@ -11,38 +11,9 @@ cloud plugs in by implementing it.  :class:`AWSCloudProvider` is the EC2 impleme
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-
-@dataclass
-class CreateRequest:
-    """One NodeClaim to launch: its plan (instance type options, requirements), NodePool and EC2NodeClass."""
-
-    name: str
-    plan: Any                      # scheduling.NodeClaimPlan
-    nodepool: Any                  # api.objects.NodePool
-    nodeclass: Any                 # api.objects.EC2NodeClass
-    resolved: Any                  # the provider's resolution of the nodeclass
-    labels: dict = field(default_factory=dict)
-
-
-@dataclass
-class Instance:
-    """What a launch gives back (and what drift compares later)."""
-
-    instance_id: str
-    instance_type: str
-    zone: str
-    capacity_type: str
-    price: float
-    image_id: str | None = None
-    subnet_id: str | None = None
-    security_group_ids: list[str] = field(default_factory=list)
-
-
-class NoCapacity(Exception):
-    """Nothing could be launched for the request (the message says why)."""
+from .cloud_types import CreateRequest, Instance, NoCapacity  # noqa: F401  (re-exported)
 
 
 class CloudProvider(Protocol):

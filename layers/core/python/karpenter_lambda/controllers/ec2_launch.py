@@ -12,7 +12,7 @@ remains the reason is returned so the pods are reported unschedulable.
 from __future__ import annotations
 
 from ..api import labels as wk
-from .cloudprovider import Instance, NoCapacity
+from .cloud_types import Instance, NoCapacity
 
 def _allowed(requirements, key: str, value: str) -> bool:
     try:

@@ -31,7 +31,7 @@ from ..api.objects import NodeClaim
 from ..api.quantity import format_resource
 from ..scheduling.inputs import NOMINATED_UIDS_ANNOTATION, PRICE_ANNOTATION, claim_request, limits_of
 from . import runtime
-from .cloudprovider import CreateRequest, NoCapacity
+from .cloud_types import CreateRequest, NoCapacity
 
 NOMINATED_PODS_ANNOTATION = "karpenter-lambda.io/nominated-pods"      # JSON list of "ns/name"
 SUBNET_ANNOTATION = "karpenter-lambda.io/subnet-id"

@@ -1,0 +1,38 @@
+"""The data the cloud-provider interface exchanges (:mod:`.cloudprovider`): a launch request, a launched instance,
+and the "nothing could be launched" error.  Its own module so implementations (``ec2_launch``) and callers share
+them without importing each other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CreateRequest:
+    """One NodeClaim to launch: its plan (instance type options, requirements), NodePool and EC2NodeClass."""
+
+    name: str
+    plan: Any                      # scheduling.NodeClaimPlan
+    nodepool: Any                  # api.objects.NodePool
+    nodeclass: Any                 # api.objects.EC2NodeClass
+    resolved: Any                  # the provider's resolution of the nodeclass
+    labels: dict = field(default_factory=dict)
+
+
+@dataclass
+class Instance:
+    """What a launch gives back (and what drift compares later)."""
+
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float
+    image_id: str | None = None
+    subnet_id: str | None = None
+    security_group_ids: list[str] = field(default_factory=list)
+
+
+class NoCapacity(Exception):
+    """Nothing could be launched for the request (the message says why)."""
