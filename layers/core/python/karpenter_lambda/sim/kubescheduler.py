@@ -333,36 +333,52 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
     pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0), (p.get("metadata") or {}).get("creationTimestamp") or "", _key(p)))
     alloc = {n["metadata"]["name"]: {"pods": 110, **parse_resource_list((n.get("status") or {}).get("allocatable"))} for n in nodes}
 
-    for pod in pending:
-        spec = pod.get("spec") or {}
-        req = pod_requests(pod)
-        want_ports = _host_ports(pod)
-        reasons: Counter = Counter()
-        best = None
-        best_score = None
-        inter = _InterPod(pod, spec, placement)
-        for node in nodes:
-            name = node["metadata"]["name"]
-            why = _filter(pod, spec, req, want_ports, node, alloc[name], used[name], ports[name]) or inter.check(node)
-            if why:
-                reasons[why] += 1
+    # As the kube-scheduler re-queues unschedulable pods when a pod is bound (pod events), pods that failed are
+    # tried again in the same pass while binds make progress: a pod with required affinity to a pod bound later in
+    # the queue is placed, whatever the creation order.
+    failed: dict[str, tuple[dict, str]] = {}
+    queue = pending
+    while queue:
+        progress, retry = False, []
+        for pod in queue:
+            spec = pod.get("spec") or {}
+            req = pod_requests(pod)
+            want_ports = _host_ports(pod)
+            reasons: Counter = Counter()
+            best = None
+            best_score = None
+            inter = _InterPod(pod, spec, placement)
+            for node in nodes:
+                name = node["metadata"]["name"]
+                why = _filter(pod, spec, req, want_ports, node, alloc[name], used[name], ports[name]) or inter.check(node)
+                if why:
+                    reasons[why] += 1
+                    continue
+                score = _score(req, alloc[name], used[name])
+                if best_score is None or score > best_score:
+                    best, best_score = name, score
+            key = _key(pod)
+            ns, pname = key.split("/", 1)
+            if best is not None:
+                acc.bind(ns, pname, best)
+                placement.add(pod, best)
+                used[best] = _add(used[best], req)
+                ports[best] |= want_ports
+                result.bound.append((key, best))
+                failed.pop(key, None)
+                progress = True
                 continue
-            score = _score(req, alloc[name], used[name])
-            if best_score is None or score > best_score:
-                best, best_score = name, score
-        key = _key(pod)
+            msg = f"0/{len(nodes)} nodes are available"
+            if reasons:
+                msg += ": " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+            msg += "."
+            failed[key] = (pod, msg)
+            retry.append(pod)
+        if not progress or not retry:
+            break
+        queue = retry
+    for key, (pod, msg) in failed.items():
         ns, pname = key.split("/", 1)
-        if best is not None:
-            acc.bind(ns, pname, best)
-            placement.add(pod, best)
-            used[best] = _add(used[best], req)
-            ports[best] |= want_ports
-            result.bound.append((key, best))
-            continue
-        msg = f"0/{len(nodes)} nodes are available"
-        if reasons:
-            msg += ": " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-        msg += "."
         result.unschedulable[key] = msg
         cur = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), None)
         if cur and cur.get("status") == "False" and cur.get("reason") == "Unschedulable" and cur.get("message") == msg:
