@@ -1,0 +1,64 @@
+"""Interruption Lambda: SQS interruption queue (EventBridge: spot warnings, rebalance recommendations, instance state
+changes, capacity reservation interruptions, AWS Health scheduled changes) -> Interruption.handle.
+
+Every body is parsed first (Powertools BatchProcessor through :class:`SqsBatch`; the same event delivered twice in a
+batch is handled once).  A malformed body or an unknown detail-type can never succeed: it is logged with its message
+id, counted (``InterruptionMessagesMalformed``) and acknowledged, so it never fails the other records nor clogs the
+DLQ.  A record whose action failed (throttling, a Kubernetes 429/5xx, any error while acting) is returned in
+``batchItemFailures``: SQS redelivers it (the controller is idempotent) and after ``maxReceiveCount`` it lands in the
+DLQ.  See docs/interruption.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+
+from aws_lambda_powertools import Logger, Metrics
+
+from karpenter_lambda.controllers import environment, runtime
+from karpenter_lambda.controllers.handlers import SqsBatch, emit_metrics, traced
+from karpenter_lambda.controllers.interruption_messages import InterruptionMessageError, parse_message
+
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "karpenter-lambda-interruption")
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "KarpenterLambda")
+
+
+def handler(event, context):
+    started = time.perf_counter()
+    env = environment.get_environment()
+    invalid = itertools.count(1)
+
+    def parse(body: str):
+        try:
+            msg = parse_message(body)
+        except InterruptionMessageError as e:
+            return f"invalid#{next(invalid)}", e
+        return msg.id, msg
+
+    batch = SqsBatch(parse, logger).process(event)
+    messages, malformed = [], []
+    for key, item in batch.items.items():
+        mid = batch.records_of[key][0]
+        if isinstance(item, InterruptionMessageError):
+            logger.error("interruption message dropped: it can never be processed",
+                         extra={"messageId": mid, "problem": str(item), "errorClass": type(item).__name__})
+            malformed.append({"messageId": mid, "error": str(item), "errorClass": type(item).__name__})
+        else:
+            messages.append(item.with_message_ids(batch.records_of[key]))
+    from karpenter_lambda.controllers.interrupt import Interruption, InterruptionReport
+
+    report = InterruptionReport()
+    try:
+        if messages:
+            report = traced("interruption", lambda: Interruption.from_environment(env, logger=logger).handle(messages))
+    except Exception:
+        logger.exception("interruption handling failed; every valid record is returned for redelivery")
+        report.retry = [m.id for m in messages]
+    report.malformed = malformed
+    for event_id in report.retry:
+        batch.failed.update(batch.records_of.get(event_id, []))
+    runtime.publish("interruption", report)
+    emit_metrics(metrics, env.config.cluster, started, report.metric_counts())
+    return batch.response()

@@ -1,0 +1,412 @@
+"""The interruption controller: EventBridge events about EC2 instances -> the NodeClaims they concern.
+
+``Interruption(store, kube, cloud, claims, clock, logger).handle(messages) -> InterruptionReport``; the messages come
+from :mod:`.interruption_messages`.  Per kind (docs/interruption.md), as Karpenter's interruption controller:
+
+* **SpotInterruption** -- mark the (type, zone, spot) offering unavailable in the ICE cache, then at once launch
+  replacement capacity for the node's reschedulable pods (and the pods nominated to it): ``simulate_removal`` with the
+  node as the candidate on a snapshot whose catalog is loaded *after* the mark, each new NodeClaim through the
+  :class:`~.launcher.Launcher`; then taint the node (``karpenter.sh/disrupted:NoSchedule``, Karpenter v1's cordon)
+  and request the NodeClaim's deletion (:class:`~.termination.Terminator`: drain, then the instance).  No waiting for
+  the replacements to initialize: the instance is going away.
+* **ScheduledChange** (AWS Health, EC2 ``scheduledChange``, every affected instance) and **StateChange** to
+  ``stopping``/``stopped``/``shutting-down``: taint and request deletion; ``terminated``: the NodeClaim is removed at
+  once (``Terminator.finalize``); other states are acknowledged and ignored.
+* **RebalanceRecommendation** -- recorded (``rebalance``; the handler's ``RebalanceRecommendations`` metric) and
+  nothing else, unless the NodePool carries ``karpenter-lambda.io/rebalance-replace: "true"``: then, within the
+  NodePool's disruption budget (:func:`allowed_disruptions`), replacement first, then deletion.
+* **CapacityReservationInterruption** -- mark the reservation unavailable (ICE cache entry
+  ``(<reservation id>, <zone>, "reserved")``), taint, request deletion.
+
+Instances without a NodeClaim (not this cluster's, or already gone) are acknowledged and dropped.  Redelivery and
+out-of-order events act on the NodeClaim's state: a deleting NodeClaim is not requested again, a gone one is dropped,
+and replacements have deterministic names (a second launch of the same one is refused by the launch claims), so
+nothing happens twice.  An exception while acting is reported in ``errors`` and its event id in ``retry`` (the
+handler returns those records in ``batchItemFailures``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+from ..api import labels as wk
+from ..api.kube import instance_id_of, node_allocatable, pod_key, pod_uid
+from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs, price_of
+from ..scheduling.reschedule import DISRUPTED_TAINT, simulate_removal
+from ..scheduling.solver import ExistingNode
+from . import interruption_messages as im
+from . import runtime
+from .cloudprovider import AWSCloudProvider
+from .launcher import Launcher, nodeclaim_name
+from .snapshot import SnapshotLoader
+from .termination import DELETION_REASON_ANNOTATION, Terminator
+
+REBALANCE_ANNOTATION = "karpenter-lambda.io/rebalance-replace"   # on the NodePool: "true" opts in
+REPLACES_ANNOTATION = "karpenter-lambda.io/replaces"             # on a replacement NodeClaim: the interrupted one
+RESERVED = "reserved"
+ACTED_STATES = {"stopping": "InstanceStopped", "stopped": "InstanceStopped", "shutting-down": "InstanceTerminated",
+                "terminated": "InstanceTerminated"}
+REASONS = {im.SPOT_INTERRUPTION: "SpotInterrupted", im.SCHEDULED_CHANGE: "ScheduledChange",
+           im.CAPACITY_RESERVATION_INTERRUPTION: "CapacityReservationInterrupted",
+           im.REBALANCE_RECOMMENDATION: "RebalanceRecommendation"}
+TRANSIENT_CODES = ("Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
+                   "ProvisionedThroughputExceededException", "RequestThrottled", "RequestThrottledException",
+                   "SlowDown", "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable",
+                   "TransactionInProgressException", "RequestTimeout", "RequestTimeoutException")
+_TRANSIENT_TEXT = re.compile(r"\b(" + "|".join(TRANSIENT_CODES) + r")\b|\b(429|50[0-4]) ")
+log = logging.getLogger(__name__)
+
+
+def is_transient(exc: BaseException | str | None) -> bool:
+    """Throttling, a 5xx or a connection failure anywhere in the exception chain (or in an error text)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        seen += 1
+        if isinstance(exc, str):
+            return bool(_TRANSIENT_TEXT.search(exc))
+        resp = getattr(exc, "response", None)
+        if isinstance(resp, dict):  # botocore ClientError
+            code = (resp.get("Error") or {}).get("Code", "")
+            status = (resp.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0
+            if code in TRANSIENT_CODES or status == 429 or status >= 500:
+                return True
+        status = getattr(exc, "status", None)  # adapters.kube.KubeError (after its own retries)
+        if isinstance(status, int) and type(exc).__name__ in ("KubeError", "Conflict") and (status in (0, 429) or status >= 500):
+            return True
+        if type(exc).__name__ in ("EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError",
+                                  "ConnectTimeoutError", "StoreUnavailable"):
+            return True
+        if _TRANSIENT_TEXT.search(str(exc)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def allowed_disruptions(nodepool, nodeclaims: list, now: float) -> tuple[int, str]:
+    """How many more NodeClaims of ``nodepool`` may start deleting now, and the budget that decided it.
+
+    Kept simple: the budgets that apply to reason ``Drifted`` (or to every reason) and are active now (a schedule
+    that does not parse fails closed: 0); percentages of the NodePool's NodeClaims round up; the minimum wins; minus
+    the NodeClaims already deleting.  No budget applying means no limit.
+    """
+    from ..api.cron import budget_active
+    from ..api.durations import parse_duration
+
+    budgets = nodepool.disruption.get("budgets") or [{"nodes": "10%"}]
+    total = len(nodeclaims)
+    deleting = sum(1 for nc in nodeclaims if nc.metadata.get("deletionTimestamp"))
+    best, which = None, "no budget applies"
+    for i, b in enumerate(budgets):
+        if b.get("reasons") and "Drifted" not in b["reasons"]:
+            continue
+        nodes = str(b.get("nodes", "10%"))
+        try:
+            if b.get("schedule") and not budget_active(b["schedule"], parse_duration(b.get("duration") or "0s"),
+                                                       datetime.fromtimestamp(now, tz=timezone.utc)):
+                continue
+            value = math.ceil(int(nodes[:-1]) * total / 100) if nodes.endswith("%") else int(nodes)
+        except ValueError:  # a schedule, duration or count that does not parse: fail closed
+            value = 0
+        if best is None or value < best:
+            best, which = value, f"budgets[{i}] nodes={nodes}"
+    if best is None:
+        return total, which
+    return best - deleting, f"{which}: {best} of {total} NodeClaims, {deleting} deleting"
+
+
+@dataclass
+class InterruptionReport:
+    received: list[dict] = field(default_factory=list)     # {messageId, eventId, kind, instanceId, nodeClaim}
+    disrupted: list[dict] = field(default_factory=list)    # {nodeClaim, reason, nodePool, instanceType, zone, ...}
+    ignored: list[dict] = field(default_factory=list)      # {messageId, kind, instanceId, nodeClaim, reason}
+    errors: list[dict] = field(default_factory=list)       # {messageId, eventId, instanceId, error, transient}
+    deleted: list[dict] = field(default_factory=list)      # {nodeClaim, reason}: removed at once (terminated)
+    unavailable: list[dict] = field(default_factory=list)  # {instanceType|capacityReservationId, zone, capacityType}
+    rebalance: list[dict] = field(default_factory=list)    # rebalance recommendations recorded
+    malformed: list[dict] = field(default_factory=list)    # {messageId, error, errorClass} (filled by the handler)
+    retry: list[str] = field(default_factory=list)         # event ids to redeliver
+
+    @property
+    def replacements(self) -> list[str]:
+        return [r for d in self.disrupted for r in d.get("replacements", [])]
+
+    def to_dict(self) -> dict:
+        keys = ("received", "disrupted", "ignored", "errors", "deleted", "unavailable", "rebalance", "malformed", "retry")
+        return {k: getattr(self, k) for k in keys}
+
+    def metric_counts(self) -> dict[str, float]:
+        return {"InterruptionMessagesReceived": len(self.received), "NodesDisrupted": len(self.disrupted),
+                "RebalanceRecommendations": len(self.rebalance), "ReplacementsLaunched": len(self.replacements),
+                "InterruptionMessagesMalformed": len(self.malformed), "InterruptionErrors": len(self.errors)}
+
+
+class Interruption:
+    def __init__(self, store, kube, cloud, claims=None, clock: Callable[[], float] | None = None, logger=None, *,
+                 unavailable=None):
+        self.store, self.kube, self.cloud, self.claims = store, kube, cloud, claims
+        self.clock = clock or runtime.clock_proxy
+        self.logger = logger or log
+        self.unavailable = unavailable if unavailable is not None else getattr(cloud, "unavailable", None)
+        self.loader = SnapshotLoader(store, kube, claims, cloud, logger=self.logger)
+        self.launcher = Launcher(store, claims, cloud, self.clock, self._decision)
+        self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
+
+    @classmethod
+    def from_environment(cls, env, logger=None) -> "Interruption":
+        return cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, runtime.clock_proxy, logger)
+
+    def _decision(self, decision: str, message: str, **fields) -> None:
+        try:
+            self.logger.info(message, extra={"decision": decision, **fields})
+        except TypeError:
+            self.logger.info("%s %s", message, json.dumps({"decision": decision, **fields}, default=str))
+
+    # -- the batch -----------------------------------------------------------------------------------------
+    def handle(self, messages: list) -> InterruptionReport:
+        report = InterruptionReport()
+        snap = self.loader.load(self.clock(), instance_types=False) if any(m.instance_ids for m in messages) else None
+        self._catalog = False
+        mark_failed: set[tuple[str, str]] = set()
+        for m in messages:  # the offerings first: the catalog for the replacements is loaded after the marks
+            if m.kind != im.SPOT_INTERRUPTION:
+                continue
+            for iid in m.instance_ids:
+                nc = self._owner(snap, iid)
+                if nc is not None and not self._try(report, m, iid, lambda: self._mark_spot(nc, report)):
+                    mark_failed.add((m.id, iid))
+        for m in messages:
+            if not m.instance_ids:
+                report.ignored.append({"messageId": m.message_id, "eventId": m.id, "kind": m.kind, "instanceId": None,
+                                       "nodeClaim": None, "reason": m.note or "the event names no EC2 instance"})
+            for iid in m.instance_ids:
+                nc = self._owner(snap, iid)
+                report.received.append({"messageId": m.message_id, "eventId": m.id, "kind": m.kind, "instanceId": iid,
+                                        "nodeClaim": nc.name if nc else None})
+                if nc is None:
+                    self._ignore(report, m, iid, None, "no NodeClaim has this instance (not this cluster's, or gone)")
+                    continue
+                self._try(report, m, iid, lambda: self._act(m, iid, nc, snap, report, (m.id, iid) in mark_failed))
+        report.retry = sorted({e["eventId"] for e in report.errors})
+        return report
+
+    def _try(self, report, m, iid, fn) -> bool:
+        try:
+            fn()
+            return True
+        except Exception as e:  # noqa: BLE001 - one instance's failure must not stop the others
+            self._error(report, m, iid, e)
+            return False
+
+    def _error(self, report, m, iid, e) -> None:
+        transient = is_transient(e)
+        report.errors.append({"messageId": m.message_id, "eventId": m.id, "kind": m.kind, "instanceId": iid,
+                              "error": str(e), "transient": transient})
+        self.logger.warning(f"interruption {m.kind} for {iid} failed (will be retried): {e}",
+                            extra={"messageId": m.message_id, "instanceId": iid, "transient": transient})
+
+    def _ignore(self, report, m, iid, nc, reason: str, **extra) -> None:
+        report.ignored.append({"messageId": m.message_id, "eventId": m.id, "kind": m.kind, "instanceId": iid,
+                               "nodeClaim": nc.name if nc else None, "reason": reason, **extra})
+        self._decision("ignore", f"{m.kind} for {iid}: {reason}", instanceId=iid, kind=m.kind)
+
+    @staticmethod
+    def _owner(snap, iid: str):
+        for nc in snap.nodeclaims.values():
+            if instance_id_of(nc.status.get("providerID")) == iid:
+                return nc
+        return None
+
+    # -- per kind ----------------------------------------------------------------------------------------------
+    def _act(self, m, iid, nc, snap, report, mark_failed: bool) -> None:
+        deleting = bool(nc.metadata.get("deletionTimestamp"))
+        if m.kind == im.SPOT_INTERRUPTION:
+            ours = (nc.annotations or {}).get(DELETION_REASON_ANNOTATION) == REASONS[m.kind]
+            replaced, unschedulable = [], []
+            if not mark_failed and (not deleting or ours):  # a redelivery retries a replacement that failed
+                replaced, unschedulable = self._replace(m, iid, nc, snap, report)
+            if deleting:
+                self._ignore(report, m, iid, nc, "NodeClaim already deleting", replacements=replaced)
+                return
+            self._disrupt(m, iid, nc, snap, report, REASONS[m.kind], replaced, unschedulable)
+        elif m.kind == im.REBALANCE_RECOMMENDATION:
+            self._rebalance(m, iid, nc, snap, report, deleting)
+        elif m.kind == im.STATE_CHANGE:
+            reason = ACTED_STATES.get(m.state or "")
+            if reason is None:
+                self._ignore(report, m, iid, nc, f"instance state {m.state}: nothing to do")
+            elif m.state == "terminated":
+                self._remove_now(m, iid, nc, snap, report, reason, deleting)
+            elif deleting:
+                self._ignore(report, m, iid, nc, "NodeClaim already deleting")
+            else:
+                self._disrupt(m, iid, nc, snap, report, reason)
+        elif m.kind in (im.SCHEDULED_CHANGE, im.CAPACITY_RESERVATION_INTERRUPTION):
+            if m.kind == im.CAPACITY_RESERVATION_INTERRUPTION:
+                self._mark_reservation(iid, nc, report)
+            if deleting:
+                self._ignore(report, m, iid, nc, "NodeClaim already deleting")
+            else:
+                self._disrupt(m, iid, nc, snap, report, REASONS[m.kind])
+        else:
+            self._ignore(report, m, iid, nc, m.note or f"{m.kind}: nothing to do")
+
+    def _rebalance(self, m, iid, nc, snap, report, deleting: bool) -> None:
+        pool = nc.nodepool_name
+        np = snap.nodepools.get(pool)
+        opted = np is not None and str((np.annotations or {}).get(REBALANCE_ANNOTATION, "")).lower() == "true"
+        report.rebalance.append({"messageId": m.message_id, "instanceId": iid, "nodeClaim": nc.name, "nodePool": pool,
+                                 "replace": opted and not deleting})
+        if not opted:
+            self._ignore(report, m, iid, nc, f"rebalance recommendation recorded; NodePool {pool} does not opt in "
+                                             f"({REBALANCE_ANNOTATION}: \"true\")")
+            return
+        if deleting:
+            self._ignore(report, m, iid, nc, "NodeClaim already deleting")
+            return
+        allowed, why = allowed_disruptions(np, snap.nodeclaims_of_nodepool(pool), snap.now)
+        if allowed <= 0:
+            report.rebalance[-1]["replace"] = False
+            self._ignore(report, m, iid, nc, f"rebalance replacement blocked by the disruption budget ({why})")
+            return
+        replaced, unschedulable = self._replace(m, iid, nc, snap, report)
+        self._disrupt(m, iid, nc, snap, report, REASONS[m.kind], replaced, unschedulable)
+
+    # -- actions -------------------------------------------------------------------------------------------------
+    def _mark_spot(self, nc, report) -> None:
+        it, zone = nc.labels.get(wk.INSTANCE_TYPE), nc.labels.get(wk.ZONE)
+        if not it or not zone or self.unavailable is None:
+            return
+        self.unavailable.mark(it, zone, wk.CAPACITY_TYPE_SPOT, "SpotInterruption")
+        report.unavailable.append({"instanceType": it, "zone": zone, "capacityType": wk.CAPACITY_TYPE_SPOT,
+                                   "nodeClaim": nc.name, "reason": "SpotInterruption"})
+        self._decision("unavailable", f"offering {it} {zone} spot marked unavailable (spot interruption of {nc.name})",
+                       nodeclaim=nc.name, instanceType=it, zone=zone)
+
+    def _mark_reservation(self, iid: str, nc, report) -> None:
+        rid = nc.labels.get(wk.CAPACITY_RESERVATION_ID)
+        zone = nc.labels.get(wk.ZONE)
+        if not rid or not zone:
+            inst = self.cloud.describe([iid]).get(iid) or {}
+            rid = rid or inst.get("CapacityReservationId")
+            zone = zone or (inst.get("Placement") or {}).get("AvailabilityZone")
+        if not rid or self.unavailable is None:
+            return
+        self.unavailable.mark(rid, zone or "any", RESERVED, "CapacityReservationInterruption")
+        report.unavailable.append({"capacityReservationId": rid, "zone": zone or "any", "capacityType": RESERVED,
+                                   "nodeClaim": nc.name, "reason": "CapacityReservationInterruption"})
+        self._decision("unavailable", f"capacity reservation {rid} marked unavailable", nodeclaim=nc.name,
+                       capacityReservationId=rid)
+
+    def _disrupt(self, m, iid, nc, snap, report, reason: str, replacements=(), unschedulable=()) -> None:
+        """Taint the node (Karpenter v1's cordon), then request the NodeClaim's deletion (the drain follows)."""
+        node = snap.node_of_nodeclaim(nc.name)
+        if node is not None:
+            self.kube.patch_node_taints(node["metadata"]["name"], add=[dict(DISRUPTED_TAINT)])
+        updated = self.terminator.request(nc, reason)
+        if updated is None:
+            self._ignore(report, m, iid, nc, "NodeClaim gone")
+            return
+        snap.nodeclaims[nc.name] = updated
+        report.disrupted.append(self._entry(m, iid, nc, node, reason, replacements, unschedulable))
+        self._decision("disrupt", f"NodeClaim {nc.name} deleting: {reason} ({len(replacements)} replacements)",
+                       nodeclaim=nc.name, reason=reason, instanceId=iid, replacements=list(replacements))
+
+    def _remove_now(self, m, iid, nc, snap, report, reason: str, deleting: bool) -> None:
+        node = snap.node_of_nodeclaim(nc.name)
+        if not deleting:
+            nc = self.terminator.request(nc, reason) or nc
+        inst = self.cloud.describe([iid]).get(iid)
+        errors: list[str] = []
+        outcome = self.terminator.finalize(nc, node, inst, errors)
+        if errors:
+            raise RuntimeError("; ".join(errors))
+        if outcome == "deleted":
+            snap.nodeclaims.pop(nc.name, None)
+            report.deleted.append({"nodeClaim": nc.name, "reason": reason})
+        else:
+            snap.nodeclaims[nc.name] = self.store.get("NodeClaim", nc.name) or nc
+        if not deleting:
+            report.disrupted.append(self._entry(m, iid, nc, node, reason, (), ()))
+        else:
+            self._ignore(report, m, iid, nc, f"NodeClaim already deleting; {outcome}")
+        self._decision("remove", f"NodeClaim {nc.name}: instance {iid} terminated; {outcome}", nodeclaim=nc.name,
+                       instanceId=iid)
+
+    def _entry(self, m, iid, nc, node, reason, replacements, unschedulable) -> dict:
+        labels = nc.labels
+        return {"nodeClaim": nc.name, "reason": reason, "nodePool": nc.nodepool_name,
+                "instanceType": labels.get(wk.INSTANCE_TYPE), "zone": labels.get(wk.ZONE),
+                "capacityType": labels.get(wk.CAPACITY_TYPE), "replacements": list(replacements),
+                "unschedulable": list(unschedulable), "instanceId": iid, "messageId": m.message_id, "kind": m.kind,
+                "node": (node or {}).get("metadata", {}).get("name")}
+
+    # -- replacement capacity ----------------------------------------------------------------------------------
+    def _replace(self, m, iid, nc, snap, report) -> tuple[list[str], list[dict]]:
+        """Launch what the node's pods (and the pods nominated to it) need if it went away; (names, unschedulable).
+
+        A launch failure is reported in ``errors`` (the event is retried: the deterministic names make the retry
+        launch only what is still missing) and does not stop the deletion that follows."""
+        if not self._catalog:
+            self.loader.load_instance_types(snap)
+            self._catalog = True
+        node = snap.node_of_nodeclaim(nc.name)
+        held = held_reservations(snap)
+        node_name = (node or {}).get("metadata", {}).get("name")
+        candidates = [self._candidate(snap, nc, node)] if node is not None else []
+        nominated = [snap.pods_by_uid[u] for u, c in held.items() if c == nc.name and u in snap.pods_by_uid]
+        if not candidates and not nominated:
+            return [], []
+        inputs, problems = nodepool_inputs(snap)
+        others = existing_nodes(snap, held, exclude={nc.name} | ({node_name} if node_name else set()))
+        result = simulate_removal(candidates, others=others, nodepools=inputs, daemonsets=snap.daemonsets,
+                                  usage=snap.usage, pending=nominated)
+        unschedulable = [{"pod": k, "reason": r + (("; " + "; ".join(problems)) if problems else "")}
+                         for k, r in {**result.unschedulable, **result.pending_unschedulable}.items()
+                         if k not in result.pods_on_uninitialized]
+        by_key = {pod_key(p): p for p in (candidates[0].pods if candidates else [])}
+        by_key.update({pod_key(p): p for p in nominated})
+        takeover = {u: c for u, c in snap.reservations.items() if u not in held or held[u] == nc.name}
+        launched = []
+        for plan in result.new_nodeclaims:
+            np = snap.nodepools[plan.nodepool]
+            ncls = snap.nodeclasses[np.node_class_ref.get("name")]
+            pods = [by_key[k] for k in plan.pods if k in by_key]
+            name = nodeclaim_name(plan.nodepool, [pod_uid(p) for p in pods], [f"interrupted/{nc.name}"])
+            out = self.launcher.launch(plan, np, ncls, snap.resolved.get(ncls.name), pods, name=name,
+                                       takeover=takeover, annotations={REPLACES_ANNOTATION: nc.name})
+            if out.launched is not None:
+                launched.append(out.name)
+                self._decision("replace", f"replacement {out.name} ({out.launched.instance_type} "
+                                          f"{out.launched.capacity_type} {out.launched.zone}) for NodeClaim {nc.name}",
+                               nodeclaim=out.name, replaces=nc.name, instanceId=out.launched.instance_id)
+            elif out.duplicate:
+                self._decision("duplicate", f"replacement {out.name} for {nc.name} already launched", nodeclaim=out.name)
+            elif out.error or (out.failed and is_transient(out.failed)):
+                self._error(report, m, iid, RuntimeError(f"replacement for {nc.name}: {out.error or out.failed}"))
+            else:
+                why = out.limit or out.failed or "nothing launched"
+                unschedulable.extend({"pod": pod_key(p), "reason": why} for p in pods)
+        if launched:
+            self.loader.reload_nodeclaims(snap)  # the next candidate of the batch sees them as in-flight capacity
+        return launched, unschedulable
+
+    @staticmethod
+    def _candidate(snap, nc, node: dict) -> ExistingNode:
+        meta = node.get("metadata") or {}
+        labels = dict(meta.get("labels") or {})
+        return ExistingNode(name=meta.get("name"), labels=labels, taints=list((node.get("spec") or {}).get("taints") or []),
+                            allocatable=node_allocatable(node), pods=list(snap.pods_by_node.get(meta.get("name"), [])),
+                            nodepool=labels.get(wk.NODEPOOL) or nc.nodepool_name,
+                            instance_type=labels.get(wk.INSTANCE_TYPE) or nc.labels.get(wk.INSTANCE_TYPE),
+                            zone=labels.get(wk.ZONE), capacity_type=labels.get(wk.CAPACITY_TYPE), price=price_of(nc),
+                            initialized=True)
+
+
+__all__ = ["Interruption", "InterruptionReport", "allowed_disruptions", "is_transient", "REBALANCE_ANNOTATION",
+           "REPLACES_ANNOTATION", "ACTED_STATES", "REASONS"]

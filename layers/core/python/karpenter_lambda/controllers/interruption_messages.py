@@ -1,0 +1,179 @@
+"""Parse the interruption queue's SQS bodies: each is one EventBridge event (the queue is an EventBridge target).
+
+``parse_message(body) -> InterruptionMessage`` or raises:
+
+* :class:`MalformedEvent` -- not JSON, not an object, or a required field missing / of the wrong type (the message
+  names the field, e.g. ``detail.instance-id: required string missing``);
+* :class:`UnknownEventType` -- a well-formed event whose (``source``, ``detail-type``) is none of the five below.
+
+Both are :class:`InterruptionMessageError` (a ``ValueError``): such a body can never be processed.
+
+The events (field names exactly as AWS documents them; ``account`` is not required: EventBridge-to-SQS delivery
+in some emulators omits it):
+
+=================================================  ==========  ===============================================
+detail-type                                        source      detail fields read
+=================================================  ==========  ===============================================
+EC2 Spot Instance Interruption Warning             aws.ec2     ``instance-id``, ``instance-action``
+EC2 Instance Rebalance Recommendation              aws.ec2     ``instance-id``
+EC2 Instance State-change Notification             aws.ec2     ``instance-id``, ``state``
+EC2 Capacity Reservation Instance Interruption     aws.ec2     ``instance-id``, ``instance-action``,
+Warning                                                        ``instance-termination-time`` (``azId`` or
+                                                               ``availability-zone-id`` not needed)
+AWS Health Event                                   aws.health  ``service``, ``eventTypeCategory``,
+                                                               ``affectedEntities[].entityValue``, ``eventTypeCode``
+=================================================  ==========  ===============================================
+
+A Health event for another service or category than EC2 ``scheduledChange`` parses to kind ``NoOp`` (as
+Karpenter, which ignores them); an EC2 scheduled change names every affected instance.  :data:`EVENT_PATTERNS` are
+the five EventBridge rule patterns that feed the queue (the CDK stack deploys them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+
+SPOT_INTERRUPTION = "SpotInterruption"
+REBALANCE_RECOMMENDATION = "RebalanceRecommendation"
+STATE_CHANGE = "StateChange"
+SCHEDULED_CHANGE = "ScheduledChange"
+CAPACITY_RESERVATION_INTERRUPTION = "CapacityReservationInterruption"
+NOOP = "NoOp"
+KINDS = (SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION, STATE_CHANGE, SCHEDULED_CHANGE,
+         CAPACITY_RESERVATION_INTERRUPTION, NOOP)
+
+# (source, detail-type) -> kind
+EVENT_TYPES = {
+    ("aws.ec2", "EC2 Spot Instance Interruption Warning"): SPOT_INTERRUPTION,
+    ("aws.ec2", "EC2 Instance Rebalance Recommendation"): REBALANCE_RECOMMENDATION,
+    ("aws.ec2", "EC2 Instance State-change Notification"): STATE_CHANGE,
+    ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"): CAPACITY_RESERVATION_INTERRUPTION,
+    ("aws.health", "AWS Health Event"): SCHEDULED_CHANGE,
+}
+
+# The EventBridge rules of the interruption queue, one per event type (Karpenter's set).
+EVENT_PATTERNS = [{"source": [source], "detail-type": [detail_type]} for source, detail_type in EVENT_TYPES]
+
+INSTANCE_ID = re.compile(r"^i-[0-9a-zA-Z]+$")
+HEALTH_SERVICE = "EC2"
+HEALTH_CATEGORY = "scheduledChange"
+
+
+class InterruptionMessageError(ValueError):
+    """The body can never be processed (logged with the message id and acknowledged)."""
+
+
+class MalformedEvent(InterruptionMessageError):
+    """Not an EventBridge event, or a required field is missing or of the wrong type."""
+
+
+class UnknownEventType(InterruptionMessageError):
+    """A well-formed event of a (source, detail-type) the interruption handler does not handle."""
+
+
+@dataclass(frozen=True)
+class InterruptionMessage:
+    kind: str                              # one of KINDS
+    instance_ids: tuple[str, ...]          # EC2 instances the event is about (a Health event may name several)
+    id: str                                # the EventBridge event id
+    time: str | None                       # the event's ``time`` (yyyy-mm-ddThh:mm:ssZ)
+    source: str
+    detail_type: str
+    state: str | None = None               # StateChange: pending|running|stopping|stopped|shutting-down|terminated
+    action: str | None = None              # spot / capacity reservation: instance-action (terminate|stop|hibernate)
+    event_type_code: str | None = None     # Health: e.g. AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED
+    note: str | None = None                # NoOp: why nothing is to be done
+    message_ids: tuple[str, ...] = field(default=(), compare=False)  # the SQS records that carried it
+
+    @property
+    def message_id(self) -> str:
+        """The first SQS message id that carried the event (the event id when parsed outside SQS)."""
+        return self.message_ids[0] if self.message_ids else self.id
+
+    def with_message_ids(self, ids) -> "InterruptionMessage":
+        return replace(self, message_ids=tuple(ids))
+
+
+def _string(doc: dict, key: str, where: str, required: bool = True) -> str | None:
+    value = doc.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        raise MalformedEvent(f"{where}{key}: required string missing" if value is None or value == ""
+                             else f"{where}{key}: must be a string, got {type(value).__name__}")
+    return value
+
+
+def _instance_id(detail: dict) -> str:
+    iid = _string(detail, "instance-id", "detail.")
+    if not INSTANCE_ID.match(iid):
+        raise MalformedEvent(f"detail.instance-id: {iid!r} is not an EC2 instance id (i-...)")
+    return iid
+
+
+def _health(detail: dict, base: dict) -> InterruptionMessage:
+    service = _string(detail, "service", "detail.")
+    category = _string(detail, "eventTypeCategory", "detail.")
+    code = _string(detail, "eventTypeCode", "detail.", required=False)
+    if service != HEALTH_SERVICE or category != HEALTH_CATEGORY:
+        return InterruptionMessage(kind=NOOP, instance_ids=(), event_type_code=code,
+                                   note=f"AWS Health event for service {service}, category {category}: only "
+                                        f"{HEALTH_SERVICE} {HEALTH_CATEGORY} is acted on", **base)
+    entities = detail.get("affectedEntities")
+    if not isinstance(entities, list):
+        raise MalformedEvent("detail.affectedEntities: required list missing" if entities is None
+                             else f"detail.affectedEntities: must be a list, got {type(entities).__name__}")
+    ids = []
+    for i, entity in enumerate(entities):
+        if not isinstance(entity, dict):
+            raise MalformedEvent(f"detail.affectedEntities[{i}]: must be an object")
+        value = _string(entity, "entityValue", f"detail.affectedEntities[{i}].")
+        if INSTANCE_ID.match(value) and value not in ids:  # other entities (volumes, hosts) are not nodes
+            ids.append(value)
+    return InterruptionMessage(kind=SCHEDULED_CHANGE, instance_ids=tuple(ids), event_type_code=code, **base)
+
+
+def parse_event(doc) -> InterruptionMessage:
+    """An :class:`InterruptionMessage` from a decoded EventBridge event."""
+    if not isinstance(doc, dict):
+        raise MalformedEvent(f"body must be a JSON object (an EventBridge event), got {type(doc).__name__}")
+    detail_type = _string(doc, "detail-type", "")
+    source = _string(doc, "source", "")
+    kind = EVENT_TYPES.get((source, detail_type))
+    if kind is None:
+        raise UnknownEventType(f"detail-type: {detail_type!r} from source {source!r} is not an interruption event "
+                               f"(expected one of {sorted(dt for _s, dt in EVENT_TYPES)})")
+    base = {"id": _string(doc, "id", ""), "time": _string(doc, "time", "", required=False), "source": source,
+            "detail_type": detail_type}
+    detail = doc.get("detail")
+    if not isinstance(detail, dict):
+        raise MalformedEvent("detail: required object missing" if detail is None
+                             else f"detail: must be an object, got {type(detail).__name__}")
+    if kind == SCHEDULED_CHANGE:
+        return _health(detail, base)
+    iid = _instance_id(detail)
+    if kind == STATE_CHANGE:
+        return InterruptionMessage(kind=kind, instance_ids=(iid,), state=_string(detail, "state", "detail.").lower(),
+                                   **base)
+    action = None
+    if kind in (SPOT_INTERRUPTION, CAPACITY_RESERVATION_INTERRUPTION):
+        action = _string(detail, "instance-action", "detail.", required=False)
+    return InterruptionMessage(kind=kind, instance_ids=(iid,), action=action, **base)
+
+
+def parse_message(body: str | None) -> InterruptionMessage:
+    """An :class:`InterruptionMessage` from one SQS body, or :class:`InterruptionMessageError` naming the field."""
+    if body is None or body == "":
+        raise MalformedEvent("empty message body")
+    try:
+        doc = json.loads(body)
+    except (TypeError, ValueError) as e:
+        raise MalformedEvent(f"body is not JSON: {e}") from None
+    return parse_event(doc)
+
+
+__all__ = ["InterruptionMessage", "InterruptionMessageError", "MalformedEvent", "UnknownEventType", "parse_message",
+           "parse_event", "EVENT_TYPES", "EVENT_PATTERNS", "KINDS", "SPOT_INTERRUPTION", "REBALANCE_RECOMMENDATION",
+           "STATE_CHANGE", "SCHEDULED_CHANGE", "CAPACITY_RESERVATION_INTERRUPTION", "NOOP"]
