@@ -1,0 +1,131 @@
+"""Batch behaviour: bad bodies are logged and acknowledged without failing the others; a record whose action failed
+for a transient reason (EC2 throttling, Kubernetes 429) is returned in batchItemFailures, redelivered by SQS, and
+after maxReceiveCount lands in the DLQ."""
+
+import json
+
+from botocore.exceptions import ClientError
+
+from .interruption_world import spot_warning, state_change
+
+
+def throttle(ec2, operation: str, code: str = "RequestLimitExceeded"):
+    """Every ``operation`` call on this client fails with ``code`` (a botocore event hook; no retries by botocore)."""
+    def hook(**kwargs):
+        raise ClientError({"Error": {"Code": code, "Message": "Request limit exceeded."},
+                           "ResponseMetadata": {"HTTPStatusCode": 503}}, operation)
+
+    ec2.meta.events.register(f"before-call.ec2.{operation}", hook)
+    return lambda: ec2.meta.events.unregister(f"before-call.ec2.{operation}", hook)
+
+
+def test_malformed_and_unknown_bodies_never_fail_the_good_record(iw):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iid = a["instance"]["InstanceId"]
+    unknown = spot_warning(iid, w.clock.isoformat())
+    unknown["detail-type"] = "EC2 Instance Launch Successful"
+    iw.send_raw("{not json", json.dumps(unknown))
+    iw.put(state_change(iid, "stopping", w.clock.isoformat()))
+    event = iw.receive(expect=3)
+    ids = {json.loads(r["body"]).get("detail-type") if r["body"].startswith("{\"") else "bad": r["messageId"]
+           for r in event["Records"]}
+    assert iw.invoke(event) == {"batchItemFailures": []}
+    r = iw.report
+    assert [(d["nodeClaim"], d["reason"]) for d in r.disrupted] == [(a["nodeClaim"].name, "InstanceStopped")]
+    assert sorted((m["messageId"], m["errorClass"]) for m in r.malformed) == \
+        sorted([(ids["bad"], "MalformedEvent"), (ids["EC2 Instance Launch Successful"], "UnknownEventType")])
+    assert r.metric_counts()["InterruptionMessagesMalformed"] == 2
+    logs = w.logs.getvalue()
+    assert ids["bad"] in logs and ids["EC2 Instance Launch Successful"] in logs and "body is not JSON" in logs
+    # nothing lost, nothing stuck: the good record acted, the bad ones are acknowledged (they can never succeed)
+    assert iw.queue_depth() == 0 and iw.queue_depth(iw.dlq_url) == 0
+
+
+def test_throttling_is_retried_then_dead_lettered(iw):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    w.ec2.terminate_instances(InstanceIds=[iid])
+    from karpenter_lambda.sim.nodes import set_node_ready
+
+    set_node_ready(w.server, a["node"]["metadata"]["name"], False)
+    stop = throttle(w.ec2, "DescribeInstances")
+    iw.put(state_change(iid, "terminated", w.clock.isoformat()))
+    event = iw.receive(expect=1)
+    mid = event["Records"][0]["messageId"]
+    assert iw.invoke(event) == {"batchItemFailures": [{"itemIdentifier": mid}]}
+    (err,) = iw.report.errors
+    assert err["transient"] is True and "RequestLimitExceeded" in err["error"] and err["messageId"] == mid
+    assert w.store.get("NodeClaim", name) is not None  # not removed yet: the record comes back
+    for _ in range(2):  # redelivered until maxReceiveCount (3) ...
+        assert iw.invoke(iw.receive(expect=1)) == {"batchItemFailures": [{"itemIdentifier": mid}]}
+    iw.receive(expect=0)  # ... then SQS moves it to the DLQ
+    assert iw.queue_depth(iw.dlq_url) == 1
+    stop()
+
+
+def test_throttling_then_success_on_redelivery(iw):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    w.ec2.terminate_instances(InstanceIds=[iid])
+    stop = throttle(w.ec2, "DescribeInstances", code="Throttling")
+    iw.put(state_change(iid, "terminated", w.clock.isoformat()))
+    assert iw.invoke(iw.receive(expect=1))["batchItemFailures"]
+    stop()
+    assert iw.invoke(iw.receive(expect=1)) == {"batchItemFailures": []}
+    assert iw.report.deleted == [{"nodeClaim": name, "reason": "InstanceTerminated"}]
+    assert w.store.get("NodeClaim", name) is None and iw.queue_depth() == 0
+
+
+def test_throttled_replacement_launch_is_retried_without_a_second_deletion(iw):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([2])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    stop = throttle(w.ec2, "CreateFleet")
+    iw.put(spot_warning(iid, w.clock.isoformat()))
+    event = iw.receive(expect=1)
+    assert iw.invoke(event) == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+    r = iw.report
+    # the instance is going away: the drain is not held back by the failed launch
+    assert [d["replacements"] for d in r.disrupted] == [[]] and r.errors[0]["transient"] is True
+    deleting_at = w.store.get("NodeClaim", name).metadata["deletionTimestamp"]
+    assert len(w.instances()) == 1
+    stop()
+    assert iw.invoke(iw.receive(expect=1)) == {"batchItemFailures": []}
+    r = iw.report
+    assert r.disrupted == [] and r.errors == []
+    (ignored,) = r.ignored
+    assert ignored["reason"] == "NodeClaim already deleting" and len(ignored["replacements"]) == 1
+    assert len(w.instances()) == 2
+    assert w.store.get("NodeClaim", name).metadata["deletionTimestamp"] == deleting_at
+
+
+def test_kubernetes_429_is_retried(iw):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    w.env.kube._sleep = lambda s: None  # the client's own backoff (injectable) would only slow the test down
+    w.server.add_fault(429, times=100, method="PATCH", path="/api/v1/nodes/")
+    iw.put(state_change(iid, "stopping", w.clock.isoformat()))
+    event = iw.receive(expect=1)
+    assert iw.invoke(event) == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+    assert iw.report.errors[0]["transient"] is True
+    assert not w.store.get("NodeClaim", name).metadata.get("deletionTimestamp")  # tainting comes first
+    w.server.clear_faults()
+    assert iw.invoke(iw.receive(expect=1)) == {"batchItemFailures": []}
+    assert [d["reason"] for d in iw.report.disrupted] == ["InstanceStopped"]
+
+
+def test_a_failing_controller_returns_every_valid_record(iw):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    w.env.kube._sleep = lambda s: None
+    w.server.add_fault(503, times=100, method="GET", path="/api/v1/pods")  # the snapshot cannot be loaded
+    iw.send_raw("not json")
+    iw.put(state_change(a["instance"]["InstanceId"], "stopping", w.clock.isoformat()))
+    event = iw.receive(expect=2)
+    good = [r["messageId"] for r in event["Records"] if r["body"] != "not json"]
+    assert iw.invoke(event) == {"batchItemFailures": [{"itemIdentifier": good[0]}]}
+    assert len(iw.report.malformed) == 1

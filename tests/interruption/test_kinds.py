@@ -1,0 +1,164 @@
+"""State changes, AWS Health scheduled changes, capacity reservation interruptions and rebalance recommendations."""
+
+import pytest
+
+from karpenter_lambda.api import labels as wk
+from karpenter_lambda.controllers.termination import DELETION_REASON_ANNOTATION
+from karpenter_lambda.sim.nodes import set_node_ready
+
+from .interruption_world import (capacity_reservation_interruption, health_scheduled_change, rebalance, state_change)
+
+DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+
+
+def tainted(w, node_name) -> bool:
+    node = w.server.store.get("nodes", node_name)
+    return DISRUPTED in [{"key": t["key"], "effect": t["effect"]} for t in node["spec"].get("taints") or []]
+
+
+def deleting_reason(w, name):
+    nc = w.store.get("NodeClaim", name)
+    return nc.annotations.get(DELETION_REASON_ANNOTATION) if nc.metadata.get("deletionTimestamp") else None
+
+
+@pytest.mark.parametrize("state, reason", [("stopping", "InstanceStopped"), ("stopped", "InstanceStopped"),
+                                           ("shutting-down", "InstanceTerminated")])
+def test_stopping_states_cordon_and_request_deletion(iw, state, reason):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    assert iw.deliver(state_change(iid, state, w.clock.isoformat())) == {"batchItemFailures": []}
+    (d,) = iw.report.disrupted
+    assert (d["nodeClaim"], d["reason"], d["replacements"]) == (name, reason, [])
+    assert deleting_reason(w, name) == reason and tainted(w, a["node"]["metadata"]["name"])
+    assert len(w.instances()) == 1  # no replacement from here: the drained pods go through the provisioner
+    w.sweep()  # the termination flow finishes it
+    assert w.store.get("NodeClaim", name) is None or w.store.get("NodeClaim", name).metadata.get("deletionTimestamp")
+
+
+def test_terminated_removes_the_nodeclaim_at_once(iw):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([2])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    w.ec2.terminate_instances(InstanceIds=[iid])
+    assert iw.deliver(state_change(iid, "terminated", w.clock.isoformat())) == {"batchItemFailures": []}
+    r = iw.report
+    assert [d["reason"] for d in r.disrupted] == ["InstanceTerminated"]
+    assert r.deleted == [{"nodeClaim": name, "reason": "InstanceTerminated"}]
+    assert w.store.get("NodeClaim", name) is None
+    assert w.server.store.get("nodes", a["node"]["metadata"]["name"]) is None
+    totals, claims = w.env.claims.usage("spot")
+    assert claims == {} and totals.get("cpu", 0) == 0
+    # the same notice again: gone, dropped
+    iw.deliver(state_change(iid, "terminated", w.clock.isoformat()))
+    assert iw.report.disrupted == [] and iw.report.deleted == [] and iw.report.errors == []
+
+
+@pytest.mark.parametrize("state", ["pending", "running"])
+def test_other_states_are_acknowledged_and_ignored(iw, state):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    assert iw.deliver(state_change(iid, state, w.clock.isoformat())) == {"batchItemFailures": []}
+    assert iw.report.disrupted == [] and iw.report.ignored[0]["reason"] == f"instance state {state}: nothing to do"
+    assert deleting_reason(w, name) is None and not tainted(w, a["node"]["metadata"]["name"])
+    assert iw.queue_depth() == 0
+
+
+def test_health_scheduled_change_for_two_instances(iw):
+    w = iw.w
+    a, b, c = iw.nodes_with_pods([1, 1, 1], cpu="1500m")
+    ids = [a["instance"]["InstanceId"], b["instance"]["InstanceId"]]
+    assert iw.deliver(health_scheduled_change(ids, w.clock.isoformat())) == {"batchItemFailures": []}
+    r = iw.report
+    assert sorted(x["instanceId"] for x in r.received) == sorted(ids)
+    assert sorted((d["nodeClaim"], d["reason"]) for d in r.disrupted) == \
+        sorted([(a["nodeClaim"].name, "ScheduledChange"), (b["nodeClaim"].name, "ScheduledChange")])
+    for x in (a, b):
+        assert deleting_reason(w, x["nodeClaim"].name) == "ScheduledChange" and tainted(w, x["node"]["metadata"]["name"])
+    assert deleting_reason(w, c["nodeClaim"].name) is None
+    # a Health event of another category is acknowledged and ignored
+    iw.deliver(health_scheduled_change([c["instance"]["InstanceId"]], w.clock.isoformat(), category="issue"))
+    assert iw.report.disrupted == [] and iw.report.ignored[0]["kind"] == "NoOp"
+    assert deleting_reason(w, c["nodeClaim"].name) is None
+
+
+def test_capacity_reservation_interruption_marks_the_reservation_and_deletes(iw):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    zone = a["nodeClaim"].labels[wk.ZONE]
+
+    def reserved(obj):  # as a NodeClaim launched into a capacity reservation is labelled
+        obj.metadata["labels"].update({wk.CAPACITY_TYPE: "reserved", wk.CAPACITY_RESERVATION_ID: "cr-0123456789abcdef0"})
+        return obj
+
+    w.store.update("NodeClaim", name, reserved)
+    assert iw.deliver(capacity_reservation_interruption(iid, w.clock.isoformat())) == {"batchItemFailures": []}
+    r = iw.report
+    assert [(d["nodeClaim"], d["reason"]) for d in r.disrupted] == [(name, "CapacityReservationInterrupted")]
+    assert ("cr-0123456789abcdef0", zone, "reserved") in w.env.unavailable.all()
+    assert deleting_reason(w, name) == "CapacityReservationInterrupted" and tainted(w, a["node"]["metadata"]["name"])
+
+
+def test_rebalance_without_opt_in_is_only_recorded(iw):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    assert iw.deliver(rebalance(iid, w.clock.isoformat())) == {"batchItemFailures": []}
+    r = iw.report
+    assert r.rebalance == [{"messageId": r.received[0]["messageId"], "instanceId": iid, "nodeClaim": name,
+                            "nodePool": "spot", "replace": False}]
+    assert r.metric_counts()["RebalanceRecommendations"] == 1
+    assert r.disrupted == [] and r.unavailable == [] and "does not opt in" in r.ignored[0]["reason"]
+    assert deleting_reason(w, name) is None and not tainted(w, a["node"]["metadata"]["name"])
+    assert len(w.instances()) == 1 and w.env.unavailable.all() == set()
+
+
+def test_rebalance_with_opt_in_replaces_first_then_deletes(iw_factory):
+    iw = iw_factory(rebalance_replace=True)
+    w = iw.w
+    (a,) = iw.nodes_with_pods([2])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    assert iw.deliver(rebalance(iid, w.clock.isoformat())) == {"batchItemFailures": []}
+    (d,) = iw.report.disrupted
+    assert (d["nodeClaim"], d["reason"], len(d["replacements"])) == (name, "RebalanceRecommendation", 1)
+    assert iw.report.rebalance[0]["replace"] is True
+    assert deleting_reason(w, name) == "RebalanceRecommendation"
+    assert w.store.get("NodeClaim", d["replacements"][0]) is not None and len(w.instances()) == 2
+    assert w.env.unavailable.all() == set()  # a recommendation is not an interruption: nothing marked
+
+
+def test_rebalance_replacement_respects_the_disruption_budget(iw_factory):
+    iw = iw_factory(rebalance_replace=True, budgets='[{nodes: "1"}, {nodes: "0", reasons: [Underutilized]}]')
+    w = iw.w
+    a, b = iw.nodes_with_pods([1, 1], cpu="1500m")
+    ids = [a["instance"]["InstanceId"], b["instance"]["InstanceId"]]
+    assert iw.deliver(rebalance(ids[0], w.clock.isoformat()), rebalance(ids[1], w.clock.isoformat())) == \
+        {"batchItemFailures": []}
+    r = iw.report
+    assert len(r.disrupted) == 1 and len(r.replacements) == 1  # budget nodes=1 (the Underutilized one does not apply)
+    (blocked,) = [x for x in r.ignored if "disruption budget" in x["reason"]]
+    assert {blocked["instanceId"], r.disrupted[0]["instanceId"]} == set(ids)
+    assert sum(1 for x in (a, b) if deleting_reason(w, x["nodeClaim"].name)) == 1
+
+
+def test_rebalance_blocked_by_a_zero_budget(iw_factory):
+    iw = iw_factory(rebalance_replace=True, budgets='[{nodes: "0"}]')
+    (a,) = iw.nodes_with_pods([1])
+    iw.deliver(rebalance(a["instance"]["InstanceId"], iw.w.clock.isoformat()))
+    assert iw.report.disrupted == [] and iw.report.rebalance[0]["replace"] is False
+    assert len(iw.w.instances()) == 1 and deleting_reason(iw.w, a["nodeClaim"].name) is None
+
+
+def test_terminated_notice_after_a_spot_deletion_finishes_it(iw):
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    iw.deliver(state_change(iid, "stopping", w.clock.isoformat()))
+    w.ec2.terminate_instances(InstanceIds=[iid])
+    set_node_ready(w.server, a["node"]["metadata"]["name"], False)
+    iw.deliver(state_change(iid, "terminated", w.clock.isoformat()))
+    r = iw.report
+    assert r.disrupted == [] and r.deleted == [{"nodeClaim": name, "reason": "InstanceTerminated"}]
+    assert w.store.get("NodeClaim", name) is None
