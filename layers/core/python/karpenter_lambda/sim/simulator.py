@@ -63,9 +63,11 @@ class SimEvent:
     type: str
     object: str
     message: str
+    extra: dict = field(default_factory=dict)   # event-specific keys (NodeClaimDisrupted: reason, nodePool, ...)
 
     def to_dict(self) -> dict:
-        return {"time": round(self.time, 3), "type": self.type, "object": self.object, "message": self.message}
+        return {"time": round(self.time, 3), "type": self.type, "object": self.object, "message": self.message,
+                **self.extra}
 
 
 @dataclass
@@ -164,8 +166,8 @@ class Simulation:
         self.scenario = None
 
     # -- events -------------------------------------------------------------------------------
-    def emit(self, type_: str, obj: str, message: str) -> None:
-        ev = SimEvent(self.clock.elapsed, type_, obj, message)
+    def emit(self, type_: str, obj: str, message: str, **extra) -> None:
+        ev = SimEvent(self.clock.elapsed, type_, obj, message, dict(extra))
         self.events.append(ev)
         self.last_change = self.clock.elapsed
         if self.on_event:
@@ -538,6 +540,29 @@ class Simulation:
                 self.emit("InstanceTerminated", f"instance/{r['instanceId']}", r["reason"])
             for r in report.deleted:
                 self.emit("NodeClaimDeleted", f"nodeclaim/{r['nodeClaim']}", r["reason"])
+            for r in getattr(report, "evicted", []):
+                self.emit("PodEvicted", f"pod/{r['pod']}", f"evicted from node {r['node']} ({r.get('how', 'eviction')})")
+            if getattr(report, "draining", None):
+                self.last_change = self.clock.elapsed   # a drain in progress is activity, even when quiet
+        elif kind == "disruption":
+            self._on_disruption(report)
+
+    def _on_disruption(self, report) -> None:
+        for d in report.disrupted:
+            keys = ("reason", "nodePool", "instanceType", "zone", "capacityType", "replacements", "savingsPerHour")
+            reps = f"; replaced by {', '.join(d['replacements'])}" if d["replacements"] else ""
+            self.emit("NodeClaimDisrupted", f"nodeclaim/{d['nodeClaim']}",
+                      f"{d['reason']}: {d['instanceType']} {d['capacityType']} in {d['zone']}"
+                      f"{' (' + d['detail'] + ')' if d.get('detail') else ''}{reps}", **{k: d[k] for k in keys})
+        for b in report.blocked:
+            self.emit("DisruptionBlocked", f"nodeclaim/{b['nodeClaim']}", f"{b['reason']}: {b['message']}",
+                      reason=b["cause"], disruption=b["reason"])
+        for f in report.failed:
+            self.emit("DisruptionFailed", f"nodeclaim/{f['nodeClaim']}", f"{f['reason']}: {f['why']}", reason=f["reason"])
+        for c in report.cancelled:
+            self.emit("DisruptionCancelled", f"nodeclaim/{c['nodeClaim']}", f"{c['reason']}: {c['why']}", reason=c["reason"])
+        if report.proposed or report.replacing:
+            self.last_change = self.clock.elapsed
 
     # -- nodes (KWOK-like) ------------------------------------------------------------------------
     def _discover_instances(self, ec2) -> None:

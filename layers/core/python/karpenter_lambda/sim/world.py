@@ -138,6 +138,21 @@ class World:
         with contextlib.redirect_stdout(self.logs):
             return self.lifecycle.handler(event, _LambdaContext(f"{self.cluster}-lifecycle"))
 
+    def invoke(self, function: str) -> dict:
+        """Run a scheduled function's real handler (``functions/<function>/handler.py``) on an EventBridge
+        Scheduled Event, e.g. ``w.invoke("drift")``, ``w.invoke("consolidation")``."""
+        mods = self.__dict__.setdefault("_functions", {})
+        if function not in mods:
+            mod = load_module(repo_root() / "functions" / function / "handler.py", f"world_{function}_handler")
+            handler = getattr(getattr(mod, "logger", None), "registered_handler", None)
+            if handler is not None and hasattr(handler, "setStream"):
+                handler.setStream(self.logs)
+            mods[function] = mod
+        event = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.events", "time": self.clock.isoformat(),
+                 "region": self.region, "resources": [], "detail": {}}
+        with contextlib.redirect_stdout(self.logs):
+            return mods[function].handler(event, _LambdaContext(f"{self.cluster}-{function}"))
+
     def schedule(self):
         from . import kubescheduler
 

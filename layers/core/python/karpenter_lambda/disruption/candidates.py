@@ -1,0 +1,222 @@
+"""Disruption candidates (pure): which NodeClaims a method may look at, and what blocks a graceful disruption.
+
+Karpenter's rules (pkg/controllers/disruption/types.go ``NewCandidate``, state/statenode.go):
+
+* a candidate is **managed** (a NodeClaim of a NodePool that still exists, with its Node), **initialized**, **not
+  deleting** and **not nominated** (a pending pod the provisioner placed on it keeps it: the pod needs it).  Forceful
+  methods (expiration) take every NodeClaim that is not deleting (``forceful=True``).
+* **blockers** for graceful methods: ``karpenter.sh/do-not-disrupt: "true"`` on the Node or on a pod (a duration
+  value blocks until that long after the pod started, as Karpenter v1.x), and a PodDisruptionBudget that allows no
+  eviction for one of the pods that would be evicted.  An *eventual* method (drift) ignores pod blockers when the
+  NodeClaim has a ``terminationGracePeriod``: the drain then waits for them until the deadline (Karpenter v1).
+* **disruption cost** (consolidation's ordering): per evictable pod ``1 + deletion-cost/2^27 + priority/2^25``,
+  clamped to [-10, 10] as Karpenter's ``EvictionCost``, summed, times the fraction of ``expireAfter`` left.
+
+No I/O, no clock: ``snapshot.now`` is the time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..api import labels as wk
+from ..api.durations import DurationError, parse_duration, parse_nillable_duration
+from ..api.kube import is_daemon_pod, is_mirror_pod, is_terminal, is_terminating, node_ready, pod_key, pod_uid
+from ..api.snapshot import ClusterSnapshot
+from ..scheduling.reschedule import is_reschedulable
+from .pdb import blocking_pdb
+from .types import BLOCK_DO_NOT_DISRUPT, BLOCK_PDB, BLOCK_PODS_WOULD_NOT_FIT, Candidate
+
+SUBNET_ANNOTATION = "karpenter-lambda.io/subnet-id"
+SECURITY_GROUPS_ANNOTATION = "karpenter-lambda.io/security-group-ids"  # JSON list, sorted
+PRICE_ANNOTATION = "karpenter-lambda.io/price-per-hour"
+LAST_POD_EVENT = "lastPodEventTime"   # NodeClaim status field kept by the sweeps (RFC 3339)
+
+
+def epoch(value) -> float | None:
+    """RFC 3339 text (or a datetime, or a number) -> epoch seconds; None when absent or malformed."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def condition_time(nc, type_: str) -> float | None:
+    c = nc.condition(type_) if nc is not None else None
+    if not c or c.get("status") != "True":
+        return None
+    return epoch(c.get("lastTransitionTime"))
+
+
+def created_at(nc) -> float | None:
+    return epoch(nc.metadata.get("creationTimestamp"))
+
+
+def evictable_pods(pods: list[dict]) -> list[dict]:
+    """The pods a drain would evict (not mirror, not terminal, not already terminating)."""
+    return [p for p in pods if not is_mirror_pod(p) and not is_terminal(p) and not is_terminating(p)]
+
+
+def do_not_disrupt_until(pod: dict) -> float | None:
+    """When a pod's ``karpenter.sh/do-not-disrupt`` stops blocking: inf for "true", start + d for a duration."""
+    meta = pod.get("metadata") or {}
+    value = (meta.get("annotations") or {}).get(wk.DO_NOT_DISRUPT)
+    if value is None:
+        return None
+    if value == "true":
+        return float("inf")
+    try:
+        d = parse_duration(value)
+    except DurationError:
+        return None  # Karpenter ignores an unparsable value
+    start = epoch((pod.get("status") or {}).get("startTime")) or epoch(meta.get("creationTimestamp")) or 0.0
+    return start + d
+
+
+def pod_blockers(pods: list[dict], snap: ClusterSnapshot) -> list[tuple[str, str]]:
+    """(cause, message) for each pod that blocks a graceful disruption of its node."""
+    out = []
+    for p in evictable_pods(pods):
+        until = do_not_disrupt_until(p)
+        if until is not None and snap.now < until:
+            left = "" if until == float("inf") else f" ({int(until - snap.now)}s left)"
+            out.append((BLOCK_DO_NOT_DISRUPT, f"do-not-disrupt pod {pod_key(p)}{left}"))
+            continue
+        if is_daemon_pod(p):
+            continue  # Karpenter does not check PDBs for the node's own DaemonSet pods
+        pdb = blocking_pdb(p, snap.pdbs, snap.pods)
+        if pdb is not None:
+            m = pdb.get("metadata") or {}
+            out.append((BLOCK_PDB, f"PDB {m.get('namespace') or 'default'}/{m.get('name')} allows no eviction of pod {pod_key(p)}"))
+    return out
+
+
+def node_blocker(node: dict | None) -> tuple[str, str] | None:
+    ann = ((node or {}).get("metadata") or {}).get("annotations") or {}
+    if ann.get(wk.DO_NOT_DISRUPT) == "true":
+        return BLOCK_DO_NOT_DISRUPT, f"do-not-disrupt node {((node or {}).get('metadata') or {}).get('name')}"
+    return None
+
+
+def disruption_cost(pods: list[dict], lifetime_left: float = 1.0) -> float:
+    total = 0.0
+    for p in pods:
+        if not is_reschedulable(p):
+            continue
+        cost = 1.0
+        ann = (p.get("metadata") or {}).get("annotations") or {}
+        try:
+            cost += float(ann.get("controller.kubernetes.io/pod-deletion-cost", 0)) / 2 ** 27
+        except (TypeError, ValueError):
+            pass
+        prio = (p.get("spec") or {}).get("priority")
+        if isinstance(prio, (int, float)):
+            cost += float(prio) / 2 ** 25
+        total += min(10.0, max(-10.0, cost))
+    return total * max(0.0, min(1.0, lifetime_left))
+
+
+def lifetime_left(nc, nodepool, now: float) -> float:
+    """Fraction of ``expireAfter`` left (1.0 when it never expires)."""
+    try:
+        ttl = parse_nillable_duration(nc.spec.get("expireAfter") or nodepool.expire_after)
+    except DurationError:
+        return 1.0
+    born = created_at(nc)
+    if ttl is None or not ttl or born is None:
+        return 1.0
+    return max(0.0, 1.0 - (now - born) / ttl)
+
+
+def _price(nc) -> float:
+    try:
+        return float((nc.annotations or {}).get(PRICE_ANNOTATION) or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def make_candidate(snap: ClusterSnapshot, nc, node: dict | None, nodepool) -> Candidate:
+    labels = {**(nc.labels or {}), **(((node or {}).get("metadata") or {}).get("labels") or {})}
+    pods = list(snap.pods_by_node.get(((node or {}).get("metadata") or {}).get("name"), [])) if node else []
+    return Candidate(
+        nodeclaim=nc, node=node, nodepool=nodepool, pods=pods,
+        reschedulable=[p for p in pods if is_reschedulable(p)],
+        instance_type=labels.get(wk.INSTANCE_TYPE, ""), zone=labels.get(wk.ZONE, ""),
+        capacity_type=labels.get(wk.CAPACITY_TYPE, ""), price=_price(nc),
+        disruption_cost=disruption_cost(pods, lifetime_left(nc, nodepool, snap.now)),
+    )
+
+
+def nominated(snap: ClusterSnapshot, nc) -> list[dict]:
+    """Pending pods the provisioner nominated to this NodeClaim (they need it)."""
+    out = []
+    for uid in snap.reserved_by_claim.get(nc.name, []):
+        pod = snap.pods_by_uid.get(uid)
+        if pod is not None and not (pod.get("spec") or {}).get("nodeName") and not is_terminal(pod):
+            out.append(pod)
+    return out
+
+
+def build_candidates(snap: ClusterSnapshot, *, forceful: bool = False, exclude: set[str] | frozenset = frozenset()
+                     ) -> tuple[list[Candidate], list[tuple[str, str, str]]]:
+    """(candidates, skipped) where skipped is (nodeclaim, cause, message) for nodes that are not candidates for a
+    reason the user should see (nominated).  ``exclude``: NodeClaims already being disrupted."""
+    out: list[Candidate] = []
+    skipped: list[tuple[str, str, str]] = []
+    for nc in sorted(snap.nodeclaims.values(), key=lambda c: c.name):
+        if nc.name in exclude or nc.metadata.get("deletionTimestamp"):
+            continue
+        nodepool = snap.nodepools.get(nc.labels.get(wk.NODEPOOL, ""))
+        if nodepool is None:
+            continue  # not managed (or its NodePool is going away)
+        node = snap.node_of_nodeclaim(nc.name)
+        if not forceful:
+            if node is None or not nc.is_true("Initialized") or is_terminating(node):
+                continue
+            waiting = nominated(snap, nc)
+            if waiting:
+                skipped.append((nc.name, BLOCK_PODS_WOULD_NOT_FIT,
+                                f"nominated for pending pod {pod_key(waiting[0])}"
+                                + (f" and {len(waiting) - 1} more" if len(waiting) > 1 else "")))
+                continue
+        out.append(make_candidate(snap, nc, node, nodepool))
+    return out, skipped
+
+
+def graceful_blockers(c: Candidate, snap: ClusterSnapshot, *, eventual: bool = False) -> list[tuple[str, str]]:
+    """What keeps a graceful (or eventual) method from disrupting ``c``: node annotation first, then pods."""
+    out = []
+    nb = node_blocker(c.node)
+    if nb:
+        out.append(nb)
+    if eventual and c.nodeclaim.spec.get("terminationGracePeriod"):
+        return out  # the drain honours the pods' blockers until the terminationGracePeriod deadline
+    out.extend(pod_blockers(c.pods, snap))
+    return out
+
+
+def disrupting_count(snap: ClusterSnapshot, nodepool: str, inflight: set[str] | frozenset = frozenset()) -> tuple[int, int]:
+    """(total, disrupting) nodes of a NodePool as Karpenter's budget mapping counts them: managed and initialized
+    nodes; disrupting = NotReady, marked for deletion, or recorded in flight by a sweep."""
+    total = disrupting = 0
+    for nc in snap.nodeclaims_of_nodepool(nodepool):
+        node = snap.node_of_nodeclaim(nc.name)
+        if node is None or not nc.is_true("Initialized"):
+            if nc.name in inflight:
+                disrupting += 1
+            continue
+        total += 1
+        if not node_ready(node) or nc.metadata.get("deletionTimestamp") or is_terminating(node) or nc.name in inflight:
+            disrupting += 1
+    return total, disrupting
+
+
+__all__ = ["LAST_POD_EVENT", "SECURITY_GROUPS_ANNOTATION", "SUBNET_ANNOTATION", "build_candidates", "condition_time",
+           "created_at", "disrupting_count", "disruption_cost", "do_not_disrupt_until", "epoch", "evictable_pods",
+           "graceful_blockers", "lifetime_left", "make_candidate", "nominated", "pod_blockers", "pod_uid"]

@@ -1,0 +1,168 @@
+"""Drift (pure): is a NodeClaim still what its NodePool and EC2NodeClass would launch today?
+
+Karpenter's checks, in its order (pkg/controllers/nodeclaim/disruption/drift.go, then the AWS provider's
+``IsDrifted``; the first that fires is the reason):
+
+1. ``NodePoolDrifted``: the NodePool template hash (``karpenter.sh/nodepool-hash``) differs from the one stamped on
+   the NodeClaim at launch, when both were computed with the same hash version (a version change re-stamps,
+   never drifts).
+2. ``RequirementsDrifted``: the NodeClaim's labels (with its Node's) no longer satisfy every NodePool requirement,
+   strictly (a required key the node lacks drifts; widening a list never does).
+3. ``NodeClassDrift``: the EC2NodeClass static-field hash (``karpenter.k8s.aws/ec2nodeclass-hash``) differs.
+4. ``AMIDrift``: the AMI the node runs is not among the EC2NodeClass's resolved AMIs (a new release behind
+   ``al2023@latest``; a pinned ``al2023@v20250101`` resolves to the same AMI and does not drift).
+5. ``SubnetDrift``: the node's subnet is no longer selected.  6. ``SecurityGroupDrift``: its security groups differ
+   from the resolved set.
+7. ``InstanceTypeNotFound``: its instance type left the catalog, or has no offering in its zone and capacity type.
+
+The cloud-side checks (3-6) run only when the EC2NodeClass resolved in this snapshot (an unresolved one says
+nothing about drift).  :class:`Drift` is the method: eventual class, replacement first, empty nodes first, then one
+non-empty node per NodePool per sweep, earliest drift first; a node whose pods cannot all be rescheduled is skipped
+for the next one.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..api import hashes
+from ..api import labels as wk
+from ..api.snapshot import ClusterSnapshot
+from ..scheduling.requirements import Requirements
+from .candidates import SECURITY_GROUPS_ANNOTATION, SUBNET_ANNOTATION, condition_time, graceful_blockers
+from .replace import removal_plan
+from .types import BLOCK_PODS_WOULD_NOT_FIT, DRIFTED, GRACEFUL, Blocked, Candidate, Command
+
+NODEPOOL_DRIFTED = "NodePoolDrifted"
+REQUIREMENTS_DRIFTED = "RequirementsDrifted"
+NODECLASS_DRIFT = "NodeClassDrift"
+AMI_DRIFT = "AMIDrift"
+SUBNET_DRIFT = "SubnetDrift"
+SECURITY_GROUP_DRIFT = "SecurityGroupDrift"
+INSTANCE_TYPE_NOT_FOUND = "InstanceTypeNotFound"
+DRIFT_KINDS = (NODEPOOL_DRIFTED, REQUIREMENTS_DRIFTED, NODECLASS_DRIFT, AMI_DRIFT, SUBNET_DRIFT, SECURITY_GROUP_DRIFT,
+               INSTANCE_TYPE_NOT_FOUND)
+
+
+def _static_drift(nc, nodepool, nodeclass) -> tuple[str, str] | None:
+    ann = nc.annotations or {}
+    have = ann.get(wk.NODEPOOL_HASH)
+    if have and ann.get(wk.NODEPOOL_HASH_VERSION) == hashes.NODEPOOL_HASH_VERSION:
+        want = hashes.nodepool_hash(nodepool)
+        if have != want:
+            return NODEPOOL_DRIFTED, f"NodePool {nodepool.name} template changed (hash {have} -> {want})"
+    return None
+
+
+def _requirements_drift(nc, node: dict | None, nodepool) -> tuple[str, str] | None:
+    labels = {**(nc.labels or {}), **(((node or {}).get("metadata") or {}).get("labels") or {})}
+    try:
+        want = Requirements.from_list(nodepool.requirements)
+    except ValueError:
+        return None  # an invalid NodePool is reported by validation, not acted on
+    problem = Requirements.from_labels(labels).compatible(want, well_known=frozenset())
+    if problem:
+        return REQUIREMENTS_DRIFTED, f"labels no longer satisfy NodePool {nodepool.name} requirements: {problem}"
+    return None
+
+
+def _nodeclass_drift(nc, nodeclass, resolved) -> tuple[str, str] | None:
+    ann = nc.annotations or {}
+    if nodeclass is not None:
+        have = ann.get(wk.NODECLASS_HASH)
+        if have and ann.get(wk.NODECLASS_HASH_VERSION) == hashes.EC2NODECLASS_HASH_VERSION:
+            want = hashes.ec2nodeclass_hash(nodeclass)
+            if have != want:
+                return NODECLASS_DRIFT, f"EC2NodeClass {nodeclass.name} changed (hash {have} -> {want})"
+    if resolved is None:
+        return None
+    image = nc.status.get("imageID")
+    amis = {getattr(a, "id", None) or (a.get("id") if isinstance(a, dict) else None) for a in getattr(resolved, "amis", []) or []}
+    if image and amis and image not in amis:
+        return AMI_DRIFT, f"AMI {image} is no longer selected by EC2NodeClass {nodeclass.name} ({', '.join(sorted(a for a in amis if a))})"
+    subnet = ann.get(SUBNET_ANNOTATION)
+    subnets = {s.get("id") for s in getattr(resolved, "subnets", []) or []}
+    if subnet and subnets and subnet not in subnets:
+        return SUBNET_DRIFT, f"subnet {subnet} is no longer selected by EC2NodeClass {nodeclass.name}"
+    groups = ann.get(SECURITY_GROUPS_ANNOTATION)
+    if groups:
+        try:
+            have_sg = sorted(json.loads(groups))
+        except ValueError:
+            have_sg = None
+        want_sg = sorted(getattr(resolved, "security_group_ids", []) or [])
+        if have_sg is not None and want_sg and have_sg != want_sg:
+            return SECURITY_GROUP_DRIFT, f"security groups {have_sg} differ from EC2NodeClass {nodeclass.name}'s {want_sg}"
+    return None
+
+
+def _instance_type_drift(nc, snap: ClusterSnapshot, nodepool) -> tuple[str, str] | None:
+    types = snap.instance_types.get(nodepool.name)
+    if types is None:
+        return None  # the catalog was not loaded for this NodePool: no evidence
+    name, zone, ct = nc.labels.get(wk.INSTANCE_TYPE), nc.labels.get(wk.ZONE), nc.labels.get(wk.CAPACITY_TYPE)
+    if not name:
+        return None
+    it = next((t for t in types if t.name == name), None)
+    if it is None:
+        return INSTANCE_TYPE_NOT_FOUND, f"instance type {name} is no longer offered to NodePool {nodepool.name}"
+    if zone and ct and ct != wk.CAPACITY_TYPE_RESERVED and not any(o.zone == zone and o.capacity_type == ct for o in it.offerings):
+        return INSTANCE_TYPE_NOT_FOUND, f"instance type {name} has no {ct} offering in {zone} any more"
+    return None
+
+
+def drift_reason(nc, snap: ClusterSnapshot) -> tuple[str, str] | None:
+    """(kind, message) when the NodeClaim drifted, else None."""
+    nodepool = snap.nodepools.get(nc.labels.get(wk.NODEPOOL, ""))
+    if nodepool is None:
+        return None
+    nodeclass = snap.nodeclasses.get((nc.spec.get("nodeClassRef") or nodepool.node_class_ref or {}).get("name", ""))
+    node = snap.node_of_nodeclaim(nc.name)
+    return (_static_drift(nc, nodepool, nodeclass) or _requirements_drift(nc, node, nodepool)
+            or _nodeclass_drift(nc, nodeclass, snap.resolved.get(nodeclass.name) if nodeclass is not None else None)
+            or _instance_type_drift(nc, snap, nodepool))
+
+
+class Drift:
+    reason = DRIFTED
+    kind = GRACEFUL
+    eventual = True   # Karpenter's EventualDisruptionClass: a terminationGracePeriod lets it past pod blockers
+
+    def should_disrupt(self, c: Candidate, snap: ClusterSnapshot) -> bool:
+        found = drift_reason(c.nodeclaim, snap)
+        if found is None:
+            return False
+        c.drift_reason = found[0]
+        c.drifted_since = condition_time(c.nodeclaim, "Drifted") or snap.now
+        return True
+
+    def compute_commands(self, budgets, candidates: list[Candidate], snap: ClusterSnapshot):
+        commands: list[Command] = []
+        blocked: list[Blocked] = []
+        ordered = sorted(candidates, key=lambda c: (bool(c.reschedulable), c.drifted_since or snap.now, c.name))
+        busy: set[str] = set(getattr(budgets, "busy_nodepools", set()))   # one non-empty drift per NodePool
+        for c in ordered:
+            why = graceful_blockers(c, snap, eventual=True)
+            if why:
+                blocked.append(Blocked(c.name, why[0][0], why[0][1], DRIFTED))
+                continue
+            if c.reschedulable and c.nodepool_name in busy:
+                continue
+            if not budgets.available(c.nodepool_name, DRIFTED):
+                blocked.append(Blocked(c.name, "budget", budgets.message(c.nodepool_name, DRIFTED), DRIFTED))
+                continue
+            detail = f"{c.drift_reason}"
+            if not c.reschedulable:
+                budgets.take(c.nodepool_name, DRIFTED)
+                commands.append(Command(DRIFTED, [c], detail=detail, savings_per_hour=round(c.price, 6)))
+                continue
+            result, exclude = removal_plan(snap, [c], budgets)
+            if not result.all_rescheduled:
+                pod, why_not = next(iter(result.unschedulable.items()))
+                blocked.append(Blocked(c.name, BLOCK_PODS_WOULD_NOT_FIT, f"pod {pod}: {why_not}", DRIFTED))
+                continue
+            budgets.take(c.nodepool_name, DRIFTED)
+            busy.add(c.nodepool_name)
+            commands.append(Command(DRIFTED, [c], replacements=list(result.new_nodeclaims), detail=detail,
+                                    savings_per_hour=round(c.price - result.price, 6)))
+        return commands, blocked

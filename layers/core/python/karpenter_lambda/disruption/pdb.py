@@ -1,0 +1,68 @@
+"""PodDisruptionBudgets (pure): how many evictions a PDB allows now, and which PDB blocks a pod.
+
+The API server keeps ``status.disruptionsAllowed``; when a PDB has no status yet (a fresh object, or the
+simulator's API server, which does not run the disruption controller) it is computed from the spec as the
+disruption controller does: ``maxUnavailable`` (count or percentage of the selected pods, rounded up) minus the
+unhealthy pods, or the healthy pods minus ``minAvailable``.  Healthy = Running and Ready.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..api.kube import is_terminal, is_terminating
+from ..scheduling.topology import Selector
+
+
+def _healthy(pod: dict) -> bool:
+    st = pod.get("status") or {}
+    if st.get("phase") != "Running" or is_terminating(pod):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
+
+
+def _scaled(value, total: int) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        try:
+            return math.ceil(total * int(value[:-1]) / 100)
+        except ValueError:
+            return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def selects(pdb: dict, pod: dict) -> bool:
+    pm, dm = pod.get("metadata") or {}, pdb.get("metadata") or {}
+    if (pm.get("namespace") or "default") != (dm.get("namespace") or "default"):
+        return False
+    try:
+        return Selector((pdb.get("spec") or {}).get("selector")).matches(pm.get("labels") or {})
+    except ValueError:
+        return False
+
+
+def disruptions_allowed(pdb: dict, pods: list[dict]) -> int:
+    status = pdb.get("status") or {}
+    if isinstance(status.get("disruptionsAllowed"), int):
+        return status["disruptionsAllowed"]
+    selected = [p for p in pods if selects(pdb, p) and not is_terminal(p)]
+    expected, healthy = len(selected), sum(1 for p in selected if _healthy(p))
+    spec = pdb.get("spec") or {}
+    if spec.get("maxUnavailable") is not None:
+        return max(0, _scaled(spec["maxUnavailable"], expected) - (expected - healthy))
+    if spec.get("minAvailable") is not None:
+        return max(0, healthy - _scaled(spec["minAvailable"], expected))
+    return max(0, healthy)
+
+
+def blocking_pdb(pod: dict, pdbs: list[dict], pods: list[dict]) -> dict | None:
+    """The first PDB selecting ``pod`` that allows no eviction (an unhealthy pod is never held: the API server
+    lets it be evicted)."""
+    if not _healthy(pod):
+        return None
+    for pdb in pdbs or ():
+        if selects(pdb, pod) and disruptions_allowed(pdb, pods) <= 0:
+            return pdb
+    return None

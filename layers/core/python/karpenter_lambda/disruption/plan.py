@@ -1,0 +1,151 @@
+"""One sweep's decisions (pure): the methods in Karpenter's order over one snapshot, within the budgets.
+
+``plan_sweep(snapshot, methods, budgets) -> DisruptionPlan``:
+
+* forceful methods (expiration) act on every NodeClaim they match, outside the budgets;
+* graceful methods run in the given order (Karpenter's: emptiness, drift, then consolidation) over the candidates
+  (:mod:`.candidates`); as in Karpenter the first method that produces commands ends the sweep's planning, so two
+  methods never decide on the same snapshot;
+* :class:`SweepBudgets` counts, per NodePool, the budget left for each reason (:mod:`.budgets`): nodes NotReady,
+  deleting or recorded in flight by a sweep (``inflight``) count against it, and each command takes one.
+
+``revalidate(snapshot, method, names, ...)`` is Karpenter's second look (its 15 s ``validation``): the same
+candidates, a fresh snapshot; the command stands only if every candidate is still a candidate, still matches the
+method, has no new blocker, and its pods still fit at no higher replacement price.
+"""
+
+from __future__ import annotations
+
+from ..api.kube import is_terminating, node_ready
+from ..api.snapshot import ClusterSnapshot
+from .budgets import allowed_disruptions
+from .candidates import build_candidates, graceful_blockers, make_candidate
+from .replace import removal_plan
+from .types import BLOCK_PODS_WOULD_NOT_FIT, FORCEFUL, Blocked, Command, DisruptionPlan
+
+PRICE_EPSILON = 1e-9
+
+
+def external_disrupting(snap: ClusterSnapshot, nodepool: str, recorded: set[str] | frozenset = frozenset()) -> int:
+    """Initialized nodes of a NodePool that are NotReady or deleting and NOT recorded in flight by a sweep."""
+    n = 0
+    for nc in snap.nodeclaims_of_nodepool(nodepool):
+        if nc.name in recorded:
+            continue
+        node = snap.node_of_nodeclaim(nc.name)
+        if node is None or not nc.is_true("Initialized"):
+            continue
+        if not node_ready(node) or nc.metadata.get("deletionTimestamp") or is_terminating(node):
+            n += 1
+    return n
+
+
+def total_nodes(snap: ClusterSnapshot, nodepool: str) -> int:
+    return sum(1 for nc in snap.nodeclaims_of_nodepool(nodepool)
+               if nc.is_true("Initialized") and snap.node_of_nodeclaim(nc.name) is not None)
+
+
+class SweepBudgets:
+    """Budget left per (NodePool, reason) for this sweep, and what is already being disrupted."""
+
+    def __init__(self, snap: ClusterSnapshot, inflight: dict[str, str] | None = None):
+        self.snap = snap
+        self.inflight = dict(inflight or {})          # NodeClaim -> NodePool, recorded by the sweeps
+        self.exclude: set[str] = set(self.inflight)
+        self.busy_nodepools: set[str] = set()         # NodePools with a non-empty replacement in flight
+        self.taken: dict[str, int] = {}
+        self._cache: dict[tuple[str, str], object] = {}
+
+    def recorded(self, nodepool: str) -> int:
+        return sum(1 for np in self.inflight.values() if np == nodepool)
+
+    def allowance(self, nodepool: str, reason: str):
+        key = (nodepool, reason)
+        if key not in self._cache:
+            np = self.snap.nodepools.get(nodepool)
+            recorded = {n for n, p in self.inflight.items() if p == nodepool}
+            disrupting = external_disrupting(self.snap, nodepool, recorded) + len(recorded)
+            self._cache[key] = allowed_disruptions(np, reason, total_nodes=total_nodes(self.snap, nodepool),
+                                                   disrupting=disrupting, now=self.snap.now)
+        return self._cache[key]
+
+    def limit(self, nodepool: str, reason: str) -> int | None:
+        return self.allowance(nodepool, reason).limit
+
+    def left(self, nodepool: str, reason: str) -> int:
+        return max(0, self.allowance(nodepool, reason).allowed - self.taken.get(nodepool, 0))
+
+    def available(self, nodepool: str, reason: str) -> bool:
+        return self.left(nodepool, reason) > 0
+
+    def take(self, nodepool: str, reason: str) -> None:
+        self.taken[nodepool] = self.taken.get(nodepool, 0) + 1
+
+    def message(self, nodepool: str, reason: str) -> str:
+        a = self.allowance(nodepool, reason)
+        limit = "unlimited" if a.limit is None else str(a.limit)
+        return f"budget {reason} {self.left(nodepool, reason)} of {limit} left" + (f" ({a.budget})" if a.budget else "")
+
+
+def plan_sweep(snap: ClusterSnapshot, methods: list, budgets: SweepBudgets) -> DisruptionPlan:
+    plan = DisruptionPlan()
+    taken: set[str] = set(budgets.exclude)
+    for m in (m for m in methods if m.kind == FORCEFUL):
+        cands, _ = build_candidates(snap, forceful=True, exclude=taken)
+        cmds, blocked = m.compute_commands(budgets, [c for c in cands if m.should_disrupt(c, snap)], snap)
+        plan.commands.extend(cmds)
+        plan.blocked.extend(blocked)
+        taken.update(n for cmd in cmds for n in cmd.names)
+    cands, skipped = build_candidates(snap, exclude=taken)
+    graceful = [m for m in methods if m.kind != FORCEFUL]
+    for name, cause, message in skipped:   # nominated nodes a method would otherwise take
+        nc = snap.nodeclaims[name]
+        c = make_candidate(snap, nc, snap.node_of_nodeclaim(name), snap.nodepools[nc.labels.get("karpenter.sh/nodepool")])
+        hit = next((m for m in graceful if m.should_disrupt(c, snap)), None)
+        if hit is not None:
+            plan.blocked.append(Blocked(name, cause, message, hit.reason))
+    for m in graceful:
+        eligible = [c for c in cands if m.should_disrupt(c, snap)]
+        if not eligible:
+            continue
+        cmds, blocked = m.compute_commands(budgets, eligible, snap)
+        plan.blocked.extend(blocked)
+        if cmds:
+            plan.commands.extend(cmds)
+            break
+    return plan
+
+
+def revalidate(snap: ClusterSnapshot, method, names: list[str], budgets: SweepBudgets | None = None, *,
+               planned_price: float | None = None) -> tuple[Command | None, str]:
+    """(the command as it stands now, "") or (None, why it was cancelled)."""
+    mine = set(names)
+    exclude = (set(budgets.exclude) if budgets is not None else set()) - mine
+    cands, skipped = build_candidates(snap, forceful=method.kind == FORCEFUL, exclude=exclude)
+    by_name = {c.name: c for c in cands}
+    chosen = []
+    for n in names:
+        c = by_name.get(n)
+        if c is None:
+            why = next((m for s, _cause, m in skipped if s == n), "no longer a candidate (deleted, deleting or not initialized)")
+            return None, f"{n}: {why}"
+        if not method.should_disrupt(c, snap):
+            return None, f"{n}: no longer {method.reason.lower()}"
+        if method.kind != FORCEFUL:
+            why = graceful_blockers(c, snap, eventual=getattr(method, "eventual", False))
+            if why:
+                return None, f"{n}: {why[0][1]}"
+        chosen.append(c)
+    cmd = Command(method.reason, chosen, forceful=method.kind == FORCEFUL,
+                  savings_per_hour=round(sum(c.price for c in chosen), 6) if method.kind != FORCEFUL else 0.0,
+                  detail=", ".join(c.drift_reason for c in chosen if c.drift_reason) or "")
+    if method.kind != FORCEFUL and any(c.reschedulable for c in chosen):
+        result, _ = removal_plan(snap, chosen, budgets)
+        if not result.all_rescheduled:
+            pod, why = next(iter(result.unschedulable.items()))
+            return None, f"{BLOCK_PODS_WOULD_NOT_FIT}: pod {pod}: {why}"
+        if planned_price is not None and result.price > planned_price + PRICE_EPSILON:
+            return None, f"replacement price changed: ${result.price:.4f}/h now vs ${planned_price:.4f}/h planned"
+        cmd.replacements = list(result.new_nodeclaims)
+        cmd.savings_per_hour = round(cmd.savings_per_hour - result.price, 6)
+    return cmd, ""

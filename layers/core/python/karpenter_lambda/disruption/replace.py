@@ -1,0 +1,49 @@
+"""The disruption question asked of a snapshot (pure): "without these candidates, where would their pods go?"
+
+One call of :func:`karpenter_lambda.scheduling.reschedule.simulate_removal` with the solver input built from the
+snapshot exactly as provisioning builds it (:mod:`karpenter_lambda.scheduling.inputs`), minus the candidates and
+minus every NodeClaim already being disrupted (``exclude``).  Pending pods are the provisioner's job and are not
+added (their nominations on in-flight NodeClaims are kept as those NodeClaims' load).
+"""
+
+from __future__ import annotations
+
+from ..api import labels as wk
+from ..api.kube import node_allocatable
+from ..api.snapshot import ClusterSnapshot
+from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs, price_of, scheduling_taints
+from ..scheduling.reschedule import RescheduleResult, simulate_removal
+from ..scheduling.solver import ExistingNode
+from .types import Candidate
+
+
+def candidate_node(c: Candidate, snap: ClusterSnapshot) -> ExistingNode:
+    node = c.node or {}
+    meta = node.get("metadata") or {}
+    labels = dict(meta.get("labels") or c.nodeclaim.labels or {})
+    return ExistingNode(
+        name=meta.get("name") or c.name, labels=labels, taints=scheduling_taints(node, c.nodeclaim) if node else [],
+        allocatable=node_allocatable(node) if node else {}, pods=list(c.pods), nodepool=c.nodepool_name,
+        in_flight=False, instance_type=labels.get(wk.INSTANCE_TYPE), zone=labels.get(wk.ZONE),
+        capacity_type=labels.get(wk.CAPACITY_TYPE), price=price_of(c.nodeclaim), initialized=True,
+    )
+
+
+def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], budgets=None, *, exclude=(),
+                 max_instance_types: int = 60) -> tuple[RescheduleResult, set[str]]:
+    """(the simulation, the node/NodeClaim names left out of the remaining capacity)."""
+    out: set[str] = set(exclude) | set(getattr(budgets, "exclude", ()) or ())
+    for c in candidates:
+        out.add(c.name)
+        if c.node_name:
+            out.add(c.node_name)
+    for name in list(out):
+        node = snap.node_of_nodeclaim(name)
+        if node is not None:
+            out.add((node.get("metadata") or {}).get("name"))
+    inputs, _problems = nodepool_inputs(snap)
+    others = existing_nodes(snap, held_reservations(snap), exclude=out)
+    result = simulate_removal([candidate_node(c, snap) for c in candidates], others=others, nodepools=inputs,
+                              daemonsets=snap.daemonsets, usage=snap.usage, pending=(),
+                              max_instance_types=max_instance_types)
+    return result, out
