@@ -58,6 +58,8 @@ class FunctionSpec:
     reserved_concurrency_param: str | None = None
     triggers: tuple[QueueTrigger | ScheduleTrigger, ...] = ()
     environment: dict[str, str] = field(default_factory=dict)
+    # custom (Powertools EMF) metrics of this function that raise an alarm as soon as they are above zero
+    alarm_metrics: tuple[str, ...] = ()
 
     @property
     def code_dir(self) -> Path:
@@ -89,7 +91,8 @@ def load_registry(path: Path = REGISTRY) -> tuple[FunctionSpec, ...]:
                                   timeout_seconds=f.get("timeoutSeconds", 60), memory_mb=f.get("memoryMb", 512),
                                   reserved_concurrency=f.get("reservedConcurrency"),
                                   reserved_concurrency_param=f.get("reservedConcurrencyParam"),
-                                  triggers=tuple(triggers), environment=dict(f.get("environment") or {})))
+                                  triggers=tuple(triggers), environment=dict(f.get("environment") or {}),
+                                  alarm_metrics=tuple(f.get("alarmMetrics") or ())))
     return tuple(specs)
 
 

@@ -27,6 +27,7 @@ CUSTOM_METRICS = (
     ("DecisionLatencyMs", "p99", "MAX", "decision latency p99 (ms)"),
     ("Interruptions", "Sum", "SUM", "interruptions"),
     ("CostPerHour", "Maximum", "MAX", "cost per hour (USD)"),
+    ("NodesDisrupted", "Sum", "SUM", "nodes disrupted"),
 )
 
 
@@ -51,6 +52,7 @@ class Monitoring(Construct):
         functions: dict[str, lambda_.IFunction],
         dead_letter_queues: dict[str, sqs.IQueue],
         alarm_topic_arn: str | None = None,
+        metric_alarms: dict[str, tuple[str, tuple[str, ...]]] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cw.Alarm] = []
@@ -75,6 +77,13 @@ class Monitoring(Construct):
         for name, fn in functions.items():
             alarm(f"{name}Errors", f"the {name} function failed (errors or timeouts)",
                   fn.metric_errors(period=Duration.minutes(5), statistic="Sum"))
+        # a function's own EMF metrics (registry "alarmMetrics"), e.g. the disruption sweeps' replacement failures;
+        # Powertools publishes them with exactly the dimensions cluster + service, so no SEARCH is needed
+        for name, (service, metrics) in (metric_alarms or {}).items():
+            for metric in metrics:
+                alarm(f"{name.capitalize()}{metric}", f"{metric} reported by the {name} function",
+                      cw.Metric(namespace=METRICS_NAMESPACE, metric_name=metric, statistic="Sum",
+                                period=Duration.minutes(5), dimensions_map={"cluster": cluster, "service": service}))
         if action:
             for alarm in self.alarms:
                 alarm.add_alarm_action(action)
@@ -89,6 +98,7 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             cw.GraphWidget(title="Interruptions", left=[custom[4]], width=8),
             cw.GraphWidget(title="Cost per hour", left=[custom[5]], width=8),
+            cw.GraphWidget(title="Disruptions", left=[custom[6]], width=8),
             cw.GraphWidget(
                 title="Dead-letter queue depth",
                 left=[q.metric_approximate_number_of_messages_visible(label=f"{n} DLQ", statistic="Maximum") for n, q in dead_letter_queues.items()],

@@ -187,6 +187,8 @@ class KarpenterLambdaStack(Stack):
             functions={n: f.function for n, f in self.functions.items()},
             dead_letter_queues={n: q.dlq for n, q in self.queues.items()},
             alarm_topic_arn=config.alarm_topic_arn,
+            metric_alarms={n: (f"karpenter-lambda-{n}", spec.alarm_metrics) for spec in FUNCTIONS
+                           for n in [spec.name] if spec.alarm_metrics},
         )
 
         outputs = {

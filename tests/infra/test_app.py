@@ -94,7 +94,7 @@ def variant(tmp_path_factory, synth_factory):
 
 def test_variant_parameters_reach_the_template(variant):
     fns = {k: v["Properties"] for k, v in variant.of_type("AWS::Lambda::Function").items()}
-    assert len(fns) == 2  # no nodePools: no custom resource provider
+    assert len(fns) == 4  # provisioner, lifecycle, drift, consolidation; no nodePools: no custom resource provider
     for p in fns.values():
         env = p["Environment"]["Variables"]
         assert env["KARPENTER_LAMBDA_KUBERNETES_VERSION"] == "1.33"
@@ -106,8 +106,10 @@ def test_variant_parameters_reach_the_template(variant):
     assert esm["Properties"]["BatchSize"] == 10
     assert "MaximumBatchingWindowInSeconds" not in esm["Properties"]
     assert esm["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 3}
-    [rule] = variant.of_type("AWS::Events::Rule").values()
-    assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
+    rules = {k: v["Properties"]["ScheduleExpression"] for k, v in variant.of_type("AWS::Events::Rule").items()}
+    assert [v for k, v in rules.items() if k.startswith("Lifecycle")] == ["rate(5 minutes)"]
+    # the drift and consolidation sweeps keep the default disruptionIntervalMinutes (1)
+    assert sorted(v for k, v in rules.items() if not k.startswith("Lifecycle")) == ["rate(1 minute)"] * 2
     assert {lg["Properties"]["RetentionInDays"] for lg in variant.of_type("AWS::Logs::LogGroup").values()} == {7}
     queue = next(v for k, v in variant.of_type("AWS::SQS::Queue").items() if "DeadLetter" not in k)
     assert queue["Properties"]["VisibilityTimeout"] == 6 * prov["Timeout"]

@@ -140,9 +140,23 @@ def test_function_assets_are_their_own_folders(synth):
         assert sorted(p.name for p in staged.iterdir()) == expected
 
 
-def test_only_the_two_functions_of_this_issue(synth):
+def test_the_registry_functions(synth):
     names = sorted(k for k in synth.of_type("AWS::Lambda::Function") if not k.startswith("AWS679f53fac002430cb0da5b7982bd2287"))
-    assert [n.split("Function")[0] for n in names] == ["Lifecycle", "Provisioner"]
+    assert [n.split("Function")[0] for n in names] == ["Consolidation", "Drift", "Lifecycle", "Provisioner"]
+
+
+def test_disruption_sweeps_schedule_and_alarms(synth):
+    for name in ("Drift", "Consolidation"):
+        rid, rule = _one(synth, "AWS::Events::Rule", f"{name}Every")
+        fid, fn = _one(synth, "AWS::Lambda::Function", f"{name}Function")
+        assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+        assert rule["Properties"]["Targets"][0]["Arn"] == _arn(fid)
+        assert fn["Properties"]["ReservedConcurrentExecutions"] == 1
+        alarms = {k: v["Properties"] for k, v in synth.of_type("AWS::CloudWatch::Alarm").items() if k.lower().startswith(f"monitoring{name.lower()}")}
+        metrics = {p.get("MetricName") for p in alarms.values()}
+        assert {"DisruptionErrors", "DisruptionReplacementFailures", "Errors"} <= metrics, metrics
+        custom = next(p for p in alarms.values() if p.get("MetricName") == "DisruptionReplacementFailures")
+        assert {d["Name"]: d["Value"] for d in custom["Dimensions"]}["service"] == f"karpenter-lambda-{name.lower()}"
 
 
 def test_layer(synth):
@@ -152,7 +166,7 @@ def test_layer(synth):
 
 
 def test_lifecycle_schedule(synth):
-    rid, rule = _one(synth, "AWS::Events::Rule")
+    rid, rule = _one(synth, "AWS::Events::Rule", "Lifecycle")
     fid, fn = _one(synth, "AWS::Lambda::Function", "LifecycleFunction")
     p = rule["Properties"]
     assert p["ScheduleExpression"] == "rate(1 minute)"
@@ -163,8 +177,8 @@ def test_lifecycle_schedule(synth):
     assert fn["Properties"]["ReservedConcurrentExecutions"] == 1
     perm = [v for v in synth.of_type("AWS::Lambda::Permission").values() if v["Properties"].get("SourceArn") == _arn(rid)]
     assert perm and perm[0]["Properties"]["Principal"] == "events.amazonaws.com"
-    [cfg] = synth.of_type("AWS::Lambda::EventInvokeConfig").values()
-    assert cfg["Properties"]["MaximumRetryAttempts"] == 0
+    cfgs = synth.of_type("AWS::Lambda::EventInvokeConfig").values()
+    assert cfgs and all(c["Properties"]["MaximumRetryAttempts"] == 0 for c in cfgs)
 
 
 # -- EKS -------------------------------------------------------------------------------------------
@@ -237,7 +251,8 @@ def test_dashboard_shows_every_metric(synth):
 
 def test_alarms(synth):
     alarms = synth.of_type("AWS::CloudWatch::Alarm")
-    assert len(alarms) == 3
+    # one per DLQ, one per function (errors), and the sweeps' own metrics (2 each for drift and consolidation)
+    assert len(alarms) == 1 + 4 + 4
     dlq_id, _ = _one(synth, "AWS::SQS::Queue", "PodQueueDeadLetter")
     dlq_alarm = next(a["Properties"] for a in alarms.values() if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible")
     assert dlq_alarm["Namespace"] == "AWS/SQS"

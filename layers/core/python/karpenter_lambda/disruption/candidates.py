@@ -167,8 +167,11 @@ def build_candidates(snap: ClusterSnapshot, *, forceful: bool = False, exclude: 
                      ) -> tuple[list[Candidate], list[tuple[str, str, str]]]:
     """(candidates, skipped) where skipped is (nodeclaim, cause, message) for nodes that are not candidates for a
     reason the user should see (nominated).  ``exclude``: NodeClaims already being disrupted."""
+    from .replace import needed_by_pending
+
     out: list[Candidate] = []
     skipped: list[tuple[str, str, str]] = []
+    needed: dict[str, list[str]] | None = None
     for nc in sorted(snap.nodeclaims.values(), key=lambda c: c.name):
         if nc.name in exclude or nc.metadata.get("deletionTimestamp"):
             continue
@@ -179,10 +182,13 @@ def build_candidates(snap: ClusterSnapshot, *, forceful: bool = False, exclude: 
         if not forceful:
             if node is None or not nc.is_true("Initialized") or is_terminating(node):
                 continue
-            waiting = nominated(snap, nc)
+            waiting = [pod_key(p) for p in nominated(snap, nc)]
+            if not waiting:
+                if needed is None:
+                    needed = needed_by_pending(snap)
+                waiting = needed.get((node.get("metadata") or {}).get("name"), [])
             if waiting:
-                skipped.append((nc.name, BLOCK_PODS_WOULD_NOT_FIT,
-                                f"nominated for pending pod {pod_key(waiting[0])}"
+                skipped.append((nc.name, BLOCK_PODS_WOULD_NOT_FIT, f"nominated for pending pod {waiting[0]}"
                                 + (f" and {len(waiting) - 1} more" if len(waiting) > 1 else "")))
                 continue
         out.append(make_candidate(snap, nc, node, nodepool))

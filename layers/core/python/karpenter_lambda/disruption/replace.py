@@ -12,8 +12,9 @@ from ..api import labels as wk
 from ..api.kube import node_allocatable
 from ..api.snapshot import ClusterSnapshot
 from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs, price_of, scheduling_taints
+from ..scheduling.inputs import scheduling_input
 from ..scheduling.reschedule import RescheduleResult, simulate_removal
-from ..scheduling.solver import ExistingNode
+from ..scheduling.solver import ExistingNode, SchedulingError, solve
 from .types import Candidate
 
 
@@ -47,3 +48,17 @@ def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], budgets=Non
                               daemonsets=snap.daemonsets, usage=snap.usage, pending=(),
                               max_instance_types=max_instance_types)
     return result, out
+
+
+def needed_by_pending(snap: ClusterSnapshot) -> dict[str, list[str]]:
+    """Node name -> the pending pods the scheduler would place there now (Karpenter keeps a node a pending pod was
+    nominated to; here the provisioner only reserves in-flight NodeClaims, so the question is asked directly).
+    One solver call, only when pods are pending."""
+    pending = snap.pending_pods()
+    if not pending:
+        return {}
+    try:
+        inp, _ = scheduling_input(snap, pending, held=held_reservations(snap))
+        return {name: list(keys) for name, keys in solve(inp).existing.items()}
+    except SchedulingError:
+        return {}
