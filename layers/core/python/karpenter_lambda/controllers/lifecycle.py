@@ -50,9 +50,12 @@ class LifecycleReport:
     deleted: list[dict] = field(default_factory=list)        # {nodeClaim, reason}
     released: list[str] = field(default_factory=list)        # launch claims released without a NodeClaim
     errors: list[str] = field(default_factory=list)
+    draining: list[str] = field(default_factory=list)        # deleting NodeClaims whose node still has pods to drain
+    evicted: list[dict] = field(default_factory=list)        # {pod, node, how}: evicted, or deleted at the deadline
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in ("registered", "initialized", "terminated", "deleted", "released", "errors")}
+        return {k: getattr(self, k) for k in ("registered", "initialized", "terminated", "deleted", "released", "errors",
+                                              "draining", "evicted")}
 
 
 def _cond(nc: NodeClaim, type_: str) -> dict | None:
@@ -217,7 +220,12 @@ class Lifecycle:
         iid = instance_id_of(nc.status.get("providerID"))
         inst = instances.get(iid) if iid else None
         reason = (nc.annotations or {}).get("karpenter-lambda.io/deletion-reason") or "deletion requested"
-        if self.terminator.finalize(nc, node, inst, report.errors) == "deleted":
+        outcome = self.terminator.finalize(nc, node, inst, report.errors)
+        report.evicted.extend(self.terminator.actions)
+        self.terminator.actions.clear()
+        if outcome == "draining":
+            report.draining.append(nc.name)
+        elif outcome == "deleted":
             report.deleted.append({"nodeClaim": nc.name, "reason": reason})
             self._decision("delete", f"deleted NodeClaim {nc.name}: {reason}", nodeclaim=nc.name, reason=reason)
         return True
