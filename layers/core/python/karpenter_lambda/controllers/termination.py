@@ -165,16 +165,18 @@ class Terminator:
                     self._record(nodeclaim.name, {"group": eviction.GROUPS[step.group], "blocked": dict(step.blocked)})
                 return "draining"
             prev_group = step.group
-            patch = self._act(nodeclaim, name, step, now)
+            patch: dict = {"group": eviction.GROUPS[step.group], "evicted": {}, "deleted": {}, "blocked": dict(step.blocked)}
             if not started:
                 patch["startedAt"] = runtime.iso(now)
                 started = True
+            try:
+                self._act(nodeclaim, name, step, now, patch)
+            finally:   # what was done is recorded even when a later call fails
+                self._record(nodeclaim.name, patch)
             deleted.update(patch["deleted"])
-            self._record(nodeclaim.name, patch)
         return "draining"
 
-    def _act(self, nodeclaim, name: str, step, now: float) -> dict:
-        patch: dict = {"group": eviction.GROUPS[step.group], "evicted": {}, "deleted": {}, "blocked": dict(step.blocked)}
+    def _act(self, nodeclaim, name: str, step, now: float, patch: dict) -> None:
         for p in step.delete:
             ns, pn = (p["metadata"].get("namespace") or "default"), p["metadata"]["name"]
             self.kube.delete_pod(ns, pn)
@@ -193,4 +195,3 @@ class Terminator:
                 patch["blocked"][pod_uid(p)] = "PodDisruptionBudget (429)"
                 self.decide("evict-blocked", f"eviction of pod {pod_key(p)} refused by a PodDisruptionBudget; retried",
                             nodeclaim=nodeclaim.name, pod=pod_key(p))
-        return patch
