@@ -25,7 +25,7 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m karpenter_lambda demo
-	$(PY) -m karpenter_lambda simulate examples/demo/nodepools.yaml examples/demo/workloads.yaml
+	$(PY) -m karpenter_lambda simulate examples/demo/nodepools.yaml examples/demo/workloads.yaml examples/demo/scenario.yaml
 
 bench: $(STAMP)
 	@mkdir -p .bench-out

@@ -410,10 +410,14 @@ class Simulation:
                     _, _, kind, data = heapq.heappop(self._timers)
                     self._fire(kind, data)
                 continue
+            ran = False
             for name, mod, interval in self.scheduled:
                 if next_run[name] <= t_next:
+                    if ran:   # the kube-scheduler acts within milliseconds, between two functions too
+                        self._kube_scheduler_pass()
                     self._invoke_scheduled(name, mod)
                     next_run[name] += interval
+                    ran = True
 
     def _kube_scheduler_pass(self) -> None:
         from . import kubescheduler
