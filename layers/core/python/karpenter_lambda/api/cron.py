@@ -1,20 +1,28 @@
-"""Standard 5-field cron schedules (as robfig/cron's ParseStandard reads them), in UTC.
+"""Standard 5-field cron schedules in UTC, as Karpenter's disruption budgets read them (robfig/cron ParseStandard),
+on the maintained ``cronsim`` library.
 
-Karpenter disruption budgets use ``schedule`` + ``duration``: a budget is active
-when a schedule hit happened within the last ``duration``.  Fields are
-``minute hour day-of-month month day-of-week``; each is ``*``/``?``, a value, a
-range ``a-b``, a step ``*/n``, ``a/n`` or ``a-b/n``, or a comma list of those.
-Months and weekdays take names (``JAN``, ``mon``).  Descriptors: ``@yearly``,
-``@annually``, ``@monthly``, ``@weekly``, ``@daily``, ``@midnight``, ``@hourly``.
-Timezone prefixes (``TZ=``/``CRON_TZ=``) are rejected: Karpenter schedules are UTC.
+A budget with ``schedule`` + ``duration`` is active when a schedule hit happened within the last ``duration``
+(Karpenter's ``Budget.IsActive``: the next hit after ``now - duration`` is not after ``now``).  Fields are
+``minute hour day-of-month month day-of-week``; names for months and weekdays; day-of-month and day-of-week OR
+when both are restricted (as robfig and Vixie cron; cronsim does the same).
+
+What this wrapper adds to cronsim, so the accepted language is robfig's:
+
+* the descriptors ``@yearly``/``@annually``/``@monthly``/``@weekly``/``@daily``/``@midnight``/``@hourly``;
+* ``?`` (robfig's "no specific value", for day-of-month and day-of-week) is read as ``*``;
+* day-of-week ``7`` is refused (robfig's ParseStandard range is 0-6; cronsim would take it as Sunday);
+* ``TZ=``/``CRON_TZ=`` prefixes and ``@every`` are refused: Karpenter schedules are UTC.
 
 Pure: callers pass the time in; nothing reads a clock.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+
+from cronsim import CronSim, CronSimError
 
 __all__ = ["CronError", "CronSchedule", "parse_cron", "budget_active", "DESCRIPTORS"]
 
@@ -27,132 +35,95 @@ DESCRIPTORS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-
+_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 _MONTHS = {n: i + 1 for i, n in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}
 _DAYS = {n: i for i, n in enumerate("sun mon tue wed thu fri sat".split())}
-# (name, low, high, names)
-_FIELDS = (
-    ("minute", 0, 59, None),
-    ("hour", 0, 23, None),
-    ("day-of-month", 1, 31, None),
-    ("month", 1, 12, _MONTHS),
-    ("day-of-week", 0, 6, _DAYS),
-)
+_FIELDS = (("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day-of-month", 1, 31, {}), ("month", 1, 12, _MONTHS),
+           ("day-of-week", 0, 6, _DAYS))
 
 
 class CronError(ValueError):
-    """A schedule that does not parse; the message names the field and the problem."""
-
-
-def _value(text: str, name: str, low: int, high: int, names) -> int:
-    if names and text.lower() in names:
-        return names[text.lower()]
-    if not text.isdigit():
-        raise CronError(f"{name} field: {text!r} is not a number" + (" or a name" if names else ""))
-    v = int(text)
-    if not low <= v <= high:
-        raise CronError(f"{name} field: {v} is out of range {low}-{high}")
-    return v
-
-
-def _field(text: str, name: str, low: int, high: int, names) -> tuple[frozenset[int], bool]:
-    """Parse one field -> (allowed values, is_star)."""
-    if text == "":
-        raise CronError(f"{name} field is empty")
-    values: set[int] = set()
-    star = False
-    for part in text.split(","):
-        if part == "":
-            raise CronError(f"{name} field: empty list element in {text!r}")
-        rng, _, step_s = part.partition("/")
-        step = 1
-        if _:
-            if not step_s.isdigit() or int(step_s) == 0:
-                raise CronError(f"{name} field: step {step_s!r} must be a positive integer")
-            step = int(step_s)
-        if rng in ("*", "?"):
-            lo, hi = low, high
-            star = star or step == 1
-        elif "-" in rng:
-            a, _, b = rng.partition("-")
-            lo, hi = _value(a, name, low, high, names), _value(b, name, low, high, names)
-            if lo > hi:
-                raise CronError(f"{name} field: range {rng!r} runs backwards")
-        else:
-            lo = _value(rng, name, low, high, names)
-            hi = high if _ else lo
-        values.update(range(lo, hi + 1, step))
-    return frozenset(values), star
+    """A schedule that does not parse (the message says which field)."""
 
 
 @dataclass(frozen=True)
 class CronSchedule:
-    expr: str
-    minutes: frozenset[int]
-    hours: frozenset[int]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]  # 0 = Sunday
-    dom_star: bool
-    dow_star: bool
-
-    def _day_matches(self, d: datetime) -> bool:
-        dom = d.day in self.days
-        dow = (d.isoweekday() % 7) in self.weekdays
-        if self.dom_star or self.dow_star:
-            return dom and dow
-        return dom or dow  # both restricted: either may match (cron semantics)
-
-    def matches(self, t: datetime) -> bool:
-        t = _utc(t)
-        return t.minute in self.minutes and t.hour in self.hours and t.month in self.months and self._day_matches(t)
+    expr: str                 # as written
+    spec: str                 # the 5-field form given to cronsim
+    minutes: frozenset
+    hours: frozenset
+    days: frozenset
+    months: frozenset
+    weekdays: frozenset
 
     def next_after(self, t: datetime) -> datetime | None:
-        """The first hit strictly after ``t`` (UTC, whole minutes); ``None`` if none within 5 years."""
-        t = _utc(t).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        day = t.replace(hour=0, minute=0)
-        for _ in range(366 * 5 + 2):
-            if day.month in self.months and self._day_matches(day):
-                for h in sorted(self.hours):
-                    for m in sorted(self.minutes):
-                        hit = day.replace(hour=h, minute=m)
-                        if hit >= t:
-                            return hit
-            day += timedelta(days=1)
-        return None
+        """The first hit strictly after ``t`` (UTC)."""
+        t = _utc(t).replace(second=0, microsecond=0) + timedelta(minutes=1) - timedelta(seconds=1)
+        try:
+            return next(iter(CronSim(self.spec, t)))
+        except StopIteration:
+            return None
+
+    def matches(self, t: datetime) -> bool:
+        t = _utc(t).replace(second=0, microsecond=0)
+        return self.next_after(t - timedelta(minutes=1)) == t
 
 
 def _utc(t: datetime) -> datetime:
-    if t.tzinfo is None:
-        return t.replace(tzinfo=timezone.utc)
-    return t.astimezone(timezone.utc)
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
 
 
 def parse_cron(expr: str) -> CronSchedule:
-    """Parse a 5-field schedule or an @descriptor; raises :class:`CronError` with a specific message."""
-    if not isinstance(expr, str):
-        raise CronError(f"schedule must be a string, got {type(expr).__name__}")
+    if not isinstance(expr, str) or not expr.strip():
+        raise CronError("empty schedule: expected 5 fields (minute hour day-of-month month day-of-week) or @daily-style")
     text = expr.strip()
-    if text.upper().startswith(("TZ=", "CRON_TZ=")):
-        raise CronError("timezones are not supported: budget schedules are always UTC")
+    if text.startswith(("TZ=", "CRON_TZ=")):
+        raise CronError(f"schedule {expr!r}: timezones are not supported (budget schedules are UTC)")
     if text.startswith("@"):
-        if text not in DESCRIPTORS:
-            raise CronError(f"unknown descriptor {text!r}: expected one of {', '.join(DESCRIPTORS)}")
-        text = DESCRIPTORS[text]
-    parts = text.split()
-    if len(parts) != 5:
-        raise CronError(f"expected 5 fields (minute hour day-of-month month day-of-week), got {len(parts)}")
-    parsed = [_field(p, *spec) for p, spec in zip(parts, _FIELDS)]
-    return CronSchedule(
-        expr=expr,
-        minutes=parsed[0][0],
-        hours=parsed[1][0],
-        days=parsed[2][0],
-        months=parsed[3][0],
-        weekdays=parsed[4][0],
-        dom_star=parsed[2][1],
-        dow_star=parsed[4][1],
-    )
+        if text.lower() not in DESCRIPTORS:
+            raise CronError(f"schedule {expr!r}: unknown descriptor (use one of {', '.join(DESCRIPTORS)})")
+        text = DESCRIPTORS[text.lower()]
+    fields = text.split()
+    if len(fields) != 5:
+        raise CronError(f"schedule {expr!r}: expected 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}")
+    fields = [("*" if f == "?" and i in (2, 4) else f) for i, f in enumerate(fields)]
+    if any(int(n) > 6 for n in re.findall(r"\d+", fields[4])):
+        raise CronError(f"schedule {expr!r}: day-of-week must be 0-6 (Sunday is 0)")
+    spec = " ".join(fields)
+    try:
+        sim = CronSim(spec, _EPOCH)
+    except CronSimError as e:
+        raise CronError(f"schedule {expr!r}: {_explain(fields) or e}") from None
+    return CronSchedule(expr=expr, spec=spec, minutes=frozenset(sim.minutes), hours=frozenset(sim.hours),
+                        days=frozenset(sim.days), months=frozenset(sim.months), weekdays=frozenset(sim.weekdays))
+
+
+def _explain(fields: list[str]) -> str | None:
+    """Which field is wrong and why, for the error message (cronsim only says "Bad minute")."""
+    for text, (name, low, high, names) in zip(fields, _FIELDS):
+        for part in text.split(","):
+            rng, _, step = part.partition("/")
+            if step and (not step.isdigit() or int(step) == 0):
+                return f"{name} field: step {step!r} must be a positive integer"
+            if rng in ("*", "?"):
+                continue
+            bounds = rng.split("-")
+            if len(bounds) > 2 or not all(bounds):
+                return f"{name} field: {part!r} is not a value, a range a-b or a step"
+            vals = []
+            for b in bounds:
+                if b.isdigit():
+                    vals.append(int(b))
+                elif b.lower() in names:
+                    vals.append(names[b.lower()])
+                else:
+                    return f"{name} field: {b!r} is not a number or a name"
+            for v in vals:
+                if not low <= v <= high:
+                    return f"{name} field: {v} is out of range {low}-{high}"
+            if len(vals) == 2 and vals[0] > vals[1]:
+                return f"{name} field: range {part!r} is backwards"
+    return None
 
 
 def budget_active(schedule: str, duration_seconds: int, now: datetime) -> bool:
@@ -162,5 +133,9 @@ def budget_active(schedule: str, duration_seconds: int, now: datetime) -> bool:
     """
     sched = parse_cron(schedule)
     now = _utc(now)
-    nxt = sched.next_after(now - timedelta(seconds=duration_seconds))
-    return nxt is not None and nxt <= now
+    start = now - timedelta(seconds=duration_seconds)
+    try:
+        nxt = next(iter(CronSim(sched.spec, start)))
+    except StopIteration:
+        return False
+    return nxt <= now

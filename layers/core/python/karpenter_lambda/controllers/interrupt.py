@@ -89,35 +89,17 @@ def is_transient(exc: BaseException | str | None) -> bool:
 
 
 def allowed_disruptions(nodepool, nodeclaims: list, now: float) -> tuple[int, str]:
-    """How many more NodeClaims of ``nodepool`` may start deleting now, and the budget that decided it.
+    """How many more NodeClaims of ``nodepool`` may start deleting now (reason ``Drifted``), and the budget that
+    decided it: the disruption budgets of :mod:`karpenter_lambda.disruption.budgets` over the NodePool's
+    NodeClaims, minus the ones already deleting."""
+    from ..disruption.budgets import allowed_disruptions as budget_allowance
 
-    Kept simple: the budgets that apply to reason ``Drifted`` (or to every reason) and are active now (a schedule
-    that does not parse fails closed: 0); percentages of the NodePool's NodeClaims round up; the minimum wins; minus
-    the NodeClaims already deleting.  No budget applying means no limit.
-    """
-    from ..api.cron import budget_active
-    from ..api.durations import parse_duration
-
-    budgets = nodepool.disruption.get("budgets") or [{"nodes": "10%"}]
     total = len(nodeclaims)
     deleting = sum(1 for nc in nodeclaims if nc.metadata.get("deletionTimestamp"))
-    best, which = None, "no budget applies"
-    for i, b in enumerate(budgets):
-        if b.get("reasons") and "Drifted" not in b["reasons"]:
-            continue
-        nodes = str(b.get("nodes", "10%"))
-        try:
-            if b.get("schedule") and not budget_active(b["schedule"], parse_duration(b.get("duration") or "0s"),
-                                                       datetime.fromtimestamp(now, tz=timezone.utc)):
-                continue
-            value = math.ceil(int(nodes[:-1]) * total / 100) if nodes.endswith("%") else int(nodes)
-        except ValueError:  # a schedule, duration or count that does not parse: fail closed
-            value = 0
-        if best is None or value < best:
-            best, which = value, f"budgets[{i}] nodes={nodes}"
-    if best is None:
-        return total, which
-    return best - deleting, f"{which}: {best} of {total} NodeClaims, {deleting} deleting"
+    a = budget_allowance(nodepool, "Drifted", total_nodes=total, disrupting=deleting, now=now)
+    if a.limit is None:
+        return total - deleting, "no budget applies"
+    return a.limit - deleting, f"{a.budget or 'budget'}: {a.limit} of {total} NodeClaims, {deleting} deleting"
 
 
 @dataclass
