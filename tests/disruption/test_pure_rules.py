@@ -1,0 +1,98 @@
+"""The pure rules: budgets, PDB arithmetic, do-not-disrupt durations (no I/O, no clock)."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from karpenter_lambda.api.objects import NodePool
+from karpenter_lambda.disruption.budgets import allowed_disruptions, parse_nodes
+from karpenter_lambda.disruption.candidates import do_not_disrupt_until
+from karpenter_lambda.disruption.pdb import blocking_pdb, disruptions_allowed
+
+
+def np_(budgets=None):
+    d = {} if budgets is None else {"budgets": budgets}
+    return NodePool({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "p"},
+                     "spec": {"template": {"spec": {}}, "disruption": d}})
+
+
+def ts(s):
+    return datetime.fromisoformat(s).replace(tzinfo=timezone.utc).timestamp()
+
+
+MON_10 = ts("2026-12-07T10:00:00")   # a Monday
+MON_18 = ts("2026-12-07T18:00:00")
+
+
+def allowed(budgets, reason="Empty", total=10, disrupting=0, now=MON_10):
+    return allowed_disruptions(np_(budgets), reason, total_nodes=total, disrupting=disrupting, now=now)
+
+
+def test_defaults_and_rounding():
+    assert allowed(None).limit == 1 and allowed(None, total=11).limit == 2      # 10%, rounded up
+    assert allowed(None, total=0).limit == 0
+    assert allowed([{"nodes": "30%"}]).limit == 3
+    assert allowed([{"nodes": "0"}]).allowed == 0
+    assert allowed([]).limit is None and allowed([]).allowed > 10 ** 6     # an explicit empty list: no limit
+    assert parse_nodes("100%", 7) == 7
+    with pytest.raises(ValueError):
+        parse_nodes("-1", 3)
+
+
+def test_reasons_minimum_and_disrupting():
+    budgets = [{"nodes": "5"}, {"nodes": "1", "reasons": ["Drifted"]}]
+    assert allowed(budgets, "Drifted").limit == 1 and allowed(budgets, "Empty").limit == 5
+    assert allowed(budgets, "Empty", disrupting=3).allowed == 2
+    assert allowed(budgets, "Empty", disrupting=9).allowed == 0                 # never below 0
+
+
+def test_cron_windows():
+    budgets = [{"nodes": "0", "schedule": "0 9 * * 1-5", "duration": "8h"}, {"nodes": "100%"}]
+    assert allowed(budgets, now=MON_10).limit == 0                              # inside 09:00-17:00 on a weekday
+    assert allowed(budgets, now=MON_18).limit == 10                             # outside: the other budget
+    night = [{"nodes": "0", "schedule": "0 22 * * *", "duration": "10h"}]        # crosses midnight
+    assert allowed(night, now=ts("2026-12-08T03:00:00")).limit == 0
+    assert allowed(night, now=ts("2026-12-08T09:00:00")).limit is None
+    assert allowed([{"nodes": "2", "schedule": "@daily", "duration": "1h"}], now=ts("2026-12-08T00:30:00")).limit == 2
+
+
+@pytest.mark.parametrize("bad", [{"nodes": "ten"}, {"nodes": "1", "schedule": "61 * * * *", "duration": "1h"},
+                                 {"nodes": "1", "schedule": "@daily"}, {"nodes": "150%"}])
+def test_an_invalid_budget_allows_zero(bad):
+    a = allowed([{"nodes": "100%"}, bad])
+    assert a.limit == 0 and a.allowed == 0 and "budgets[1]" in a.budget
+
+
+def pod(name, labels, ready=True, phase="Running"):
+    conds = [{"type": "Ready", "status": "True" if ready else "False"}]
+    return {"metadata": {"name": name, "namespace": "default", "labels": labels, "uid": name},
+            "status": {"phase": phase, "conditions": conds}}
+
+
+def pdb(**spec):
+    return {"metadata": {"name": "b", "namespace": "default"}, "spec": {"selector": {"matchLabels": {"app": "a"}}, **spec}}
+
+
+def test_pdb_arithmetic():
+    pods = [pod(f"a{i}", {"app": "a"}) for i in range(4)] + [pod("x", {"app": "b"})]
+    assert disruptions_allowed(pdb(maxUnavailable=0), pods) == 0
+    assert disruptions_allowed(pdb(maxUnavailable="50%"), pods) == 2
+    assert disruptions_allowed(pdb(minAvailable=3), pods) == 1
+    pods[0] = pod("a0", {"app": "a"}, ready=False)
+    assert disruptions_allowed(pdb(maxUnavailable=1), pods) == 0              # one already unavailable
+    assert blocking_pdb(pods[1], [pdb(maxUnavailable=1)], pods) is not None
+    assert blocking_pdb(pods[0], [pdb(maxUnavailable=1)], pods) is None       # an unhealthy pod is never held
+    assert blocking_pdb(pods[4], [pdb(maxUnavailable=0)], pods) is None       # not selected
+    with_status = {**pdb(maxUnavailable=0), "status": {"disruptionsAllowed": 2}}
+    assert disruptions_allowed(with_status, pods) == 2                        # the API server's number wins
+
+
+def test_do_not_disrupt_values():
+    p = pod("p", {})
+    p["status"]["startTime"] = "2026-12-07T10:00:00Z"
+    p["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    assert do_not_disrupt_until(p) == float("inf")
+    p["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "30m"}
+    assert do_not_disrupt_until(p) == MON_10 + 1800
+    p["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "soon"}
+    assert do_not_disrupt_until(p) is None
