@@ -104,6 +104,11 @@ class DisruptionWorld:
                 return nc
         return None
 
+    def nodeclaim_of_name(self, name: str) -> str | None:
+        """The instance id of a NodeClaim."""
+        nc = self.w.store.get("NodeClaim", name)
+        return (nc.status.get("providerID") or "").rsplit("/", 1)[-1] if nc else None
+
     def nodeclaims(self) -> set[str]:
         return {nc.name for nc in self.w.store.list("NodeClaim")}
 

@@ -4,6 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from karpenter_lambda.api.cron import CronError, budget_active, parse_cron
 from karpenter_lambda.api.objects import NodePool
 from karpenter_lambda.disruption.budgets import (REASONS, UNLIMITED, Allowance, allowed_disruptions, budget_limit,
                                                  parse_nodes)
@@ -208,3 +209,48 @@ def test_pure_no_clock(monkeypatch):
     monkeypatch.setattr(time, "time", lambda: (_ for _ in ()).throw(AssertionError("clock read")))
     assert allow([BUSINESS_HOURS_FREEZE], now=MON_10).limit == 0
     assert allow([BUSINESS_HOURS_FREEZE], now=MON_18).limit is None
+
+
+# --- the cron wrapper: robfig/cron ParseStandard semantics on cronsim -------------------------------------------
+
+
+def dt(s: str) -> datetime:
+    return datetime.fromisoformat(s).replace(tzinfo=timezone.utc)
+
+
+def test_cron_day_or_semantics_follow_robfig():
+    # robfig ORs day-of-month and day-of-week unless one is unrestricted ('*', '?', '*/1')
+    odd_days_or_monday = parse_cron("0 0 */2 * 1")          # cronsim alone would AND ('*/2' starts with '*')
+    assert odd_days_or_monday.matches(dt("2026-12-07T00:00:00"))      # Monday the 7th (odd anyway)
+    assert odd_days_or_monday.matches(dt("2026-12-14T00:00:00"))      # Monday the 14th: OR
+    assert odd_days_or_monday.matches(dt("2026-12-03T00:00:00"))      # Thursday the 3rd: OR
+    assert not odd_days_or_monday.matches(dt("2026-12-04T00:00:00"))  # Friday the 4th
+    mondays = parse_cron("0 0 ? * 1")                         # '?' is '*': AND -> Mondays only
+    assert mondays.matches(dt("2026-12-14T00:00:00")) and not mondays.matches(dt("2026-12-03T00:00:00"))
+    assert parse_cron("0 0 5,* * 1").matches(dt("2026-12-14T00:00:00"))
+    assert not parse_cron("0 0 5,* * 1").matches(dt("2026-12-15T00:00:00"))   # a list with '*' is unrestricted
+
+
+def test_cron_weekday_steps_stop_at_saturday():
+    s = parse_cron("0 0 * * mon/2")                           # robfig: 1-6/2 = Mon, Wed, Fri
+    assert s.weekdays == frozenset({1, 3, 5})
+    assert s.next_after(dt("2026-12-11T12:00:00")) == dt("2026-12-14T00:00:00")   # Fri -> Mon, not Sunday
+    assert parse_cron("0 0 * * */3").weekdays == frozenset({0, 3, 6})
+    assert parse_cron("* * * * *").weekdays == frozenset(range(7))
+
+
+@pytest.mark.parametrize("expr", ["0 0 L * *", "0 0 LW * *", "0 0 * * 5L", "0 0 * * 1#2", "0 0 * * 7", "@DAILY",
+                                  "@every 1h", "CRON_TZ=UTC 0 9 * * *", "0 0 30 2 *", "0 9 * * 1 *"])
+def test_cron_refuses_what_robfig_or_karpenter_refuses(expr):
+    with pytest.raises(CronError):
+        parse_cron(expr)
+    assert allow([{"nodes": "100%"}, {"nodes": "1", "schedule": expr, "duration": "1h"}]).allowed == 0
+
+
+def test_budget_active_boundaries():
+    # active in (hit, hit + duration]: Karpenter's !schedule.Next(now - d).After(now)
+    assert budget_active("0 9 * * *", 3600, dt("2026-12-07T09:00:00"))
+    assert budget_active("0 9 * * *", 3600, dt("2026-12-07T09:59:59"))
+    assert not budget_active("0 9 * * *", 3600, dt("2026-12-07T10:00:00"))
+    assert not budget_active("0 9 * * *", 3600, dt("2026-12-07T08:59:59"))
+    assert not budget_active("0 9 * * *", 0, dt("2026-12-07T09:00:00"))   # a zero duration is never active

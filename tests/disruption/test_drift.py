@@ -115,3 +115,33 @@ def test_a_node_whose_pods_cannot_be_rescheduled_is_skipped(make_world):
     (b,) = out["drift"]["blocked"]
     assert b["nodeClaim"] == old["name"] and b["cause"] == "would leave pods pending" and "app0-0" in b["message"]
     assert d.alive() == {old["name"]}
+
+
+def test_a_replacement_that_cannot_launch_keeps_the_node_and_removes_the_taint(make_world):
+    d = make_world(consolidate_after="Never")
+    (old,) = d.nodes_with_pods([2])
+    cpu = d.w.store.get("NodeClaim", old["name"]).status["capacity"]["cpu"]
+    # the limit has room for the replacement only once the old node is gone: the launch is refused
+    _change_nodepool(d, lambda s: s.__setitem__("limits", {"cpu": str(cpu)}))
+    _change_nodepool(d, lambda s: s["template"].setdefault("metadata", {}).setdefault("labels", {}).update(team="d"))
+    assert [p["nodeClaim"] for p in d.tick(30, "drift")["drift"]["proposed"]] == [old["name"]]
+    out = d.tick(30, "drift")
+    (f,) = out["drift"]["failed"]
+    assert f["nodeClaim"] == old["name"] and "did not launch" in f["why"] and "limit" in f["why"].lower()
+    node = d.w.server.store.get("nodes", old["nodeName"])
+    assert not any(t["key"] == "karpenter.sh/disrupted" for t in node["spec"].get("taints") or [])
+    assert d.alive() == {old["name"]} and len(d.pods_on(old["nodeName"])) == 2
+
+
+def test_a_sweep_that_fails_mid_decision_is_finished_by_the_next(make_world):
+    d = make_world(consolidate_after="Never")
+    (old,) = d.nodes_with_pods([1])
+    _change_nodepool(d, lambda s: s["template"].setdefault("metadata", {}).setdefault("labels", {}).update(team="e"))
+    d.tick(30, "drift")
+    d.w.server.add_fault(status=403, times=1, method="PATCH", path=rf"/nodes/{old['nodeName']}$")
+    out = d.tick(30, "drift")                        # the taint fails: nothing launched, the decision stays
+    assert out["drift"]["errors"] and out["drift"]["replacing"] == []
+    out = d.tick(30, "drift")
+    (rep,) = out["drift"]["replacing"][0]["replacements"]
+    _tick_until(d, lambda o: not d.w.store.get("NodeClaim", old["name"]))
+    assert d.nodeclaims() == {rep} and d.running() == {d.nodeclaim_of_name(rep)}

@@ -3,22 +3,35 @@ on the maintained ``cronsim`` library.
 
 A budget with ``schedule`` + ``duration`` is active when a schedule hit happened within the last ``duration``
 (Karpenter's ``Budget.IsActive``: the next hit after ``now - duration`` is not after ``now``).  Fields are
-``minute hour day-of-month month day-of-week``; names for months and weekdays; day-of-month and day-of-week OR
-when both are restricted (as robfig and Vixie cron; cronsim does the same).
+``minute hour day-of-month month day-of-week``; names for months and weekdays (any case).
 
-What this wrapper adds to cronsim, so the accepted language is robfig's:
+cronsim evaluates; this wrapper decides what is accepted (robfig's grammar) and bridges where cronsim and robfig
+differ:
 
-* the descriptors ``@yearly``/``@annually``/``@monthly``/``@weekly``/``@daily``/``@midnight``/``@hourly``;
-* ``?`` (robfig's "no specific value", for day-of-month and day-of-week) is read as ``*``;
-* day-of-week ``7`` is refused (robfig's ParseStandard range is 0-6; cronsim would take it as Sunday);
-* ``TZ=``/``CRON_TZ=`` prefixes and ``@every`` are refused: Karpenter schedules are UTC.
+* descriptors ``@yearly``/``@annually``/``@monthly``/``@weekly``/``@daily``/``@midnight``/``@hourly`` are
+  expanded here (lower case only, as robfig and the CRD pattern);
+* ``?`` (robfig's "any", like ``*``) is read as ``*`` in every field;
+* day-of-week ``N/step`` runs from N to 6 as in robfig (cronsim runs on to its 7, a second Sunday), and the
+  ``weekdays`` set reports Sunday as 0 only;
+* the grammar is robfig's: ``*``, values, ``a-b`` ranges, ``/step`` and comma lists; cronsim's extensions
+  (``L``, ``LW``, ``5L``, ``1#2``) are refused, and so is day-of-week ``7`` (robfig's range is 0-6; cronsim would
+  read it as Sunday);
+* day-of-month / day-of-week: robfig ANDs the two when either field is unrestricted (``*``, ``?``, ``*/1``, or a
+  list holding one of those), otherwise ORs them; cronsim ANDs when either field merely *starts* with ``*``.  The
+  wrapper rewrites the fields so cronsim's rule gives robfig's answer: a field robfig sees as unrestricted becomes
+  ``*`` (its set is the full range anyway), and a stepped star (``*/2``) becomes the explicit range (``1-31/2``,
+  ``0-6/2``), which robfig treats as restricted;
+* ``TZ=``/``CRON_TZ=`` prefixes and ``@every`` are refused: Karpenter schedules are UTC, and the CRD pattern
+  does not admit ``@every``;
+* a schedule that can never fire (``0 0 30 2 *``) is refused (cronsim's check).  robfig would accept it and its
+  ``Next`` would return the zero time, which Karpenter's IsActive reads as "always active"; refusing it makes a
+  budget with it invalid (fail closed) instead.
 
 Pure: callers pass the time in; nothing reads a clock.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -58,9 +71,8 @@ class CronSchedule:
 
     def next_after(self, t: datetime) -> datetime | None:
         """The first hit strictly after ``t`` (UTC)."""
-        t = _utc(t).replace(second=0, microsecond=0) + timedelta(minutes=1) - timedelta(seconds=1)
         try:
-            return next(iter(CronSim(self.spec, t)))
+            return next(iter(CronSim(self.spec, _utc(t))))     # cronsim yields hits strictly after its start
         except StopIteration:
             return None
 
@@ -80,22 +92,42 @@ def parse_cron(expr: str) -> CronSchedule:
     if text.startswith(("TZ=", "CRON_TZ=")):
         raise CronError(f"schedule {expr!r}: timezones are not supported (budget schedules are UTC)")
     if text.startswith("@"):
-        if text.lower() not in DESCRIPTORS:
+        if text not in DESCRIPTORS:
             raise CronError(f"schedule {expr!r}: unknown descriptor (use one of {', '.join(DESCRIPTORS)})")
-        text = DESCRIPTORS[text.lower()]
+        text = DESCRIPTORS[text]
     fields = text.split()
     if len(fields) != 5:
         raise CronError(f"schedule {expr!r}: expected 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}")
-    fields = [("*" if f == "?" and i in (2, 4) else f) for i, f in enumerate(fields)]
-    if any(int(n) > 6 for n in re.findall(r"\d+", fields[4])):
-        raise CronError(f"schedule {expr!r}: day-of-week must be 0-6 (Sunday is 0)")
-    spec = " ".join(fields)
+    problem = _explain(fields)           # robfig's grammar and ranges, with a precise message
+    if problem:
+        raise CronError(f"schedule {expr!r}: {problem}")
+    spec = " ".join(_for_cronsim(i, f) for i, f in enumerate(fields))
     try:
         sim = CronSim(spec, _EPOCH)
     except CronSimError as e:
-        raise CronError(f"schedule {expr!r}: {_explain(fields) or e}") from None
+        raise CronError(f"schedule {expr!r}: {e} (this schedule never fires)") from None
     return CronSchedule(expr=expr, spec=spec, minutes=frozenset(sim.minutes), hours=frozenset(sim.hours),
-                        days=frozenset(sim.days), months=frozenset(sim.months), weekdays=frozenset(sim.weekdays))
+                        days=frozenset(sim.days), months=frozenset(sim.months),
+                        weekdays=frozenset(d % 7 for d in sim.weekdays))      # cronsim's 7 (Sunday) is 0
+
+
+def _for_cronsim(index: int, field: str) -> str:
+    """The field as cronsim should read it to give robfig's result (see the module docstring)."""
+    parts = [("*" + p[1:]) if p.startswith("?") else p for p in field.split(",")]
+    if index not in (2, 4):
+        return ",".join(parts)
+    if any(p in ("*", "*/1") for p in parts):     # robfig's star bit: the field is unrestricted
+        return "*"
+    low, high = _FIELDS[index][1:3]
+    out = []
+    for p in parts:
+        rng, slash, step = p.partition("/")
+        if rng == "*" and slash:
+            p = f"{low}-{high}/{step}"           # robfig: a stepped star is a restricted field
+        elif slash and "-" not in rng and index == 4:
+            p = f"{rng}-{high}/{step}"           # "N/step" runs to 6 (Saturday); cronsim would run on to 7 (Sunday)
+        out.append(p)
+    return ",".join(out)
 
 
 def _explain(fields: list[str]) -> str | None:

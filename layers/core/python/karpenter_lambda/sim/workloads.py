@@ -3,8 +3,9 @@
 As the ReplicaSet / StatefulSet controllers would: missing pods are created (a pod deleted or evicted comes back
 as a new pending pod with a fresh uid), surplus pods are deleted on scale-down (the newest first), a changed pod
 template replaces the pods, and a deleted workload takes its pods with it.  Pods are made by the same expansion
-``plan`` uses (:mod:`karpenter_lambda.api.workloads`), so names are deterministic.  Jobs, CronJobs and bare Pods are
-created once and not reconciled (a finished Job pod must not come back).
+``plan`` uses (:mod:`karpenter_lambda.api.workloads`), so names are deterministic.  A Job's pod that is evicted or
+deleted before it finished comes back (the Job controller counts it as failed and starts another; simulated pods
+never finish, and a Succeeded pod that still exists is never replaced).  CronJobs and bare Pods are created once.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 from ..api.workloads import expand
 
 RECONCILED = ("Deployment", "StatefulSet", "ReplicaSet")
+RESTARTED = ("Job",)   # missing pods are recreated; never scaled
 
 
 def _key(doc: dict) -> tuple[str, str, str]:
@@ -72,7 +74,7 @@ class WorkloadController:
         changed = 0
         pods = self.server.store.list("pods")
         for key, doc in list(self.workloads.items()):
-            if key[0] not in RECONCILED:
+            if key[0] not in RECONCILED + RESTARTED:
                 continue
             desired = expand(doc).pods
             self.owners.setdefault(key, set()).update(_owner_uid(p) for p in desired)
@@ -80,8 +82,9 @@ class WorkloadController:
             want = {p["metadata"]["name"]: p for p in desired}
             live = [p for p in pods if (p["metadata"].get("namespace") or "default") == key[1] and _owner_uid(p) in owners]
             have = {p["metadata"]["name"] for p in live if not (p["metadata"].get("deletionTimestamp"))}
-            surplus = sorted((p for p in live if p["metadata"]["name"] not in want),
-                             key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)
+            surplus = [] if key[0] in RESTARTED else sorted(
+                (p for p in live if p["metadata"]["name"] not in want),
+                key=lambda p: p["metadata"].get("creationTimestamp") or "", reverse=True)
             for p in surplus:
                 self.server.store.delete("pods", p["metadata"]["name"], key[1])
                 changed += 1
