@@ -31,12 +31,13 @@ from ..disruption.candidates import LAST_POD_EVENT
 from ..disruption.drift import Drift, drift_reason
 from ..disruption.emptiness import Emptiness
 from ..disruption.expiration import Expiration
+from ..disruption.underutilized import MultiNodeConsolidation, SingleNodeConsolidation
 from ..disruption.plan import SweepBudgets, external_disrupting, plan_sweep, revalidate
 from ..disruption.types import DRIFTED, EXPIRED, Command
-from ..scheduling.reschedule import DISRUPTED_TAINT
 from . import runtime
 from .cloudprovider import AWSCloudProvider
-from .disruption_state import DELETING, PROPOSED, REPLACING, DisruptionLedger, Entry
+from .disruption_exec import REPLACES_ANNOTATION, Executor
+from .disruption_state import DELETING, DisruptionLedger, Entry
 from .launcher import Launcher
 from .snapshot import SnapshotLoader
 from .termination import Terminator
@@ -45,9 +46,9 @@ log = logging.getLogger(__name__)
 VALIDATION_DELAY = 15.0
 BLOCKED_STATUS = "disruptionBlocked"
 POD_FINGERPRINT = "podFingerprint"
-REPLACES_ANNOTATION = "karpenter-lambda.io/replaces"
-SWEEP_METHODS = {"drift": (Expiration(), Drift()), "consolidation": (Emptiness(),)}
-METHOD_BY_REASON = {m.reason: m for ms in SWEEP_METHODS.values() for m in ms}
+SWEEP_METHODS = {"drift": (Expiration(), Drift()),
+                 "consolidation": (Emptiness(), MultiNodeConsolidation(), SingleNodeConsolidation())}
+METHOD_BY_REASON = {m.reason: m for ms in SWEEP_METHODS.values() for m in reversed(ms)}
 
 
 @dataclass
@@ -91,6 +92,8 @@ class DisruptionSweep:
         self.loader = SnapshotLoader(store, kube, claims, cloud, self.logger)
         self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
         self.launcher = Launcher(store, claims, cloud, self.clock, self._decision)
+        self.method_by_reason = METHOD_BY_REASON
+        self.executor = Executor(self)
 
     @classmethod
     def from_environment(cls, env, kind: str, logger=None) -> "DisruptionSweep":
@@ -120,15 +123,18 @@ class DisruptionSweep:
                 self.ledger.release(e)
             else:
                 live[name] = e
+        groups: dict[str, list[Entry]] = {}
         for name, e in sorted(live.items()):
-            if e.sweep != self.kind:
-                continue
+            if e.sweep == self.kind:
+                groups.setdefault(e.command or name, []).append(e)
+        for key, group in groups.items():
             try:
-                if not self._advance(e, snap, live, report):
-                    live.pop(name, None)
+                if not self.executor.advance(group, snap, live, report):
+                    for e in group:
+                        live.pop(e.nodeclaim, None)
             except Exception as ex:  # one disruption's failure must not stop the others
-                report.errors.append(f"NodeClaim {name}: {ex}")
-                self.logger.exception(f"disruption of NodeClaim {name} failed")
+                report.errors.append(f"{', '.join(e.nodeclaim for e in group)}: {ex}")
+                self.logger.exception(f"disruption {key} failed")
         budgets = SweepBudgets(snap, {n: e.nodepool for n, e in live.items()})
         budgets.busy_nodepools = {e.nodepool for e in live.values()
                                   if e.reason == DRIFTED and e.state != DELETING and e.planned_price is not None}
@@ -199,144 +205,38 @@ class DisruptionSweep:
     def _expire(self, cmd: Command, snap, report) -> None:
         for c in cmd.candidates:
             self.terminator.request(c.nodeclaim, f"{EXPIRED}: {cmd.detail}")
-            self._taint(c.node_name, add=True)
+            self.executor.taint(c.node_name, add=True)
             report.disrupted.append(self._event(c, EXPIRED, [], 0.0, cmd.detail))
             self._decision("disrupt", f"NodeClaim {c.name} expired: {cmd.detail}", nodeclaim=c.name, reason=EXPIRED)
 
     def _propose(self, cmd: Command, snap, budgets: SweepBudgets, live: dict, report) -> None:
-        planned = None
-        if cmd.replacements:
-            planned = round(sum(p.price for p in cmd.replacements), 6)
+        planned = round(sum(p.price for p in cmd.replacements), 6) if cmd.replacements else None
+        key = hashlib.sha256(f"{','.join(sorted(cmd.names))}:{snap.now}".encode()).hexdigest()[:12]
+        reserved: list[Entry] = []
         for c in cmd.candidates:
             limit = budgets.limit(c.nodepool_name, cmd.reason)
             recorded = {n for n, e in live.items() if e.nodepool == c.nodepool_name}
             max_before = None if limit is None else limit - external_disrupting(snap, c.nodepool_name, recorded) - 1
             entry = Entry(nodeclaim=c.name, nodepool=c.nodepool_name, reason=cmd.reason, sweep=self.kind,
                           proposed_at=snap.now, since=snap.now, planned_price=planned,
-                          savings_per_hour=cmd.savings_per_hour, detail=cmd.detail, instance_type=c.instance_type,
-                          zone=c.zone, capacity_type=c.capacity_type)
+                          savings_per_hour=round(cmd.savings_per_hour / len(cmd.candidates), 6), detail=cmd.detail,
+                          instance_type=c.instance_type, zone=c.zone, capacity_type=c.capacity_type,
+                          command=key if len(cmd.candidates) > 1 else "")
             if not self.ledger.reserve(entry, max_before):
-                report_blocked = {"nodeClaim": c.name, "cause": "budget", "reason": cmd.reason,
-                                  "message": f"budget {cmd.reason}: taken by a concurrent sweep"}
-                self._record_blocked_one(report_blocked, snap, report)
-                continue
+                for e in reserved:   # all of a command or none of it
+                    self.ledger.release(e)
+                    live.pop(e.nodeclaim, None)
+                self._record_blocked_one({"nodeClaim": c.name, "cause": "budget", "reason": cmd.reason,
+                                          "message": f"budget {cmd.reason}: taken by a concurrent sweep"}, snap, report)
+                return
             live[c.name] = entry
-            report.proposed.append({"nodeClaim": c.name, "reason": cmd.reason, "detail": cmd.detail,
-                                    "replacements": len(cmd.replacements)})
-            self._decision("propose", f"{cmd.reason} NodeClaim {c.name} ({cmd.detail or 'no detail'}); "
-                                      f"re-validated in {int(self.validation_delay)}s",
-                           nodeclaim=c.name, reason=cmd.reason, replacements=len(cmd.replacements))
-
-    # -- in-flight disruptions --------------------------------------------------------------------
-    def _advance(self, e: Entry, snap, live: dict, report) -> bool:
-        """One step; False when the entry was released (cancelled or failed)."""
-        nc = snap.nodeclaims[e.nodeclaim]
-        if nc.metadata.get("deletionTimestamp"):
-            if e.state != DELETING:
-                self._deleting(e, snap, report)
-            return True
-        if e.state == PROPOSED:
-            if snap.now - e.proposed_at < self.validation_delay:
-                return True
-            return self._execute(e, snap, live, report)
-        if e.state == REPLACING:
-            return self._check_replacements(e, snap, report)
-        self._start_deletion(e, snap, report)   # DELETING without a deletion timestamp: a crash in between
-        return True
-
-    def _execute(self, e: Entry, snap, live: dict, report) -> bool:
-        method = METHOD_BY_REASON[e.reason]
-        budgets = SweepBudgets(snap, {n: x.nodepool for n, x in live.items()})
-        cmd, why = revalidate(snap, method, [e.nodeclaim], budgets, planned_price=e.planned_price)
-        if cmd is None:
-            self.ledger.release(e)
-            report.cancelled.append({"nodeClaim": e.nodeclaim, "reason": e.reason, "why": why})
-            self._decision("cancel", f"{e.reason} of NodeClaim {e.nodeclaim} cancelled on re-validation: {why}",
-                           nodeclaim=e.nodeclaim, reason=e.reason)
-            return False
-        c = cmd.candidates[0]
-        self._taint(c.node_name, add=True)
-        if not cmd.replacements:
-            e.savings_per_hour = cmd.savings_per_hour
-            self._start_deletion(e, snap, report)
-            return True
-        names = []
-        for i, plan in enumerate(cmd.replacements):
-            name, problem = self._launch_replacement(e, i, plan, snap)
-            if problem:
-                self._fail(e, c.node_name, names, f"replacement {name} did not launch: {problem}", report)
-                return False
-            names.append(name)
-        e.state, e.replacements, e.since = REPLACING, names, snap.now
-        e.savings_per_hour = cmd.savings_per_hour
-        self.ledger.advance(e)
-        report.replacing.append({"nodeClaim": e.nodeclaim, "replacements": names})
-        self._decision("replace", f"NodeClaim {e.nodeclaim}: launched replacements {', '.join(names)}; draining "
-                                  f"once they are initialized", nodeclaim=e.nodeclaim, replacements=names)
-        return True
-
-    def _launch_replacement(self, e: Entry, i: int, plan, snap) -> tuple[str, str]:
-        nodepool = snap.nodepools.get(plan.nodepool)
-        if nodepool is None:
-            return "", f"NodePool {plan.nodepool} is gone"
-        nodeclass = snap.nodeclasses.get(nodepool.node_class_ref.get("name", ""))
-        resolved = snap.resolved.get(nodeclass.name) if nodeclass is not None else None
-        if nodeclass is None or resolved is None:
-            return "", f"EC2NodeClass of NodePool {nodepool.name} is not resolved"
-        digest = hashlib.sha256(f"replace:{e.nodeclaim}:{e.proposed_at}:{i}".encode()).hexdigest()[:10]
-        name = f"{nodepool.name}-{digest}"
-        out = self.launcher.launch(plan, nodepool, nodeclass, resolved, [], name=name,
-                                   annotations={REPLACES_ANNOTATION: e.nodeclaim})
-        if out.launched is not None or out.duplicate:
-            return name, ""
-        return name, out.limit or out.failed or "launch refused"
-
-    def _check_replacements(self, e: Entry, snap, report) -> bool:
-        reps = [snap.nodeclaims.get(r) for r in e.replacements]
-        gone = [r for r, x in zip(e.replacements, reps) if x is None or x.metadata.get("deletionTimestamp")]
-        if gone:
-            self._fail(e, (snap.node_of_nodeclaim(e.nodeclaim) or {}).get("metadata", {}).get("name"), [],
-                       f"replacement {', '.join(gone)} was deleted before it initialized", report)
-            return False
-        if all(x.is_true("Initialized") for x in reps):
-            self._start_deletion(e, snap, report)
-        return True
-
-    def _fail(self, e: Entry, node_name: str | None, launched: list[str], why: str, report) -> None:
-        self._taint(node_name, add=False)
-        for name in launched:   # a partial set of replacements is not kept
-            nc = self.store.get("NodeClaim", name)
-            if nc is not None:
-                self.terminator.request(nc, f"replacement for {e.nodeclaim} abandoned")
-        self.ledger.release(e)
-        report.failed.append({"nodeClaim": e.nodeclaim, "reason": e.reason, "why": why})
-        self._decision("replacement-failed", f"{e.reason} of NodeClaim {e.nodeclaim} abandoned, node kept: {why}",
-                       nodeclaim=e.nodeclaim, reason=e.reason)
-
-    def _start_deletion(self, e: Entry, snap, report) -> None:
-        nc = snap.nodeclaims[e.nodeclaim]
-        self.terminator.request(nc, f"{e.reason}: {e.detail}" if e.detail else e.reason)
-        self._deleting(e, snap, report)
-
-    def _deleting(self, e: Entry, snap, report) -> None:
-        e.state, e.since = DELETING, snap.now
-        self.ledger.advance(e)
-        report.disrupted.append({"nodeClaim": e.nodeclaim, "reason": e.reason, "nodePool": e.nodepool,
-                                 "instanceType": e.instance_type, "zone": e.zone, "capacityType": e.capacity_type,
-                                 "replacements": list(e.replacements), "savingsPerHour": round(e.savings_per_hour, 6),
-                                 "detail": e.detail})
-        self._decision("disrupt", f"{e.reason} NodeClaim {e.nodeclaim}: deletion requested"
-                                  + (f" (replaced by {', '.join(e.replacements)})" if e.replacements else ""),
-                       nodeclaim=e.nodeclaim, reason=e.reason, replacements=e.replacements,
-                       savingsPerHour=e.savings_per_hour)
-
-    def _taint(self, node_name: str | None, add: bool) -> None:
-        if not node_name:
-            return
-        if add:
-            self.kube.patch_node_taints(node_name, add=[dict(DISRUPTED_TAINT)])
-        else:
-            self.kube.patch_node_taints(node_name, remove=[dict(DISRUPTED_TAINT)])
+            reserved.append(entry)
+        for e in reserved:
+            report.proposed.append({"nodeClaim": e.nodeclaim, "reason": cmd.reason, "detail": cmd.detail,
+                                    "replacements": len(cmd.replacements), "command": e.command or e.nodeclaim})
+        self._decision("propose", f"{cmd.reason} {', '.join(cmd.names)} ({cmd.detail or 'no detail'}); "
+                                  f"re-validated in {int(self.validation_delay)}s",
+                       nodeclaims=cmd.names, reason=cmd.reason, replacements=len(cmd.replacements))
 
     # -- explanations -----------------------------------------------------------------------------
     def _record_blocked(self, blocked, snap, report) -> None:
@@ -372,4 +272,4 @@ class DisruptionSweep:
                        nodeclaim=nc.name, cause=b["cause"], reason=b["reason"])
 
 
-__all__ = ["DisruptionReport", "DisruptionSweep", "METHOD_BY_REASON", "SWEEP_METHODS"]
+__all__ = ["DisruptionReport", "DisruptionSweep", "METHOD_BY_REASON", "REPLACES_ANNOTATION", "SWEEP_METHODS"]

@@ -44,6 +44,7 @@ class Entry:
     zone: str = ""
     capacity_type: str = ""
     since: float = 0.0                # when the current state began
+    command: str = ""                 # the command this entry belongs to (several candidates share one)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -139,6 +139,8 @@ def revalidate(snap: ClusterSnapshot, method, names: list[str], budgets: SweepBu
     cmd = Command(method.reason, chosen, forceful=method.kind == FORCEFUL,
                   savings_per_hour=round(sum(c.price for c in chosen), 6) if method.kind != FORCEFUL else 0.0,
                   detail=", ".join(c.drift_reason for c in chosen if c.drift_reason) or "")
+    if hasattr(method, "validate"):   # the method's own second look (consolidation: still valid and cheaper)
+        return method.validate(snap, chosen, budgets, planned_price)
     if method.kind != FORCEFUL and any(c.reschedulable for c in chosen):
         result, _ = removal_plan(snap, chosen, budgets)
         if not result.all_rescheduled:

@@ -31,8 +31,10 @@ def candidate_node(c: Candidate, snap: ClusterSnapshot) -> ExistingNode:
 
 
 def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], budgets=None, *, exclude=(),
-                 max_instance_types: int = 60) -> tuple[RescheduleResult, set[str]]:
-    """(the simulation, the node/NodeClaim names left out of the remaining capacity)."""
+                 max_instance_types: int = 60, extra_taints: dict[str, list[dict]] | None = None
+                 ) -> tuple[RescheduleResult, set[str]]:
+    """(the simulation, the node/NodeClaim names left out of the remaining capacity).  ``extra_taints``: node name
+    -> taints added in the simulation only (a node that must not receive moved pods keeps counting for topology)."""
     out: set[str] = set(exclude) | set(getattr(budgets, "exclude", ()) or ())
     for c in candidates:
         out.add(c.name)
@@ -44,6 +46,9 @@ def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], budgets=Non
             out.add((node.get("metadata") or {}).get("name"))
     inputs, _problems = nodepool_inputs(snap)
     others = existing_nodes(snap, held_reservations(snap), exclude=out)
+    for en in others:
+        if extra_taints and en.name in extra_taints:
+            en.taints = list(en.taints) + list(extra_taints[en.name])
     result = simulate_removal([candidate_node(c, snap) for c in candidates], others=others, nodepools=inputs,
                               daemonsets=snap.daemonsets, usage=snap.usage, pending=(),
                               max_instance_types=max_instance_types)

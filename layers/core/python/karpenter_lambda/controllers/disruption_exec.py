@@ -1,0 +1,153 @@
+"""In-flight disruptions: one step of each recorded command per sweep (the state machine of docs/disruption.md).
+
+A command (one or several candidates, e.g. a multi-node consolidation) is recorded as one ledger entry per
+candidate sharing ``Entry.command``; every step applies to the whole group:
+
+``proposed`` -(>= the validation delay: :func:`~karpenter_lambda.disruption.plan.revalidate`, else cancelled)->
+taint every candidate ``karpenter.sh/disrupted:NoSchedule`` and launch the replacements through the
+:class:`~.launcher.Launcher` (deterministic names: a retried step finds them) -> ``replacing`` -(every replacement
+Initialized)-> request every candidate's deletion -> ``deleting`` (the lifecycle sweep drains and terminates; the
+entry is released once its NodeClaim is gone).  A replacement that fails to launch or is deleted before it
+initializes: the taints are removed, the nodes kept, the launched replacements abandoned, the reason recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ..disruption.plan import SweepBudgets, revalidate
+from ..scheduling.reschedule import DISRUPTED_TAINT
+from .disruption_state import DELETING, PROPOSED, REPLACING, Entry
+
+REPLACES_ANNOTATION = "karpenter-lambda.io/replaces"   # JSON list of the NodeClaims a replacement stands in for
+
+
+class Executor:
+    def __init__(self, sweep):
+        self.s = sweep   # the DisruptionSweep: store, kube, ledger, launcher, terminator, decide, methods
+
+    # -- entry point --------------------------------------------------------------------------------
+    def advance(self, group: list[Entry], snap, live: dict, report) -> bool:
+        """One step for a command's entries; False when they were released (cancelled or failed)."""
+        names = [e.nodeclaim for e in group]
+        if any(snap.nodeclaims[n].metadata.get("deletionTimestamp") for n in names):
+            if any(e.state != DELETING for e in group):
+                self._start_deletion(group, snap, report)
+            return True
+        state = group[0].state
+        if state == PROPOSED:
+            if snap.now - group[0].proposed_at < self.s.validation_delay:
+                return True
+            return self._execute(group, snap, live, report)
+        if state == REPLACING:
+            return self._check_replacements(group, snap, report)
+        self._start_deletion(group, snap, report)   # DELETING without deletion timestamps: a crash in between
+        return True
+
+    # -- steps -------------------------------------------------------------------------------------
+    def _execute(self, group: list[Entry], snap, live: dict, report) -> bool:
+        lead = group[0]
+        method = self.s.method_by_reason[lead.reason]
+        budgets = SweepBudgets(snap, {n: x.nodepool for n, x in live.items()})
+        cmd, why = revalidate(snap, method, [e.nodeclaim for e in group], budgets, planned_price=lead.planned_price)
+        if cmd is None:
+            for e in group:
+                self.s.ledger.release(e)
+                report.cancelled.append({"nodeClaim": e.nodeclaim, "reason": e.reason, "why": why})
+            self.s._decision("cancel", f"{lead.reason} of {', '.join(e.nodeclaim for e in group)} cancelled on "
+                                       f"re-validation: {why}", nodeclaims=[e.nodeclaim for e in group], reason=lead.reason)
+            return False
+        for c in cmd.candidates:
+            self.taint(c.node_name, add=True)
+        for e in group:
+            e.savings_per_hour = cmd.savings_per_hour / max(1, len(group))
+        if not cmd.replacements:
+            self._start_deletion(group, snap, report)
+            return True
+        names: list[str] = []
+        for i, plan in enumerate(cmd.replacements):
+            name, problem = self._launch(lead, [e.nodeclaim for e in group], i, plan, snap)
+            if problem:
+                self._fail(group, snap, names, f"replacement {name or plan.nodepool} did not launch: {problem}", report)
+                return False
+            names.append(name)
+        for e in group:
+            e.state, e.replacements, e.since = REPLACING, names, snap.now
+            self.s.ledger.advance(e)
+        report.replacing.append({"nodeClaim": lead.nodeclaim, "nodeClaims": [e.nodeclaim for e in group],
+                                 "replacements": names})
+        self.s._decision("replace", f"{', '.join(e.nodeclaim for e in group)}: launched replacements "
+                                    f"{', '.join(names)}; draining once they are initialized",
+                         nodeclaims=[e.nodeclaim for e in group], replacements=names)
+        return True
+
+    def _launch(self, lead: Entry, members: list[str], i: int, plan, snap) -> tuple[str, str]:
+        nodepool = snap.nodepools.get(plan.nodepool)
+        if nodepool is None:
+            return "", f"NodePool {plan.nodepool} is gone"
+        nodeclass = snap.nodeclasses.get(nodepool.node_class_ref.get("name", ""))
+        resolved = snap.resolved.get(nodeclass.name) if nodeclass is not None else None
+        if nodeclass is None or resolved is None:
+            return "", f"EC2NodeClass of NodePool {nodepool.name} is not resolved"
+        key = lead.command or lead.nodeclaim
+        digest = hashlib.sha256(f"replace:{key}:{lead.proposed_at}:{i}".encode()).hexdigest()[:10]
+        name = f"{nodepool.name}-{digest}"
+        out = self.s.launcher.launch(plan, nodepool, nodeclass, resolved, [], name=name,
+                                     annotations={REPLACES_ANNOTATION: json.dumps(sorted(members))})
+        if out.launched is not None or out.duplicate:
+            return name, ""
+        return name, out.limit or out.failed or "launch refused"
+
+    def _check_replacements(self, group: list[Entry], snap, report) -> bool:
+        reps = group[0].replacements
+        found = [snap.nodeclaims.get(r) for r in reps]
+        gone = [r for r, x in zip(reps, found) if x is None or x.metadata.get("deletionTimestamp")]
+        if gone:
+            self._fail(group, snap, [], f"replacement {', '.join(gone)} was deleted before it initialized", report)
+            return False
+        if all(x.is_true("Initialized") for x in found):
+            self._start_deletion(group, snap, report)
+        return True
+
+    def _fail(self, group: list[Entry], snap, launched: list[str], why: str, report) -> None:
+        for e in group:
+            node = snap.node_of_nodeclaim(e.nodeclaim)
+            self.taint(((node or {}).get("metadata") or {}).get("name"), add=False)
+        for name in launched:   # a partial set of replacements is not kept
+            nc = self.s.store.get("NodeClaim", name)
+            if nc is not None:
+                self.s.terminator.request(nc, f"replacement for {', '.join(e.nodeclaim for e in group)} abandoned")
+        for e in group:
+            self.s.ledger.release(e)
+            report.failed.append({"nodeClaim": e.nodeclaim, "reason": e.reason, "why": why})
+        self.s._decision("replacement-failed", f"{group[0].reason} of {', '.join(e.nodeclaim for e in group)} "
+                                               f"abandoned, nodes kept: {why}", reason=group[0].reason)
+
+    def _start_deletion(self, group: list[Entry], snap, report) -> None:
+        for e in group:
+            nc = snap.nodeclaims.get(e.nodeclaim)
+            if nc is not None and not nc.metadata.get("deletionTimestamp"):
+                self.s.terminator.request(nc, f"{e.reason}: {e.detail}" if e.detail else e.reason)
+            if e.state != DELETING:
+                self._deleting(e, snap, report)
+
+    def _deleting(self, e: Entry, snap, report) -> None:
+        e.state, e.since = DELETING, snap.now
+        self.s.ledger.advance(e)
+        report.disrupted.append({"nodeClaim": e.nodeclaim, "reason": e.reason, "nodePool": e.nodepool,
+                                 "instanceType": e.instance_type, "zone": e.zone, "capacityType": e.capacity_type,
+                                 "replacements": list(e.replacements), "savingsPerHour": round(e.savings_per_hour, 6),
+                                 "detail": e.detail})
+        self.s._decision("disrupt", f"{e.reason} NodeClaim {e.nodeclaim}: deletion requested"
+                                    + (f" (replaced by {', '.join(e.replacements)})" if e.replacements else ""),
+                         nodeclaim=e.nodeclaim, reason=e.reason, replacements=e.replacements,
+                         savingsPerHour=e.savings_per_hour)
+
+    def taint(self, node_name: str | None, add: bool) -> None:
+        if not node_name:
+            return
+        if add:
+            self.s.kube.patch_node_taints(node_name, add=[dict(DISRUPTED_TAINT)])
+        else:
+            self.s.kube.patch_node_taints(node_name, remove=[dict(DISRUPTED_TAINT)])
