@@ -57,21 +57,23 @@ spec:
 
 
 def manifests(*, policy="WhenEmpty", consolidate_after="60s", budgets='[{nodes: "100%"}]', expire_after="720h",
-              tgp=None, alias="al2023@latest") -> str:
-    return MANIFESTS % {"policy": policy, "consolidate_after": consolidate_after, "budgets": budgets,
+              tgp=None, alias="al2023@latest", capacity_types=("on-demand",), families=("m5", "c5", "m6i")) -> str:
+    text = MANIFESTS % {"policy": policy, "consolidate_after": consolidate_after, "budgets": budgets,
                         "expire_after": expire_after, "alias": alias,
                         "tgp": f"      terminationGracePeriod: {tgp}" if tgp else ""}
+    text = text.replace('values: ["on-demand"]', "values: [" + ", ".join(f'"{c}"' for c in capacity_types) + "]")
+    return text.replace('values: ["m5", "c5", "m6i"]', "values: [" + ", ".join(f'"{f}"' for f in families) + "]")
 
 
 class DisruptionWorld:
     def __init__(self, world: World):
         self.w = world
 
-    def nodes_with_pods(self, counts: list[int], cpu: str = "500m", **pod_kw) -> list[dict]:
+    def nodes_with_pods(self, counts: list[int], cpu: str = "500m", memory: str = "512Mi", **pod_kw) -> list[dict]:
         """One initialized node per entry of ``counts`` with that many bound pods; [{instance, nodeClaim, node, pods}]."""
         out = []
         for n, count in enumerate(counts):
-            pods = self.w.add_pods([make_pod(f"app{n}-{i}", cpu=cpu, memory="512Mi", owner=f"app{n}", tolerate=False, **pod_kw)
+            pods = self.w.add_pods([make_pod(f"app{n}-{i}", cpu=cpu, memory=memory, owner=f"app{n}", tolerate=False, **pod_kw)
                                     for i in range(max(count, 1))])
             before = {i["InstanceId"] for i in self.w.instances()}
             for x in out:   # each entry gets its own node: the earlier ones are cordoned meanwhile
@@ -93,6 +95,24 @@ class DisruptionWorld:
                     self.w.server.store.delete("pods", p["metadata"]["name"], "default")
             x["pods"] = self.pods_on(x["nodeName"])
             assert len(x["pods"]) == x["count"], (x["nodeName"], len(x["pods"]), x["count"])
+        return out
+
+    def put_pods(self, x: dict, count: int, cpu: str = "250m", app: str | None = None, **spec_extra) -> list[dict]:
+        """Replace the pods of node ``x`` (an entry of :meth:`nodes_with_pods`) by ``count`` Running pods bound to it
+        (ReplicaSet-owned, app label ``app``): a node sized for big pods that now runs small ones."""
+        for p in self.pods_on(x["nodeName"]):
+            self.w.server.store.delete("pods", p["metadata"]["name"], "default")
+        out = []
+        for i in range(count):
+            pod = make_pod(f"{x['name']}-s{i}", cpu=cpu, memory="256Mi", owner=app or f"small-{x['name']}", tolerate=False,
+                           nodeName=x["nodeName"], **spec_extra)
+            pod["metadata"]["labels"]["app"] = app or f"small-{x['name']}"
+            created = self.w.server.store.create("pods", pod, "default")
+            self.w.server.store.patch("pods", created["metadata"]["name"], {"status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}},
+                namespace="default", subresource="status")
+            out.append(created)
+        x["pods"] = self.pods_on(x["nodeName"])
         return out
 
     def pods_on(self, node_name: str) -> list[dict]:

@@ -17,10 +17,9 @@ import hashlib
 import json
 
 from ..disruption.plan import SweepBudgets, revalidate
+from ..scheduling.inputs import REPLACES_ANNOTATION
 from ..scheduling.reschedule import DISRUPTED_TAINT
 from .disruption_state import DELETING, PROPOSED, REPLACING, Entry
-
-REPLACES_ANNOTATION = "karpenter-lambda.io/replaces"   # JSON list of the NodeClaims a replacement stands in for
 
 
 class Executor:

@@ -81,8 +81,17 @@ def _offering_price(it, reqs) -> float | None:
 
 
 def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
-    """(the plan restricted to strictly cheaper instance types, its price, why not)."""
+    """(the plan restricted to strictly cheaper instance types, its price, why not).
+
+    With several candidates, when one of them runs an instance type the replacement could use, the replacement must
+    also be cheaper than that node (Karpenter's multi-node ``filterOutSameType``): otherwise keeping that node and
+    deleting the others is the same saving with fewer pods moved, which single-node consolidation finds."""
     priced = [(p, it) for it in plan.instance_types for p in [_offering_price(it, plan.requirements)] if p is not None]
+    if len(candidates) > 1:
+        options = {it.name for _, it in priced}
+        same = [c.price for c in candidates if c.instance_type in options and c.price > 0]
+        if same:
+            limit = min(limit, min(same))
     cheapest = min((p for p, _ in priced), default=None)
     cheaper = sorted(((p, it) for p, it in priced if p < limit - 1e-12), key=lambda x: (x[0], x[1].name))
     if not cheaper:

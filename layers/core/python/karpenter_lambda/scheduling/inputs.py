@@ -8,7 +8,10 @@ One path for ``plan``, the provisioner and every disruption sweep:
   initialized, or the kube-scheduler filled it with other pods, the pod is scheduled like any other pending pod
   against the nodes' real usage, and a new node is launched if none has room (as Karpenter, whose nominations are
   short-lived and whose scheduler reads the nodes' real pods).
-* :func:`existing_nodes` -- the nodes and in-flight NodeClaims as the solver's :class:`ExistingNode` capacity.
+* :func:`existing_nodes` -- the nodes and in-flight NodeClaims as the solver's :class:`ExistingNode` capacity.  A
+  disruption's replacement (annotation ``karpenter-lambda.io/replaces``) carries, as placeholders, the requests of
+  the pods still running on the nodes it replaces: until they move, no other pending pod takes the room launched
+  for them (so they never need a second node).  Placeholders have no labels, so topology does not count them.
 * :func:`nodepool_inputs`, :func:`scheduling_input` -- everything together.
 """
 
@@ -25,6 +28,7 @@ from .solver import ExistingNode, NodePoolInput, SchedulingInput
 
 NOMINATED_UIDS_ANNOTATION = "karpenter-lambda.io/nominated-pod-uids"  # JSON list of pod uids (launch order)
 PRICE_ANNOTATION = "karpenter-lambda.io/price-per-hour"
+REPLACES_ANNOTATION = "karpenter-lambda.io/replaces"  # JSON list of the NodeClaims a disruption replacement replaces
 
 # Taints a node carries only while it comes up (Karpenter ignores them, and the NodeClaim's startup taints,
 # when it simulates scheduling onto a managed node that is not initialized yet).
@@ -144,6 +148,8 @@ def existing_nodes(snap: ClusterSnapshot, held: dict[str, str] | None = None, ex
         pod = snap.pods_by_uid.get(uid)
         if pod is not None:
             held_by_claim.setdefault(ncname, []).append(pod)
+    for name, pods in replacement_placeholders(snap).items():
+        held_by_claim.setdefault(name, []).extend(pods)
     out: list[ExistingNode] = []
     registered: set[str] = set()
     for n in snap.nodes:
@@ -184,6 +190,36 @@ def existing_nodes(snap: ClusterSnapshot, held: dict[str, str] | None = None, ex
             capacity_type=labels.get(wk.CAPACITY_TYPE), price=price_of(nc), initialized=False,
         )
         out.append(en)
+    return out
+
+
+def replacement_placeholders(snap: ClusterSnapshot) -> dict[str, list[dict]]:
+    """Replacement NodeClaim -> placeholder pods (the requests of the reschedulable pods still on what it replaces)."""
+    from .reschedule import is_reschedulable
+
+    out: dict[str, list[dict]] = {}
+    for nc in snap.nodeclaims.values():
+        raw = (nc.annotations or {}).get(REPLACES_ANNOTATION)
+        if not raw or nc.metadata.get("deletionTimestamp"):
+            continue
+        try:
+            replaced = json.loads(raw) if raw.startswith("[") else [raw]
+        except ValueError:
+            continue
+        for old in replaced:
+            if old not in snap.nodeclaims:
+                continue
+            for p in snap.pods_of_nodeclaim(old):
+                if not is_reschedulable(p):
+                    continue
+                containers = [{"name": c.get("name", "c"), "resources": {"requests": dict((c.get("resources") or {}).get("requests") or {})}}
+                              for c in (p.get("spec") or {}).get("containers") or []]
+                out.setdefault(nc.name, []).append({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": f"placeholder-{(p.get('metadata') or {}).get('name')}",
+                                 "namespace": (p.get("metadata") or {}).get("namespace") or "default",
+                                 "uid": f"placeholder-{pod_uid(p)}"},
+                    "spec": {"containers": containers}, "status": {"phase": "Running"}})
     return out
 
 
