@@ -85,6 +85,9 @@ def test_no_move_when_the_replacement_would_not_be_cheaper(make_world):
     assert _all(outs, "proposed") == []
     (b,) = [b for b in _all(outs, "blocked") if b["nodeClaim"] == x["name"]]
     assert b["cause"] == "no cheaper replacement" and "cheapest possible $" in b["message"] and " vs $" in b["message"]
+    # the explanation is also a Kubernetes Event on the Node (as Karpenter's Unconsolidatable)
+    events = [ev for ev in d.w.server.store.list("events") if ev["involvedObject"].get("name") == x["nodeName"]]
+    assert any(ev["reason"] == "Unconsolidatable" and "no cheaper replacement" in ev["message"] for ev in events)
 
 
 def test_spot_to_spot_needs_fifteen_cheaper_types(make_world):

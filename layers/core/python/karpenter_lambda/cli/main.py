@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "karpenter_lambda.cli.plan",
     "karpenter_lambda.cli.simulate",
     "karpenter_lambda.cli.demo",
+    "karpenter_lambda.cli.disruption",
 ]
 
 

@@ -27,6 +27,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from ..api import labels as wk
 from ..disruption.candidates import LAST_POD_EVENT
 from ..disruption.drift import Drift, drift_reason
 from ..disruption.emptiness import Emptiness
@@ -151,6 +152,58 @@ class DisruptionSweep:
         self._record_blocked(plan.blocked, snap, report)
         return report
 
+    # -- a dry run (karpenter-lambda disruption plan) ----------------------------------------------
+    def preview(self, now: float | None = None) -> list[dict]:
+        """What the next drift and consolidation sweeps would decide, per NodeClaim, and why; writes nothing."""
+        from ..disruption.emptiness import consolidatable_in
+        from ..disruption.candidates import make_candidate
+
+        now = self.clock() if now is None else now
+        snap = self.loader.load(now, pdbs=True)
+        live = {n: e for n, e in self.ledger.entries().items() if n in snap.nodeclaims}
+        rows: dict[str, dict] = {}
+        for n, e in live.items():
+            rows[n] = {"decision": "in flight", "reason": e.reason, "cause": "", "detail": f"{e.state}: {e.detail}".rstrip(": "),
+                       "replacements": list(e.replacements), "savingsPerHour": round(e.savings_per_hour, 6)}
+        budgets = SweepBudgets(snap, {n: e.nodepool for n, e in live.items()})
+        for kind in ("drift", "consolidation"):
+            plan = plan_sweep(snap, list(SWEEP_METHODS[kind]), budgets)
+            for cmd in plan.commands:
+                for c in cmd.candidates:
+                    rows.setdefault(c.name, {"decision": "disrupt", "reason": cmd.reason, "cause": "", "detail": cmd.detail,
+                                             "replacements": [p.instance_type for p in cmd.replacements],
+                                             "savingsPerHour": round(cmd.savings_per_hour / len(cmd.candidates), 6)})
+                    budgets.exclude.add(c.name)
+            for b in plan.blocked:
+                rows.setdefault(b.nodeclaim, {"decision": "blocked", "reason": b.reason, "cause": b.cause,
+                                              "detail": b.message, "replacements": [], "savingsPerHour": 0.0})
+        out = []
+        for name, nc in sorted(snap.nodeclaims.items()):
+            row = rows.get(name)
+            if row is None:
+                why = []
+                np = snap.nodepools.get(nc.labels.get(wk.NODEPOOL, ""))
+                node = snap.node_of_nodeclaim(name)
+                if nc.metadata.get("deletionTimestamp"):
+                    why.append("deleting")
+                elif node is None or not nc.is_true("Initialized"):
+                    why.append("not initialized")
+                elif np is not None:
+                    left = consolidatable_in(make_candidate(snap, nc, node, np), snap)
+                    policy = (np.disruption or {}).get("consolidationPolicy", "WhenEmptyOrUnderutilized")
+                    why.append("not drifted, not expired")
+                    why.append("consolidation off (consolidateAfter Never)" if left is None else
+                               f"consolidateAfter {int(left)}s left" if left > 0 else
+                               f"{policy}: nothing to gain")
+                row = {"decision": "keep", "reason": "", "cause": "", "detail": "; ".join(why), "replacements": [],
+                       "savingsPerHour": 0.0}
+            out.append({"nodeClaim": name, "nodePool": nc.labels.get(wk.NODEPOOL, ""),
+                        "instanceType": nc.labels.get(wk.INSTANCE_TYPE, ""),
+                        "capacityType": nc.labels.get(wk.CAPACITY_TYPE, ""),
+                        "pricePerHour": float((nc.annotations or {}).get("karpenter-lambda.io/price-per-hour") or 0.0),
+                        **row})
+        return out
+
     # -- observations -----------------------------------------------------------------------------
     def _mark_drift(self, snap, report) -> None:
         for name, nc in list(snap.nodeclaims.items()):
@@ -268,6 +321,15 @@ class DisruptionSweep:
         except Exception as ex:  # the explanation is best effort; the decision stands
             report.errors.append(f"NodeClaim {nc.name}: record blocked: {ex}")
         report.blocked.append(b)
+        node = snap.node_of_nodeclaim(nc.name)
+        if node is not None:   # the explanation on the Node too, as Karpenter's events (best effort)
+            try:
+                kind = "Unconsolidatable" if b["reason"] in ("Empty", "Underutilized") else "DisruptionBlocked"
+                self.kube.create_event({**node, "apiVersion": "v1", "kind": "Node"}, kind,
+                                       f"{b['reason']}: {b['message']}", source="karpenter-lambda",
+                                       now=runtime.iso(snap.now))
+            except Exception as ex:
+                report.errors.append(f"event on node {(node.get('metadata') or {}).get('name')}: {ex}")
         self._decision("blocked", f"NodeClaim {nc.name} not disrupted ({b['reason']}): {b['message']}",
                        nodeclaim=nc.name, cause=b["cause"], reason=b["reason"])
 
