@@ -198,3 +198,28 @@ def test_pending_pods_arriving_during_a_replacement_do_not_get_a_duplicate_node(
     d.w.schedule()
     rep_node = d.w.store.get("NodeClaim", rep).status["nodeName"]
     assert d.w.server.store.get("pods", again["metadata"]["name"], "default")["spec"]["nodeName"] == rep_node
+
+
+def test_repack_moves_toward_the_cheapest_packing_in_a_valid_step(make_world):
+    from karpenter_lambda.controllers.snapshot import SnapshotLoader
+    from karpenter_lambda.disruption.candidates import build_candidates
+    from karpenter_lambda.disruption.plan import SweepBudgets
+    from karpenter_lambda.disruption.repack import Repack, target_packing
+
+    d = make_world(policy="WhenEmptyOrUnderutilized", consolidate_after="0s")
+    nodes = d.nodes_with_pods([1, 1, 1], cpu="6", memory="20Gi")
+    for x in nodes:
+        d.put_pods(x, 1, cpu="500m")
+    env = d.w.env
+    from karpenter_lambda.controllers.cloudprovider import AWSCloudProvider
+
+    snap = SnapshotLoader(env.store, env.kube, env.claims, AWSCloudProvider.from_environment(env)).load(d.w.clock.now(), pdbs=True)
+    cands, _ = build_candidates(snap)
+    target, groups = target_packing(snap, cands)
+    today = sum(c.price for c in cands)
+    assert target < today / 2 and groups and len(groups[0]) == 3      # one small node holds the three pods
+    cmds, _ = Repack().compute_commands(SweepBudgets(snap, {}), cands, snap)
+    (cmd,) = cmds
+    assert cmd.reason == "Underutilized" and len(cmd.candidates) == 3 and len(cmd.replacements) == 1
+    assert cmd.replacements[0].price < today and cmd.detail.startswith("repack toward $")
+    assert d.alive() == {x["name"] for x in nodes}                       # pure: nothing changed

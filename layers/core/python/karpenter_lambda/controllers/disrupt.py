@@ -32,6 +32,7 @@ from ..disruption.candidates import LAST_POD_EVENT
 from ..disruption.drift import Drift, drift_reason
 from ..disruption.emptiness import Emptiness
 from ..disruption.expiration import Expiration
+from ..disruption.repack import Repack
 from ..disruption.underutilized import MultiNodeConsolidation, SingleNodeConsolidation
 from ..disruption.plan import SweepBudgets, external_disrupting, plan_sweep, revalidate
 from ..disruption.types import DRIFTED, EXPIRED, Command
@@ -48,8 +49,8 @@ VALIDATION_DELAY = 15.0
 BLOCKED_STATUS = "disruptionBlocked"
 POD_FINGERPRINT = "podFingerprint"
 SWEEP_METHODS = {"drift": (Expiration(), Drift()),
-                 "consolidation": (Emptiness(), MultiNodeConsolidation(), SingleNodeConsolidation())}
-METHOD_BY_REASON = {m.reason: m for ms in SWEEP_METHODS.values() for m in reversed(ms)}
+                 "consolidation": (Emptiness(), MultiNodeConsolidation(), SingleNodeConsolidation(), Repack())}
+METHOD_BY_REASON = {m.reason: m for ms in SWEEP_METHODS.values() for m in reversed(ms)}   # first of each reason
 
 
 @dataclass

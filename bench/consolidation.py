@@ -1,0 +1,202 @@
+#!/usr/bin/env python
+"""Consolidation benchmark: one consolidation sweep's decisions on a fragmented cluster, as the Lambda makes them.
+
+    python bench/consolidation.py [--nodes 1000] [--pods 20000] [--budget 10%] [--json] [--seed 7]
+
+The cluster (a documented, seeded generator, ``make_cluster``): ``--nodes`` on-demand nodes of eight common
+general/compute/memory types (m5/m6i xlarge-2xlarge, c5 xlarge-2xlarge, r5 large-xlarge) spread over three zones,
+and ``--pods`` pods in Deployments of 10: CPU from {50,100,200,250,500}m, memory from {128,256,512,1024}Mi; 10% of
+the Deployments spread over zones (maxSkew 1, DoNotSchedule), 8% keep one pod per node (required hostname
+anti-affinity), 0.5% of the pods carry ``karpenter.sh/do-not-disrupt``, 1% of the Deployments have a PDB
+(maxUnavailable 0).  Pods are placed at random (a fit within 20 random tries, else the first fit), so nodes are
+half used: a fragmented cluster.  The catalog is the real us-east-1 one (moto's EC2 data, bundled prices).
+
+Timed: ``plan_sweep`` over the snapshot with the consolidation sweep's methods (emptiness, multi-node,
+single-node) and the NodePool budget (``--budget``, Karpenter's default 10%), i.e. the pure decision the Lambda
+makes after loading its snapshot.  JSON keys (a contract): ``nodes_before``, ``nodes_after``, ``cost_before``,
+``cost_after``, ``lower_bound_cost`` (the fit-aware LP bound of bench/scheduling.py over all pods), ``seconds``,
+``peak_rss_mb``, ``moves`` (commands), plus ``nodes_disrupted``, ``replacements``, ``savings_per_hour``,
+``method``, ``blocked`` (per cause), ``cost_vs_bound_after``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import resource
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "layers", "core", "python"))
+sys.path.insert(0, HERE)
+
+from karpenter_lambda.api import labels as L  # noqa: E402
+from karpenter_lambda.api.objects import NodeClaim, NodePool  # noqa: E402
+from karpenter_lambda.api.snapshot import ClusterSnapshot  # noqa: E402
+
+ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
+NODE_TYPES = ["m5.xlarge", "m5.2xlarge", "m6i.xlarge", "m6i.2xlarge", "c5.xlarge", "c5.2xlarge", "r5.large", "r5.xlarge"]
+CPU = [50, 100, 200, 250, 500]
+MEM = [128, 256, 512, 1024]
+T0 = 1_796_000_000.0   # a fixed virtual "now"
+OLD = "2026-11-01T00:00:00Z"
+
+
+def nodepool(budget: str) -> NodePool:
+    return NodePool({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+                     "spec": {"template": {"spec": {
+                         "requirements": [{"key": L.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+                                          {"key": L.INSTANCE_CATEGORY, "operator": "In", "values": ["c", "m", "r"]}],
+                         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}},
+                         "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                                        "budgets": [{"nodes": budget}]}}})
+
+
+def _price(it, zone):
+    return min(o.price for o in it.offerings if o.zone == zone and o.capacity_type == "on-demand")
+
+
+def make_cluster(types, n_nodes: int, n_pods: int, seed: int, budget: str):
+    r = random.Random(seed)
+    by_name = {t.name: t for t in types}
+    snap = ClusterSnapshot(now=T0, nodepools={"default": nodepool(budget)})
+    nodes = []   # [name, zone, it, cpu_left, mem_left, pods_left, apps]
+    for i in range(n_nodes):
+        it = by_name[r.choice(NODE_TYPES)]
+        zone = ZONES[i % 3]
+        name = f"node-{i:04d}"
+        a = it.allocatable
+        nodes.append([name, zone, it, a["cpu"], a["memory"], a.get("pods", 58), set()])
+    pods, pdbs = [], []
+    n_deploy = n_pods // 10
+    for dnum in range(n_deploy):
+        kind = r.random()
+        app = f"app-{dnum}"
+        spec_extra = {}
+        if kind < 0.10:
+            spec_extra = {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": L.ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                                                         "labelSelector": {"matchLabels": {"app": app}}}]}
+        elif kind < 0.18:
+            spec_extra = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": L.HOSTNAME}]}}}
+        if r.random() < 0.01:
+            pdbs.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                         "metadata": {"name": app, "namespace": "default"},
+                         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}}})
+        cpu, mem = r.choice(CPU), r.choice(MEM)
+        for k in range(10):
+            ann = {L.DO_NOT_DISRUPT: "true"} if r.random() < 0.005 else {}
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": f"{app}-{k}", "namespace": "default", "uid": f"u-{dnum}-{k}",
+                                "labels": {"app": app}, "annotations": ann, "creationTimestamp": OLD,
+                                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": app, "uid": f"rs-{dnum}"}]},
+                   "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {
+                       "cpu": f"{cpu}m", "memory": f"{mem}Mi"}}}], **spec_extra},
+                   "status": {"phase": "Running", "startTime": OLD, "conditions": [
+                       {"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True", "lastTransitionTime": OLD}]}}
+            want_zone = ZONES[k % 3] if "topologySpreadConstraints" in spec_extra else None
+            anti = "affinity" in spec_extra
+
+            def ok(nd):
+                return (nd[3] >= cpu and nd[4] >= mem * 2**20 and nd[5] >= 1 and (want_zone is None or nd[1] == want_zone)
+                        and not (anti and app in nd[6]))
+            choice = next((nd for nd in (r.choice(nodes) for _ in range(20)) if ok(nd)), None) or next((nd for nd in nodes if ok(nd)), None)
+            if choice is None:
+                continue
+            choice[3] -= cpu
+            choice[4] -= mem * 2**20
+            choice[5] -= 1
+            choice[6].add(app)
+            pod["spec"]["nodeName"] = choice[0]
+            pods.append(pod)
+    for name, zone, it, *_ in nodes:
+        labels = {**it.labels, L.ZONE: zone, L.CAPACITY_TYPE: "on-demand", L.NODEPOOL: "default", L.HOSTNAME: name,
+                  L.INSTANCE_TYPE: it.name, L.NODE_INITIALIZED: "true", L.NODE_REGISTERED: "true"}
+        pid = f"aws:///{zone}/i-{name}"
+        a = it.allocatable
+        snap.nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+                           "spec": {"providerID": pid},
+                           "status": {"allocatable": {"cpu": f"{a['cpu']}m", "memory": str(a["memory"]), "pods": str(a.get("pods", 58))},
+                                      "conditions": [{"type": "Ready", "status": "True"}]}})
+        snap.nodeclaims[f"nc-{name}"] = NodeClaim({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": f"nc-{name}", "labels": labels, "creationTimestamp": OLD,
+                         "annotations": {"karpenter-lambda.io/price-per-hour": repr(_price(it, zone))}},
+            "spec": {"expireAfter": "720h"},
+            "status": {"providerID": pid, "nodeName": name, "lastPodEventTime": OLD,
+                       "conditions": [{"type": "Initialized", "status": "True", "lastTransitionTime": OLD}]}})
+    snap.pods, snap.pdbs = pods, pdbs
+    snap.instance_types = {"default": [t for t in types if t.labels.get(L.INSTANCE_CATEGORY) in ("c", "m", "r")]}
+    return snap
+
+
+def run(a) -> dict:
+    from scheduling import fit_lower_bound, real_catalog
+
+    from karpenter_lambda.catalog.types import InstanceType
+    from karpenter_lambda.controllers.disrupt import SWEEP_METHODS
+    from karpenter_lambda.disruption.plan import SweepBudgets, plan_sweep
+    from karpenter_lambda.scheduling.resources import pod_requests
+
+    types = real_catalog()
+    snap = make_cluster(types, a.nodes, a.pods, a.seed, a.budget)
+    cost_before = sum(float(nc.annotations["karpenter-lambda.io/price-per-hour"]) for nc in snap.nodeclaims.values())
+    gc.collect()
+    t0, c0 = time.perf_counter(), time.process_time()
+    plan = plan_sweep(snap, list(SWEEP_METHODS["consolidation"]), SweepBudgets(snap, {}))
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    disrupted = [c for cmd in plan.commands for c in cmd.candidates]
+    replacements = [p for cmd in plan.commands for p in cmd.replacements]
+    savings = sum(cmd.savings_per_hour for cmd in plan.commands)
+    vectors: dict = {}
+    for p in snap.pods:
+        req = pod_requests(p)
+        v = (req.get("cpu", 0), req.get("memory", 0))
+        vectors[v] = vectors.get(v, 0) + 1
+    od = [InstanceType(t.name, t.labels, t.capacity, t.overhead, [o for o in t.offerings if o.capacity_type == "on-demand"])
+          for t in snap.instance_types["default"]]
+    bound = fit_lower_bound(od, vectors)
+    causes: dict = {}
+    for b in plan.blocked:
+        causes[b.cause] = causes.get(b.cause, 0) + 1
+    cost_after = cost_before - savings
+    return {
+        "nodes_before": len(snap.nodeclaims), "pods": len(snap.pods),
+        "nodes_after": len(snap.nodeclaims) - len(disrupted) + len(replacements),
+        "cost_before": round(cost_before, 4), "cost_after": round(cost_after, 4),
+        "lower_bound_cost": round(bound, 4) if bound else None,
+        "cost_vs_bound_after": round(cost_after / bound, 4) if bound else None,
+        "seconds": round(seconds, 3), "cpu_seconds": round(cpu_seconds, 3), "peak_rss_mb": round(rss, 1),
+        "moves": len(plan.commands), "nodes_disrupted": len(disrupted), "replacements": len(replacements),
+        "savings_per_hour": round(savings, 4),
+        "method": sorted({cmd.reason + (f"/{len(cmd.candidates)}-node" if cmd.candidates else "") for cmd in plan.commands}),
+        "blocked": causes, "budget": a.budget, "seed": a.seed,
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--pods", type=int, default=20000)
+    ap.add_argument("--budget", default="10%", help="the NodePool's disruption budget (default 10%%, Karpenter's)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    row = run(a)
+    if a.json:
+        print(json.dumps(row), flush=True)
+    else:
+        print(f"{row['nodes_before']} nodes / {row['pods']} pods: {row['moves']} move(s) {row['method']}, "
+              f"{row['nodes_disrupted']} nodes disrupted, {row['replacements']} replacement(s); "
+              f"${row['cost_before']:.2f}/h -> ${row['cost_after']:.2f}/h (bound ${row['lower_bound_cost']}); "
+              f"{row['seconds']}s, {row['peak_rss_mb']} MB")
+    return row
+
+
+if __name__ == "__main__":
+    main()
