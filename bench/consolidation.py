@@ -16,7 +16,9 @@ single-node) and the NodePool budget (``--budget``, Karpenter's default 10%), i.
 makes after loading its snapshot.  JSON keys (a contract): ``nodes_before``, ``nodes_after``, ``cost_before``,
 ``cost_after``, ``lower_bound_cost`` (the fit-aware LP bound of bench/scheduling.py over all pods), ``seconds``,
 ``peak_rss_mb``, ``moves`` (commands), plus ``nodes_disrupted``, ``replacements``, ``savings_per_hour``,
-``method``, ``blocked`` (per cause), ``cost_vs_bound_after``.
+``method``, ``blocked`` (per cause), ``cost_vs_bound_after``; with ``--sweeps N`` the decisions are carried out on
+the snapshot (pods where the scheduler put them) and the next sweep runs: ``later_sweeps`` (seconds, nodes, cost,
+moves per sweep) and ``cost_vs_bound_final``.
 """
 
 from __future__ import annotations
@@ -58,6 +60,24 @@ def nodepool(budget: str) -> NodePool:
 
 def _price(it, zone):
     return min(o.price for o in it.offerings if o.zone == zone and o.capacity_type == "on-demand")
+
+
+def _add_node(snap, name: str, zone: str, it, price: float) -> None:
+    labels = {**it.labels, L.ZONE: zone, L.CAPACITY_TYPE: "on-demand", L.NODEPOOL: "default", L.HOSTNAME: name,
+              L.INSTANCE_TYPE: it.name, L.NODE_INITIALIZED: "true", L.NODE_REGISTERED: "true"}
+    pid = f"aws:///{zone}/i-{name}"
+    a = it.allocatable
+    snap.nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+                       "spec": {"providerID": pid},
+                       "status": {"allocatable": {"cpu": f"{a['cpu']}m", "memory": str(a["memory"]), "pods": str(a.get("pods", 58))},
+                                  "conditions": [{"type": "Ready", "status": "True"}]}})
+    snap.nodeclaims[f"nc-{name}"] = NodeClaim({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": f"nc-{name}", "labels": labels, "creationTimestamp": OLD,
+                     "annotations": {"karpenter-lambda.io/price-per-hour": repr(price)}},
+        "spec": {"expireAfter": "720h"},
+        "status": {"providerID": pid, "nodeName": name, "lastPodEventTime": OLD,
+                   "conditions": [{"type": "Initialized", "status": "True", "lastTransitionTime": OLD}]}})
 
 
 def make_cluster(types, n_nodes: int, n_pods: int, seed: int, budget: str):
@@ -114,24 +134,40 @@ def make_cluster(types, n_nodes: int, n_pods: int, seed: int, budget: str):
             pod["spec"]["nodeName"] = choice[0]
             pods.append(pod)
     for name, zone, it, *_ in nodes:
-        labels = {**it.labels, L.ZONE: zone, L.CAPACITY_TYPE: "on-demand", L.NODEPOOL: "default", L.HOSTNAME: name,
-                  L.INSTANCE_TYPE: it.name, L.NODE_INITIALIZED: "true", L.NODE_REGISTERED: "true"}
-        pid = f"aws:///{zone}/i-{name}"
-        a = it.allocatable
-        snap.nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
-                           "spec": {"providerID": pid},
-                           "status": {"allocatable": {"cpu": f"{a['cpu']}m", "memory": str(a["memory"]), "pods": str(a.get("pods", 58))},
-                                      "conditions": [{"type": "Ready", "status": "True"}]}})
-        snap.nodeclaims[f"nc-{name}"] = NodeClaim({
-            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": f"nc-{name}", "labels": labels, "creationTimestamp": OLD,
-                         "annotations": {"karpenter-lambda.io/price-per-hour": repr(_price(it, zone))}},
-            "spec": {"expireAfter": "720h"},
-            "status": {"providerID": pid, "nodeName": name, "lastPodEventTime": OLD,
-                       "conditions": [{"type": "Initialized", "status": "True", "lastTransitionTime": OLD}]}})
+        _add_node(snap, name, zone, it, _price(it, zone))
     snap.pods, snap.pdbs = pods, pdbs
     snap.instance_types = {"default": [t for t in types if t.labels.get(L.INSTANCE_CATEGORY) in ("c", "m", "r")]}
     return snap
+
+
+def apply_commands(snap, commands, types_by_name, n_new: list) -> None:
+    """Carry a sweep's commands out on the snapshot, as the cluster would end up: moved pods where the scheduler put
+    them, replacements as new initialized nodes, candidates gone."""
+    from karpenter_lambda.disruption.replace import removal_plan
+
+    for cmd in commands:
+        result, _ = removal_plan(snap, cmd.candidates)
+        by_key = {f"{(p.get('metadata') or {}).get('namespace') or 'default'}/{p['metadata']['name']}": p for p in snap.pods}
+        for key, node in result.placements.items():
+            if key in by_key:
+                by_key[key]["spec"]["nodeName"] = node
+        for plan in cmd.replacements or result.new_nodeclaims[:1]:
+            n_new[0] += 1
+            name, zone = f"new-{n_new[0]:04d}", plan.zone
+            it = types_by_name[plan.instance_type]
+            _add_node(snap, name, zone, it, plan.price)
+            src = result.new_nodeclaims[0].pods if result.new_nodeclaims else plan.pods
+            for key in src:
+                if key in by_key:
+                    by_key[key]["spec"]["nodeName"] = name
+        gone = {c.node_name for c in cmd.candidates}
+        snap.pods = [p for p in snap.pods if p["spec"].get("nodeName") not in gone]
+        snap.nodes = [n for n in snap.nodes if n["metadata"]["name"] not in gone]
+        for c in cmd.candidates:
+            snap.nodeclaims.pop(c.name, None)
+    for attr in ("node_by_name", "pods_by_uid", "pods_by_node", "_claim_by_node", "_node_by_claim", "reserved_by_claim",
+                 "_pdb_index"):
+        snap.__dict__.pop(attr, None)
 
 
 def run(a) -> dict:
@@ -145,6 +181,7 @@ def run(a) -> dict:
     types = real_catalog()
     snap = make_cluster(types, a.nodes, a.pods, a.seed, a.budget)
     cost_before = sum(float(nc.annotations["karpenter-lambda.io/price-per-hour"]) for nc in snap.nodeclaims.values())
+    nodes_before, pods_total = len(snap.nodeclaims), len(snap.pods)
     gc.collect()
     t0, c0 = time.perf_counter(), time.process_time()
     plan = plan_sweep(snap, list(SWEEP_METHODS["consolidation"]), SweepBudgets(snap, {}))
@@ -153,6 +190,24 @@ def run(a) -> dict:
     disrupted = [c for cmd in plan.commands for c in cmd.candidates]
     replacements = [p for cmd in plan.commands for p in cmd.replacements]
     savings = sum(cmd.savings_per_hour for cmd in plan.commands)
+    later = []   # --sweeps N: the decisions carried out, then the next sweep on the result
+    by_name = {t.name: t for t in types}
+    n_new = [0]
+    current = plan
+    for _ in range(max(0, a.sweeps - 1)):
+        if not current.commands:
+            break
+        apply_commands(snap, current.commands, by_name, n_new)
+        t1 = time.perf_counter()
+        current = plan_sweep(snap, list(SWEEP_METHODS["consolidation"]), SweepBudgets(snap, {}))
+        later.append({"seconds": round(time.perf_counter() - t1, 3), "nodes": len(snap.nodeclaims),
+                      "cost": round(sum(float(nc.annotations["karpenter-lambda.io/price-per-hour"]) for nc in snap.nodeclaims.values()), 4),
+                      "moves": len(current.commands),
+                      "method": sorted({f"{c.reason}/{len(c.candidates)}-node" for c in current.commands})})
+    if later and current.commands:
+        apply_commands(snap, current.commands, by_name, n_new)
+        later.append({"nodes": len(snap.nodeclaims), "cost": round(sum(float(nc.annotations["karpenter-lambda.io/price-per-hour"])
+                                                                            for nc in snap.nodeclaims.values()), 4)})
     vectors: dict = {}
     for p in snap.pods:
         req = pod_requests(p)
@@ -166,8 +221,8 @@ def run(a) -> dict:
         causes[b.cause] = causes.get(b.cause, 0) + 1
     cost_after = cost_before - savings
     return {
-        "nodes_before": len(snap.nodeclaims), "pods": len(snap.pods),
-        "nodes_after": len(snap.nodeclaims) - len(disrupted) + len(replacements),
+        "nodes_before": nodes_before, "pods": pods_total,
+        "nodes_after": nodes_before - len(disrupted) + len(replacements),
         "cost_before": round(cost_before, 4), "cost_after": round(cost_after, 4),
         "lower_bound_cost": round(bound, 4) if bound else None,
         "cost_vs_bound_after": round(cost_after / bound, 4) if bound else None,
@@ -176,6 +231,8 @@ def run(a) -> dict:
         "savings_per_hour": round(savings, 4),
         "method": sorted({cmd.reason + (f"/{len(cmd.candidates)}-node" if cmd.candidates else "") for cmd in plan.commands}),
         "blocked": causes, "budget": a.budget, "seed": a.seed,
+        "later_sweeps": later,
+        "cost_vs_bound_final": round(later[-1]["cost"] / bound, 4) if later and bound else None,
     }
 
 
@@ -185,6 +242,7 @@ def main(argv=None):
     ap.add_argument("--pods", type=int, default=20000)
     ap.add_argument("--budget", default="10%", help="the NodePool's disruption budget (default 10%%, Karpenter's)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--sweeps", type=int, default=1, help="carry each sweep's decisions out and run the next (default 1)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     row = run(a)

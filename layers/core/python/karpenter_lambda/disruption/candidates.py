@@ -24,7 +24,7 @@ from ..api.durations import DurationError, parse_duration, parse_nillable_durati
 from ..api.kube import is_daemon_pod, is_mirror_pod, is_terminal, is_terminating, node_ready, pod_key, pod_uid
 from ..api.snapshot import ClusterSnapshot
 from ..scheduling.reschedule import is_reschedulable
-from .pdb import blocking_pdb
+from .pdb import blocking_pdb_in, pdb_index
 from .types import BLOCK_DO_NOT_DISRUPT, BLOCK_PDB, BLOCK_PODS_WOULD_NOT_FIT, Candidate
 
 SUBNET_ANNOTATION = "karpenter-lambda.io/subnet-id"
@@ -90,7 +90,7 @@ def pod_blockers(pods: list[dict], snap: ClusterSnapshot) -> list[tuple[str, str
             continue
         if is_daemon_pod(p):
             continue  # Karpenter does not check PDBs for the node's own DaemonSet pods
-        pdb = blocking_pdb(p, snap.pdbs, snap.pods)
+        pdb = blocking_pdb_in(p, pdb_index(snap))
         if pdb is not None:
             m = pdb.get("metadata") or {}
             out.append((BLOCK_PDB, f"PDB {m.get('namespace') or 'default'}/{m.get('name')} allows no eviction of pod {pod_key(p)}"))

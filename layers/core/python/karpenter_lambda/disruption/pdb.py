@@ -66,3 +66,36 @@ def blocking_pdb(pod: dict, pdbs: list[dict], pods: list[dict]) -> dict | None:
         if selects(pdb, pod) and disruptions_allowed(pdb, pods) <= 0:
             return pdb
     return None
+
+
+def pdb_index(snap) -> list[tuple[dict, str, object, int]]:
+    """(pdb, namespace, selector, disruptions allowed) for every PDB, computed once per snapshot (a sweep asks about
+    thousands of pods; recounting a PDB's pods each time made that quadratic)."""
+    cached = snap.__dict__.get("_pdb_index")
+    if cached is not None:
+        return cached
+    by_ns: dict[str, list[dict]] = {}
+    for p in snap.pods:
+        by_ns.setdefault((p.get("metadata") or {}).get("namespace") or "default", []).append(p)
+    out = []
+    for pdb in snap.pdbs or ():
+        ns = (pdb.get("metadata") or {}).get("namespace") or "default"
+        try:
+            sel = Selector((pdb.get("spec") or {}).get("selector"))
+        except ValueError:
+            continue
+        out.append((pdb, ns, sel, disruptions_allowed(pdb, by_ns.get(ns, []))))
+    snap.__dict__["_pdb_index"] = out
+    return out
+
+
+def blocking_pdb_in(pod: dict, index) -> dict | None:
+    """:func:`blocking_pdb` against a :func:`pdb_index`."""
+    if not index or not _healthy(pod):
+        return None
+    meta = pod.get("metadata") or {}
+    ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
+    for pdb, pns, sel, allowed in index:
+        if pns == ns and allowed <= 0 and sel.matches(labels):
+            return pdb
+    return None
