@@ -63,3 +63,24 @@ def test_a_scale_down_ends_with_the_empty_nodes_consolidated(tmp_path: Path):
     assert timeline[-1]["nodes"] == 1 and max(t["nodes"] for t in timeline) == 4
     assert timeline[-1]["costPerHour"] < max(t["costPerHour"] for t in timeline)
     assert not [e for e in d["events"] if e["type"] == "DisruptionBlocked"]
+
+
+def test_a_scale_down_ends_with_underused_nodes_consolidated(tmp_path: Path):
+    np_ = NODEPOOL.replace("consolidationPolicy: WhenEmpty", "consolidationPolicy: WhenEmptyOrUnderutilized")
+    (tmp_path / "np.yaml").write_text(np_)
+    web = json.loads(json.dumps(WEB))
+    web["spec"]["replicas"] = 12
+    web["spec"]["template"]["spec"].pop("affinity")
+    web["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1", "memory": "1Gi"}
+    (tmp_path / "web.yaml").write_text(json.dumps(web))
+    (tmp_path / "s.yaml").write_text(json.dumps({
+        "apiVersion": "karpenter-lambda.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "night"},
+        "spec": {"steps": [{"at": "3m", "scale": {"kind": "Deployment", "namespace": "default", "name": "web", "replicas": 3}}]}}))
+    d = Simulation([tmp_path / "np.yaml", tmp_path / "web.yaml", tmp_path / "s.yaml"], progress=lambda m: None).run().to_dict()
+    under = [e for e in d["events"] if e["type"] == "NodeClaimDisrupted" and e["reason"] == "Underutilized"]
+    assert under and all(e["time"] > 180 and e["savingsPerHour"] > 0 and "replacements" in e for e in under)
+    blocked = [e for e in d["events"] if e["type"] == "DisruptionBlocked"]
+    assert all(e["reason"] for e in blocked)          # each names its cause (e.g. consolidateAfter before the scale-down)
+    assert d["pods"] == {"total": 3, "bound": 3}
+    timeline = d["costTimeline"]
+    assert timeline[-1]["costPerHour"] < timeline[0]["costPerHour"] and timeline[-1]["nodes"] < timeline[0]["nodes"]
