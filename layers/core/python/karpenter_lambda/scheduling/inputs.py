@@ -210,8 +210,8 @@ def replacement_placeholders(snap: ClusterSnapshot) -> dict[str, list[dict]]:
             if old not in snap.nodeclaims:
                 continue
             for p in snap.pods_of_nodeclaim(old):
-                if not is_reschedulable(p):
-                    continue
+                if not is_reschedulable(p) or snap.reservations.get(pod_uid(p)) == nc.name:
+                    continue   # a pod nominated to the replacement is already held by its nomination
                 containers = [{"name": c.get("name", "c"), "resources": {"requests": dict((c.get("resources") or {}).get("requests") or {})}}
                               for c in (p.get("spec") or {}).get("containers") or []]
                 out.setdefault(nc.name, []).append({
