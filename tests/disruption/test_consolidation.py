@@ -223,3 +223,25 @@ def test_repack_moves_toward_the_cheapest_packing_in_a_valid_step(make_world):
     assert cmd.reason == "Underutilized" and len(cmd.candidates) == 3 and len(cmd.replacements) == 1
     assert cmd.replacements[0].price < today and cmd.detail.startswith("repack toward $")
     assert d.alive() == {x["name"] for x in nodes}                       # pure: nothing changed
+
+
+def test_a_move_that_would_break_zone_spread_is_not_taken(make_world):
+    d = make_world(policy="WhenEmptyOrUnderutilized", consolidate_after="0s")
+    a, b = d.nodes_with_pods([1, 1], cpu="500m")
+    # put b in another zone than a (the World launches in one zone by default): move its NodeClaim/Node labels
+    zone_a = a["nodeClaim"].labels["topology.kubernetes.io/zone"]
+    other = "us-east-1b" if zone_a != "us-east-1b" else "us-east-1c"
+    d.w.server.store.patch("nodes", b["nodeName"], {"metadata": {"labels": {"topology.kubernetes.io/zone": other}}})
+
+    def mutate(nc):
+        nc.doc["metadata"]["labels"]["topology.kubernetes.io/zone"] = other
+    d.w.store.update("NodeClaim", b["name"], mutate)
+    spread = {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                             "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "zs"}}}]}
+    for x in (a, b):
+        d.put_pods(x, 1, cpu="250m", app="zs", **spread)
+    outs = _settle(d, rounds=3)
+    # deleting either node would put both zs pods in one zone (skew 2 > 1): only a new node in the same zone could
+    # take the pod, and it is not cheaper
+    assert _all(outs, "disrupted") == [] and _all(outs, "proposed") == []
+    assert d.alive() == {a["name"], b["name"]}

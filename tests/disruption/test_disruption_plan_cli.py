@@ -41,3 +41,24 @@ def test_plan_says_what_to_fix_when_the_state_cannot_be_read(make_world, monkeyp
     monkeypatch.setenv("KARPENTER_LAMBDA_STATE_TABLE", "no-such-table")
     code, out, err = _plan(d)
     assert code == 1 and "cannot read the cluster state" in err and "--cluster" in err
+
+
+def test_plan_names_each_cause(make_world):
+    d = make_world(policy="WhenEmptyOrUnderutilized", consolidate_after="0s",
+                   budgets='[{nodes: "0", reasons: [Drifted]}, {nodes: "100%"}]')
+    a, b, c = d.nodes_with_pods([1, 1, 1], cpu="1500m")     # each full enough: no move is cheaper
+    d.put_pods(a, 1, cpu="1500m", app="guarded")
+    d.w.server.store.create("poddisruptionbudgets", {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "guard", "namespace": "default"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}}}, "default")
+
+    def drift(np):
+        np.doc["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})["team"] = "x"
+    d.w.store.update("NodePool", "default", drift)
+    code, out, err = _plan(d, "--json")
+    assert code == 0, err
+    rows = {r["nodeClaim"]: r for r in json.loads(out)["nodes"]}
+    assert rows[a["name"]]["cause"] == "PDB" and "default/guard" in rows[a["name"]]["detail"]
+    for x in (b, c):   # drifted but the Drifted budget is 0; consolidation: no cheaper replacement
+        assert rows[x["name"]]["decision"] == "blocked"
+        assert rows[x["name"]]["cause"] == "budget" and "Drifted 0 of 0 left" in rows[x["name"]]["detail"]
