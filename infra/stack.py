@@ -36,6 +36,7 @@ class QueueSpec:
     consumer: str  # the FunctionSpec.name reading it (sets the visibility timeout)
     retention_hours: int = 24
     max_receive_count: int = 5
+    retention_seconds: int | None = None   # overrides retention_hours (the interruption queue keeps 300 s, as Karpenter)
 
 
 # the functions and their triggers: functions/registry.json (the simulator reads the same file)
@@ -55,7 +56,11 @@ TABLE_ACTIONS = (
     "dynamodb:DescribeTable",
 )
 
-QUEUES: tuple[QueueSpec, ...] = (QueueSpec(name="pod", consumer="provisioner"),)
+QUEUES: tuple[QueueSpec, ...] = (
+    QueueSpec(name="pod", consumer="provisioner"),
+    # EventBridge -> interruption handler; a warning older than 5 minutes is useless (Karpenter's 300 s retention)
+    QueueSpec(name="interruption", consumer="interruption", retention_seconds=300, max_receive_count=3),
+)
 
 
 class KarpenterLambdaStack(Stack):
@@ -81,10 +86,14 @@ class KarpenterLambdaStack(Stack):
                 self,
                 f"{q.name.capitalize()}Queue",
                 visibility_timeout_seconds=visibility_timeout_for(consumer.timeout_seconds, window),
-                retention=Duration.hours(q.retention_hours),
+                retention=Duration.seconds(q.retention_seconds) if q.retention_seconds else Duration.hours(q.retention_hours),
                 max_receive_count=q.max_receive_count,
             )
         pod_queue = self.queues["pod"].queue
+        from .interruption import InterruptionRules
+
+        self.interruption_rules = InterruptionRules(self, "InterruptionRules", queue=self.queues["interruption"].queue,
+                                                    cluster=cluster)
 
         # one role for every function, like Karpenter's single controller
         self.controller_role = iam.Role(
@@ -195,6 +204,7 @@ class KarpenterLambdaStack(Stack):
             "ClusterName": (cluster, "EKS cluster this stack manages"),
             "Region": (Aws.REGION, "region of the stack (the watcher's AWS_REGION)"),
             "PodQueueUrl": (pod_queue.queue_url, "the watcher sends pending pods here (KARPENTER_LAMBDA_POD_QUEUE_URL)"),
+            "InterruptionQueueUrl": (self.queues["interruption"].queue.queue_url, "EventBridge interruption events (spot, health, state)"),
             "WatcherRoleArn": (self.watcher_role.role.role_arn, f"Pod Identity role of {WATCHER_NAMESPACE}/{WATCHER_SERVICE_ACCOUNT}"),
             "WatcherNamespace": (WATCHER_NAMESPACE, "namespace of the watcher's service account"),
             "WatcherServiceAccount": (WATCHER_SERVICE_ACCOUNT, "service account bound to WatcherRoleArn"),

@@ -162,10 +162,11 @@ def test_instance_profiles_only_with_cluster_region_and_nodeclass_tags(controlle
     }
 
 
-def test_controller_data_access_is_the_two_tables_and_the_pod_queue(synth):
+def test_controller_data_access_is_the_two_tables_and_the_two_queues(synth):
     role_id = next(k for k in synth.of_type("AWS::IAM::Role") if k.startswith("ControllerRole"))
     tables = {f"<{k}.Arn>" for k in synth.of_type("AWS::DynamoDB::Table")}
-    pod_queue = next(f"<{k}.Arn>" for k in synth.of_type("AWS::SQS::Queue") if "DeadLetter" not in k)
+    queues = {f"<{k}.Arn>" for k in synth.of_type("AWS::SQS::Queue") if "DeadLetter" not in k}
+    assert len(queues) == 2   # the pod queue and the interruption queue
     log_groups = {f"<{k}.Arn>" for k in synth.of_type("AWS::Logs::LogGroup") if not k.startswith("NodePools")}
     services = set()
     for pid, pol in synth.of_type("AWS::IAM::Policy").items():
@@ -182,7 +183,7 @@ def test_controller_data_access_is_the_two_tables_and_the_pod_queue(synth):
                 assert resources <= tables, resources
                 assert not {"dynamodb:CreateTable", "dynamodb:DeleteTable", "dynamodb:UpdateTable"} & set(actions)
             elif service == "sqs":
-                assert resources == {pod_queue}
+                assert resources <= queues, resources
             elif service == "logs":
                 assert resources <= log_groups and set(actions) == {"logs:CreateLogStream", "logs:PutLogEvents"}
             elif service == "xray":

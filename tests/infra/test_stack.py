@@ -56,9 +56,9 @@ def test_tables(synth, which, ttl, deletion):
 
 def test_pod_queue_dlq_redrive_and_encryption(synth):
     queues = synth.of_type("AWS::SQS::Queue")
-    assert len(queues) == 2
+    assert len(queues) == 4   # the pod and interruption queues with their DLQs
     dlq_id, dlq = _one(synth, "AWS::SQS::Queue", "PodQueueDeadLetter")
-    qid = next(k for k in queues if k != dlq_id)
+    qid = next(k for k in queues if k.startswith("PodQueue") and k != dlq_id)
     q = queues[qid]["Properties"]
     assert q["RedrivePolicy"] == {"deadLetterTargetArn": _arn(dlq_id), "maxReceiveCount": 5}
     assert q["SqsManagedSseEnabled"] is True and dlq["Properties"]["SqsManagedSseEnabled"] is True
@@ -70,16 +70,43 @@ def test_pod_queue_dlq_redrive_and_encryption(synth):
 
 def test_queues_deny_plain_http(synth):
     policies = synth.of_type("AWS::SQS::QueuePolicy")
-    assert len(policies) == 2
+    assert len(policies) == 4
     for pol in policies.values():
-        [st] = pol["Properties"]["PolicyDocument"]["Statement"]
+        st = pol["Properties"]["PolicyDocument"]["Statement"][0]
         assert st["Effect"] == "Deny" and st["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
+def test_interruption_queue_rules_and_policy(synth):
+    dlq_id, dlq = _one(synth, "AWS::SQS::Queue", "InterruptionQueueDeadLetter")
+    qid, q = next((k, v) for k, v in synth.of_type("AWS::SQS::Queue").items() if k.startswith("InterruptionQueue") and k != dlq_id)
+    p = q["Properties"]
+    assert p["MessageRetentionPeriod"] == 300 and p["SqsManagedSseEnabled"] is True
+    assert p["RedrivePolicy"] == {"deadLetterTargetArn": _arn(dlq_id), "maxReceiveCount": 3}
+    rules = {k: v["Properties"] for k, v in synth.of_type("AWS::Events::Rule").items() if k.startswith("InterruptionRules")}
+    patterns = sorted((r["EventPattern"]["source"][0], r["EventPattern"]["detail-type"][0]) for r in rules.values())
+    assert patterns == sorted([
+        ("aws.ec2", "EC2 Spot Instance Interruption Warning"), ("aws.ec2", "EC2 Instance Rebalance Recommendation"),
+        ("aws.ec2", "EC2 Instance State-change Notification"),
+        ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"), ("aws.health", "AWS Health Event")])
+    assert all(r["Targets"][0]["Arn"] == _arn(qid) for r in rules.values())
+    (pol,) = [v["Properties"] for v in synth.of_type("AWS::SQS::QueuePolicy").values() if v["Properties"]["Queues"] == [_ref(qid)]]
+    allows = [st for st in pol["PolicyDocument"]["Statement"] if st["Effect"] == "Allow"]
+    principals = {st["Principal"]["Service"] for st in allows}
+    assert principals == {"events.amazonaws.com", "sqs.amazonaws.com"}
+    for st in allows:   # send (and the two reads EventBridge's SQS target asks for), nothing else
+        acts = set(st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+        assert "sqs:SendMessage" in acts and acts <= {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
+    events_allows = [st for st in allows if st["Principal"]["Service"] == "events.amazonaws.com"]
+    assert len(events_allows) == 5 and all("aws:SourceArn" in st["Condition"]["ArnEquals"] for st in events_allows)
+    fid, _ = _one(synth, "AWS::Lambda::Function", "InterruptionFunction")
+    (esm,) = [v["Properties"] for v in synth.of_type("AWS::Lambda::EventSourceMapping").values() if v["Properties"]["EventSourceArn"] == _arn(qid)]
+    assert esm["FunctionName"] == _ref(fid) and esm["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
 def test_provisioner_event_source(synth):
-    _, esm = _one(synth, "AWS::Lambda::EventSourceMapping")
+    _, esm = _one(synth, "AWS::Lambda::EventSourceMapping", "Provisioner")
     p = esm["Properties"]
-    qid = next(k for k in synth.of_type("AWS::SQS::Queue") if "DeadLetter" not in k)
+    qid = next(k for k in synth.of_type("AWS::SQS::Queue") if k.startswith("PodQueue") and "DeadLetter" not in k)
     fid, fn = _one(synth, "AWS::Lambda::Function", "Provisioner")
     assert p["EventSourceArn"] == _arn(qid)
     assert p["FunctionName"] == _ref(fid)
@@ -142,7 +169,7 @@ def test_function_assets_are_their_own_folders(synth):
 
 def test_the_registry_functions(synth):
     names = sorted(k for k in synth.of_type("AWS::Lambda::Function") if not k.startswith("AWS679f53fac002430cb0da5b7982bd2287"))
-    assert [n.split("Function")[0] for n in names] == ["Consolidation", "Drift", "Lifecycle", "Provisioner"]
+    assert [n.split("Function")[0] for n in names] == ["Consolidation", "Drift", "Interruption", "Lifecycle", "Provisioner"]
 
 
 def test_disruption_sweeps_schedule_and_alarms(synth):
@@ -252,9 +279,9 @@ def test_dashboard_shows_every_metric(synth):
 def test_alarms(synth):
     alarms = synth.of_type("AWS::CloudWatch::Alarm")
     # one per DLQ, one per function (errors), and the sweeps' own metrics (2 each for drift and consolidation)
-    assert len(alarms) == 1 + 4 + 4
+    assert len(alarms) == 2 + 5 + 4
     dlq_id, _ = _one(synth, "AWS::SQS::Queue", "PodQueueDeadLetter")
-    dlq_alarm = next(a["Properties"] for a in alarms.values() if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible")
+    dlq_alarm = next(a["Properties"] for k, a in alarms.items() if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible" and "pod" in k)
     assert dlq_alarm["Namespace"] == "AWS/SQS"
     assert dlq_alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}}]
     assert (dlq_alarm["Threshold"], dlq_alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
