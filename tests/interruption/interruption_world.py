@@ -13,8 +13,6 @@ from karpenter_lambda.controllers.interruption_messages import EVENT_PATTERNS
 from karpenter_lambda.sim.simulator import _LambdaContext, _sqs_record, load_module, repo_root
 from karpenter_lambda.sim.world import World, make_pod
 
-ACCOUNT = "123456789012"
-
 MANIFESTS = """
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -66,51 +64,9 @@ def manifests(rebalance_replace: bool = False, budgets: str = '[{nodes: "10%"}]'
     return MANIFESTS % {"spot_annotations": ann, "budgets": budgets}
 
 
-# -- real-shaped EventBridge events (field names as in the AWS documentation) ------------------------------------
-def _envelope(detail_type: str, source: str, detail: dict, resources: list[str], time: str) -> dict:
-    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type, "source": source, "account": ACCOUNT,
-            "time": time, "region": "us-east-1", "resources": resources, "detail": detail}
-
-
-def _arn(iid: str) -> str:
-    return f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/{iid}"
-
-
-def spot_warning(iid: str, time: str) -> dict:
-    return _envelope("EC2 Spot Instance Interruption Warning", "aws.ec2",
-                     {"instance-id": iid, "instance-action": "terminate"}, [_arn(iid)], time)
-
-
-def rebalance(iid: str, time: str) -> dict:
-    return _envelope("EC2 Instance Rebalance Recommendation", "aws.ec2", {"instance-id": iid}, [_arn(iid)], time)
-
-
-def state_change(iid: str, state: str, time: str) -> dict:
-    return _envelope("EC2 Instance State-change Notification", "aws.ec2", {"instance-id": iid, "state": state},
-                     [_arn(iid)], time)
-
-
-def capacity_reservation_interruption(iid: str, time: str) -> dict:
-    return _envelope("EC2 Capacity Reservation Instance Interruption Warning", "aws.ec2",
-                     {"instance-id": iid, "instance-action": "terminate", "instance-termination-time": time,
-                      "azId": "use1-az1"}, [_arn(iid)], time)
-
-
-def health_scheduled_change(iids: list[str], time: str, service: str = "EC2", category: str = "scheduledChange") -> dict:
-    code = "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"
-    detail = {
-        "eventArn": f"arn:aws:health:us-east-1::event/EC2/{code}/{code}_ABC123-DEF456",
-        "service": service, "eventTypeCode": code, "eventTypeCategory": category,
-        "eventScopeCode": "ACCOUNT_SPECIFIC", "communicationId": "1234abc01232a4012345678-1",
-        "startTime": "Sat, 05 Jun 2027 15:10:09 GMT", "endTime": "Sat, 05 Jun 2027 16:10:09 GMT",
-        "lastUpdatedTime": "Fri, 04 Jun 2027 15:10:09 GMT", "statusCode": "upcoming", "eventRegion": "us-east-1",
-        "eventDescription": [{"language": "en_US", "latestDescription": "EC2 has detected degradation of the "
-                                                                          "underlying hardware hosting your instances."}],
-        "affectedEntities": [{"entityValue": i, "lastUpdatedTime": "Fri, 04 Jun 2027 15:10:09 GMT",
-                              "status": "IMPAIRED"} for i in iids],
-        "affectedAccount": ACCOUNT,
-    }
-    return _envelope("AWS Health Event", "aws.health", detail, list(iids), time)
+# -- real-shaped EventBridge events: karpenter_lambda.sim.interruption_events (shared with the simulator) -----------
+from karpenter_lambda.sim.interruption_events import (ACCOUNT, capacity_reservation_interruption,  # noqa: E402,F401
+                                                      health_scheduled_change, rebalance, spot_warning, state_change)
 
 
 class InterruptionWorld:

@@ -84,3 +84,27 @@ def test_a_scale_down_ends_with_underused_nodes_consolidated(tmp_path: Path):
     assert d["pods"] == {"total": 3, "bound": 3}
     timeline = d["costTimeline"]
     assert timeline[-1]["costPerHour"] < timeline[0]["costPerHour"] and timeline[-1]["nodes"] < timeline[0]["nodes"]
+
+
+def test_a_spot_interruption_is_handled_before_ec2_reclaims_the_instance(tmp_path: Path):
+    np_ = NODEPOOL.replace("values: [on-demand]", "values: [spot]")
+    (tmp_path / "np.yaml").write_text(np_)
+    web = json.loads(json.dumps(WEB))
+    (tmp_path / "web.yaml").write_text(json.dumps(web))
+    (tmp_path / "s.yaml").write_text(json.dumps({
+        "apiVersion": "karpenter-lambda.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "spot"},
+        "spec": {"steps": [{"at": "3m", "interrupt": {"kind": "SpotInterruption", "nodePool": "default", "count": 2}}]}}))
+    d = Simulation([tmp_path / "np.yaml", tmp_path / "web.yaml", tmp_path / "s.yaml"], progress=lambda m: None).run().to_dict()
+    received = [e for e in d["events"] if e["type"] == "InterruptionReceived"]
+    assert len(received) == 2 and all(e["kind"] == "SpotInterruption" and e["time"] == 180 for e in received)
+    hit = {e["object"] for e in received}
+    disrupted = [e for e in d["events"] if e["type"] == "NodeClaimDisrupted" and e["object"] in hit]
+    assert len(disrupted) == 2 and all(e["reason"] == "SpotInterrupted" and e["replacements"] for e in disrupted)
+    deleted = {e["object"]: e["time"] for e in d["events"] if e["type"] == "NodeClaimDeleted"}
+    assert all(deleted[o] < 180 + 120 for o in hit)              # drained and gone before EC2 takes the instance
+    reclaimed = [e for e in d["events"] if e["type"] == "SpotInstanceReclaimed"]
+    assert len(reclaimed) == 2 and all(e["time"] == 300 for e in reclaimed)
+    displaced = [e for e in d["events"] if e["type"] == "PodsDisplaced"]
+    assert all(0 < e["seconds"] <= 120 for e in displaced)
+    assert d["pods"] == {"total": 4, "bound": 4}
+    assert not {c["name"] for c in d["nodeClaims"]} & {o.split("/")[1] for o in hit}

@@ -163,3 +163,24 @@ def test_apply_replaces_a_nodepool(tmp_path):
     assert result.pods_bound == 1 and len(result.nodeclaims) == 1
     (pending,) = result.unschedulable
     assert "limit" in pending["reason"]
+
+
+@pytest.mark.parametrize("args, expected", [
+    ({"kind": "Meteor", "nodePool": "default"}, "spec.steps[0].interrupt.kind: must be one of"),
+    ({"kind": "SpotInterruption"}, "spec.steps[0].interrupt.nodePool: required"),
+    ({"kind": "SpotInterruption", "nodePool": "p", "count": 0}, "spec.steps[0].interrupt.count: must be an integer >= 1"),
+    ({"kind": "StateChange", "nodePool": "p"}, "spec.steps[0].interrupt.state: must be one of"),
+    ({"kind": "SpotInterruption", "nodePool": "p", "state": "terminated"}, "spec.steps[0].interrupt.state: only for kind StateChange"),
+])
+def test_bad_interrupt_steps_name_the_field(args, expected):
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(_doc([{"at": "1m", "interrupt": args}]), "s.yaml", 0)
+    assert expected in str(e.value)
+
+
+def test_interrupt_step_parses():
+    sc = parse_scenario(_doc([{"at": "2m", "interrupt": {"kind": "StateChange", "nodePool": "default", "count": 2,
+                                                         "state": "terminated"}}]))
+    (step,) = sc.steps
+    assert step.action == "interrupt" and step.args["count"] == 2
+    assert step.describe() == "StateChange (terminated) for the 2 oldest NodeClaim(s) of NodePool default"

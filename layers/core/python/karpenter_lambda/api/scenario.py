@@ -57,6 +57,9 @@ class Step:
             return f"apply {a.get('kind')} {meta.get('name')}"
         if self.action == "releaseAMI":
             return f"release a new EKS-optimized AMI for {a['family']}"
+        if self.action == "interrupt":
+            state = f" ({a['state']})" if a.get("state") else ""
+            return f"{a['kind']}{state} for the {a.get('count', 1)} oldest NodeClaim(s) of NodePool {a['nodePool']}"
         return self.action
 
 
@@ -122,12 +125,38 @@ def _release_ami(args, where):
     return [f"{where}.{k}: unknown field" for k in sorted(set(args) - {"family"})]
 
 
+INTERRUPT_KINDS = ("SpotInterruption", "RebalanceRecommendation", "ScheduledChange", "StateChange",
+                   "CapacityReservationInterruption")
+INSTANCE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down", "terminated")
+
+
+def _interrupt(args, where):
+    if not isinstance(args, dict):
+        return [f"{where}: must be a mapping with kind, nodePool, count (and state for StateChange)"]
+    problems = []
+    if args.get("kind") not in INTERRUPT_KINDS:
+        problems.append(f"{where}.kind: must be one of {', '.join(INTERRUPT_KINDS)}, got {args.get('kind')!r}")
+    if not isinstance(args.get("nodePool"), str) or not args.get("nodePool"):
+        problems.append(f"{where}.nodePool: required (the NodePool whose oldest NodeClaims are interrupted)")
+    count = args.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        problems.append(f"{where}.count: must be an integer >= 1, got {count!r}")
+    if args.get("kind") == "StateChange":
+        if args.get("state") not in INSTANCE_STATES:
+            problems.append(f"{where}.state: must be one of {', '.join(INSTANCE_STATES)}, got {args.get('state')!r}")
+    elif "state" in args:
+        problems.append(f"{where}.state: only for kind StateChange")
+    problems += [f"{where}.{k}: unknown field" for k in sorted(set(args) - {"kind", "nodePool", "count", "state"})]
+    return problems
+
+
 # action -> validator(args, where) -> [problem, ...]; extend this table to add an action
 ACTIONS: dict[str, Callable[[object, str], list[str]]] = {
     "scale": _scale,
     "apply": _apply,
     "delete": _delete,
     "releaseAMI": _release_ami,
+    "interrupt": _interrupt,
 }
 
 

@@ -4,22 +4,30 @@
 
 * ``request(nodeclaim, reason)`` -- the deletion request: ``metadata.deletionTimestamp`` is set (with the reason)
   and nothing else; the record stays while its instance exists.
-* ``finalize(nodeclaim, node, instance)`` -- one step toward gone, safe to repeat (the lifecycle sweep calls it
-  every minute for each deleting NodeClaim):
+* ``finalize(nodeclaim, node, instance, errors=None) -> str`` -- one step toward gone, safe to repeat (the
+  lifecycle sweep calls it every minute for each deleting NodeClaim; every call is a new Lambda invocation's view):
 
-  1. **drain** (while the instance still runs and the Node exists): taint the Node ``karpenter.sh/disrupted:
-     NoSchedule``, label it ``node.kubernetes.io/exclude-from-external-load-balancers``, then evict its pods with
-     the Eviction API in Karpenter's four groups (:mod:`karpenter_lambda.disruption.eviction`: non-critical,
-     non-critical DaemonSet, critical, critical DaemonSet; each after the previous is gone).  A 429 from a PDB and
-     a do-not-disrupt pod are retried next time; at the NodeClaim's ``terminationGracePeriod`` deadline the
-     remaining pods are deleted.  Returns ``"draining"`` while pods remain;
-  2. terminate the instance (once: the time is recorded); ``"terminating"`` until EC2 reports it gone;
-  3. delete the Node, release the launch claim (limits, pod nominations), remove the record: ``"deleted"``.
+  1. **drain** (while the instance may still run and the Node exists): taint the Node ``karpenter.sh/disrupted:
+     NoSchedule``, label it ``node.kubernetes.io/exclude-from-external-load-balancers=true``, then evict its pods
+     with the Eviction API in Karpenter's four groups (:mod:`karpenter_lambda.disruption.eviction`: non-critical,
+     non-critical DaemonSet, critical, critical DaemonSet; each only once every pod of the earlier groups is gone).
+     A 429 from a PodDisruptionBudget and an active do-not-disrupt are retried next time; from the NodeClaim's
+     ``terminationGracePeriod`` deadline minus a pod's own grace period the pod is deleted instead.  Returns
+     ``"draining"`` while pods remain.  An instance already gone (shutting-down/terminated, or absent from EC2 once
+     registered) skips the drain: its pods cannot run any more;
+  2. terminate the instance, once per NodeClaim (the time is recorded); ``"terminating"`` until EC2 reports it gone;
+  3. delete the Node, remove the record, release the launch claim (limits, pod nominations): ``"deleted"``.
 
-The drain's progress is kept on the NodeClaim (``status.termination``: startedAt, group, evicted / deleted pod
-uids with times, blocked pods and why, instanceTerminatedAt), so a drain that outlasts one invocation resumes in
-the next.  A pod is never evicted twice: one already evicted is terminating or gone.  A crash between any two
-steps leaves a deleting NodeClaim that the next sweep finishes.
+The drain's progress is kept on the NodeClaim record (``status.termination``, optimistic locking)::
+
+    {"startedAt": iso, "group": 0..3, "groupName": "non-critical",
+     "evicted": {pod uid: iso}, "deleted": {pod uid: iso},
+     "blocked": {pod uid: "PDB ns/name (429)" | "do-not-disrupt"},
+     "drainedAt": iso, "instanceTerminatedAt": iso}
+
+so a drain that outlasts one invocation resumes in the next.  A pod uid is never evicted twice nor deleted twice
+(the record and the pod's deletionTimestamp are both checked).  A crash between any two steps leaves a deleting
+NodeClaim that the next sweep finishes.
 """
 
 from __future__ import annotations
@@ -29,9 +37,8 @@ from typing import Callable
 
 from ..api import labels as wk
 from ..api.durations import DurationError, parse_duration
-from ..api.kube import instance_id_of, pod_key, pod_uid
+from ..api.kube import instance_id_of, is_terminating, pod_key, pod_uid
 from ..disruption import eviction
-from ..scheduling.reschedule import DISRUPTED_TAINT
 from . import runtime
 from .cloudprovider import GONE_STATES, instance_state
 from .cluster_state import as_dict
@@ -39,8 +46,14 @@ from .cluster_state import as_dict
 DELETION_REASON_ANNOTATION = "karpenter-lambda.io/deletion-reason"
 EXCLUDE_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 TERMINATION_STATUS = "termination"
-TERMINATE_RETRY_SECONDS = 300
+DISRUPTED_TAINT = dict(eviction.DISRUPTED_NO_SCHEDULE)
 log = logging.getLogger(__name__)
+
+
+def _not_found(e: Exception) -> bool:
+    from ..adapters.store import NotFound
+
+    return isinstance(e, NotFound)
 
 
 class Terminator:
@@ -67,19 +80,23 @@ class Terminator:
         try:
             return self.store.update("NodeClaim", nodeclaim.name, mutate)
         except Exception as e:
-            from ..adapters.store import NotFound
-
-            if isinstance(e, NotFound):
+            if _not_found(e):
                 return None
             raise
 
+    # -- the steps ---------------------------------------------------------------------------------
     def finalize(self, nodeclaim, node: dict | None, instance: dict | None, errors: list[str] | None = None) -> str:
+        """One idempotent step: ``"draining"`` (pods still to go), ``"terminating"`` (the instance is still shutting
+        down, or a step failed and is retried) or ``"deleted"`` (Node and record gone)."""
         iid = instance_id_of(nodeclaim.status.get("providerID"))
+        if iid and instance is None and not nodeclaim.is_true("Registered"):
+            # never registered: a missing instance may be EC2's eventual consistency -- ask once more
+            instance = self._describe(iid, errors)
         state = instance_state(instance)
         running = bool(iid) and instance is not None and state not in GONE_STATES
         if running and node is not None:
             try:
-                if self._drain(nodeclaim, node) == "draining":
+                if self._drain(nodeclaim, node) != "drained":
                     return "draining"
             except Exception as e:
                 if errors is not None:
@@ -88,9 +105,8 @@ class Terminator:
             nodeclaim = self.store.get("NodeClaim", nodeclaim.name) or nodeclaim
         if running:
             term = nodeclaim.status.get(TERMINATION_STATUS) or {}
-            asked = runtime.parse_iso(term.get("instanceTerminatedAt"))
-            if asked is None or self.clock() - asked >= TERMINATE_RETRY_SECONDS:
-                try:
+            if not term.get("instanceTerminatedAt"):   # once per NodeClaim; a crash before the record leaves the
+                try:                                   # instance shutting-down, which the GONE_STATES check sees
                     self.cloud.terminate([iid])
                 except Exception as e:
                     if errors is not None:
@@ -99,7 +115,7 @@ class Terminator:
                 self._record(nodeclaim.name, {"instanceTerminatedAt": runtime.iso(self.clock())})
                 self.decide("terminate", f"terminating instance {iid} of NodeClaim {nodeclaim.name}",
                             nodeclaim=nodeclaim.name, instanceId=iid)
-            after = self.cloud.describe([iid]).get(iid)
+            after = self._describe(iid, errors)
             if after is not None and instance_state(after) not in GONE_STATES:
                 return "terminating"
         if node is not None:
@@ -109,17 +125,34 @@ class Terminator:
                 if errors is not None:
                     errors.append(f"delete node {node['metadata']['name']}: {e}")
                 return "terminating"
-        self.store.delete("NodeClaim", nodeclaim.name)
+            self.decide("delete-node", f"deleted node {node['metadata']['name']} of NodeClaim {nodeclaim.name}",
+                        nodeclaim=nodeclaim.name, node=node["metadata"]["name"])
+        try:
+            self.store.delete("NodeClaim", nodeclaim.name)
+        except Exception as e:
+            if not _not_found(e):
+                raise
         if self.claims is not None:
             self.claims.release(nodeclaim.nodepool_name or nodeclaim.labels.get(wk.NODEPOOL, ""), nodeclaim.name)
         return "deleted"
 
+    def _describe(self, iid: str, errors: list[str] | None) -> dict | None:
+        try:
+            return self.cloud.describe([iid]).get(iid)
+        except Exception as e:   # unknown: treat as still there (the next call asks again)
+            if errors is not None:
+                errors.append(f"describe {iid}: {e}")
+            return {"InstanceId": iid, "State": {"Name": "unknown"}}
+
     # -- the drain ---------------------------------------------------------------------------------
     def _record(self, name: str, patch: dict) -> None:
-        """Merge ``patch`` into the NodeClaim's ``status.termination`` (maps merge one level deep)."""
+        """Merge ``patch`` into the NodeClaim's ``status.termination`` (maps merge one level deep, except
+        ``blocked``, which is replaced: it says what blocks the drain now)."""
         def mutate(obj):
             cur = dict(obj.status.get(TERMINATION_STATUS) or {})
             for k, v in patch.items():
+                if k == "startedAt" and cur.get(k):
+                    continue
                 cur[k] = {**(cur.get(k) or {}), **v} if isinstance(v, dict) and k != "blocked" else v
             obj.status[TERMINATION_STATUS] = cur
             return obj
@@ -127,12 +160,11 @@ class Terminator:
         try:
             self.store.update("NodeClaim", name, mutate)
         except Exception as e:
-            from ..adapters.store import NotFound
-
-            if not isinstance(e, NotFound):
+            if not _not_found(e):
                 raise
 
     def deadline(self, nodeclaim) -> float | None:
+        """deletionTimestamp + ``spec.terminationGracePeriod``; None (wait forever) without one."""
         tgp = nodeclaim.spec.get("terminationGracePeriod")
         start = runtime.parse_iso(nodeclaim.metadata.get("deletionTimestamp"))
         if not tgp or start is None:
@@ -143,55 +175,87 @@ class Terminator:
             return None
 
     def _drain(self, nodeclaim, node: dict) -> str:
+        """One pass of the drain: ``"drained"`` when no pod is left to wait for, else ``"draining"``."""
         name = node["metadata"]["name"]
         now = self.clock()
+        term = nodeclaim.status.get(TERMINATION_STATUS) or {}
         taints = (node.get("spec") or {}).get("taints") or []
         if not any(t.get("key") == DISRUPTED_TAINT["key"] and t.get("effect") == DISRUPTED_TAINT["effect"] for t in taints):
             self.kube.patch_node_taints(name, add=[dict(DISRUPTED_TAINT)])
+            self.decide("taint", f"tainted node {name} {DISRUPTED_TAINT['key']}:{DISRUPTED_TAINT['effect']}",
+                        nodeclaim=nodeclaim.name, node=name)
         if ((node.get("metadata") or {}).get("labels") or {}).get(EXCLUDE_LB_LABEL) != "true":
             self.kube.patch_node_labels(name, {EXCLUDE_LB_LABEL: "true"})
-        deleted: set[str] = set((nodeclaim.status.get(TERMINATION_STATUS) or {}).get("deleted") or {})
-        started = bool((nodeclaim.status.get(TERMINATION_STATUS) or {}).get("startedAt"))
+        if not term.get("startedAt"):
+            self._record(nodeclaim.name, {"startedAt": runtime.iso(now)})
+        deleted: set[str] = set(term.get("deleted") or {})
+        evicted: set[str] = set(term.get("evicted") or {})
+        old_blocked: dict = dict(term.get("blocked") or {})
+        deadline = self.deadline(nodeclaim)
         prev_group = None
         for _ in range(len(eviction.GROUPS) + 1):   # pods that go at once let the next group start in this call
             pods = [as_dict(p) for p in self.kube.list_pods_on_node(name)]
-            step = eviction.next_step(pods, now, self.deadline(nodeclaim), deleted)
+            step = eviction.next_step(pods, now, deadline, deleted=deleted, evicted=evicted)
             if step.done:
                 self._record(nodeclaim.name, {"drainedAt": runtime.iso(now), "blocked": {}})
                 self.decide("drained", f"node {name} drained", nodeclaim=nodeclaim.name, node=name)
                 return "drained"
+            patch: dict = {"group": step.group, "groupName": eviction.GROUPS[step.group], "evicted": {}, "deleted": {},
+                           "blocked": dict(step.blocked)}
+            for uid, why in step.blocked.items():
+                if old_blocked.get(uid) != why:
+                    pod = next(p for p in step.waiting if pod_uid(p) == uid)
+                    self.decide("evict-blocked", f"pod {pod_key(pod)} on node {name} not evicted: {why}",
+                                nodeclaim=nodeclaim.name, pod=pod_key(pod), reason=why)
             if step.group == prev_group or not (step.evict or step.delete):
-                if step.blocked:
-                    self._record(nodeclaim.name, {"group": eviction.GROUPS[step.group], "blocked": dict(step.blocked)})
+                self._record(nodeclaim.name, patch)
                 return "draining"
             prev_group = step.group
-            patch: dict = {"group": eviction.GROUPS[step.group], "evicted": {}, "deleted": {}, "blocked": dict(step.blocked)}
-            if not started:
-                patch["startedAt"] = runtime.iso(now)
-                started = True
             try:
-                self._act(nodeclaim, name, step, now, patch)
+                self._act(nodeclaim, name, step, now, deadline, patch)
             finally:   # what was done is recorded even when a later call fails
                 self._record(nodeclaim.name, patch)
             deleted.update(patch["deleted"])
+            evicted.update(patch["evicted"])
+            old_blocked = patch["blocked"]
         return "draining"
 
-    def _act(self, nodeclaim, name: str, step, now: float, patch: dict) -> None:
+    def _pdb_names(self, pod: dict) -> str:
+        """The PodDisruptionBudgets selecting ``pod`` (for the record; best effort)."""
+        from ..disruption.pdb import selects
+
+        ns = (pod.get("metadata") or {}).get("namespace") or "default"
+        try:
+            names = [f"{ns}/{(b.get('metadata') or {}).get('name')}" for b in map(as_dict, self.kube.list_pdbs(ns))
+                     if selects(b, pod)]
+        except Exception:
+            names = []
+        return "PDB " + ", ".join(names) if names else "PodDisruptionBudget"
+
+    def _act(self, nodeclaim, name: str, step, now: float, deadline: float | None, patch: dict) -> None:
         for p in step.delete:
             ns, pn = (p["metadata"].get("namespace") or "default"), p["metadata"]["name"]
-            self.kube.delete_pod(ns, pn)
+            # as Karpenter: the pod's grace is clamped to what is left of the node's
+            grace = max(0, int(deadline - now)) if deadline is not None else None
+            if grace is not None and grace >= eviction.pod_grace(p):
+                grace = None
+            self.kube.delete_pod(ns, pn, grace_period_seconds=grace)
             patch["deleted"][pod_uid(p)] = runtime.iso(now)
+            patch["blocked"].pop(pod_uid(p), None)
             self.actions.append({"pod": pod_key(p), "node": name, "how": "deleted at the terminationGracePeriod deadline"})
             self.decide("delete-pod", f"deleted pod {pod_key(p)} on node {name}: terminationGracePeriod deadline",
-                        nodeclaim=nodeclaim.name, pod=pod_key(p))
+                        nodeclaim=nodeclaim.name, pod=pod_key(p), node=name)
         for p in step.evict:
             ns, pn = (p["metadata"].get("namespace") or "default"), p["metadata"]["name"]
+            if is_terminating(p):
+                continue
             if self.kube.evict_pod(ns, pn):
                 patch["evicted"][pod_uid(p)] = runtime.iso(now)
                 self.actions.append({"pod": pod_key(p), "node": name, "how": "eviction"})
                 self.decide("evict", f"evicted pod {pod_key(p)} from node {name} ({eviction.GROUPS[step.group]})",
-                            nodeclaim=nodeclaim.name, pod=pod_key(p))
+                            nodeclaim=nodeclaim.name, pod=pod_key(p), node=name, group=step.group)
             else:
-                patch["blocked"][pod_uid(p)] = "PodDisruptionBudget (429)"
-                self.decide("evict-blocked", f"eviction of pod {pod_key(p)} refused by a PodDisruptionBudget; retried",
-                            nodeclaim=nodeclaim.name, pod=pod_key(p))
+                why = self._pdb_names(p) + " (429)"
+                patch["blocked"][pod_uid(p)] = why
+                self.decide("evict-blocked", f"eviction of pod {pod_key(p)} refused by {why}; retried next time",
+                            nodeclaim=nodeclaim.name, pod=pod_key(p), node=name, reason=why)

@@ -1,54 +1,135 @@
 """The drain's rules (pure): which pods are drained, in which order, and when one is deleted instead of evicted.
 
-Karpenter v1's termination (pkg/controllers/node/termination/terminator):
+Karpenter v1's termination (pkg/controllers/node/termination/terminator, pkg/utils/pod):
 
-* **skipped** (never evicted, never waited for): mirror/static pods, terminal pods (Succeeded/Failed), and pods
-  that tolerate the ``karpenter.sh/disrupted:NoSchedule`` taint (they chose to stay until the node goes);
-* **groups**, each evicted only once every pod of the earlier groups is gone: 0 non-critical non-DaemonSet,
-  1 non-critical DaemonSet, 2 critical non-DaemonSet, 3 critical DaemonSet (critical = priority class
-  ``system-cluster-critical`` or ``system-node-critical``);
-* a pod already terminating is waited for, never evicted again; a pod whose ``karpenter.sh/do-not-disrupt``
-  still holds is not evicted; a 429 from a PodDisruptionBudget is retried on the next step;
-* with a ``terminationGracePeriod`` (deadline = deletion time + TGP) a remaining pod is **deleted** once
-  ``now >= deadline - its terminationGracePeriodSeconds`` (so it still gets its own grace period), whatever
-  PDBs and do-not-disrupt say.
+* **skipped** (never evicted, never waited for): mirror/static pods (owned by their Node), terminal pods
+  (Succeeded/Failed), pods that tolerate the ``karpenter.sh/disrupted:NoSchedule`` taint (they chose to stay until
+  the node goes; an ``operator: Exists`` toleration without a key tolerates it too), and pods stuck terminating
+  (``deletionTimestamp`` more than a minute in the past: the kubelet is not going to finish them);
+* **groups**, each evicted only once every pod of the earlier groups is *gone* (a terminating pod still counts):
+  0 non-critical non-DaemonSet, 1 non-critical DaemonSet, 2 critical non-DaemonSet, 3 critical DaemonSet
+  (critical = priority class ``system-cluster-critical`` or ``system-node-critical``);
+* a pod already terminating is waited for, never evicted again; nor is a pod whose eviction was already accepted
+  (``already["evicted"]``: the API may not show its deletionTimestamp yet);
+* a pod whose ``karpenter.sh/do-not-disrupt`` is active (``"true"``, or a duration not yet elapsed since the pod
+  started) is not evicted -- the drain waits for it;
+* a 429 from a PodDisruptionBudget is the caller's business: it retries on the next step;
+* with a ``terminationGracePeriod`` (deadline = the NodeClaim's deletion time + TGP) a remaining pod of *any* group
+  is **deleted** once ``now >= deadline - its terminationGracePeriodSeconds`` (default 30 s, so it still gets its own
+  grace period before the node goes), whatever PDBs and do-not-disrupt say; never twice (``already["deleted"]``).
+
+Only the standard library and :mod:`karpenter_lambda.api` are used here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Iterable, Mapping
 
+from ..api import labels as wk
+from ..api.durations import DurationError, parse_go_duration
 from ..api.kube import is_critical, is_mirror_pod, is_terminal, is_terminating, owner_kinds, pod_uid
-from ..scheduling.reschedule import DISRUPTED_TAINT
-from ..scheduling.taints import tolerates
-from .candidates import do_not_disrupt_until
+
+__all__ = [
+    "GROUPS", "DEFAULT_POD_GRACE", "STUCK_TERMINATING_AFTER", "DISRUPTED_NO_SCHEDULE",
+    "tolerates_disrupted", "is_stuck_terminating", "drainable", "eviction_group", "pod_grace",
+    "do_not_disrupt_active", "delete_at", "DrainStep", "next_step", "next_actions",
+]
 
 GROUPS = ("non-critical", "non-critical DaemonSet", "critical", "critical DaemonSet")
 DEFAULT_POD_GRACE = 30
+STUCK_TERMINATING_AFTER = 60.0
+DISRUPTED_NO_SCHEDULE = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
+
+
+def _epoch(value) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, datetime):
+        dt = value
+    else:
+        try:
+            dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def _tolerates(tol: dict, taint: dict) -> bool:
+    effect = tol.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = tol.get("key") or ""
+    op = tol.get("operator") or "Equal"
+    if not key:
+        return op == "Exists"          # an empty key with Exists tolerates every taint (of its effect)
+    if key != taint.get("key"):
+        return False
+    return op == "Exists" or str(tol.get("value") or "") == str(taint.get("value") or "")
 
 
 def tolerates_disrupted(pod: dict) -> bool:
-    return tolerates((pod.get("spec") or {}).get("tolerations"), [DISRUPTED_TAINT])
+    """Does the pod tolerate ``karpenter.sh/disrupted:NoSchedule``?  (Karpenter leaves such pods alone.)"""
+    return any(_tolerates(t or {}, DISRUPTED_NO_SCHEDULE) for t in (pod.get("spec") or {}).get("tolerations") or [])
 
 
-def drainable(pod: dict) -> bool:
-    return not is_mirror_pod(pod) and not is_terminal(pod) and not tolerates_disrupted(pod)
+def is_stuck_terminating(pod: dict, now: float) -> bool:
+    """Terminating for more than a minute past its deletionTimestamp (deletion time + grace)."""
+    ts = _epoch((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return ts is not None and now - ts > STUCK_TERMINATING_AFTER
+
+
+def drainable(pod: dict, now: float | None = None) -> bool:
+    """A pod the drain evicts or waits for (Karpenter's ``IsWaitingEviction``); ``now`` enables the stuck rule."""
+    if is_mirror_pod(pod) or is_terminal(pod) or tolerates_disrupted(pod):
+        return False
+    return now is None or not is_stuck_terminating(pod, now)
 
 
 def eviction_group(pod: dict) -> int:
+    """0 non-critical, 1 non-critical DaemonSet, 2 critical, 3 critical DaemonSet."""
     return (2 if is_critical(pod) else 0) + (1 if "DaemonSet" in owner_kinds(pod) else 0)
 
 
 def pod_grace(pod: dict) -> int:
     v = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-    return int(v) if isinstance(v, (int, float)) and v >= 0 else DEFAULT_POD_GRACE
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else DEFAULT_POD_GRACE
+
+
+def do_not_disrupt_active(pod: dict, now: float) -> bool:
+    """``karpenter.sh/do-not-disrupt``: ``"true"`` always holds; a duration holds until it has elapsed since the pod
+    started (no start time: holds); anything else is ignored (as Karpenter does)."""
+    meta = pod.get("metadata") or {}
+    value = (meta.get("annotations") or {}).get(wk.DO_NOT_DISRUPT)
+    if value is None:
+        return False
+    if value == "true":
+        return True
+    try:
+        d = float(parse_go_duration(value))
+    except (DurationError, ValueError, TypeError):
+        return False
+    if d <= 0:
+        return False
+    start = _epoch((pod.get("status") or {}).get("startTime"))
+    return True if start is None else now - start < d
+
+
+def delete_at(pod: dict, deadline: float | None) -> float | None:
+    """When the pod is deleted instead of evicted: ``deadline - terminationGracePeriodSeconds`` (None: never)."""
+    return None if deadline is None else deadline - pod_grace(pod)
 
 
 @dataclass
 class DrainStep:
     evict: list[dict] = field(default_factory=list)       # evict now (Eviction API)
     delete: list[dict] = field(default_factory=list)      # delete now (the terminationGracePeriod deadline)
-    waiting: list[dict] = field(default_factory=list)     # terminating, blocked, or in a later group
+    waiting: list[dict] = field(default_factory=list)     # terminating, already handled, held, or in a later group
     blocked: dict[str, str] = field(default_factory=dict)  # pod uid -> why it is not evicted now
     group: int | None = None                              # the group being drained (None: nothing left)
 
@@ -57,26 +138,44 @@ class DrainStep:
         return self.group is None
 
 
-def next_step(pods: list[dict], now: float, deadline: float | None, deleted: set[str] | frozenset = frozenset()
-              ) -> DrainStep:
-    """What to do with the node's pods now.  ``deleted``: uids already deleted at the deadline (not again)."""
+def _uids(already: Mapping | Iterable[str] | None, key: str) -> set[str]:
+    if not already:
+        return set()
+    if isinstance(already, Mapping):
+        return set(already.get(key) or ())
+    return set(already)
+
+
+def next_step(pods: list[dict], now: float, deadline: float | None,
+              deleted: Iterable[str] = frozenset(), evicted: Iterable[str] = frozenset()) -> DrainStep:
+    """What to do with the node's pods now.  ``deleted`` / ``evicted``: uids already deleted / evicted earlier."""
+    deleted, evicted = set(deleted), set(evicted)
     step = DrainStep()
-    left = [p for p in pods if drainable(p)]
+    left = [p for p in pods if drainable(p, now)]
     if not left:
         return step
     step.group = min(eviction_group(p) for p in left)
     for p in left:
         uid = pod_uid(p)
-        if deadline is not None and now >= deadline - pod_grace(p) and uid not in deleted and not is_terminating(p):
-            step.delete.append(p)
+        at = delete_at(p, deadline)
+        if at is not None and now >= at and uid not in deleted and not is_terminating(p):
+            step.delete.append(p)      # the deadline: whatever group, PDB or do-not-disrupt
             continue
-        if eviction_group(p) != step.group or is_terminating(p) or uid in deleted:
+        if eviction_group(p) != step.group or is_terminating(p) or uid in deleted or uid in evicted:
             step.waiting.append(p)
             continue
-        until = do_not_disrupt_until(p)
-        if until is not None and now < until:
+        if do_not_disrupt_active(p, now):
             step.blocked[uid] = "do-not-disrupt"
             step.waiting.append(p)
             continue
         step.evict.append(p)
     return step
+
+
+def next_actions(pods: list[dict], now: float, deadline: float | None,
+                 already: Mapping | Iterable[str] | None = None) -> tuple[list[dict], list[dict], list[dict]]:
+    """``(evict, delete, waiting)`` for the node's pods now.  ``already``: the drain's record (a mapping with
+    ``evicted`` and ``deleted`` uid collections, e.g. ``status.termination``) or a plain set of uids handled before.
+    Everything empty: the node is drained."""
+    step = next_step(pods, now, deadline, deleted=_uids(already, "deleted"), evicted=_uids(already, "evicted"))
+    return step.evict, step.delete, step.waiting

@@ -11,7 +11,8 @@ One path for ``plan``, the provisioner and every disruption sweep:
 * :func:`existing_nodes` -- the nodes and in-flight NodeClaims as the solver's :class:`ExistingNode` capacity.  A
   disruption's replacement (annotation ``karpenter-lambda.io/replaces``) carries, as placeholders, the requests of
   the pods still running on the nodes it replaces: until they move, no other pending pod takes the room launched
-  for them (so they never need a second node).  Placeholders have no labels, so topology does not count them.
+  for them (so they never need a second node).  Placeholders keep the pods' labels and affinities, so required
+  anti-affinity sees them (topology spread counts them twice while the old node lives: conservative).
 * :func:`nodepool_inputs`, :func:`scheduling_input` -- everything together.
 """
 
@@ -148,7 +149,7 @@ def existing_nodes(snap: ClusterSnapshot, held: dict[str, str] | None = None, ex
         pod = snap.pods_by_uid.get(uid)
         if pod is not None:
             held_by_claim.setdefault(ncname, []).append(pod)
-    for name, pods in replacement_placeholders(snap).items():
+    for name, pods in replacement_placeholders(snap, exclude).items():
         held_by_claim.setdefault(name, []).extend(pods)
     out: list[ExistingNode] = []
     registered: set[str] = set()
@@ -193,8 +194,11 @@ def existing_nodes(snap: ClusterSnapshot, held: dict[str, str] | None = None, ex
     return out
 
 
-def replacement_placeholders(snap: ClusterSnapshot) -> dict[str, list[dict]]:
-    """Replacement NodeClaim -> placeholder pods (the requests of the reschedulable pods still on what it replaces)."""
+def replacement_placeholders(snap: ClusterSnapshot, exclude=frozenset()) -> dict[str, list[dict]]:
+    """Replacement NodeClaim -> placeholder pods (the requests of the reschedulable pods still on what it replaces).
+
+    A replaced node named in ``exclude`` is the subject of the caller's own simulation (its pods are being placed):
+    its pods are not held a second time."""
     from .reschedule import is_reschedulable
 
     out: dict[str, list[dict]] = {}
@@ -207,19 +211,19 @@ def replacement_placeholders(snap: ClusterSnapshot) -> dict[str, list[dict]]:
         except ValueError:
             continue
         for old in replaced:
-            if old not in snap.nodeclaims:
+            node = snap.node_of_nodeclaim(old)
+            if old not in snap.nodeclaims or old in exclude or ((node or {}).get("metadata") or {}).get("name") in exclude:
                 continue
             for p in snap.pods_of_nodeclaim(old):
-                if not is_reschedulable(p) or snap.reservations.get(pod_uid(p)) == nc.name:
-                    continue   # a pod nominated to the replacement is already held by its nomination
-                containers = [{"name": c.get("name", "c"), "resources": {"requests": dict((c.get("resources") or {}).get("requests") or {})}}
-                              for c in (p.get("spec") or {}).get("containers") or []]
+                if not is_reschedulable(p):
+                    continue
+                meta = p.get("metadata") or {}
+                spec = {k: v for k, v in (p.get("spec") or {}).items() if k != "nodeName"}
                 out.setdefault(nc.name, []).append({
                     "apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": f"placeholder-{(p.get('metadata') or {}).get('name')}",
-                                 "namespace": (p.get("metadata") or {}).get("namespace") or "default",
-                                 "uid": f"placeholder-{pod_uid(p)}"},
-                    "spec": {"containers": containers}, "status": {"phase": "Running"}})
+                    "metadata": {"name": f"placeholder-{meta.get('name')}", "namespace": meta.get("namespace") or "default",
+                                 "uid": f"placeholder-{pod_uid(p)}", "labels": dict(meta.get("labels") or {})},
+                    "spec": spec, "status": {"phase": "Running"}})
     return out
 
 

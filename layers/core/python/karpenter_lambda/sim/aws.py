@@ -38,6 +38,7 @@ class SimAccount:
     vpc_id: str | None = None
     subnet_ids: list[str] = field(default_factory=list)
     queue_url: str | None = None
+    interruption_queue_url: str | None = None
     dlq_url: str | None = None
 
     def client(self, service: str):
@@ -169,6 +170,9 @@ class SimAccount:
         self.dlq_url = sqs.create_queue(QueueName=f"{self.cluster}-pods-dlq")["QueueUrl"]
         self.queue_url = sqs.create_queue(QueueName=f"{self.cluster}-pods",
                                           Attributes={"VisibilityTimeout": "60"})["QueueUrl"]
+        # EventBridge -> interruption handler (the CDK stack: 300 s retention)
+        self.interruption_queue_url = sqs.create_queue(QueueName=f"{self.cluster}-interruptions",
+                                                       Attributes={"MessageRetentionPeriod": "300"})["QueueUrl"]
 
     def environment(self) -> dict[str, str]:
         """Environment variables the functions read (as the CDK stack would set them)."""

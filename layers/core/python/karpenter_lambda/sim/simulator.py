@@ -48,6 +48,7 @@ UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}  # ku
 BATCH_IDLE = 1.0
 BATCH_MAX = 10.0
 MAX_RECEIVES = 5
+SPOT_WARNING_SECONDS = 120.0   # EC2 reclaims a spot instance two minutes after the interruption warning
 DEFAULT_MAX_TIME = 6 * 3600.0
 # other kinds the simulated API server keeps (PodDisruptionBudgets are honoured by its eviction API)
 STORED_KINDS = {"PodDisruptionBudget": "poddisruptionbudgets"}
@@ -162,6 +163,8 @@ class Simulation:
         self._seq = 0
         self._joined: set[str] = set()         # instance ids that have (or will get) a node
         self._receives: dict[str, int] = {}
+        self._watched: dict[str, str] = {}            # pod key -> the interrupted node it ran on
+        self._displaced: dict[str, float] = {}        # pod key -> since when it has had no node
         self.cost_timeline: list[dict] = []
         self.scenario = None
 
@@ -313,11 +316,14 @@ class Simulation:
 
         self.scheduled: list[tuple[str, object, float]] = []   # (name, module, interval seconds)
         self.provisioner = None
+        self.interruption = None
         for fn in load_functions(root):
             mod = load_module(fn.handler_path, f"sim_{fn.name}_handler")
             self._capture_logs(mod)
             if fn.queue == "pod":
                 self.provisioner = mod
+            elif fn.queue == "interruption":
+                self.interruption = mod   # fed by Scenario `interrupt` steps (real-shaped EventBridge events)
             elif fn.queue is not None:
                 self.progress(f"function {fn.name}: queue {fn.queue!r} has no simulated source yet; not invoked")
             if fn.interval_seconds is not None:
@@ -422,6 +428,8 @@ class Simulation:
     def _kube_scheduler_pass(self) -> None:
         from . import kubescheduler
 
+        self._collect_orphan_pods()
+        self._track_displaced()
         changed = self.workload_controller.reconcile()
         if changed:
             self.emit("WorkloadsReconciled", "workloads", f"{changed} pods created or deleted to match the replicas")
@@ -438,6 +446,7 @@ class Simulation:
                 self.emit("PodBound", f"pod/{key}", f"bound to {node}")
             elif not node and _unschedulable(p) and not _unschedulable(old):
                 self.emit("PodPending", f"pod/{key}", "Unschedulable: no node fits; the watcher forwards it")
+        self._track_displaced()
 
     def _wait_watcher(self, settle: float = 0.08, limit: float = 5.0) -> None:
         """Real time: let the watcher notice pod changes and flush them to SQS."""
@@ -550,6 +559,25 @@ class Simulation:
                 self.last_change = self.clock.elapsed   # a drain in progress is activity, even when quiet
         elif kind == "disruption":
             self._on_disruption(report)
+        elif kind == "interruption":
+            self._on_interruption(report)
+
+    def _on_interruption(self, report) -> None:
+        for d in report.disrupted:
+            keys = ("reason", "nodePool", "instanceType", "zone", "capacityType", "replacements")
+            reps = f"; replacements {', '.join(d['replacements'])}" if d.get("replacements") else ""
+            self.emit("NodeClaimDisrupted", f"nodeclaim/{d['nodeClaim']}",
+                      f"{d['reason']}: {d.get('instanceType')} {d.get('capacityType')} in {d.get('zone')}{reps}",
+                      **{k: d.get(k) for k in keys}, savingsPerHour=0.0)
+        for d in report.deleted:
+            self.emit("NodeClaimDisrupted", f"nodeclaim/{d['nodeClaim']}", f"{d['reason']}: removed at once",
+                      reason=d["reason"], replacements=[], savingsPerHour=0.0)
+        for r in report.rebalance:
+            self.emit("RebalanceRecommended", f"nodeclaim/{r.get('nodeClaim')}", "recorded (the NodePool does not opt in)")
+        for x in report.ignored:
+            self.emit("InterruptionIgnored", f"instance/{x.get('instanceId')}", x.get("reason", ""))
+        for e in report.errors:
+            self.emit("InterruptionError", f"instance/{e.get('instanceId')}", str(e.get("error")))
 
     def _on_disruption(self, report) -> None:
         for d in report.disrupted:
@@ -590,6 +618,8 @@ class Simulation:
             self._step(data["step"])
         elif kind == "join":
             self._join(data["instance"])
+        elif kind == "reclaim":
+            self._reclaim(data["instance"])
         elif kind == "ready":
             name = data["node"]
             if self.server.store.get("nodes", name) is None:
@@ -617,11 +647,105 @@ class Simulation:
             elif step.action == "releaseAMI":
                 release = self.account.release_ami(a["family"])
                 self.emit("AMIReleased", f"ami/{a['family']}", f"{a['family']}@latest now resolves to release {release}")
+            elif step.action == "interrupt":
+                self._interrupt(a)
         except KeyError as e:
             raise SimulationError(f"Scenario step {step.index} ({step.describe()}): {e.args[0]}") from None
         changed = self.workload_controller.reconcile()
         if changed:
             self.emit("WorkloadsReconciled", "workloads", f"{changed} pods created or deleted to match the replicas")
+
+    # -- interruptions ---------------------------------------------------------------------------------
+    def _interrupt(self, a: dict) -> None:
+        """AWS's events for the N oldest NodeClaims of the NodePool, through the interruption queue to the real
+        handler; a spot instance is reclaimed by EC2 two minutes after its warning, drained or not."""
+        import boto3
+
+        from ..api.kube import instance_id_of
+        from .interruption_events import events_for
+
+        if self.interruption is None:
+            raise KeyError("functions/registry.json has no function reading the interruption queue")
+        claims = [nc for nc in self.store.list("NodeClaim")
+                  if nc.labels.get("karpenter.sh/nodepool") == a["nodePool"] and nc.status.get("providerID")
+                  and not nc.metadata.get("deletionTimestamp")]
+        claims.sort(key=lambda nc: (nc.metadata.get("creationTimestamp") or "", nc.name))
+        chosen = claims[: a.get("count", 1)]
+        if not chosen:
+            raise KeyError(f"NodePool {a['nodePool']} has no running NodeClaim to interrupt")
+        iids = {instance_id_of(nc.status["providerID"]): nc for nc in chosen}
+        sqs = boto3.client("sqs", region_name=self.region)
+        url = self.account.interruption_queue_url
+        for nc in chosen:
+            self.emit("InterruptionReceived", f"nodeclaim/{nc.name}", f"{a['kind']} for {instance_id_of(nc.status['providerID'])}",
+                      kind=a["kind"])
+            node = nc.status.get("nodeName") or ""
+            for p in self.server.store.list("pods"):
+                if (p.get("spec") or {}).get("nodeName") == node and node:
+                    self._watched[f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}"] = node
+        for ev in events_for(a["kind"], list(iids), self.clock.isoformat(), a.get("state")):
+            sqs.send_message(QueueUrl=url, MessageBody=json.dumps(ev))
+        msgs = []
+        while True:
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300,
+                                      AttributeNames=["All"]).get("Messages", [])
+            if not got:
+                break
+            msgs.extend(got)
+        response = self._call(self.interruption.handler, {"Records": [_sqs_record(m, url, self.region) for m in msgs]},
+                              "interruption")
+        failed = {f["itemIdentifier"] for f in (response or {}).get("batchItemFailures", [])}
+        for m in msgs:
+            if m["MessageId"] not in failed:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+            else:
+                self.emit("RecordFailed", f"message/{m['MessageId']}", "interruption record failed: redelivered by SQS")
+        if a["kind"] == "SpotInterruption":
+            for iid in iids:
+                self._schedule(self.clock.elapsed + SPOT_WARNING_SECONDS, "reclaim", {"instance": iid})
+
+    def _reclaim(self, iid: str) -> None:
+        """EC2 takes the spot instance back: terminated, its kubelet gone (the Node turns NotReady)."""
+        import boto3
+
+        from . import nodes as simnodes
+
+        ec2 = boto3.client("ec2", region_name=self.region)
+        r = ec2.describe_instances(InstanceIds=[iid])["Reservations"]
+        state = r[0]["Instances"][0]["State"]["Name"] if r else "terminated"
+        if state not in ("shutting-down", "terminated"):
+            ec2.terminate_instances(InstanceIds=[iid])
+        self.emit("SpotInstanceReclaimed", f"instance/{iid}",
+                  f"EC2 reclaimed the spot instance {SPOT_WARNING_SECONDS:.0f}s after its warning (was {state})")
+        for n in self.server.store.list("nodes"):
+            if (n.get("spec") or {}).get("providerID", "").endswith("/" + iid):
+                simnodes.set_node_ready(self.server, n["metadata"]["name"], False)
+
+    def _collect_orphan_pods(self) -> None:
+        """Kubernetes' pod garbage collector: pods bound to a Node that no longer exists are deleted."""
+        names = {n["metadata"]["name"] for n in self.server.store.list("nodes")}
+        for p in self.server.store.list("pods"):
+            node = (p.get("spec") or {}).get("nodeName")
+            if node and node not in names:
+                self.server.store.delete("pods", p["metadata"]["name"], p["metadata"].get("namespace") or "default")
+
+    def _track_displaced(self) -> None:
+        """Pods of interrupted nodes: when they lost their node, and (PodsDisplaced) how long until a node again."""
+        if not self._watched:
+            return
+        bound = {f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}": (p.get("spec") or {}).get("nodeName")
+                 for p in self.server.store.list("pods")}
+        for key, old in list(self._watched.items()):
+            node = bound.get(key)
+            if node and node != old:
+                since = self._displaced.pop(key, None)
+                del self._watched[key]
+                if since is not None and self.clock.elapsed > since:
+                    secs = round(self.clock.elapsed - since, 3)
+                    self.emit("PodsDisplaced", f"pod/{key}", f"no node for {secs:.0f}s after the interruption (now on {node})",
+                              seconds=secs)
+            elif node != old and key not in self._displaced:
+                self._displaced[key] = self.clock.elapsed
 
     def _apply(self, doc: dict) -> None:
         from ..api.manifests import load_text
