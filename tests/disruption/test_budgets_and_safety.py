@@ -128,7 +128,7 @@ def test_a_pdb_holds_a_drift_until_the_termination_grace_period(make_world):
         assert a["name"] in out["lifecycle"]["draining"]
         assert d.state(a["iid"]) == "running"
     status = d.w.store.get("NodeClaim", a["name"]).status["termination"]
-    assert "PodDisruptionBudget" in next(iter(status["blocked"].values()))
+    assert "PDB default/app0" in next(iter(status["blocked"].values()))
     for _ in range(3):                  # the deadline (minus the pod's 30 s grace): deleted, then the instance goes
         out = d.tick(60, "drift")
     assert d.w.server.store.get("pods", pod, "default") is None

@@ -208,6 +208,9 @@ class Terminator:
                     self.decide("evict-blocked", f"pod {pod_key(pod)} on node {name} not evicted: {why}",
                                 nodeclaim=nodeclaim.name, pod=pod_key(pod), reason=why)
             if step.group == prev_group or not (step.evict or step.delete):
+                present = {pod_uid(p) for p in step.evict + step.waiting}
+                # a PDB's 429 is only known from the eviction call: keep it for the pods still waiting
+                patch["blocked"] = {**{u: w for u, w in old_blocked.items() if u in present}, **step.blocked}
                 self._record(nodeclaim.name, patch)
                 return "draining"
             prev_group = step.group

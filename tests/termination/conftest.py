@@ -1,0 +1,186 @@
+"""Harness for the termination drain: a World (moto + the local Kubernetes API + a virtual clock), one node brought
+up through the real provisioner and lifecycle handlers, pods bound to it directly in the API server, and
+``finalize`` called on a *fresh* Terminator each time (a new object = a new Lambda invocation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from karpenter_lambda.controllers.cloudprovider import AWSCloudProvider
+from karpenter_lambda.controllers.termination import Terminator
+from karpenter_lambda.sim.world import World, make_pod
+
+MANIFESTS = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      requirements:
+        - key: kubernetes.io/arch
+          operator: In
+          values: ["amd64"]
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: ["on-demand"]
+        - key: karpenter.k8s.aws/instance-family
+          operator: In
+          values: ["m5", "c5"]
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: default
+      expireAfter: Never
+%(tgp)s
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: Never
+  limits:
+    cpu: "1000"
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-test
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: test-cluster
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: test-cluster
+"""
+
+
+class CountingCloud:
+    """The real cloud provider, counting TerminateInstances per instance id."""
+
+    def __init__(self, cloud):
+        self.cloud = cloud
+        self.terminated: list[str] = []
+
+    def terminate(self, ids):
+        self.terminated.extend(ids)
+        return self.cloud.terminate(ids)
+
+    def __getattr__(self, name):
+        return getattr(self.cloud, name)
+
+
+class TerminationWorld:
+    def __init__(self, w: World):
+        self.w = w
+        self.server = w.server
+        self.cloud = CountingCloud(AWSCloudProvider.from_environment(w.env))
+        self.decisions: list[tuple[str, str, dict]] = []
+
+    # -- set-up -------------------------------------------------------------------------------------
+    def node_with_pods(self, count: int = 1) -> dict:
+        """One initialized node running ``count`` ReplicaSet pods ``app-<i>`` (label app=app)."""
+        pods = self.w.add_pods([make_pod(f"app-{i}", owner="app", tolerate=False) for i in range(count)])
+        self.w.provision(self.w.sqs_event(pods))
+        (inst,) = self.w.instances()
+        node = self.w.join(inst, ready=True)
+        self.w.sweep()
+        self.w.schedule()
+        nc = next(nc for nc in self.w.store.list("NodeClaim") if nc.status.get("providerID", "").endswith(inst["InstanceId"]))
+        assert nc.is_true("Initialized"), nc.status
+        out = {"name": nc.name, "node": node["metadata"]["name"], "iid": inst["InstanceId"]}
+        assert len(self.pods_on(out["node"])) == count
+        return out
+
+    def pod(self, name: str, node: str, *, owner: str = "ReplicaSet", critical: bool = False, annotations=None,
+            tolerations=None, phase: str = "Running", finalizers=None, grace: int | None = None, labels=None) -> dict:
+        """A pod bound to ``node``, Running and Ready (a kubelet's view)."""
+        meta = {"name": name, "namespace": "default", "labels": labels or {"app": name}, "annotations": annotations or {},
+                "ownerReferences": [{"apiVersion": "v1" if owner == "Node" else "apps/v1", "kind": owner,
+                                     "name": f"{name}-owner", "uid": f"u-{name}", "controller": True}]}
+        if finalizers:
+            meta["finalizers"] = list(finalizers)
+        spec = {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
+        if critical:
+            spec["priorityClassName"] = "system-node-critical"
+        if tolerations:
+            spec["tolerations"] = tolerations
+        if grace is not None:
+            spec["terminationGracePeriodSeconds"] = grace
+        self.server.store.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}, "default")
+        return self.server.store.patch("pods", name, {"status": {"phase": phase, "startTime": self.w.clock.isoformat(),
+                                                                 "conditions": [{"type": "Ready", "status": "True"}]}},
+                                       namespace="default", subresource="status")
+
+    def pdb(self, name: str, app: str, max_unavailable: int = 0) -> None:
+        self.server.store.create("poddisruptionbudgets", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app": app}}}}, "default")
+
+    def release(self, pod: str) -> None:
+        """The kubelet finishes a terminating pod (its finalizer goes, so does the pod)."""
+        self.server.store.patch("pods", pod, {"metadata": {"finalizers": []}}, namespace="default")
+
+    # -- the Terminator ------------------------------------------------------------------------------
+    def terminator(self) -> Terminator:
+        return Terminator(self.w.store, self.w.env.kube, self.cloud, self.w.env.claims, None,
+                          lambda decision, message, **f: self.decisions.append((decision, message, f)))
+
+    def request(self, x: dict, reason: str = "test") -> None:
+        self.terminator().request(self.w.store.get("NodeClaim", x["name"]), reason)
+
+    def finalize(self, x: dict, errors: list | None = None) -> str:
+        """One invocation: a fresh Terminator with the NodeClaim, Node and instance as read now."""
+        nc = self.w.store.get("NodeClaim", x["name"])
+        assert nc is not None, "NodeClaim already deleted"
+        node = self.server.store.get("nodes", x["node"])
+        inst = self.cloud.describe([x["iid"]]).get(x["iid"])
+        return self.terminator().finalize(nc, node, inst, errors)
+
+    # -- observations --------------------------------------------------------------------------------
+    def pods_on(self, node: str) -> list[dict]:
+        return [p for p in self.server.store.list("pods") if (p.get("spec") or {}).get("nodeName") == node]
+
+    def names_on(self, node: str) -> set[str]:
+        return {p["metadata"]["name"] for p in self.pods_on(node)}
+
+    def terminating_on(self, node: str) -> set[str]:
+        return {p["metadata"]["name"] for p in self.pods_on(node) if p["metadata"].get("deletionTimestamp")}
+
+    def evictions(self, ok_only: bool = True) -> list[str]:
+        """Names of the pods the server accepted an eviction for, in order."""
+        return [path.split("/pods/")[1].split("/")[0] for _m, path, code in self.server.requests("POST", r"/eviction$")
+                if not ok_only or code < 300]
+
+    def pod_deletes(self) -> list[str]:
+        return [path.split("/pods/")[1].split("?")[0] for _m, path, code in self.server.requests("DELETE", r"/pods/[^/]+$")
+                if code < 300]
+
+    def status(self, x: dict) -> dict:
+        nc = self.w.store.get("NodeClaim", x["name"])
+        return (nc.status.get("termination") or {}) if nc else {}
+
+    def state(self, iid: str) -> str:
+        r = self.w.ec2.describe_instances(InstanceIds=[iid])["Reservations"]
+        return r[0]["Instances"][0]["State"]["Name"]
+
+    def running(self) -> set[str]:
+        return {i["InstanceId"] for i in self.w.instances(states=("pending", "running"))}
+
+
+@pytest.fixture
+def make_world():
+    """make_world(tgp=None) -> TerminationWorld (closed at the end of the test)."""
+    worlds = []
+
+    def make(tgp: str | None = None) -> TerminationWorld:
+        w = World(MANIFESTS % {"tgp": f"      terminationGracePeriod: {tgp}" if tgp else ""})
+        w.__enter__()
+        worlds.append(w)
+        return TerminationWorld(w)
+
+    yield make
+    for w in reversed(worlds):
+        w.__exit__(None, None, None)

@@ -1,0 +1,93 @@
+"""A failure or crash between any two steps is finished by the next invocation, with no instance left running."""
+
+import pytest
+
+
+@pytest.mark.parametrize("step,method,path", [
+    ("taint", "PATCH", r"/nodes/"),
+    ("list pods", "GET", r"/pods$"),
+    ("evict", "POST", r"/eviction$"),
+    ("delete node", "DELETE", r"/nodes/"),
+])
+def test_a_failure_at_each_step_is_finished_by_the_next_call(make_world, step, method, path):
+    d = make_world()
+    x = d.node_with_pods(2)
+    d.server.add_fault(status=403, times=1, method=method, path=path)
+    d.request(x, reason=f"crash at {step}")
+    outcomes = []
+    for _ in range(4):
+        errors: list[str] = []
+        outcomes.append(d.finalize(x, errors))
+        if outcomes[-1] == "deleted":
+            break
+        d.w.clock.advance(60)
+    assert outcomes[-1] == "deleted", (step, outcomes)
+    assert d.w.store.get("NodeClaim", x["name"]) is None
+    assert d.server.store.get("nodes", x["node"]) is None
+    assert d.running() == set() and d.cloud.terminated == [x["iid"]]
+    assert sorted(d.evictions()) == ["app-0", "app-1"]
+
+
+def test_a_crash_after_terminate_instances_before_the_record(make_world):
+    """TerminateInstances went through but the invocation died before recording it: the next call sees the
+    instance shutting down and does not call it again."""
+    d = make_world()
+    x = d.node_with_pods(1)
+    d.request(x)
+    t = d.terminator()
+    nc = d.w.store.get("NodeClaim", x["name"])
+    assert t._drain(nc, d.server.store.get("nodes", x["node"])) == "drained"
+    d.w.ec2.terminate_instances(InstanceIds=[x["iid"]])       # the call that was made, never recorded
+    assert "instanceTerminatedAt" not in d.status(x)
+    assert d.finalize(x) == "deleted"
+    assert d.cloud.terminated == [] and d.running() == set()
+
+
+def test_a_crash_after_the_node_deletion(make_world):
+    """The Node went, the record stayed: the next call removes the record (no node, instance gone)."""
+    d = make_world()
+    x = d.node_with_pods(1)
+    d.request(x)
+    assert d.finalize(x) == "terminating"
+    d.server.store.delete("nodes", x["node"])
+    assert d.finalize(x) == "deleted"
+    assert d.w.store.get("NodeClaim", x["name"]) is None and d.cloud.terminated == [x["iid"]]
+
+
+def test_the_lifecycle_sweep_finishes_a_drain(make_world):
+    """Through the real lifecycle handler: draining is reported until the PDB goes, then the NodeClaim is gone."""
+    d = make_world()
+    x = d.node_with_pods(1)
+    d.pdb("hold", "app", max_unavailable=0)
+    d.request(x)
+    r = d.w.sweep()
+    assert r["draining"] == [x["name"]] and r["evicted"] == []
+    d.server.store.delete("poddisruptionbudgets", "hold", "default")
+    d.w.clock.advance(60)
+    r = d.w.sweep()
+    assert [e["pod"] for e in r["evicted"]] == ["default/app-0"]
+    d.w.clock.advance(60)
+    d.w.sweep()
+    assert d.w.store.get("NodeClaim", x["name"]) is None and d.running() == set()
+
+
+def test_an_already_terminated_instance_skips_the_drain(make_world):
+    d = make_world()
+    x = d.node_with_pods(2)
+    d.w.ec2.terminate_instances(InstanceIds=[x["iid"]])
+    d.request(x)
+    assert d.finalize(x) == "deleted"
+    assert d.evictions(ok_only=False) == [] and d.cloud.terminated == []
+    assert d.server.store.get("nodes", x["node"]) is None and d.w.store.get("NodeClaim", x["name"]) is None
+    node_patches = d.server.requests("PATCH", r"/nodes/")
+    assert node_patches == []                      # not even tainted
+
+
+def test_a_registered_nodeclaim_whose_instance_is_unknown_skips_the_drain(make_world):
+    d = make_world()
+    x = d.node_with_pods(1)
+    d.request(x)
+    t = d.terminator()
+    nc = d.w.store.get("NodeClaim", x["name"])
+    assert t.finalize(nc, d.server.store.get("nodes", x["node"]), None) == "deleted"
+    assert d.evictions(ok_only=False) == [] and d.cloud.terminated == []
