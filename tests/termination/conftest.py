@@ -58,15 +58,27 @@ spec:
 
 
 class CountingCloud:
-    """The real cloud provider, counting TerminateInstances per instance id."""
+    """The real cloud provider (moto), counting TerminateInstances per instance id.  ``lag`` stands in for EC2's
+    eventual consistency: that many DescribeInstances after a TerminateInstances still report the instance running
+    (moto moves it to terminated at once)."""
 
     def __init__(self, cloud):
         self.cloud = cloud
         self.terminated: list[str] = []
+        self.lag = 0
+        self._stale = 0
 
     def terminate(self, ids):
         self.terminated.extend(ids)
-        return self.cloud.terminate(ids)
+        self.cloud.terminate(ids)
+        self._stale = self.lag
+
+    def describe(self, ids):
+        out = self.cloud.describe(ids)
+        if self._stale > 0:
+            self._stale -= 1
+            out = {k: {**v, "State": {"Code": 16, "Name": "running"}} for k, v in out.items()}
+        return out
 
     def __getattr__(self, name):
         return getattr(self.cloud, name)
