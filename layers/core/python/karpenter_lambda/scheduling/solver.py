@@ -656,16 +656,31 @@ class _Solver:
             c.simple = not c.cons and not c.ports and not c.inv and not any(
                 g.kind in (T.AFFINITY, T.ANTI) for g in c.member)
             c.spread_eligible = {}
-        # counts from existing pods
+        # counts from existing pods; the groups a pod belongs to depend only on its namespace and labels, so they
+        # are computed once per distinct (namespace, labels) and only among the groups whose first matchLabels
+        # pair the pod carries (plus the groups without matchLabels): the same answer as testing every group
+        direct = [g for g in self.group_list if g.kind != INV]
+        unindexed = [g for g in direct if not g.selector.labels]
+        by_pair: dict = {}
+        for g in direct:
+            if g.selector.labels:
+                by_pair.setdefault(next(iter(sorted(g.selector.labels.items()))), []).append(g)
+        member_of: dict = {}
         for n in self.existing_nodes:
             for p in n.existing.pods or []:
                 meta = p.get("metadata") or {}
                 ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
-                for g in self.group_list:
-                    if g.kind != INV and g.matches(ns, labels):
-                        d = n.domains(g.key)
-                        if d:
-                            g.record(d[0])
+                lk = (ns, tuple(sorted(labels.items())))
+                hit = member_of.get(lk)
+                if hit is None:
+                    maybe = list(unindexed)
+                    for pair in lk[1]:
+                        maybe.extend(by_pair.get(pair, ()))
+                    hit = member_of[lk] = [g for g in maybe if g.matches(ns, labels)]
+                for g in hit:
+                    d = n.domains(g.key)
+                    if d:
+                        g.record(d[0])
         for n, con in existing_owned:
             d = n.domains(con.key)
             if d:
