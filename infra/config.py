@@ -24,6 +24,7 @@ KUBERNETES_ACCESS_MODES = ("rbac", "cluster-admin")
 INT_PARAMS: dict[str, tuple[int, int, int]] = {
     "lifecycleIntervalMinutes": (1, 1, 1440),
     "disruptionIntervalMinutes": (1, 1, 1440),  # the drift and consolidation sweeps (issue: disruption)
+    "offpeakIntervalMinutes": (5, 1, 1440),  # the off-peak reconcile (window edges run on EventBridge Scheduler)
     "logRetentionDays": (30, 1, 3653),
     "podBatchSize": (500, 1, 10000),
     "podBatchWindowSeconds": (10, 0, 300),

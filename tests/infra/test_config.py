@@ -32,6 +32,7 @@ def test_defaults():
     assert cfg.node_pools_dir is None
     assert cfg.lifecycle_interval_minutes == 1
     assert cfg.interval_minutes("lifecycleIntervalMinutes") == 1
+    assert cfg.interval_minutes("offpeakIntervalMinutes") == 5
     assert cfg.log_retention_days == 30
     assert cfg.log_level == "INFO"
     assert (cfg.pod_batch_size, cfg.pod_batch_window_seconds, cfg.provisioner_concurrency) == (500, 10, 2)
@@ -95,7 +96,7 @@ def test_bad_values_name_the_parameter(key, value, message):
 def test_unknown_schedule_parameter_is_a_clear_error():
     cfg = load_config({"clusterName": "c"})
     with pytest.raises(ConfigError, match="INT_PARAMS"):
-        cfg.interval_minutes("offpeakIntervalMinutes")
+        cfg.interval_minutes("nightlyIntervalMinutes")
 
 
 def test_every_interval_parameter_is_exposed():
