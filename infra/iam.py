@@ -211,3 +211,27 @@ class WatcherRole(Construct):
             assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
         )
         self.role.add_to_policy(iam.PolicyStatement(sid="SendPendingPods", actions=["sqs:SendMessage"], resources=[queue_arn]))
+
+
+class OffPeakRole(Construct):
+    """The off-peak function's own role: it scales workloads through the Kubernetes API and keeps its records and
+    the NodePool overrides in the state table, so it gets no EC2, IAM, SSM or pricing access at all.
+
+    Here: ``eks:DescribeCluster`` on this cluster (the API server endpoint) and ``sqs:SendMessage`` on the pod queue
+    (the morning hand-off of pending pods, SendMessageBatch); the stack adds the state table's item actions, and the
+    function construct its log group and X-Ray.  Kubernetes access: the same access entry group as the controller.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: str, pod_queue_arn: str) -> None:
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self,
+            "Role",
+            description=f"karpenter-lambda off-peak function of EKS cluster {cluster}",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        )
+        self.policy = iam.Policy(self, "Policy", roles=[self.role], statements=[
+            iam.PolicyStatement(sid="AllowAPIServerEndpointDiscovery", actions=["eks:DescribeCluster"],
+                                resources=[cluster_arn(cluster)]),
+            iam.PolicyStatement(sid="SendPendingPods", actions=["sqs:SendMessage"], resources=[pod_queue_arn]),
+        ])

@@ -68,3 +68,20 @@ def acknowledge_custom_resource_provider(stack: Stack) -> None:
         "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
         "CDK's AwsCustomResource provider function uses the basic execution role for its logs; it only runs during deployments",
     )
+
+
+def acknowledge_offpeak(default_policy: IConstruct | None, scheduler_dlq: IConstruct | None) -> None:
+    """The off-peak function's role (X-Ray, as the controller's) and the EventBridge Scheduler dead-letter queue."""
+    if default_policy is not None:
+        acknowledge(
+            default_policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level permissions",
+        )
+    if scheduler_dlq is not None:
+        acknowledge(
+            scheduler_dlq,
+            "AwsSolutions-SQS3",
+            "this queue is the dead-letter queue of the off-peak EventBridge Scheduler schedules (Target.DeadLetterConfig); "
+            "cdk-nag only recognises SQS redrive policies as dead-letter use",
+        )

@@ -7,6 +7,10 @@ field.path: message`` line.  Each valid object becomes one ``AwsCustomResource``
 DynamoDB ``UpdateItem`` on create/update and ``DeleteItem`` on delete, in the item layout of
 ``karpenter_lambda.adapters.store`` (pk ``<cluster>#<Kind>``, sk name, ``metadata``/``spec`` JSON,
 ``version`` bumped).  ``status`` is left to the controllers.
+
+The folder may also hold ``OffPeakSchedule`` documents (karpenter-lambda.io/v1alpha1): validated the same way and
+written as the same kind of item (pk ``<cluster>#OffPeakSchedule``); ``NodePoolManifests.offpeak_schedules`` lists
+them for the EventBridge Scheduler schedules of ``infra/offpeak.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+
+OFFPEAK_KIND = "OffPeakSchedule"   # karpenter_lambda.api.offpeak.KIND (imported lazily with the rest of the package)
+
 
 class NodePoolValidationError(ValueError):
     """The nodePools folder has invalid manifests; ``issues`` holds each ValidationIssue."""
@@ -96,11 +103,13 @@ def _construct_id(kind: str, name: str) -> str:
 
 
 class NodePoolManifests(Construct):
-    """One AwsCustomResource per object; ``objects`` lists what is written (kind, name)."""
+    """One AwsCustomResource per object; ``objects`` lists what is written (kind, name), ``offpeak_schedules`` the
+    OffPeakSchedules among them."""
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster: str, folder: Path, table: dynamodb.ITable, log_retention: logs.RetentionDays, node_role: str | None = None) -> None:
         super().__init__(scope, construct_id)
         self.objects = load_node_pools(folder)
+        self.offpeak_schedules = [o for o in self.objects if o.kind == OFFPEAK_KIND]
         # a role the functions cannot pass is a warning (printed by cdk synth/deploy; fatal with --strict), not an error
         self.role_warnings = [str(i) for i in role_issues(folder, node_role)] if node_role else []
         for warning in self.role_warnings:

@@ -17,9 +17,10 @@ from constructs import Construct
 
 from .config import LOG_RETENTION_DAYS, StackConfig
 from .functions import FunctionSpec, KarpenterFunction, QueueTrigger, ScheduleTrigger, load_registry, visibility_timeout_for
-from .iam import NodeRole, WatcherRole, cluster_arn, controller_statements, node_role_name
+from .iam import NodeRole, OffPeakRole, WatcherRole, cluster_arn, controller_statements, node_role_name
 from .layer import CoreLayer
-from .nag import acknowledge_controller, acknowledge_custom_resource_provider, acknowledge_node_role
+from .nag import (acknowledge_controller, acknowledge_custom_resource_provider, acknowledge_node_role,
+                  acknowledge_offpeak)
 from .nodepools import NodePoolManifests
 from .queues import KarpenterQueue
 from .tables import Tables
@@ -65,7 +66,8 @@ QUEUES: tuple[QueueSpec, ...] = (
 
 class KarpenterLambdaStack(Stack):
     """Attributes: ``tables``, ``queues`` (name -> KarpenterQueue), ``functions`` (name -> KarpenterFunction),
-    ``controller_role``, ``node_role``, ``watcher_role``, ``node_pools`` (or None), ``monitoring``."""
+    ``controller_role``, ``offpeak_role`` (OffPeakRole), ``node_role``, ``watcher_role``, ``node_pools`` (or None),
+    ``offpeak_schedules`` (or None), ``monitoring``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, description=f"karpenter-lambda for EKS cluster {config.cluster_name}", **kwargs)
@@ -95,7 +97,7 @@ class KarpenterLambdaStack(Stack):
         self.interruption_rules = InterruptionRules(self, "InterruptionRules", queue=self.queues["interruption"].queue,
                                                     cluster=cluster)
 
-        # one role for every function, like Karpenter's single controller
+        # one role for every function, like Karpenter's single controller (except offpeak: its own smaller role, below)
         self.controller_role = iam.Role(
             self,
             "ControllerRole",
@@ -108,6 +110,11 @@ class KarpenterLambdaStack(Stack):
         for table in (self.tables.state, self.tables.cache):
             table.grant(self.controller_role, *TABLE_ACTIONS)
         pod_queue.grant_send_messages(self.controller_role)
+        # the off-peak function has its own, smaller role (state table, pod queue, DescribeCluster; no EC2/IAM)
+        self.offpeak_role = OffPeakRole(self, "OffPeakIam", cluster=cluster, pod_queue_arn=pod_queue.queue_arn)
+        self.tables.state.grant(self.offpeak_role.role, *TABLE_ACTIONS)
+        # function name -> (role, the policy its function waits for); every other function: the controller role
+        own_roles = {"offpeak": (self.offpeak_role.role, self.offpeak_role.policy)}
 
         self.layer = CoreLayer(self, "CoreLayer")
         environment = {
@@ -123,11 +130,12 @@ class KarpenterLambdaStack(Stack):
         self.functions: dict[str, KarpenterFunction] = {}
         for spec in FUNCTIONS:
             reserved = getattr(config, spec.reserved_concurrency_param) if spec.reserved_concurrency_param else spec.reserved_concurrency
+            role, role_policy = own_roles.get(spec.name, (self.controller_role, policy))
             fn = KarpenterFunction(
                 self,
                 spec.name.capitalize(),
                 spec=spec,
-                role=self.controller_role,
+                role=role,
                 layer=self.layer.layer,
                 environment=environment,
                 log_retention=retention,
@@ -144,7 +152,7 @@ class KarpenterLambdaStack(Stack):
                     )
                 else:
                     fn.add_schedule(config.interval_minutes(trigger.interval_param))
-            fn.function.node.add_dependency(policy)
+            fn.function.node.add_dependency(role_policy)
             self.functions[spec.name] = fn
 
         # EKS: the functions reach the Kubernetes API through an access entry; nodes join with theirs
@@ -163,6 +171,16 @@ class KarpenterLambdaStack(Stack):
             "ControllerAccessEntry",
             cluster_name=cluster,
             principal_arn=self.controller_role.role_arn,
+            type="STANDARD",
+            kubernetes_groups=groups,
+            access_policies=access_policies,
+        )
+        # the off-peak role: the same Kubernetes group (infra/rbac/controller-rbac.yaml covers its scale/HPA/KEDA calls)
+        self.offpeak_access = eks.CfnAccessEntry(
+            self,
+            "OffPeakAccessEntry",
+            cluster_name=cluster,
+            principal_arn=self.offpeak_role.role.role_arn,
             type="STANDARD",
             kubernetes_groups=groups,
             access_policies=access_policies,
@@ -187,6 +205,20 @@ class KarpenterLambdaStack(Stack):
             self.node_pools = NodePoolManifests(self, "NodePools", cluster=cluster, folder=config.node_pools_dir, table=self.tables.state,
                                                 log_retention=retention, node_role=node_role_name(cluster))
 
+        # EventBridge Scheduler at each OffPeakSchedule window's start and end (schedules applied later with the CLI
+        # are picked up by the periodic reconcile only)
+        self.offpeak_schedules = None
+        if self.node_pools is not None and self.node_pools.offpeak_schedules:
+            from .offpeak import OffPeakSchedules
+
+            self.offpeak_schedules = OffPeakSchedules(
+                self, "OffPeakSchedules", cluster=cluster, schedules=self.node_pools.offpeak_schedules,
+                function=self.functions["offpeak"].function,
+                interval_minutes=config.interval_minutes("offpeakIntervalMinutes"))
+        dead_letter_queues = {n: q.dlq for n, q in self.queues.items()}
+        if self.offpeak_schedules is not None and self.offpeak_schedules.dlq is not None:
+            dead_letter_queues["offpeakScheduler"] = self.offpeak_schedules.dlq
+
         from .monitoring import Monitoring
 
         self.monitoring = Monitoring(
@@ -194,7 +226,7 @@ class KarpenterLambdaStack(Stack):
             "Monitoring",
             cluster=cluster,
             functions={n: f.function for n, f in self.functions.items()},
-            dead_letter_queues={n: q.dlq for n, q in self.queues.items()},
+            dead_letter_queues=dead_letter_queues,
             alarm_topic_arn=config.alarm_topic_arn,
             metric_alarms={n: (f"karpenter-lambda-{n}", spec.alarm_metrics) for spec in FUNCTIONS
                            for n in [spec.name] if spec.alarm_metrics},
@@ -211,6 +243,7 @@ class KarpenterLambdaStack(Stack):
             "NodeRoleName": (self.node_role.role.role_name, "use as spec.role in your EC2NodeClass"),
             "NodeInstanceProfileName": (self.node_role.instance_profile.instance_profile_name, "instance profile of the node role"),
             "ControllerRoleArn": (self.controller_role.role_arn, f"the functions' role (Kubernetes group {CONTROLLER_KUBERNETES_GROUP})"),
+            "OffPeakRoleArn": (self.offpeak_role.role.role_arn, f"the off-peak function's role (Kubernetes group {CONTROLLER_KUBERNETES_GROUP})"),
             "StateTableName": (self.tables.state.table_name, "DynamoDB state table (karpenter-lambda CLI: KARPENTER_LAMBDA_STATE_TABLE)"),
             "CacheTableName": (self.tables.cache.table_name, "DynamoDB cache table"),
             "DashboardName": (self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
@@ -220,6 +253,8 @@ class KarpenterLambdaStack(Stack):
 
         acknowledge_node_role(self.node_role.role)
         acknowledge_controller(policy, self.controller_role.node.try_find_child("DefaultPolicy"))
+        acknowledge_offpeak(self.offpeak_role.role.node.try_find_child("DefaultPolicy"),
+                            self.offpeak_schedules.dlq if self.offpeak_schedules is not None else None)
         acknowledge_custom_resource_provider(self)
 
 

@@ -94,7 +94,7 @@ def variant(tmp_path_factory, synth_factory):
 
 def test_variant_parameters_reach_the_template(variant):
     fns = {k: v["Properties"] for k, v in variant.of_type("AWS::Lambda::Function").items()}
-    assert len(fns) == 5  # provisioner, lifecycle, drift, consolidation, interruption; no custom resource provider
+    assert len(fns) == 6  # provisioner, lifecycle, drift, consolidation, interruption, offpeak; no custom resource provider
     for p in fns.values():
         env = p["Environment"]["Variables"]
         assert env["KARPENTER_LAMBDA_KUBERNETES_VERSION"] == "1.33"
@@ -109,8 +109,12 @@ def test_variant_parameters_reach_the_template(variant):
     rules = {k: v["Properties"]["ScheduleExpression"] for k, v in variant.of_type("AWS::Events::Rule").items()
              if "ScheduleExpression" in v["Properties"]}
     assert [v for k, v in rules.items() if k.startswith("Lifecycle")] == ["rate(5 minutes)"]
-    # the drift and consolidation sweeps keep the default disruptionIntervalMinutes (1)
-    assert sorted(v for k, v in rules.items() if not k.startswith("Lifecycle")) == ["rate(1 minute)"] * 2
+    # the drift and consolidation sweeps keep the default disruptionIntervalMinutes (1), offpeak its 5
+    assert sorted(v for k, v in rules.items() if not k.startswith(("Lifecycle", "Offpeak"))) == ["rate(1 minute)"] * 2
+    assert [v for k, v in rules.items() if k.startswith("Offpeak")] == ["rate(5 minutes)"]
+    # cluster-admin mode: the off-peak role gets the same access policy as the controller
+    entries = variant.of_type("AWS::EKS::AccessEntry")
+    assert entries["OffPeakAccessEntry"]["Properties"]["AccessPolicies"] == entries["ControllerAccessEntry"]["Properties"]["AccessPolicies"]
     assert {lg["Properties"]["RetentionInDays"] for lg in variant.of_type("AWS::Logs::LogGroup").values()} == {7}
     queue = next(v for k, v in variant.of_type("AWS::SQS::Queue").items() if "DeadLetter" not in k)
     assert queue["Properties"]["VisibilityTimeout"] == 6 * prov["Timeout"]

@@ -169,7 +169,7 @@ def test_function_assets_are_their_own_folders(synth):
 
 def test_the_registry_functions(synth):
     names = sorted(k for k in synth.of_type("AWS::Lambda::Function") if not k.startswith("AWS679f53fac002430cb0da5b7982bd2287"))
-    assert [n.split("Function")[0] for n in names] == ["Consolidation", "Drift", "Interruption", "Lifecycle", "Provisioner"]
+    assert [n.split("Function")[0] for n in names] == ["Consolidation", "Drift", "Interruption", "Lifecycle", "Offpeak", "Provisioner"]
 
 
 def test_disruption_sweeps_schedule_and_alarms(synth):
@@ -220,6 +220,12 @@ def test_access_entries(synth):
     assert ctrl["Type"] == "STANDARD"
     assert ctrl["KubernetesGroups"] == ["karpenter-lambda-controller"]
     assert "AccessPolicies" not in ctrl
+    # the off-peak function's own role joins the same Kubernetes group
+    offpeak = entries["OffPeakAccessEntry"]["Properties"]
+    offpeak_role_id, _ = _one(synth, "AWS::IAM::Role", "OffPeakIam")
+    assert offpeak["PrincipalArn"] == _arn(offpeak_role_id)
+    assert (offpeak["Type"], offpeak["KubernetesGroups"]) == ("STANDARD", ["karpenter-lambda-controller"])
+    assert len(entries) == 3
     node = entries["NodeAccessEntry"]["Properties"]
     node_role_id, _ = _one(synth, "AWS::IAM::Role", "NodeRole")
     assert node == {"ClusterName": CLUSTER, "PrincipalArn": _arn(node_role_id), "Type": "EC2_LINUX", "Tags": node.get("Tags")}
@@ -278,8 +284,9 @@ def test_dashboard_shows_every_metric(synth):
 
 def test_alarms(synth):
     alarms = synth.of_type("AWS::CloudWatch::Alarm")
-    # one per DLQ, one per function (errors), and the sweeps' own metrics (2 each for drift and consolidation)
-    assert len(alarms) == 2 + 5 + 4
+    # one per DLQ, one per function (errors), and the sweeps' own metrics (2 each for drift and consolidation,
+    # OffPeakFailures for offpeak); the session synth's folder has no OffPeakSchedule, so no Scheduler DLQ
+    assert len(alarms) == 2 + 6 + 4 + 1
     dlq_id, _ = _one(synth, "AWS::SQS::Queue", "PodQueueDeadLetter")
     dlq_alarm = next(a["Properties"] for k, a in alarms.items() if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible" and "pod" in k)
     assert dlq_alarm["Namespace"] == "AWS/SQS"
