@@ -131,7 +131,7 @@ def load_text(text: str, filename: str = "<input>", allow_other_kinds: bool = Fa
             )
         else:
             result.issues.append(
-                ValidationIssue(filename, index, kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected karpenter.sh/v1 NodePool or NodeClaim, or karpenter.k8s.aws/v1 EC2NodeClass")
+                ValidationIssue(filename, index, kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected karpenter.sh/v1 NodePool or NodeClaim, karpenter.k8s.aws/v1 EC2NodeClass, or karpenter-lambda.io/v1alpha1 OffPeakSchedule")
             )
     return result
 

@@ -189,6 +189,40 @@ class NodeClaim(KubeObject):
         return bool(c and c.get("status") == "True")
 
 
+class OffPeakSchedule(KubeObject):
+    """An off-peak window (karpenter-lambda.io/v1alpha1).  Defined here so ``KINDS`` needs no import cycle;
+    the entry types, validation and docs are in :mod:`.offpeak` (imported at call time)."""
+
+    api_version = "karpenter-lambda.io/v1alpha1"
+    kind_name = "OffPeakSchedule"
+
+    @property
+    def time_zone(self) -> str:
+        return self.spec.get("timeZone") or "UTC"
+
+    @property
+    def schedule(self) -> str:
+        return self.spec.get("schedule") or ""
+
+    @property
+    def duration_seconds(self) -> int:
+        from .offpeak import parse_window_duration
+
+        return parse_window_duration(self.spec.get("duration"))
+
+    @property
+    def workloads(self) -> list:
+        from .offpeak import WorkloadTarget
+
+        return [WorkloadTarget.from_spec(w) for w in self.spec.get("workloads") or []]
+
+    @property
+    def nodepools(self) -> list:
+        from .offpeak import NodePoolOverride
+
+        return [NodePoolOverride.from_spec(n) for n in self.spec.get("nodePools") or []]
+
+
 ALIAS_FAMILIES = {
     "al2": "AL2",
     "al2023": "AL2023",
@@ -202,5 +236,6 @@ KINDS: dict[tuple[str, str], type[KubeObject]] = {
     ("karpenter.sh/v1", "NodePool"): NodePool,
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): EC2NodeClass,
     ("karpenter.sh/v1", "NodeClaim"): NodeClaim,
+    ("karpenter-lambda.io/v1alpha1", "OffPeakSchedule"): OffPeakSchedule,
 }
 KIND_BY_NAME: dict[str, type[KubeObject]] = {cls.kind_name: cls for cls in KINDS.values()}

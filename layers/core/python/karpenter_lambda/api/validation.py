@@ -755,11 +755,16 @@ SCHEMAS: dict[str, Obj] = {
     "NodeClaim": _top(NODECLAIM_SPEC),
 }
 
+# karpenter-lambda's own kind: its spec schema lives with its type (offpeak.py builds on the pieces above).
+from .offpeak import spec_schema as _offpeak_spec_schema  # noqa: E402
+
+SCHEMAS["OffPeakSchedule"] = _top(_offpeak_spec_schema())
+
 
 def validate_and_default(kind: str, doc: dict) -> tuple[dict, list[FieldError]]:
     """Return (a NEW dict with Karpenter's CRD defaults applied, every FieldError found).
 
-    ``kind`` is NodePool, EC2NodeClass or NodeClaim.  The input is never modified.
+    ``kind`` is NodePool, EC2NodeClass, NodeClaim or OffPeakSchedule.  The input is never modified.
     """
     schema = SCHEMAS.get(kind)
     if schema is None:

@@ -18,9 +18,11 @@ import yaml
 from .table import render_table
 from .validate import InputError, load_inputs
 
-KIND_ORDER = ("EC2NodeClass", "NodePool", "NodeClaim")  # apply order: what others refer to comes first
-KIND_PLURAL = {"NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses", "NodeClaim": "nodeclaims"}
-KIND_CHOICES_HELP = "nodepools|ec2nodeclasses|nodeclaims (or nodepool/np, ec2nodeclass/ec2nc, nodeclaim/nc)"
+KIND_ORDER = ("EC2NodeClass", "NodePool", "NodeClaim", "OffPeakSchedule")  # apply order: what others refer to comes first
+KIND_PLURAL = {"NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses", "NodeClaim": "nodeclaims",
+               "OffPeakSchedule": "offpeakschedules"}
+KIND_CHOICES_HELP = ("nodepools|ec2nodeclasses|nodeclaims|offpeakschedules "
+                     "(or nodepool/np, ec2nodeclass/ec2nc, nodeclaim/nc, offpeakschedule/ops)")
 
 
 def creates_table_on_first_use(endpoint_url: str | None) -> bool:
@@ -221,7 +223,55 @@ def table_for(kind: str, objs: list, wide: bool = False, now: datetime | None = 
                 row += [o.nodepool_name or "-", status.get("providerID", "-"), status.get("imageID", "-")]
             rows.append(row)
         return render_table(headers, rows)
+    if kind == "OffPeakSchedule":
+        headers = ["NAME", "TIMEZONE", "SCHEDULE", "DURATION", "WORKLOADS", "NODEPOOLS"]
+        if wide:
+            headers += ["AGE"]
+        rows = []
+        for o in objs:
+            row = [o.name, o.time_zone, o.schedule or "-", o.spec.get("duration", "-"),
+                   _offpeak_workloads(o.spec.get("workloads")), _offpeak_nodepools(o.spec.get("nodePools"))]
+            if wide:
+                row.append(_age(o.metadata.get("creationTimestamp"), now))
+            rows.append(row)
+        return render_table(headers, rows)
     raise ValueError(f"no table for kind {kind}")
+
+
+def _selector_text(sel: dict | None) -> str:
+    if sel is None:
+        return ""
+    parts = [f"{k}={v}" for k, v in (sel.get("matchLabels") or {}).items()]
+    parts += [f"{e.get('key')} {e.get('operator')}" + (f" ({','.join(map(str, e['values']))})" if e.get("values") else "")
+              for e in sel.get("matchExpressions") or []]
+    return ",".join(parts) or "{}"
+
+
+def _offpeak_workloads(entries: list | None) -> str:
+    """``dev,staging[tier=web]->0; ns(team=a)->1``: namespaces and/or namespace selector, [selector], ->replicas."""
+    out = []
+    for w in entries or []:
+        where = ",".join(w.get("namespaces") or [])
+        if w.get("namespaceSelector") is not None:
+            where += ("&" if where else "") + "ns(" + _selector_text(w["namespaceSelector"]) + ")"
+        sel = f"[{_selector_text(w['selector'])}]" if w.get("selector") is not None else ""
+        out.append(f"{where or '*'}{sel}->{w.get('replicas', 0)}")
+    return "; ".join(out) or "-"
+
+
+def _offpeak_nodepools(entries: list | None) -> str:
+    """``default(limits cpu=16; disruption), gpu(drain)``."""
+    out = []
+    for n in entries or []:
+        what = []
+        if n.get("drain"):
+            what.append("drain")
+        if n.get("limits"):
+            what.append("limits " + _kv(n["limits"]))
+        if n.get("disruption"):
+            what.append("disruption")
+        out.append(f"{n.get('name')}({'; '.join(what)})")
+    return ", ".join(out) or "-"
 
 
 @_store_errors

@@ -8,7 +8,7 @@ retries, :meth:`Store.put` with a ``metadata.resourceVersion`` fails with
 :class:`Conflict` when the object changed since it was read.
 
 Objects come back as ``api.objects`` classes (``NodePool``, ``EC2NodeClass``,
-``NodeClaim``; other kinds as ``KubeObject``) with
+``NodeClaim``, ``OffPeakSchedule``; other kinds as ``KubeObject``) with
 ``metadata.resourceVersion`` = the item version (a string, as in Kubernetes),
 ``metadata.uid``, ``metadata.creationTimestamp`` and ``metadata.generation``
 (bumped when ``spec`` changes) maintained by the store.
@@ -51,6 +51,7 @@ KIND_ALIASES: dict[str, str] = {
     "ec2nodeclass": "EC2NodeClass", "ec2nodeclasses": "EC2NodeClass", "ec2nc": "EC2NodeClass",
     "nodeclass": "EC2NodeClass", "nodeclasses": "EC2NodeClass",
     "nodeclaim": "NodeClaim", "nodeclaims": "NodeClaim", "nc": "NodeClaim",
+    "offpeakschedule": "OffPeakSchedule", "offpeakschedules": "OffPeakSchedule", "ops": "OffPeakSchedule",
 }
 
 _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes generateName alphabet
