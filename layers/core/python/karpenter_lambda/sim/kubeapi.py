@@ -11,7 +11,9 @@ What it implements (JSON only, no protobuf, no auth, no admission chain):
 * resources: core/v1 pods, nodes, namespaces, events, configmaps, services,
   persistentvolumeclaims, persistentvolumes; apps/v1 daemonsets, deployments,
   replicasets, statefulsets; policy/v1 poddisruptionbudgets; batch/v1 jobs;
-  coordination.k8s.io/v1 leases.  Every resource supports the same verbs.
+  coordination.k8s.io/v1 leases; autoscaling/v2 horizontalpodautoscalers;
+  keda.sh/v1alpha1 scaledobjects (KEDA's CRD, stored only: nothing acts on
+  it, as no HPA controller acts on HPAs).  Every resource supports the same verbs.
 * GET one / LIST (``labelSelector``: ``=``, ``==``, ``!=``, ``in``, ``notin``,
   ``key``, ``!key``; ``fieldSelector`` on any dotted field path such as
   ``spec.nodeName``, ``metadata.name``, ``status.phase`` with ``=``/``==``/``!=``;
@@ -24,15 +26,21 @@ What it implements (JSON only, no protobuf, no auth, no admission chain):
   ``pods/{name}/binding`` and ``namespaces/{ns}/bindings`` (sets
   ``spec.nodeName`` and ``PodScheduled=True``; 409 when already bound),
   ``pods/{name}/eviction`` (policy/v1; honours PodDisruptionBudgets with
-  ``minAvailable``/``maxUnavailable``; 429 when a budget blocks).
+  ``minAvailable``/``maxUnavailable``; 429 when a budget blocks),
+  ``{deployments,statefulsets,replicasets}/{name}/scale`` (an autoscaling/v1
+  ``Scale``: GET; PUT and PATCH change only the workload's ``spec.replicas``,
+  with the workload's resourceVersion for optimistic concurrency).
 * WATCH (``?watch=true``): chunked ``ADDED``/``MODIFIED``/``DELETED`` events
   after a resourceVersion (or the current state as ``ADDED`` when none is
   given), ``BOOKMARK`` events when asked, ``timeoutSeconds``; an ``ERROR``
   event with a 410 Status when the resourceVersion is older than the
   retained history (``history_size`` events; make it small to force 410).
+* namespaces carry the ``kubernetes.io/metadata.name`` label (set on create and kept
+  on every update, as the real API server does).
 * uid, a global resourceVersion counter, creationTimestamp from an injectable
   ``clock`` (so the simulator's virtual clock is used).
-* discovery: ``/version``, ``/api``, ``/api/v1``, ``/apis``, ``/apis/{g}/{v}``,
+* discovery: ``/version``, ``/api``, ``/api/v1``, ``/apis``, ``/apis/{g}/{v}`` (listing the
+  ``*/scale`` subresources),
   ``/healthz``, ``/readyz``, ``/livez``.
 * test hooks: :meth:`KubeAPIServer.add_fault` (answer the next N matching
   requests with e.g. 429 or 500), :meth:`KubeAPIServer.drop_watches`
@@ -110,12 +118,15 @@ _RT = [
     ResourceType("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True),
     ResourceType("jobs", "Job", "batch", "v1", True),
     ResourceType("leases", "Lease", "coordination.k8s.io", "v1", True),
+    ResourceType("horizontalpodautoscalers", "HorizontalPodAutoscaler", "autoscaling", "v2", True),
+    ResourceType("scaledobjects", "ScaledObject", "keda.sh", "v1alpha1", True),   # KEDA's CRD: stored, not acted on
 ]
 RESOURCES: dict[str, ResourceType] = {r.plural: r for r in _RT}
 _BY_GV: dict[tuple[str, str], dict[str, ResourceType]] = {}
 for _r in _RT:
     _BY_GV.setdefault((_r.group, _r.version), {})[_r.plural] = _r
 _KIND_TO_PLURAL = {r.kind: r.plural for r in _RT}
+SCALABLE = ("deployments", "statefulsets", "replicasets")   # serve the autoscaling/v1 ``scale`` subresource
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -508,6 +519,36 @@ def _scaled(value: Any, total: int, round_up: bool) -> int:
     return int(value)
 
 
+def selector_string(selector: dict | None) -> str:
+    """A ``metav1.LabelSelector`` as the string syntax (``a=b,c in (d,e),!f``), as a Scale's ``status.selector``."""
+    terms = [f"{k}={v}" for k, v in sorted(((selector or {}).get("matchLabels") or {}).items())]
+    for e in (selector or {}).get("matchExpressions") or []:
+        op, key, vals = e.get("operator"), e.get("key"), ",".join(sorted(e.get("values") or []))
+        terms.append({"In": f"{key} in ({vals})", "NotIn": f"{key} notin ({vals})", "Exists": key,
+                      "DoesNotExist": f"!{key}"}.get(op, ""))
+    return ",".join(t for t in terms if t)
+
+
+def _namespace_name_label(ns: dict) -> None:
+    """The API server's immutable ``kubernetes.io/metadata.name`` label on every Namespace (so selectors can use it)."""
+    meta = ns["metadata"]
+    if not isinstance(meta.get("labels"), dict):
+        meta["labels"] = {}
+    meta["labels"]["kubernetes.io/metadata.name"] = meta["name"]
+
+
+def _scale_of(obj: dict) -> dict:
+    meta = obj["metadata"]
+    spec = obj.get("spec") or {}
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta},
+        "spec": {"replicas": spec.get("replicas", 1)},
+        "status": {"replicas": int((obj.get("status") or {}).get("replicas") or 0), "selector": selector_string(spec.get("selector"))},
+    }
+
+
 class ObjectStore:
     """Thread-safe in-memory objects with resourceVersions and a bounded event history.
 
@@ -627,6 +668,7 @@ class ObjectStore:
                 status.setdefault("phase", "Pending")
             if plural == "namespaces":
                 obj.setdefault("status", {}).setdefault("phase", "Active")
+                _namespace_name_label(obj)
             self._bump(obj)
             self._objects[plural][key] = obj
             self._record("ADDED", rt, obj)
@@ -698,6 +740,8 @@ class ObjectStore:
             meta.pop("deletionTimestamp")
         new["apiVersion"] = rt.api_version
         new["kind"] = rt.kind
+        if rt.plural == "namespaces":
+            _namespace_name_label(new)
         if new.get("spec") != old.get("spec"):
             meta["generation"] = int(om.get("generation", 1)) + 1
         return new
@@ -776,6 +820,46 @@ class ObjectStore:
                             self._bump(o)
                             self._record("DELETED", RESOURCES[p], o)
             return copy.deepcopy(old)
+
+    # -- the scale subresource -------------------------------------------------------------
+    def get_scale(self, plural: str, name: str, namespace: str | None = None) -> dict:
+        """``{deployments,statefulsets,replicasets}/{name}/scale``: the workload as an autoscaling/v1 Scale."""
+        if plural not in SCALABLE:
+            raise StoreError(404, "NotFound", f"the server could not find the requested resource ({plural}/scale)")
+        return _scale_of(self.must_get(plural, name, namespace))
+
+    def update_scale(self, plural: str, name: str, scale: Any, namespace: str | None = None, patch_type: str | None = None) -> dict:
+        """PUT (``patch_type`` None: ``scale`` is the whole Scale) or PATCH the Scale; only ``spec.replicas`` reaches
+        the workload.  A ``metadata.resourceVersion`` in the result must be the workload's (409 otherwise)."""
+        rt = self.rtype(plural)
+        with self.lock:
+            cur = self.get_scale(plural, name, namespace)
+            if patch_type is None:
+                if not isinstance(scale, dict):
+                    raise StoreError(400, "BadRequest", "Scale body must be a JSON object")
+                new = copy.deepcopy(scale)
+            elif patch_type == "json":
+                new = json_patch(cur, scale)
+            elif not isinstance(scale, dict):
+                raise StoreError(400, "BadRequest", f"{patch_type} merge patch body must be a JSON object")
+            else:
+                new = (strategic_merge_patch if patch_type == "strategic" else merge_patch)(cur, scale)
+            if not isinstance(new, dict) or not isinstance(new.get("spec") or {}, dict):
+                raise StoreError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: the result must be an object with a spec')
+            replicas = (new.get("spec") or {}).get("replicas")
+            if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+                raise StoreError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '
+                                                 f"{json.dumps(replicas)}: must be an integer greater than or equal to 0")
+            rv = (new.get("metadata") or {}).get("resourceVersion") if isinstance(new.get("metadata"), dict) else None
+            obj = self.must_get(plural, name, namespace)
+            if rv and rv != obj["metadata"]["resourceVersion"]:
+                raise StoreError(409, "Conflict", f'Operation cannot be fulfilled on {rt.plural} "{name}": the object has been '
+                                                  "modified; please apply your changes to the latest version and try again")
+            if (obj.get("spec") or {}).get("replicas") != replicas:
+                obj.setdefault("spec", {})["replicas"] = replicas
+                key = self._key(rt, name, namespace)
+                obj = self._store_modified(rt, key, self._identity(rt, self._objects[plural][key], obj, check_rv=False))
+            return _scale_of(obj)
 
     # -- pod subresources ------------------------------------------------------------------
     def bind(self, namespace: str, name: str, node_name: str, mark_running: bool | None = None) -> dict:
@@ -977,15 +1061,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})
             return
         if method == "GET" and parts == ["apis"]:
-            groups = sorted({g for (g, _v) in _BY_GV if g})
+            versions: dict[str, list[str]] = {}
+            for g, v in _BY_GV:
+                if g:
+                    versions.setdefault(g, []).append(v)
             self._send_json(
                 200,
                 {
                     "kind": "APIGroupList",
                     "apiVersion": "v1",
                     "groups": [
-                        {"name": g, "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}], "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"}}
-                        for g in groups
+                        {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                         "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
+                        for g, vs in sorted(versions.items())
                     ],
                 },
             )
@@ -1017,6 +1105,11 @@ class _Handler(BaseHTTPRequestHandler):
                             "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
                         }
                         for r in gv.values()
+                    ]
+                    + [
+                        {"name": f"{r.plural}/scale", "singularName": "", "namespaced": r.namespaced, "group": "autoscaling",
+                         "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}
+                        for r in gv.values() if r.plural in SCALABLE
                     ],
                 },
             )
@@ -1069,6 +1162,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._read_body()
             store.evict(namespace or "default", name)
             self._send_json(201, _status(201, "", "", success=True))
+            return
+        if sub == "scale" and rt.plural in SCALABLE:
+            if method == "GET":
+                self._send_json(200, store.get_scale(rt.plural, name, namespace))
+            elif method in ("PUT", "PATCH"):
+                ptype = None
+                if method == "PATCH":
+                    ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+                    ptype = _PATCH_TYPES.get(ctype)
+                    if ptype is None:
+                        raise StoreError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: {', '.join(_PATCH_TYPES)}")
+                self._send_json(200, store.update_scale(rt.plural, name, self._read_body(), namespace, ptype))
+            else:
+                raise StoreError(405, "MethodNotAllowed", f"{method} is not supported on {rt.plural}/scale")
             return
         if sub not in (None, "status"):
             raise StoreError(404, "NotFound", f"the server could not find the requested resource ({url.path})")

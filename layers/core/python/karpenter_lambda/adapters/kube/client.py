@@ -9,6 +9,12 @@ Calls are retried on 429 and 5xx and on connection errors (bounded, capped
 exponential backoff with jitter, honouring ``Retry-After``); other errors raise
 :class:`KubeError` naming the operation, the object and the server's message.
 
+Workloads for the off-peak function: Deployments/StatefulSets (list, get, merge patch,
+and the ``scale`` subresource, as ``kubectl scale`` does, so an admission chain sees a
+Scale and not a whole-object write), namespaces, autoscaling/v2 HorizontalPodAutoscalers
+and KEDA ScaledObjects (``keda.sh/v1alpha1`` through CustomObjectsApi; a cluster without
+the KEDA CRD answers 404, which :meth:`KubeClient.list_scaledobjects` turns into ``[]``).
+
 Build one with :meth:`KubeClient.for_eks` (DescribeCluster + EKS token,
 refreshed every 10 minutes), :meth:`KubeClient.from_endpoint` or
 :meth:`KubeClient.from_host` (plain URL, no auth: tests and the simulator).
@@ -31,6 +37,16 @@ _MERGE = "application/merge-patch+json"
 _JSON_PATCH = "application/json-patch+json"
 _STRATEGIC = "application/strategic-merge-patch+json"
 _PATCH_TYPES = {"merge": _MERGE, "json": _JSON_PATCH, "strategic": _STRATEGIC}
+
+
+# kind -> (plural, list in a namespace, list everywhere, read, patch, patch the scale subresource)
+_WORKLOAD_API = {
+    "Deployment": ("deployments", "list_namespaced_deployment", "list_deployment_for_all_namespaces",
+                   "read_namespaced_deployment", "patch_namespaced_deployment", "patch_namespaced_deployment_scale"),
+    "StatefulSet": ("statefulsets", "list_namespaced_stateful_set", "list_stateful_set_for_all_namespaces",
+                    "read_namespaced_stateful_set", "patch_namespaced_stateful_set", "patch_namespaced_stateful_set_scale"),
+}
+KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL = "keda.sh", "v1alpha1", "scaledobjects"
 
 
 class KubeError(Exception):
@@ -83,6 +99,8 @@ class KubeClient:
         self.core = k8s.CoreV1Api(api_client)
         self.apps = k8s.AppsV1Api(api_client)
         self.policy = k8s.PolicyV1Api(api_client)
+        self.autoscaling = k8s.AutoscalingV2Api(api_client)
+        self.custom = k8s.CustomObjectsApi(api_client)
         self.retries = retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -223,6 +241,79 @@ class KubeClient:
         if namespace:
             return self._list_all(f"LIST poddisruptionbudgets -n {namespace}", self.policy.list_namespaced_pod_disruption_budget, namespace)
         return self._list_all("LIST poddisruptionbudgets", self.policy.list_pod_disruption_budget_for_all_namespaces)
+
+    def list_namespaces(self, label_selector: str | None = None) -> list[dict]:
+        kw = {"label_selector": label_selector} if label_selector else {}
+        return self._list_all("LIST namespaces", self.core.list_namespace, **kw)
+
+    # -- workloads (Deployments, StatefulSets) and their autoscalers ---------------------------
+    def _workload_api(self, kind: str) -> tuple:
+        api = _WORKLOAD_API.get(kind)
+        if api is None:
+            raise ValueError(f"workload kind must be one of {sorted(_WORKLOAD_API)}, not {kind!r}")
+        return api
+
+    def _list_workloads(self, kind: str, namespace: str | None, label_selector: str | None) -> list[dict]:
+        plural, list_ns, list_all, *_ = self._workload_api(kind)
+        kw = {"label_selector": label_selector} if label_selector else {}
+        if namespace:
+            return self._list_all(f"LIST {plural} -n {namespace}", getattr(self.apps, list_ns), namespace, **kw)
+        return self._list_all(f"LIST {plural}", getattr(self.apps, list_all), **kw)
+
+    def list_deployments(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
+        """apps/v1 Deployments (list items carry no ``kind``, as the API returns them)."""
+        return self._list_workloads("Deployment", namespace, label_selector)
+
+    def list_statefulsets(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
+        return self._list_workloads("StatefulSet", namespace, label_selector)
+
+    def get_workload(self, kind: str, namespace: str, name: str) -> dict | None:
+        """A Deployment or StatefulSet (``kind``); None when it does not exist."""
+        plural, _, _, read, *_ = self._workload_api(kind)
+        return self._get(f"GET {plural} {namespace}/{name}", getattr(self.apps, read), name, namespace)
+
+    def scale_workload(self, kind: str, namespace: str, name: str, replicas: int) -> dict:
+        """Set ``spec.replicas`` through the ``scale`` subresource (merge patch); returns the autoscaling/v1 Scale.
+
+        A workload that does not exist raises :class:`KubeError` (404) naming it."""
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+            raise ValueError(f"replicas must be an integer >= 0, not {replicas!r}")
+        plural, *_, patch_scale = self._workload_api(kind)
+        return self._call(f"PATCH {plural} {namespace}/{name}/scale", getattr(self.apps, patch_scale), name, namespace,
+                          {"spec": {"replicas": replicas}}, _content_type=_MERGE)
+
+    def patch_workload(self, kind: str, namespace: str, name: str, patch: dict) -> dict:
+        """Merge patch a Deployment or StatefulSet (e.g. ``{"metadata": {"annotations": {k: v or None}}}``)."""
+        plural, _, _, _, patch_fn, _ = self._workload_api(kind)
+        return self._call(f"PATCH {plural} {namespace}/{name}", getattr(self.apps, patch_fn), name, namespace, patch, _content_type=_MERGE)
+
+    def list_hpas(self, namespace: str | None = None) -> list[dict]:
+        """autoscaling/v2 HorizontalPodAutoscalers."""
+        if namespace:
+            return self._list_all(f"LIST horizontalpodautoscalers -n {namespace}",
+                                  self.autoscaling.list_namespaced_horizontal_pod_autoscaler, namespace)
+        return self._list_all("LIST horizontalpodautoscalers", self.autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces)
+
+    def patch_hpa(self, namespace: str, name: str, patch: dict) -> dict:
+        return self._call(f"PATCH horizontalpodautoscalers {namespace}/{name}",
+                          self.autoscaling.patch_namespaced_horizontal_pod_autoscaler, name, namespace, patch, _content_type=_MERGE)
+
+    def list_scaledobjects(self, namespace: str | None = None) -> list[dict]:
+        """KEDA ScaledObjects (keda.sh/v1alpha1); ``[]`` when the cluster has no such resource (404: KEDA not installed)."""
+        try:
+            if namespace:
+                return self._list_all(f"LIST scaledobjects.keda.sh -n {namespace}", self.custom.list_namespaced_custom_object,
+                                      KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL)
+            return self._list_all("LIST scaledobjects.keda.sh", self.custom.list_cluster_custom_object, KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL)
+        except KubeError as e:
+            if e.status == 404:
+                return []
+            raise
+
+    def patch_scaledobject(self, namespace: str, name: str, patch: dict) -> dict:
+        """Merge patch a KEDA ScaledObject (e.g. the ``autoscaling.keda.sh/paused-replicas`` annotation)."""
+        return self._call(f"PATCH scaledobjects.keda.sh {namespace}/{name}", self.custom.patch_namespaced_custom_object,
+                          KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL, name, patch, _content_type=_MERGE)
 
     def _get(self, op: str, fn, *args) -> dict | None:
         try:
