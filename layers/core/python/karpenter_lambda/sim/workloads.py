@@ -6,6 +6,15 @@ template replaces the pods, and a deleted workload takes its pods with it.  Pods
 ``plan`` uses (:mod:`karpenter_lambda.api.workloads`), so names are deterministic.  A Job's pod that is evicted or
 deleted before it finished comes back (the Job controller counts it as failed and starts another; simulated pods
 never finish, and a Succeeded pod that still exists is never replaced).  CronJobs and bare Pods are created once.
+
+Deployments and StatefulSets are also objects in the simulated API server (``deployments`` / ``statefulsets``),
+and their ``spec.replicas`` is read from there on every reconcile: a scale through the API (``kubectl scale``, the
+``scale`` subresource, a Lambda function) changes the pods, as it would in a cluster.  The pod template stays the
+one of the manifest (``add``); a template patched through the API is not rolled out.  A workload deleted through
+the API stops being reconciled and its pods are deleted (a stand-in for owner-reference garbage collection).
+``status.replicas`` / ``readyReplicas`` / ``observedGeneration`` are written back after each reconcile that changes
+them.  ReplicaSets, Jobs, CronJobs and Pods stay in memory only.  Unlike the real controllers, the pods' owner
+references carry ``plan``'s deterministic uid, not the API object's uid.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from ..api.workloads import expand
 
 RECONCILED = ("Deployment", "StatefulSet", "ReplicaSet")
 RESTARTED = ("Job",)   # missing pods are recreated; never scaled
+IN_API = {"Deployment": "deployments", "StatefulSet": "statefulsets"}   # kept as API objects; replicas read from there
 
 
 def _key(doc: dict) -> tuple[str, str, str]:
@@ -37,14 +47,37 @@ class WorkloadController:
         self.owners: dict[tuple[str, str, str], set[str]] = {}   # every owner uid a workload's pods ever had
 
     def add(self, doc: dict) -> None:
+        """Add a workload, or replace it (an apply: the API object takes the manifest's labels, annotations, spec)."""
         key = _key(doc)
         self.workloads[key] = copy.deepcopy(doc)
         for p in expand(doc).pods:
             self.owners.setdefault(key, set()).add(_owner_uid(p))
+        plural = IN_API.get(key[0])
+        if plural is None:
+            return
+        store = self.server.store
+        body = _strip(doc)
+        body.setdefault("metadata", {})["namespace"] = key[1]
+        cur = store.get(plural, key[2], key[1])
+        if cur is None:
+            store.create(plural, body, key[1])
+        else:
+            body["status"] = cur.get("status") or {}
+            store.update(plural, body, key[1])
+
+    def _api_object(self, key: tuple[str, str, str]) -> dict | None:
+        plural = IN_API.get(key[0])
+        return self.server.store.get(plural, key[2], key[1]) if plural else None
 
     def replicas(self) -> list[dict]:
         out = []
-        for (kind, ns, name), doc in sorted(self.workloads.items()):
+        for key, doc in sorted(self.workloads.items()):
+            kind, ns, name = key
+            if kind in IN_API:
+                obj = self._api_object(key)
+                if obj is None:       # deleted through the API; the next reconcile forgets it
+                    continue
+                doc = obj
             spec = doc.get("spec") or {}
             n = spec.get("replicas", 1) if kind in RECONCILED else spec.get("parallelism", 1)
             out.append({"kind": kind, "namespace": ns, "name": name, "replicas": n})
@@ -54,20 +87,33 @@ class WorkloadController:
         return self.workloads.get((kind, namespace or "default", name))
 
     def scale(self, kind: str, namespace: str, name: str, replicas: int) -> None:
+        key = (kind, namespace or "default", name)
         doc = self.get(kind, namespace, name)
-        if doc is None:
+        if doc is None or (kind in IN_API and self._api_object(key) is None):
             raise KeyError(f"{kind} {namespace or 'default'}/{name} does not exist")
         doc.setdefault("spec", {})["replicas"] = replicas
+        if kind in IN_API:
+            self.server.store.update_scale(IN_API[kind], name, {"spec": {"replicas": replicas}}, key[1], "merge")
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         key = (kind, namespace or "default", name)
         if key not in self.workloads:
             raise KeyError(f"{kind} {key[1]}/{name} does not exist")
-        del self.workloads[key]
+        if kind in IN_API and self._api_object(key) is not None:
+            self.server.store.delete(IN_API[kind], name, key[1])
+        self._forget(key)
+
+    def _forget(self, key: tuple[str, str, str]) -> int:
+        """Drop a workload and delete its pods; returns how many pods were deleted."""
+        kind, ns, name = key
+        self.workloads.pop(key, None)
         owners = self.owners.pop(key, set())
-        for p in self.server.store.list("pods", namespace=key[1]):
+        n = 0
+        for p in self.server.store.list("pods", namespace=ns):
             if _owner_uid(p) in owners or (kind == "Pod" and p["metadata"]["name"] == name):
-                self.server.store.delete("pods", p["metadata"]["name"], key[1])
+                self.server.store.delete("pods", p["metadata"]["name"], ns)
+                n += 1
+        return n
 
     def reconcile(self) -> int:
         """Converge every reconciled workload's pods; returns how many pods were created or deleted."""
@@ -76,6 +122,14 @@ class WorkloadController:
         for key, doc in list(self.workloads.items()):
             if key[0] not in RECONCILED + RESTARTED:
                 continue
+            obj = None
+            if key[0] in IN_API:
+                obj = self._api_object(key)
+                if obj is None:          # deleted through the API: its pods go too
+                    changed += self._forget(key)
+                    continue
+                replicas = (obj.get("spec") or {}).get("replicas", 1)
+                doc.setdefault("spec", {})["replicas"] = replicas
             desired = expand(doc).pods
             self.owners.setdefault(key, set()).update(_owner_uid(p) for p in desired)
             owners = self.owners[key]
@@ -92,7 +146,30 @@ class WorkloadController:
                 if name not in have and self.server.store.get("pods", name, key[1]) is None:
                     self.server.store.create("pods", _strip(pod), key[1])
                     changed += 1
+            if obj is not None:
+                ready = sum(1 for p in live if p["metadata"]["name"] in want and _ready(p))
+                self._write_status(key, obj, len(want), ready)
         return changed
+
+    def _write_status(self, key: tuple[str, str, str], obj: dict, replicas: int, ready: int) -> None:
+        status = {"replicas": replicas, "readyReplicas": ready, "observedGeneration": obj["metadata"].get("generation", 1)}
+        if key[0] == "Deployment":
+            status["availableReplicas"] = ready
+        cur = obj.get("status") or {}
+        if all(cur.get(k) == v for k, v in status.items()):
+            return
+        from .kubeapi import StoreError
+
+        try:
+            self.server.store.patch(IN_API[key[0]], key[2], {"status": status}, key[1], "merge", subresource="status")
+        except StoreError:   # deleted meanwhile: the next reconcile forgets it
+            pass
+
+
+def _ready(pod: dict) -> bool:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def _strip(obj: dict) -> dict:
