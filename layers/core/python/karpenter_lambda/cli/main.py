@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "karpenter_lambda.cli.simulate",
     "karpenter_lambda.cli.demo",
     "karpenter_lambda.cli.disruption",
+    "karpenter_lambda.cli.offpeak",
 ]
 
 

@@ -25,12 +25,12 @@ from .simulator import _LambdaContext, load_module, repo_root
 
 class World:
     def __init__(self, manifests: str | list, cluster: str = "test-cluster", region: str = "us-east-1",
-                 k8s_version: str = "1.31"):
+                 k8s_version: str = "1.31", start: float | None = None):
         self.manifests = manifests
         self.cluster = cluster
         self.region = region
         self.k8s_version = k8s_version
-        self.clock = VirtualClock()
+        self.clock = VirtualClock(start)     # start: epoch seconds of the virtual clock (default: now)
         self.logs = io.StringIO()
         self._stack = contextlib.ExitStack()
 
