@@ -140,34 +140,46 @@ def make_cluster(types, n_nodes: int, n_pods: int, seed: int, budget: str):
     return snap
 
 
-def apply_commands(snap, commands, types_by_name, n_new: list) -> None:
-    """Carry a sweep's commands out on the snapshot, as the cluster would end up: moved pods where the scheduler put
-    them, replacements as new initialized nodes, candidates gone."""
-    from karpenter_lambda.disruption.replace import removal_plan
+def apply_commands(snap, plan, types_by_name, n_new: list):
+    """Carry a sweep's commands out as the Lambda does, then let the cluster settle: each command re-validated
+    (``plan.revalidate``, the executor's second look) in the order it was planned, on the snapshot with the
+    commands before it carried out (``apply_option``: pods where the validity test put them, the replacement a new
+    node); a command that no longer holds is cancelled.  Then the replacements come up (initialized nodes that may
+    receive pods and be consolidated later).  Returns (the new snapshot, cancelled count)."""
+    from karpenter_lambda.controllers.disrupt import METHOD_BY_REASON
+    from karpenter_lambda.disruption.consolidation import PLANNED_PREFIX, PLANNED_TAINT, apply_option
+    from karpenter_lambda.disruption.plan import SweepBudgets, revalidate
 
-    for cmd in commands:
-        result, _ = removal_plan(snap, cmd.candidates)
-        by_key = {f"{(p.get('metadata') or {}).get('namespace') or 'default'}/{p['metadata']['name']}": p for p in snap.pods}
-        for key, node in result.placements.items():
-            if key in by_key:
-                by_key[key]["spec"]["nodeName"] = node
-        for plan in cmd.replacements or result.new_nodeclaims[:1]:
-            n_new[0] += 1
-            name, zone = f"new-{n_new[0]:04d}", plan.zone
-            it = types_by_name[plan.instance_type]
-            _add_node(snap, name, zone, it, plan.price)
-            src = result.new_nodeclaims[0].pods if result.new_nodeclaims else plan.pods
-            for key in src:
-                if key in by_key:
-                    by_key[key]["spec"]["nodeName"] = name
-        gone = {c.node_name for c in cmd.candidates}
-        snap.pods = [p for p in snap.pods if p["spec"].get("nodeName") not in gone]
-        snap.nodes = [n for n in snap.nodes if n["metadata"]["name"] not in gone]
-        for c in cmd.candidates:
-            snap.nodeclaims.pop(c.name, None)
+    view, cancelled = snap, 0
+    for cmd in plan.commands:
+        planned = round(sum(p.price for p in cmd.replacements), 6) if cmd.replacements else None
+        now, why = revalidate(view, METHOD_BY_REASON[cmd.reason], cmd.names, SweepBudgets(view, {}), planned_price=planned)
+        if now is None or now.option is None:
+            cancelled += 1
+            continue
+        view = apply_option(view, now.option)
+    for nc in list(view.nodeclaims.values()):   # the replacements initialize: ordinary nodes from now on
+        if not nc.name.startswith(PLANNED_PREFIX):
+            continue
+        n_new[0] += 1
+        node = view.node_of_nodeclaim(nc.name)
+        it = types_by_name[nc.labels[L.INSTANCE_TYPE]]
+        name = f"new-{n_new[0]:04d}"
+        _add_node(view, name, nc.labels[L.ZONE], it, float(nc.annotations["karpenter-lambda.io/price-per-hour"]))
+        old = node["metadata"]["name"]
+        view.nodes = [n for n in view.nodes if n["metadata"]["name"] != old]
+        view.nodeclaims.pop(nc.name)
+        view.pods = [({**p, "spec": {**p["spec"], "nodeName": name}} if p["spec"].get("nodeName") == old else p)
+                     for p in view.pods]
+        assert PLANNED_TAINT not in (view.nodes[-1].get("spec") or {}).get("taints", [])
     for attr in ("node_by_name", "pods_by_uid", "pods_by_node", "_claim_by_node", "_node_by_claim", "reserved_by_claim",
-                 "_pdb_index"):
-        snap.__dict__.pop(attr, None)
+                 "_pdb_index", "_consolidatable"):
+        view.__dict__.pop(attr, None)
+    return view, cancelled
+
+
+def _cost(snap) -> float:
+    return sum(float(nc.annotations["karpenter-lambda.io/price-per-hour"]) for nc in snap.nodeclaims.values())
 
 
 def run(a) -> dict:
@@ -194,20 +206,25 @@ def run(a) -> dict:
     by_name = {t.name: t for t in types}
     n_new = [0]
     current = plan
+    cancelled = 0
+    sweep_seconds = [round(seconds, 3)]
     for _ in range(max(0, a.sweeps - 1)):
         if not current.commands:
             break
-        apply_commands(snap, current.commands, by_name, n_new)
+        snap, c = apply_commands(snap, current, by_name, n_new)
+        cancelled += c
+        gc.collect()
         t1 = time.perf_counter()
         current = plan_sweep(snap, list(SWEEP_METHODS["consolidation"]), SweepBudgets(snap, {}))
-        later.append({"seconds": round(time.perf_counter() - t1, 3), "nodes": len(snap.nodeclaims),
-                      "cost": round(sum(float(nc.annotations["karpenter-lambda.io/price-per-hour"]) for nc in snap.nodeclaims.values()), 4),
-                      "moves": len(current.commands),
+        sweep_seconds.append(round(time.perf_counter() - t1, 3))
+        later.append({"seconds": sweep_seconds[-1], "nodes": len(snap.nodeclaims), "cost": round(_cost(snap), 4),
+                      "moves": len(current.commands), "nodes_disrupted": sum(len(c.candidates) for c in current.commands),
                       "method": sorted({f"{c.reason}/{len(c.candidates)}-node" for c in current.commands})})
     if later and current.commands:
-        apply_commands(snap, current.commands, by_name, n_new)
-        later.append({"nodes": len(snap.nodeclaims), "cost": round(sum(float(nc.annotations["karpenter-lambda.io/price-per-hour"])
-                                                                            for nc in snap.nodeclaims.values()), 4)})
+        snap, c = apply_commands(snap, current, by_name, n_new)
+        cancelled += c
+        later.append({"nodes": len(snap.nodeclaims), "cost": round(_cost(snap), 4)})
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     vectors: dict = {}
     for p in snap.pods:
         req = pod_requests(p)
@@ -233,6 +250,10 @@ def run(a) -> dict:
         "blocked": causes, "budget": a.budget, "seed": a.seed,
         "later_sweeps": later,
         "cost_vs_bound_final": round(later[-1]["cost"] / bound, 4) if later and bound else None,
+        # with --sweeps N: how many sweeps ran, the cluster they lead to, per-sweep decision times
+        "sweeps": len(sweep_seconds), "sweep_seconds": sweep_seconds, "max_sweep_seconds": max(sweep_seconds),
+        "nodes_final": len(snap.nodeclaims), "cost_final": round(_cost(snap), 4),
+        "ratio_to_bound": round(_cost(snap) / bound, 4) if bound else None, "cancelled": cancelled,
     }
 
 

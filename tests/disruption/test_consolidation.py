@@ -245,3 +245,36 @@ def test_a_move_that_would_break_zone_spread_is_not_taken(make_world):
     # take the pod, and it is not cheaper
     assert _all(outs, "disrupted") == [] and _all(outs, "proposed") == []
     assert d.alive() == {a["name"], b["name"]}
+
+
+def test_one_sweep_plans_several_commands_each_on_the_cluster_the_earlier_ones_leave(make_world):
+    """Beyond Karpenter (one command per sweep): three expensive nodes, each running one pod that refuses to share a
+    node with the others (required anti-affinity), so no multi-node move exists and single-node replaces one node
+    at a time.  One sweep now proposes all three replacements, planned in sequence (each on the snapshot with the
+    earlier ones carried out) and re-validated in that order; every one is a valid replace-by-one-cheaper."""
+    d = make_world(policy="WhenEmptyOrUnderutilized", consolidate_after="0s")
+    nodes = _big_nodes(d, 3)
+    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "solo"}}, "topologyKey": "kubernetes.io/hostname"}]}}}
+    for x in nodes:
+        d.put_pods(x, 1, cpu="500m", app="solo", **anti)
+    out = d.tick(30, "consolidation")["consolidation"]
+    proposed = out["proposed"]
+    assert {p["nodeClaim"] for p in proposed} == {x["name"] for x in nodes}      # one sweep, three commands
+    assert len({p["command"] for p in proposed}) == 3 and all(p["command"].startswith("seq-") for p in proposed)
+    assert all(p["replacements"] == 1 for p in proposed)
+    dis = []
+    for _ in range(6):
+        o = d.tick(30, "consolidation")["consolidation"]
+        assert o["cancelled"] == [] and o["failed"] == []
+        dis += o["disrupted"]
+        if len(dis) == 3:
+            break
+    assert {e["nodeClaim"] for e in dis} == {x["name"] for x in nodes}
+    reps = [r for e in dis for r in e["replacements"]]
+    assert len(set(reps)) == 3                                                     # never one node into several
+    for x in nodes:
+        (e,) = [e for e in dis if e["nodeClaim"] == x["name"]]
+        new = d.w.store.get("NodeClaim", e["replacements"][0])
+        assert float(new.annotations["karpenter-lambda.io/price-per-hour"]) < float(
+            x["nodeClaim"].annotations["karpenter-lambda.io/price-per-hour"])

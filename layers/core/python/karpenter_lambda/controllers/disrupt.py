@@ -46,6 +46,7 @@ from .termination import Terminator
 
 log = logging.getLogger(__name__)
 VALIDATION_DELAY = 15.0
+SEQUENCE_PREFIX = "seq-"   # Entry.command of commands one sweep planned in sequence: "seq-<batch>-<order>"
 BLOCKED_STATUS = "disruptionBlocked"
 POD_FINGERPRINT = "podFingerprint"
 SWEEP_METHODS = {"drift": (Expiration(), Drift()),
@@ -129,9 +130,17 @@ class DisruptionSweep:
         for name, e in sorted(live.items()):
             if e.sweep == self.kind:
                 groups.setdefault(e.command or name, []).append(e)
+        seq: dict[str, dict] = {}   # commands planned in sequence by one sweep: re-validated in that order
         for key, group in groups.items():
+            if key.startswith(SEQUENCE_PREFIX):
+                batch = key.rsplit("-", 1)[0]
+                seq.setdefault(batch, {"snap": snap, "members": set()})["members"].update(e.nodeclaim for e in group)
+        order = [k for k in groups if not k.startswith(SEQUENCE_PREFIX)] + sorted(k for k in groups if k.startswith(SEQUENCE_PREFIX))
+        for key in order:
+            group = groups[key]
             try:
-                if not self.executor.advance(group, snap, live, report):
+                ctx = seq.get(key.rsplit("-", 1)[0]) if key.startswith(SEQUENCE_PREFIX) else None
+                if not self.executor.advance(group, snap, live, report, seq=ctx):
                     for e in group:
                         live.pop(e.nodeclaim, None)
             except Exception as ex:  # one disruption's failure must not stop the others
@@ -141,12 +150,14 @@ class DisruptionSweep:
         budgets.busy_nodepools = {e.nodepool for e in live.values()
                                   if e.reason == DRIFTED and e.state != DELETING and e.planned_price is not None}
         plan = plan_sweep(snap, self.methods, budgets)
-        for cmd in plan.commands:
+        batch = hashlib.sha256(f"{self.kind}:{snap.now}".encode()).hexdigest()[:10] if plan.sequential else ""
+        for i, cmd in enumerate(plan.commands):
             try:
                 if cmd.forceful:
                     self._expire(cmd, snap, report)
                 else:
-                    self._propose(cmd, snap, budgets, live, report)
+                    self._propose(cmd, snap, budgets, live, report,
+                                  key=f"{SEQUENCE_PREFIX}{batch}-{i:04d}" if batch else None)
             except Exception as ex:
                 report.errors.append(f"{cmd.reason} {cmd.names}: {ex}")
                 self.logger.exception(f"disruption command {cmd.names} failed")
@@ -263,9 +274,10 @@ class DisruptionSweep:
             report.disrupted.append(self._event(c, EXPIRED, [], 0.0, cmd.detail))
             self._decision("disrupt", f"NodeClaim {c.name} expired: {cmd.detail}", nodeclaim=c.name, reason=EXPIRED)
 
-    def _propose(self, cmd: Command, snap, budgets: SweepBudgets, live: dict, report) -> None:
+    def _propose(self, cmd: Command, snap, budgets: SweepBudgets, live: dict, report, key: str | None = None) -> None:
         planned = round(sum(p.price for p in cmd.replacements), 6) if cmd.replacements else None
-        key = hashlib.sha256(f"{','.join(sorted(cmd.names))}:{snap.now}".encode()).hexdigest()[:12]
+        sequential = key is not None
+        key = key or hashlib.sha256(f"{','.join(sorted(cmd.names))}:{snap.now}".encode()).hexdigest()[:12]
         reserved: list[Entry] = []
         for c in cmd.candidates:
             limit = budgets.limit(c.nodepool_name, cmd.reason)
@@ -275,7 +287,7 @@ class DisruptionSweep:
                           proposed_at=snap.now, since=snap.now, planned_price=planned,
                           savings_per_hour=round(cmd.savings_per_hour / len(cmd.candidates), 6), detail=cmd.detail,
                           instance_type=c.instance_type, zone=c.zone, capacity_type=c.capacity_type,
-                          command=key if len(cmd.candidates) > 1 else "")
+                          command=key if len(cmd.candidates) > 1 or sequential else "")
             if not self.ledger.reserve(entry, max_before):
                 for e in reserved:   # all of a command or none of it
                     self.ledger.release(e)

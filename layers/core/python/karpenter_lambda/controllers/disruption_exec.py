@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..disruption.consolidation import apply_option
 from ..disruption.plan import SweepBudgets, revalidate
 from ..scheduling.inputs import REPLACES_ANNOTATION
 from ..scheduling.reschedule import DISRUPTED_TAINT
@@ -27,8 +28,13 @@ class Executor:
         self.s = sweep   # the DisruptionSweep: store, kube, ledger, launcher, terminator, decide, methods
 
     # -- entry point --------------------------------------------------------------------------------
-    def advance(self, group: list[Entry], snap, live: dict, report) -> bool:
-        """One step for a command's entries; False when they were released (cancelled or failed)."""
+    def advance(self, group: list[Entry], snap, live: dict, report, seq: dict | None = None) -> bool:
+        """One step for a command's entries; False when they were released (cancelled or failed).
+
+        ``seq`` (commands one sweep planned in sequence, each on the snapshot as if the earlier ones were carried
+        out): ``{"snap": the snapshot with the earlier commands of the sequence that went ahead carried out,
+        "members": every NodeClaim of the sequence}``; the command is re-validated on that snapshot and, when it
+        goes ahead, carried out on it for the next."""
         names = [e.nodeclaim for e in group]
         if any(snap.nodeclaims[n].metadata.get("deletionTimestamp") for n in names):
             if any(e.state != DELETING for e in group):
@@ -38,18 +44,24 @@ class Executor:
         if state == PROPOSED:
             if snap.now - group[0].proposed_at < self.s.validation_delay:
                 return True
-            return self._execute(group, snap, live, report)
+            return self._execute(group, snap, live, report, seq)
         if state == REPLACING:
             return self._check_replacements(group, snap, report)
         self._start_deletion(group, snap, report)   # DELETING without deletion timestamps: a crash in between
         return True
 
     # -- steps -------------------------------------------------------------------------------------
-    def _execute(self, group: list[Entry], snap, live: dict, report) -> bool:
+    def _execute(self, group: list[Entry], snap, live: dict, report, seq: dict | None = None) -> bool:
         lead = group[0]
         method = self.s.method_by_reason[lead.reason]
-        budgets = SweepBudgets(snap, {n: x.nodepool for n, x in live.items()})
-        cmd, why = revalidate(snap, method, [e.nodeclaim for e in group], budgets, planned_price=lead.planned_price)
+        view = seq["snap"] if seq else snap
+        mine = {e.nodeclaim for e in group}
+        # later commands of the same sequence were still there when this one was planned: not excluded
+        later = {n for n in (seq or {}).get("members", ()) if n not in mine and n in live and live[n].state == PROPOSED}
+        budgets = SweepBudgets(view, {n: x.nodepool for n, x in live.items() if n not in later})
+        cmd, why = revalidate(view, method, [e.nodeclaim for e in group], budgets, planned_price=lead.planned_price)
+        if cmd is not None and seq is not None and cmd.option is not None:
+            seq["snap"] = apply_option(view, cmd.option)
         if cmd is None:
             for e in group:
                 self.s.ledger.release(e)

@@ -17,7 +17,7 @@ Shared by multi-node and single-node consolidation (Karpenter's pkg/controllers/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..api import labels as wk
 from ..api.snapshot import ClusterSnapshot
@@ -37,6 +37,8 @@ class Option:
     savings: float = 0.0
     reason: str = ""                      # why not (empty when valid)
     cheapest_possible: float | None = None
+    placements: dict = field(default_factory=dict)   # moved pod key -> existing node name (where the test put it)
+    usage: dict = field(default_factory=dict)        # NodePool usage with the candidates freed
 
     @property
     def valid(self) -> bool:
@@ -121,11 +123,20 @@ def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
     return new, cheapest, ""
 
 
+def evaluations_left(budgets) -> int:
+    """How many more validity tests this sweep may run (``budgets.max_evaluations``; unlimited without one)."""
+    cap = getattr(budgets, "max_evaluations", None)
+    return 1 << 30 if cap is None else max(0, cap - getattr(budgets, "evaluations", 0))
+
+
 def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], budgets=None, *,
                          window: set[str] | None = None) -> Option:
     opt = Option(list(candidates))
     total = sum(c.price for c in candidates)
+    if budgets is not None and hasattr(budgets, "evaluations"):
+        budgets.evaluations += 1
     result, _ = removal_plan(snap, candidates, budgets, extra_taints={n: [WINDOW_TAINT] for n in (window or ())})
+    opt.placements, opt.usage = dict(result.placements), result.usage
     if not result.all_rescheduled:
         pod, why = next(iter(result.unschedulable.items()))
         opt.reason = f"pods would not fit (pod {pod}: {why})"
@@ -134,8 +145,15 @@ def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], bud
         opt.savings = round(total, 6)
         return opt
     if len(result.new_nodeclaims) > 1:
-        opt.reason = f"would need {len(result.new_nodeclaims)} new nodes (consolidation never turns nodes into more)"
-        return opt
+        merged = _one_replacement(snap, candidates, budgets, window, result, total)
+        if merged is None:
+            opt.reason = f"would need {len(result.new_nodeclaims)} new nodes (consolidation never turns nodes into more)"
+            return opt
+        result = merged
+        opt.placements, opt.usage = dict(result.placements), result.usage
+        if not result.new_nodeclaims:
+            opt.savings = round(total, 6)
+            return opt
     plan, cheapest, why = _cheaper_plan(result.new_nodeclaims[0], total, candidates)
     opt.cheapest_possible = cheapest
     if plan is None:
@@ -146,24 +164,236 @@ def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], bud
     return opt
 
 
+CONSOLIDATABLE_CACHE = "_consolidatable"
+
+
+def _consolidatable_one(snap: ClusterSnapshot, c: Candidate):
+    """None (not eligible), () (consolidatable) or (cause, message)."""
+    if not consolidation_enabled(c):
+        return None
+    left = consolidatable_in(c, snap)
+    if left is None:
+        return None
+    if left > 0:
+        return ("consolidateAfter", f"consolidateAfter {fmt_seconds(left)} left")
+    why = graceful_blockers(c, snap)
+    return (why[0][0], why[0][1]) if why else ()
+
+
+REPLACEMENT_NODE = "consolidation-replacement"
+
+
+def _pod_sum(keys, by_key) -> dict:
+    from ..scheduling.resources import pod_requests
+
+    out: dict = {"pods": 0}
+    for k in keys:
+        p = by_key.get(k)
+        if p is None:
+            continue
+        for r, v in pod_requests(p).items():
+            out[r] = out.get(r, 0) + v
+        out["pods"] += 1
+    return out
+
+
+def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets, window, result, total: float):
+    """The provisioning solver packs the moved pods at the least cost, which may be several small new nodes where
+    one larger node would hold them all (Karpenter's scheduler fills one NodeClaim before opening the next).  When
+    the simulation asks for several new nodes of one NodePool, try ONE: the cheapest instance type, strictly
+    cheaper than the candidates together, that satisfies every one of those nodes' requirements (same zone) and
+    holds their pods plus one daemonset overhead; then the SAME simulation again with that node added as
+    capacity.  Only when every pod lands (on the remaining nodes or that node) is it the answer: a
+    RescheduleResult whose single new NodeClaim is that node with the pods the simulation put there and every
+    instance type that would hold them."""
+    import copy
+
+    from ..scheduling.inputs import nodepool_inputs
+    from ..scheduling.requirements import Requirement, Requirements
+    from ..scheduling.solver import ExistingNode, _labels_match
+
+    plans = result.new_nodeclaims
+    if len({p.nodepool for p in plans}) != 1:
+        return None
+    reqs = Requirements()
+    if any(r.min_values for p in plans for r in p.requirements):
+        return None   # minValues: left to the solver's own packing
+    # the zone: where most of the pods were put (the solver picks zones freely at equal prices; a pod that needs
+    # another zone does not land on the node and the simulation below refuses the move)
+    by_zone: dict[str, int] = {}
+    for p in plans:
+        by_zone[p.zone] = by_zone.get(p.zone, 0) + len(p.pods)
+    zone = max(sorted(by_zone), key=lambda z: by_zone[z])
+    for p in plans:
+        for r in p.requirements:
+            if r.key in (wk.INSTANCE_TYPE, wk.ZONE):
+                continue
+            cur = reqs.get(r.key) if reqs.has(r.key) else None
+            if cur is not None and cur.intersection(r).is_empty():
+                return None   # e.g. two zones (a spread constraint): not one node
+            reqs.add(r)
+    by_key = {f"{(q.get('metadata') or {}).get('namespace') or 'default'}/{(q.get('metadata') or {}).get('name')}": q
+              for c in candidates for q in c.pods}
+    first = _pod_sum(plans[0].pods, by_key)
+    overhead = {k: max(0, v - first.get(k, 0)) for k, v in (plans[0].requests or {}).items()}
+    load = _pod_sum([k for p in plans for k in p.pods], by_key)
+    need = {k: load.get(k, 0) + overhead.get(k, 0) for k in set(load) | set(overhead)}
+    inputs, _ = nodepool_inputs(snap)
+    npi = next((x for x in inputs if x.nodepool.name == plans[0].nodepool), None)
+    if npi is None:
+        return None
+    reqs.add(Requirement.new(wk.ZONE, "In", [zone]))
+    zones, cts = reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE)
+    allowed = Requirements.from_list(npi.nodepool.requirements).get(wk.INSTANCE_TYPE)
+    template = dict(plans[0].labels or {})
+
+    def fits(it, demand) -> bool:
+        a = it.allocatable
+        return all(a.get(k, 0) >= v for k, v in demand.items() if v > 0)
+
+    def offers(it):
+        if not allowed.has(it.name):
+            return
+        for o in it.offerings:
+            if o.available and zones.has(o.zone) and cts.has(o.capacity_type):
+                labels = {**template, **it.labels, wk.ZONE: o.zone, wk.CAPACITY_TYPE: o.capacity_type,
+                          wk.INSTANCE_TYPE: it.name}
+                if _labels_match(reqs, labels) is None:
+                    yield o, labels
+
+    best = None
+    for it in npi.instance_types:
+        if not fits(it, need):
+            continue
+        for o, labels in offers(it):
+            if o.price < total - 1e-12 and (best is None or (o.price, it.name) < (best[0].price, best[1].name)):
+                best = (o, it, labels)
+    if best is None:
+        return None
+    o, it, labels = best
+    alloc = {k: max(0, v - overhead.get(k, 0)) for k, v in it.allocatable.items()}
+    node = ExistingNode(name=REPLACEMENT_NODE, labels={**labels, wk.NODEPOOL: npi.nodepool.name,
+                                                       wk.HOSTNAME: REPLACEMENT_NODE},
+                        taints=list(plans[0].taints or []), allocatable=alloc, pods=[], nodepool=npi.nodepool.name,
+                        instance_type=it.name, zone=o.zone, capacity_type=o.capacity_type, price=o.price)
+    if budgets is not None and hasattr(budgets, "evaluations"):
+        budgets.evaluations += 1
+    again, _ = removal_plan(snap, candidates, budgets, extra_taints={n: [WINDOW_TAINT] for n in (window or ())},
+                            extra_nodes=[node])
+    if not again.all_rescheduled or again.new_nodeclaims:
+        return None
+    mine = [k for k, n in again.placements.items() if n == REPLACEMENT_NODE]
+    again.placements = {k: n for k, n in again.placements.items() if n != REPLACEMENT_NODE}
+    if not mine:
+        return again   # everything fits on the remaining nodes: a delete
+    demand = _pod_sum(mine, by_key)
+    demand = {k: demand.get(k, 0) + overhead.get(k, 0) for k in set(demand) | set(overhead)}
+    types = [t for t in npi.instance_types
+             if fits(t, demand) and any(x.zone == o.zone and x.capacity_type == o.capacity_type for x, _ in offers(t))]
+    final = reqs.copy()
+    final.add(Requirement.new(wk.ZONE, "In", [o.zone]))
+    final.add(Requirement.new(wk.CAPACITY_TYPE, "In", [o.capacity_type]))
+    final.add(Requirement.new(wk.INSTANCE_TYPE, "In", sorted(t.name for t in types)))
+    plan = copy.copy(plans[0])
+    plan.requirements, plan.instance_types, plan.instance_type = final, types, it.name
+    plan.zone, plan.capacity_type, plan.price, plan.pods, plan.requests = o.zone, o.capacity_type, o.price, mine, demand
+    plan.reason = f"one node for the pods the cheapest packing spread over {len(plans)} new nodes: {plan.reason}"
+    again.new_nodeclaims, again.price = [plan], o.price
+    return again
+
+
 def consolidatable(snap: ClusterSnapshot, candidates: list[Candidate]) -> tuple[list[Candidate], list[tuple[Candidate, str, str]]]:
-    """(candidates a consolidation may take, [(candidate, cause, message)] for those it may not, once eligible)."""
+    """(candidates a consolidation may take, [(candidate, cause, message)] for those it may not, once eligible).
+
+    The answer per candidate is kept on the snapshot (the methods of one sweep ask it again; a snapshot derived by
+    :func:`apply_option` keeps the answers of the nodes whose pods did not change)."""
+    cache = snap.__dict__.setdefault(CONSOLIDATABLE_CACHE, {})
     ok, blocked = [], []
     for c in candidates:
-        if not consolidation_enabled(c):
+        if c.name not in cache:
+            cache[c.name] = _consolidatable_one(snap, c)
+        hit = cache[c.name]
+        if hit is None:
             continue
-        left = consolidatable_in(c, snap)
-        if left is None:
-            continue
-        if left > 0:
-            blocked.append((c, "consolidateAfter", f"consolidateAfter {fmt_seconds(left)} left"))
-            continue
-        why = graceful_blockers(c, snap)
-        if why:
-            blocked.append((c, why[0][0], why[0][1]))
+        if hit:
+            blocked.append((c, hit[0], hit[1]))
             continue
         ok.append(c)
     return ok, blocked
+
+
+PLANNED_TAINT = {"key": "karpenter-lambda.io/planned-replacement", "effect": "NoSchedule"}
+PLANNED_PREFIX = "planned-"
+
+
+def apply_option(snap: ClusterSnapshot, opt: Option) -> ClusterSnapshot:
+    """The snapshot as if ``opt`` were carried out (pure; ``snap`` is not modified): its candidates gone, each moved
+    pod on the node the validity test put it on, the replacement (if any) a registered but not yet initialized node
+    holding its pods, tainted so that no later simulation moves anything onto it (its pods still count for
+    topology).  A later command of the same sweep is planned, and re-validated, on this snapshot."""
+    import dataclasses
+
+    from ..api.objects import NodeClaim
+
+    gone_nodes = {c.node_name for c in opt.candidates if c.node_name}
+    gone_claims = {c.name for c in opt.candidates}
+    moved: dict[str, str] = {}
+    for c in opt.candidates:
+        for p in c.pods:
+            m = p.get("metadata") or {}
+            key = f"{m.get('namespace') or 'default'}/{m.get('name')}"
+            if key in opt.placements:
+                moved[key] = opt.placements[key]
+    rep = opt.replacement
+    rep_node = None
+    nodeclaims = {k: v for k, v in snap.nodeclaims.items() if k not in gone_claims}
+    nodes = [n for n in snap.nodes if (n.get("metadata") or {}).get("name") not in gone_nodes]
+    usage = {k: dict(v) for k, v in (opt.usage or snap.usage or {}).items()}
+    if rep is not None:
+        rep_node = PLANNED_PREFIX + "-".join(sorted(gone_claims))[:40] + f"-{len(snap.nodeclaims)}"
+        for key in rep.pods:
+            moved[key] = rep_node
+        it = rep.instance_types[0]
+        labels = {**dict(getattr(it, "labels", {}) or {}), **dict(rep.labels or {}), wk.ZONE: rep.zone,
+                  wk.CAPACITY_TYPE: rep.capacity_type, wk.NODEPOOL: rep.nodepool, wk.HOSTNAME: rep_node,
+                  wk.INSTANCE_TYPE: it.name}
+        alloc = it.allocatable
+        nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": rep_node, "labels": labels},
+                      "spec": {"taints": [dict(PLANNED_TAINT)], "providerID": f"planned:///{rep_node}"},
+                      "status": {"allocatable": {"cpu": f"{alloc.get('cpu', 0)}m", "memory": str(alloc.get("memory", 0)),
+                                                 "pods": str(alloc.get("pods", 110))},
+                                 "conditions": [{"type": "Ready", "status": "True"}]}})
+        nodeclaims[rep_node] = NodeClaim({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": rep_node, "labels": labels,
+                         "annotations": {"karpenter-lambda.io/price-per-hour": repr(rep.price)}},
+            "spec": {}, "status": {"nodeName": rep_node, "providerID": f"planned:///{rep_node}", "conditions": []}})
+        pool = usage.setdefault(rep.nodepool, {})
+        for k, v in dict(getattr(it, "capacity", {}) or {}).items():
+            if isinstance(v, int):
+                pool[k] = pool.get(k, 0) + v
+        pool["nodes"] = pool.get("nodes", 0) + 1
+    pods = []
+    for p in snap.pods:
+        m = p.get("metadata") or {}
+        on = (p.get("spec") or {}).get("nodeName")
+        key = f"{m.get('namespace') or 'default'}/{m.get('name')}"
+        if on in gone_nodes:
+            if key not in moved:
+                continue   # not reschedulable (DaemonSet, mirror, terminal): goes with its node
+            q = dict(p)
+            q["spec"] = {**(p.get("spec") or {}), "nodeName": moved[key]}
+            pods.append(q)
+        else:
+            pods.append(p)
+    new = dataclasses.replace(snap, nodeclaims=nodeclaims, nodes=nodes, pods=pods, usage=usage)
+    touched = set(moved.values())
+    cache = {k: v for k, v in (snap.__dict__.get(CONSOLIDATABLE_CACHE) or {}).items()
+             if k not in gone_claims and (snap.node_of_nodeclaim(k) or {}).get("metadata", {}).get("name") not in touched}
+    new.__dict__[CONSOLIDATABLE_CACHE] = cache
+    if "_pdb_index" in snap.__dict__:   # pods only move: what each PDB allows is unchanged
+        new.__dict__["_pdb_index"] = snap.__dict__["_pdb_index"]
+    return new
 
 
 def ordered(candidates: list[Candidate]) -> list[Candidate]:

@@ -26,7 +26,7 @@ from ..api.snapshot import ClusterSnapshot
 from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs
 from ..scheduling.reschedule import is_reschedulable
 from ..scheduling.solver import SchedulingError, SchedulingInput, solve
-from .consolidation import consolidatable, consolidation_option, window_nodes
+from .consolidation import consolidatable, consolidation_option, evaluations_left, window_nodes
 from .types import Blocked, Candidate
 from .underutilized import _command, _Underutilized
 
@@ -72,7 +72,7 @@ class Repack(_Underutilized):
     def compute_commands(self, budgets, candidates: list[Candidate], snap: ClusterSnapshot):
         ok, _why = consolidatable(snap, candidates)
         ok = [c for c in ok if budgets.available(c.nodepool_name, self.reason)]
-        if len(ok) < 2:
+        if len(ok) < 2 or evaluations_left(budgets) <= 0:
             return [], []
         today = sum(c.price for c in ok)
         target, groups = target_packing(snap, ok)
@@ -81,6 +81,8 @@ class Repack(_Underutilized):
         window = window_nodes(snap)
         blocked: list[Blocked] = []
         for group in groups[:MAX_GROUPS]:
+            if evaluations_left(budgets) <= 0:
+                break
             per_pool: dict[str, int] = {}
             for c in group:
                 per_pool[c.nodepool_name] = per_pool.get(c.nodepool_name, 0) + 1

@@ -31,10 +31,11 @@ def candidate_node(c: Candidate, snap: ClusterSnapshot) -> ExistingNode:
 
 
 def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], budgets=None, *, exclude=(),
-                 max_instance_types: int = 60, extra_taints: dict[str, list[dict]] | None = None
-                 ) -> tuple[RescheduleResult, set[str]]:
+                 max_instance_types: int = 60, extra_taints: dict[str, list[dict]] | None = None,
+                 extra_nodes: list[ExistingNode] = ()) -> tuple[RescheduleResult, set[str]]:
     """(the simulation, the node/NodeClaim names left out of the remaining capacity).  ``extra_taints``: node name
-    -> taints added in the simulation only (a node that must not receive moved pods keeps counting for topology)."""
+    -> taints added in the simulation only (a node that must not receive moved pods keeps counting for topology).
+    ``extra_nodes``: capacity added to the simulation (consolidation's one replacement, sized and placed)."""
     out: set[str] = set(exclude) | set(getattr(budgets, "exclude", ()) or ())
     for c in candidates:
         out.add(c.name)
@@ -49,6 +50,7 @@ def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], budgets=Non
     for en in others:
         if extra_taints and en.name in extra_taints:
             en.taints = list(en.taints) + list(extra_taints[en.name])
+    others = others + list(extra_nodes)
     result = simulate_removal([candidate_node(c, snap) for c in candidates], others=others, nodepools=inputs,
                               daemonsets=snap.daemonsets, usage=snap.usage, pending=(),
                               max_instance_types=max_instance_types)

@@ -66,6 +66,7 @@ class Command:
     savings_per_hour: float = 0.0
     forceful: bool = False                          # not held by budgets (expiration)
     detail: str = ""                                # human explanation (drift kind, ...)
+    option: Any = None                              # consolidation: the validity test's answer (where pods go)
 
     @property
     def names(self) -> list[str]:
@@ -84,6 +85,9 @@ class Blocked:
 class DisruptionPlan:
     commands: list[Command] = field(default_factory=list)
     blocked: list[Blocked] = field(default_factory=list)
+    # the graceful commands were planned one after another, each on the snapshot as if the ones before it were
+    # carried out (consolidation's several commands per sweep): they are re-validated in that order
+    sequential: bool = False
 
 
 class Method(Protocol):

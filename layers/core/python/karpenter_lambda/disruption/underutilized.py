@@ -13,7 +13,8 @@ new blocker, still a valid option, and a replacement no dearer than planned.
 from __future__ import annotations
 
 from ..api.snapshot import ClusterSnapshot
-from .consolidation import (consolidatable, consolidation_enabled, consolidation_option, ordered, window_nodes)
+from .consolidation import (consolidatable, consolidation_enabled, consolidation_option, evaluations_left, ordered,
+                            window_nodes)
 from .emptiness import consolidatable_in
 from .types import BLOCK_PODS_WOULD_NOT_FIT, GRACEFUL, UNDERUTILIZED, Blocked, Candidate, Command
 
@@ -28,7 +29,7 @@ def _cause(reason: str) -> str:
 
 def _command(opt) -> Command:
     return Command(UNDERUTILIZED, list(opt.candidates), replacements=[opt.replacement] if opt.replacement else [],
-                   savings_per_hour=opt.savings,
+                   savings_per_hour=opt.savings, option=opt,
                    detail=(f"{opt.action} {len(opt.candidates)} node(s)" +
                            (f" by {opt.replacement.instance_type}" if opt.replacement is not None else "") +
                            f", saves ${opt.savings:.4f}/h"))
@@ -38,6 +39,7 @@ class _Underutilized:
     reason = UNDERUTILIZED
     kind = GRACEFUL
     eventual = False
+    chains = True   # several commands per sweep, each planned on the snapshot left by the ones before (plan._chain)
 
     def should_disrupt(self, c: Candidate, snap: ClusterSnapshot) -> bool:
         return consolidation_enabled(c) and consolidatable_in(c, snap) is not None
@@ -76,7 +78,14 @@ class MultiNodeConsolidation(_Underutilized):
             return [], blocked
         window = window_nodes(snap)
         best, lo, hi = None, 2, len(within)
-        while lo <= hi:
+        # the longest prefix first: when it is valid (a cluster with room) the binary search would end there too,
+        # after log2(n) simulations instead of one
+        opt = consolidation_option(snap, within, budgets, window=window) if evaluations_left(budgets) > 0 else None
+        if opt is not None and opt.valid:
+            best, lo = opt, hi + 1
+        else:
+            hi -= 1
+        while lo <= hi and evaluations_left(budgets) > 0:
             mid = (lo + hi) // 2
             opt = consolidation_option(snap, within[:mid], budgets, window=window)
             if opt.valid:
@@ -95,15 +104,22 @@ class SingleNodeConsolidation(_Underutilized):
         ok, why = consolidatable(snap, candidates)
         blocked = [Blocked(c.name, cause, msg, UNDERUTILIZED) for c, cause, msg in why]
         window = window_nodes(snap)
-        for n, c in enumerate(ordered(ok)):
-            if n >= SINGLE_NODE_MAX_EVALUATIONS:
+        tried = getattr(budgets, "single_node_invalid", None)   # found invalid earlier in this sweep: not again
+        n = 0
+        for c in ordered(ok):
+            if tried is not None and c.name in tried:
+                continue
+            if n >= SINGLE_NODE_MAX_EVALUATIONS or evaluations_left(budgets) <= 0:
                 break
             if not budgets.available(c.nodepool_name, UNDERUTILIZED):
                 blocked.append(Blocked(c.name, "budget", budgets.message(c.nodepool_name, UNDERUTILIZED), UNDERUTILIZED))
                 continue
+            n += 1
             opt = consolidation_option(snap, [c], budgets, window=window)
             if opt.valid:
                 budgets.take(c.nodepool_name, UNDERUTILIZED)
                 return [_command(opt)], blocked
+            if tried is not None:
+                tried.add(c.name)
             blocked.append(Blocked(c.name, _cause(opt.reason), opt.reason, UNDERUTILIZED))
         return [], blocked
