@@ -117,7 +117,8 @@ def test_a_scenario_run_scales_deletes_and_records_cost(tmp_path):
     result = Simulation([REPO / "examples" / "default.yaml", work, scenario], progress=lambda m: None).run()
     d = result.to_dict()
     assert d["startTime"] == "2026-12-07T18:00:00Z"
-    assert d["workloads"] == [{"kind": "Deployment", "namespace": "default", "name": "web", "replicas": 5}]
+    assert d["workloads"] == [{"kind": "Deployment", "namespace": "default", "name": "web", "replicas": 5,
+                               "history": [{"time": 0.0, "replicas": 2}, {"time": 180.0, "replicas": 5}]}]
     assert d["pods"] == {"total": 5, "bound": 5}
     steps = [e for e in d["events"] if e["type"] == "ScenarioStep"]
     assert [(e["object"], e["time"]) for e in steps] == [("step/0", 180.0), ("step/1", 360.0)]

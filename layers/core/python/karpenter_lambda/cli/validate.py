@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "validate", help="validate NodePool / EC2NodeClass / NodeClaim manifests (offline)",
+        "validate", help="validate NodePool / EC2NodeClass / NodeClaim / OffPeakSchedule manifests (offline)",
         description="Validate Karpenter v1 manifests with Karpenter's CRD rules. Exit 0 valid, 1 invalid, 2 usage.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON file (multi-document), a directory, or - for stdin")

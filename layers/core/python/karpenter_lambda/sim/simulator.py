@@ -83,8 +83,9 @@ class SimulationResult:
     pods_bound: int = 0
     stopped_because: str = ""
     cost_timeline: list[dict] = field(default_factory=list)   # [{time, costPerHour, nodes}] each time NodeClaims change
-    workloads: list[dict] = field(default_factory=list)       # [{kind, namespace, name, replicas}] at the end
+    workloads: list[dict] = field(default_factory=list)       # [{kind, namespace, name, replicas, history}] at the end
     start_time: str = ""                                      # the virtual clock's start (RFC 3339)
+    offpeak: list[dict] = field(default_factory=list)         # per simulated off-peak window: costs and savings
 
     def to_dict(self) -> dict:
         return {
@@ -98,6 +99,7 @@ class SimulationResult:
             "costTimeline": self.cost_timeline,
             "workloads": self.workloads,
             "startTime": self.start_time,
+            "offpeak": self.offpeak,
         }
 
 
@@ -167,6 +169,10 @@ class Simulation:
         self._displaced: dict[str, float] = {}        # pod key -> since when it has had no node
         self.cost_timeline: list[dict] = []
         self.scenario = None
+        self.offpeak_schedules: list = []
+        self.offpeak_edges: list = []
+        self.replica_history: dict[tuple[str, str, str], list[dict]] = {}
+        self.idle_skip = 1800.0     # quiet this long (virtual s) with only a far timer ahead: jump to it (_schedule_offpeak)
 
     # -- events -------------------------------------------------------------------------------
     def emit(self, type_: str, obj: str, message: str, **extra) -> None:
@@ -205,11 +211,11 @@ class Simulation:
                     self.scenario = parse_scenario(obj.doc, f, i)
                 except ScenarioError as e:
                     problems.append(str(e))
-        known = set(WORKLOAD_KINDS) | {"NodePool", "EC2NodeClass", "NodeClaim", SCENARIO} | set(STORED_KINDS)
+        known = set(WORKLOAD_KINDS) | {"NodePool", "EC2NodeClass", "NodeClaim", "OffPeakSchedule", SCENARIO} | set(STORED_KINDS)
         for o in res.objects:
             if o.kind not in known:
                 problems.append(f"{o.kind}/{o.name}: simulate does not know the kind {o.kind!r} "
-                                f"(known: NodePool, EC2NodeClass, Scenario, {', '.join(sorted(WORKLOAD_KINDS))}, "
+                                f"(known: NodePool, EC2NodeClass, OffPeakSchedule, Scenario, {', '.join(sorted(WORKLOAD_KINDS))}, "
                                 f"{', '.join(sorted(STORED_KINDS))})")
         if problems:
             raise SimulationError("invalid input:\n" + "\n".join(problems))
@@ -217,6 +223,7 @@ class Simulation:
         nodeclasses = res.of_kind("EC2NodeClass")
         others = [o for o in res.objects if o.kind in WORKLOAD_KINDS]
         self.stored = [o for o in res.objects if o.kind in STORED_KINDS]
+        self.offpeak_schedules = res.of_kind("OffPeakSchedule")
         self.workload_docs = [o.doc for o in others]
         wl = expand_all(others)
         if wl.issues:
@@ -264,7 +271,7 @@ class Simulation:
 
                 store = Store(self.cluster, table_name=account.state_table, region=self.region)
                 self.store = store
-                for obj in list(nodeclasses) + list(nodepools):
+                for obj in list(nodeclasses) + list(nodepools) + list(self.offpeak_schedules):
                     store.put(obj)
                 for ds in wl.daemonsets:
                     server.store.create("daemonsets", _strip(ds), (ds.get("metadata") or {}).get("namespace") or "default")
@@ -287,6 +294,7 @@ class Simulation:
                     self.setup_hook(self)
                 root = repo_root()
                 self._load_functions(root)
+                self._schedule_offpeak()
                 runtime.REPORT_HOOKS.append(self._on_report)
                 watcher_thread, self.watcher_stats = self._start_watcher(server, account, stop, root)
                 try:
@@ -316,6 +324,7 @@ class Simulation:
 
         self.scheduled: list[tuple[str, object, float]] = []   # (name, module, interval seconds)
         self.provisioner = None
+        self.offpeak = None
         self.interruption = None
         for fn in load_functions(root):
             mod = load_module(fn.handler_path, f"sim_{fn.name}_handler")
@@ -331,6 +340,8 @@ class Simulation:
                 self.scheduled.append((fn.name, mod, interval))
             if fn.name == "lifecycle":
                 self.lifecycle = mod
+            if fn.name == "offpeak":
+                self.offpeak = mod
         if self.provisioner is None:
             raise SimulationError("functions/registry.json: no function reads the pod queue")
 
@@ -406,6 +417,15 @@ class Simulation:
             if not batch and not self._timers and self.until is None and \
                     self.clock.elapsed - self.last_change >= self.lifecycle_interval and t_next == next_sweep:
                 return "nothing changed for a full lifecycle interval"
+            if not batch and self._timers and t_next == next_sweep and \
+                    self.clock.elapsed - self.last_change >= self.idle_skip and \
+                    self._timers[0][0] - self.clock.elapsed > self.idle_skip:
+                jump = self._timers[0][0]      # a quiet night: nothing to do until the next timer (sweeps resume then)
+                self.progress(f"quiet since {format_elapsed(self.last_change)}: skipping to {format_elapsed(jump)}")
+                for name in next_run:
+                    next_run[name] = max(next_run[name], jump)
+                self.clock.advance_to(self.clock.start + jump)
+                continue
             self.clock.advance_to(self.clock.start + t_next)
             if batch and t_next >= min(batch_last + BATCH_IDLE, batch_first + BATCH_MAX):
                 self._invoke_provisioner(sqs, batch)
@@ -430,6 +450,7 @@ class Simulation:
 
         self._collect_orphan_pods()
         self._track_displaced()
+        self._track_replicas()
         changed = self.workload_controller.reconcile()
         if changed:
             self.emit("WorkloadsReconciled", "workloads", f"{changed} pods created or deleted to match the replicas")
@@ -561,6 +582,8 @@ class Simulation:
             self._on_disruption(report)
         elif kind == "interruption":
             self._on_interruption(report)
+        elif kind == "offpeak":
+            self._on_offpeak(report)
 
     def _on_interruption(self, report) -> None:
         for d in report.disrupted:
@@ -578,6 +601,54 @@ class Simulation:
             self.emit("InterruptionIgnored", f"instance/{x.get('instanceId')}", x.get("reason", ""))
         for e in report.errors:
             self.emit("InterruptionError", f"instance/{e.get('instanceId')}", str(e.get("error")))
+
+    def _schedule_offpeak(self) -> None:
+        from .offpeak import window_edges
+
+        if self.offpeak is None or not self.offpeak_schedules:
+            return
+        self.offpeak_edges = window_edges(self.offpeak_schedules, self.clock.start, self.until)
+        for at, name, edge, _w in self.offpeak_edges:
+            self._schedule(at, "offpeak", {"schedule": name, "edge": edge})
+        if self.until is None and self.offpeak_edges:     # run to the morning (and an hour of it), not to the safety limit
+            self.max_time = max(self.max_time, self.offpeak_edges[-1][0] + 3600.0)
+        # quiet this long => no consolidation can still be waiting: the longest consolidateAfter (the overrides'
+        # too) plus two disruption sweeps (propose, then act after the 15 s validation)
+        waits = [_seconds((np.spec.get("disruption") or {}).get("consolidateAfter")) for np in self.store.list("NodePool")]
+        waits += [_seconds((o.disruption or {}).get("consolidateAfter")) for s in self.offpeak_schedules for o in s.nodepools]
+        longest = max([w for w in waits if w is not None] + [0.0])
+        sweeps = max([i for n, _m, i in self.scheduled if n in ("consolidation", "drift")] + [60.0])
+        self.idle_skip = max(300.0, longest + 2 * sweeps + self.lifecycle_interval)
+
+    def _on_offpeak(self, report) -> None:
+        for name in report.started:
+            self.emit("OffPeakStarted", f"offpeakschedule/{name}", "window started: workloads scaled down, "
+                      "NodePool overrides applied", schedule=name)
+        for s in report.scaled:
+            kind, _, rest = s["object"].partition("/")
+            self.emit("WorkloadScaled", f"{kind.lower()}/{rest}",
+                      f"{s['action']}: {s['from']} -> {s['to']} replicas ({', '.join(s['holders']) or 'restored'})",
+                      **{"from": s["from"], "to": s["to"], "action": s["action"], "holders": s["holders"]})
+        for n in report.nodepools:
+            self.emit("NodePoolOverridden" if n["action"] != "restore" else "NodePoolRestored", f"nodepool/{n['name']}",
+                      f"{n['action']}: {json.dumps(n['to'], sort_keys=True)}", action=n["action"])
+        for name in report.drained:
+            self.emit("NodeClaimDrained", f"nodeclaim/{name}", "off-peak: the NodePool is held at zero")
+        if report.handed_off:
+            self.emit("PodsHandedOff", "offpeak", f"{report.handed_off} pending pods sent to the pod queue "
+                      "(the watcher may have been on a drained node)", pods=report.handed_off)
+        for name in report.ended:
+            self.emit("OffPeakEnded", f"offpeakschedule/{name}", "window ended: workloads and NodePools restored",
+                      schedule=name)
+        for f in report.failed:
+            self.emit("OffPeakFailed", f["object"], f"{f['action']}: {f['error']}")
+
+    def _track_replicas(self) -> None:
+        for w in self.workload_controller.replicas():
+            key = (w["kind"], w["namespace"], w["name"])
+            hist = self.replica_history.setdefault(key, [])
+            if not hist or hist[-1]["replicas"] != w["replicas"]:
+                hist.append({"time": round(self.clock.elapsed, 3), "replicas": w["replicas"]})
 
     def _on_disruption(self, report) -> None:
         for d in report.disrupted:
@@ -620,6 +691,10 @@ class Simulation:
             self._join(data["instance"])
         elif kind == "reclaim":
             self._reclaim(data["instance"])
+        elif kind == "offpeak":
+            self.emit("OffPeakInvoked", f"offpeakschedule/{data['schedule']}",
+                      f"EventBridge Scheduler: window {data['edge']}", edge=data["edge"])
+            self._invoke_scheduled("offpeak", self.offpeak)
         elif kind == "ready":
             name = data["node"]
             if self.server.store.get("nodes", name) is None:
@@ -863,8 +938,18 @@ class Simulation:
 
         return SimulationResult(nodeclaims=claims, unschedulable=unsched, events=list(self.events), cost_per_hour=cost,
                                 elapsed=self.clock.elapsed, pods_total=len(pods), pods_bound=bound, stopped_because=reason,
-                                cost_timeline=list(self.cost_timeline), workloads=self.workload_controller.replicas(),
-                                start_time=iso(self.clock.start))
+                                cost_timeline=list(self.cost_timeline), workloads=self._workloads_result(),
+                                start_time=iso(self.clock.start), offpeak=self._offpeak_result())
+
+    def _workloads_result(self) -> list[dict]:
+        self._track_replicas()
+        return [{**w, "history": self.replica_history.get((w["kind"], w["namespace"], w["name"]), [])}
+                for w in self.workload_controller.replicas()]
+
+    def _offpeak_result(self) -> list[dict]:
+        from .offpeak import offpeak_summary
+
+        return offpeak_summary(self.offpeak_edges, self.cost_timeline, self.clock.elapsed)
 
 
 def _strip(obj: dict) -> dict:
@@ -874,6 +959,17 @@ def _strip(obj: dict) -> dict:
     for k in ("resourceVersion", "creationTimestamp"):
         meta.pop(k, None)
     return d
+
+
+def _seconds(text) -> float | None:
+    from ..api.durations import parse_duration
+
+    if not text or text == "Never":
+        return None
+    try:
+        return float(parse_duration(text))
+    except (ValueError, TypeError):
+        return None
 
 
 def _unschedulable(pod: dict) -> bool:
