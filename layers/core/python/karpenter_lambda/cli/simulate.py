@@ -72,7 +72,8 @@ def run(args) -> int:
     progress = (lambda m: None) if args.quiet else (lambda m: sys.stderr.write(f"[simulate] {m}\n"))
 
     def on_event(ev):
-        if not args.quiet and ev.type in ("NodeClaimLaunched", "NodeReady", "NodeClaimInitialized", "Done", "ProvisionerInvoked"):
+        if not args.quiet and ev.type in ("NodeClaimLaunched", "NodeReady", "NodeClaimInitialized", "Done", "ProvisionerInvoked",
+                                           "OffPeakStarted", "OffPeakEnded", "WorkloadScaled"):
             sys.stderr.write(f"[simulate] +{format_elapsed(ev.time)} {ev.type} {ev.object}\n")
 
     sim = Simulation(files, until=until, cluster=getattr(args, "cluster", None) or "sim-cluster",
@@ -98,6 +99,15 @@ def run(args) -> int:
 
             out.write(_rt(["TIME", "NODES", "COST/H"], [[f"+{format_elapsed(c['time'])}", str(c["nodes"]),
                                                           f"${c['costPerHour']:.4f}"] for c in result.cost_timeline]).rstrip("\n") + "\n")
+        if result.offpeak:
+            out.write("\nOff-peak windows\n")
+            from .table import render_table as _rt
+
+            out.write(_rt(["SCHEDULE", "WINDOW", "COST/H BEFORE", "LOWEST COST/H", "COST/H AFTER", "SAVED"],
+                          [[o["schedule"], f"+{format_elapsed(o['windowStart'])} -> +{format_elapsed(o['windowEnd'])}",
+                            f"${o['costPerHourBefore']:.4f}", f"${o['lowestCostPerHour']:.4f}",
+                            f"${o['costPerHourAfter']:.4f}" if "costPerHourAfter" in o else "(not simulated)",
+                            f"${o['savedDollars']:.2f}"] for o in result.offpeak], right={2, 3, 4, 5}).rstrip("\n") + "\n")
         out.write("\nNodeClaims\n")
         from .table import render_table
 
