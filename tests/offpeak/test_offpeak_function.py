@@ -336,3 +336,14 @@ def test_a_nodepool_drained_to_zero_with_an_unselected_pod_comes_back_without_th
         w.sweep()
         w.schedule()
         assert all((p.get("spec") or {}).get("nodeName") for p in o.server.store.list("pods", namespace="prod"))
+
+
+def test_deleting_a_schedule_mid_window_restores_what_it_held():
+    with _world() as o:
+        o.create(deployment("web", replicas=4))
+        o.run("2027-01-12T19:00:00Z")
+        assert o.replicas("web") == 0
+        o.store.delete("OffPeakSchedule", "nights")
+        r = o.run("2027-01-12T21:00:00Z")
+        assert [(s["object"], s["action"], s["to"]) for s in r["scaled"]] == [("Deployment/dev/web", "restore", 4)]
+        assert o.replicas("web") == 4 and o.records() == {}
