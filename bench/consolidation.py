@@ -304,6 +304,7 @@ def run(a) -> dict:
 
     types = real_catalog()
     snap = make_cluster(types, a.nodes, a.pods, a.seed, a.budget)
+    first = snap   # the bound with the blocked nodes is taken on the cluster as generated (their own pods only)
     cost_before = sum(float(nc.annotations["karpenter-lambda.io/price-per-hour"]) for nc in snap.nodeclaims.values())
     nodes_before, pods_total = len(snap.nodeclaims), len(snap.pods)
     gc.collect()
@@ -345,8 +346,8 @@ def run(a) -> dict:
     od = [InstanceType(t.name, t.labels, t.capacity, t.overhead, [o for o in t.offerings if o.capacity_type == "on-demand"])
           for t in snap.instance_types["default"]]
     bound = fit_lower_bound(od, vectors)
-    blocked_nodes = blocked_for_good(snap)
-    wb = fit_lower_bound_with_blocked(od, snap, blocked_nodes)
+    blocked_nodes = blocked_for_good(first)
+    wb = fit_lower_bound_with_blocked(od, first, blocked_nodes)
     causes: dict = {}
     for b in plan.blocked:
         causes[b.cause] = causes.get(b.cause, 0) + 1

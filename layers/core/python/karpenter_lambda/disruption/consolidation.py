@@ -39,6 +39,7 @@ class Option:
     cheapest_possible: float | None = None
     placements: dict = field(default_factory=dict)   # moved pod key -> existing node name (where the test put it)
     usage: dict = field(default_factory=dict)        # NodePool usage with the candidates freed
+    stray: list = field(default_factory=list)        # pods that would still need another new node (not one node)
 
     @property
     def valid(self) -> bool:
@@ -145,7 +146,7 @@ def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], bud
         opt.savings = round(total, 6)
         return opt
     if len(result.new_nodeclaims) > 1:
-        merged = _one_replacement(snap, candidates, budgets, window, result, total)
+        merged = _one_replacement(snap, candidates, budgets, window, result, total, stray=opt.stray)
         if merged is None:
             opt.reason = f"would need {len(result.new_nodeclaims)} new nodes (consolidation never turns nodes into more)"
             return opt
@@ -197,7 +198,8 @@ def _pod_sum(keys, by_key) -> dict:
     return out
 
 
-def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets, window, result, total: float):
+def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets, window, result, total: float,
+                     stray: list | None = None):
     """The provisioning solver packs the moved pods at the least cost, which may be several small new nodes where
     one larger node would hold them all (Karpenter's scheduler fills one NodeClaim before opening the next).  When
     the simulation asks for several new nodes of one NodePool, try ONE: the cheapest instance type, strictly
@@ -220,17 +222,25 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
         return None   # minValues: left to the solver's own packing
     # the zone: where most of the pods were put (the solver picks zones freely at equal prices; a pod that needs
     # another zone does not land on the node and the simulation below refuses the move)
+    # another zone does not land on the node and the simulation below refuses the move); pods the solver could
+    # only put in that zone (a zone requirement: spread, affinity) weigh more than those it put there freely
     by_zone: dict[str, int] = {}
     for p in plans:
-        by_zone[p.zone] = by_zone.get(p.zone, 0) + len(p.pods)
+        pinned = p.requirements.has(wk.ZONE)
+        by_zone[p.zone] = by_zone.get(p.zone, 0) + len(p.pods) * (100_000 if pinned else 1)
     zone = max(sorted(by_zone), key=lambda z: by_zone[z])
+    # the new nodes' requirements together; where they disagree on a key (the solver chose arm64 for one and amd64
+    # for another, or two instance categories) the key is left to the NodePool here and pinned below to the value
+    # of the one node chosen: the simulation with that node then says whether every pod accepts it
+    conflict: set[str] = set()
     for p in plans:
         for r in p.requirements:
-            if r.key in (wk.INSTANCE_TYPE, wk.ZONE):
+            if r.key in (wk.INSTANCE_TYPE, wk.ZONE) or r.key in conflict:
                 continue
             cur = reqs.get(r.key) if reqs.has(r.key) else None
             if cur is not None and cur.intersection(r).is_empty():
-                return None   # e.g. two zones (a spread constraint): not one node
+                conflict.add(r.key)
+                continue
             reqs.add(r)
     by_key = {f"{(q.get('metadata') or {}).get('namespace') or 'default'}/{(q.get('metadata') or {}).get('name')}": q
               for c in candidates for q in c.pods}
@@ -242,6 +252,11 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
     npi = next((x for x in inputs if x.nodepool.name == plans[0].nodepool), None)
     if npi is None:
         return None
+    np_reqs = Requirements.from_list(npi.nodepool.requirements)
+    for k in conflict:
+        reqs._reqs.pop(k, None)
+        if np_reqs.has(k):
+            reqs.add(np_reqs.get(k))
     reqs.add(Requirement.new(wk.ZONE, "In", [zone]))
     zones, cts = reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE)
     allowed = Requirements.from_list(npi.nodepool.requirements).get(wk.INSTANCE_TYPE)
@@ -251,14 +266,19 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
         a = it.allocatable
         return all(a.get(k, 0) >= v for k, v in demand.items() if v > 0)
 
-    def offers(it):
+    def offers(it, within=reqs):
         if not allowed.has(it.name):
             return
         for o in it.offerings:
             if o.available and zones.has(o.zone) and cts.has(o.capacity_type):
                 labels = {**template, **it.labels, wk.ZONE: o.zone, wk.CAPACITY_TYPE: o.capacity_type,
                           wk.INSTANCE_TYPE: it.name}
-                if _labels_match(reqs, labels) is None:
+                for k in conflict:   # the template's value of a disputed key is one new node's, not this type's
+                    if k in it.labels:
+                        labels[k] = it.labels[k]
+                    else:
+                        labels.pop(k, None)
+                if _labels_match(within, labels) is None:
                     yield o, labels
 
     best = None
@@ -281,6 +301,9 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
     again, _ = removal_plan(snap, candidates, budgets, extra_taints={n: [WINDOW_TAINT] for n in (window or ())},
                             extra_nodes=[node])
     if not again.all_rescheduled or again.new_nodeclaims:
+        if stray is not None:   # the pods that one node did not take (another zone, anti-affinity, ...)
+            stray.extend(k for p in again.new_nodeclaims for k in p.pods)
+            stray.extend(again.unschedulable)
         return None
     mine = [k for k, n in again.placements.items() if n == REPLACEMENT_NODE]
     again.placements = {k: n for k, n in again.placements.items() if n != REPLACEMENT_NODE}
@@ -288,11 +311,15 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
         return again   # everything fits on the remaining nodes: a delete
     demand = _pod_sum(mine, by_key)
     demand = {k: demand.get(k, 0) + overhead.get(k, 0) for k in set(demand) | set(overhead)}
-    types = [t for t in npi.instance_types
-             if fits(t, demand) and any(x.zone == o.zone and x.capacity_type == o.capacity_type for x, _ in offers(t))]
     final = reqs.copy()
     final.add(Requirement.new(wk.ZONE, "In", [o.zone]))
     final.add(Requirement.new(wk.CAPACITY_TYPE, "In", [o.capacity_type]))
+    for k in sorted(conflict):   # pinned to the node the pods were simulated on
+        if k in labels:
+            final.add(Requirement.new(k, "In", [labels[k]]))
+    types = [t for t in npi.instance_types
+             if fits(t, demand) and any(x.zone == o.zone and x.capacity_type == o.capacity_type
+                                        for x, _ in offers(t, final))]
     final.add(Requirement.new(wk.INSTANCE_TYPE, "In", sorted(t.name for t in types)))
     plan = copy.copy(plans[0])
     plan.requirements, plan.instance_types, plan.instance_type = final, types, it.name

@@ -27,7 +27,7 @@ PRICE_EPSILON = 1e-9
 # Every consolidation validity test is one scheduling simulation over the whole cluster (about 0.5 s on 1,000
 # nodes / 20,000 pods, one core): a sweep runs at most this many, whatever the methods (Karpenter bounds its
 # single-node method by a 3-minute timeout; a count keeps the plan pure and reproducible).
-MAX_SWEEP_EVALUATIONS = 20
+MAX_SWEEP_EVALUATIONS = 24
 
 
 def external_disrupting(snap: ClusterSnapshot, nodepool: str, recorded: set[str] | frozenset = frozenset()) -> int:

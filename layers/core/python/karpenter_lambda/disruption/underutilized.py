@@ -6,6 +6,16 @@
 * :class:`SingleNodeConsolidation`: each candidate in that order until the first valid delete or cheaper replace;
   the candidates it looked at and could not move get the reason (no cheaper replacement, pods would not fit).
 
+Beyond Karpenter, multi-node also tries **packed groups** (:func:`packed_groups`) when the longest prefix is not
+valid, before the binary search: per NodePool, zone and capacity type, the candidates (most underused first) are
+packed first-fit on their reschedulable pods' requests into bins of the instance type cheapest for that zone's mix
+of requests (``GROUP_FILL`` of its allocatable), and each bin's nodes whose pods would fit one strictly cheaper
+node are a candidate set, the largest estimated saving first (each try is one validity test).  A group goes through the same validity
+test (:func:`.consolidation.consolidation_option`) as any multi-node command; when the one node takes all but a few
+pods (``Option.stray``), the group without the nodes those pods came from is tried once.  The longest prefix, once
+invalid in a sweep, is not asked again in that sweep, and Karpenter's binary search runs only when no group was
+tried (a sweep has few validity tests: ``plan.MAX_SWEEP_EVALUATIONS``).
+
 Both share :meth:`validate`, the second look before acting (Karpenter's 15 s validation): still consolidatable, no
 new blocker, still a valid option, and a replacement no dearer than planned.
 """
@@ -21,6 +31,11 @@ from .types import BLOCK_PODS_WOULD_NOT_FIT, GRACEFUL, UNDERUTILIZED, Blocked, C
 MULTI_NODE_MAX = 100
 SINGLE_NODE_MAX_EVALUATIONS = 100   # Karpenter bounds single-node by a 3-minute timeout; a count keeps it pure
 NO_CHEAPER = "no cheaper replacement"
+GROUP_FILL = 0.9          # a group's requests fill at most this share of the bin type's allocatable
+GROUP_MAX_NODES = 60      # nodes per group (the pods of one group are one validity test)
+GROUP_MAX_CPU = 96_000    # millicores: the largest bin type considered
+GROUP_TRIES = 6           # groups tried per call (each one validity test, two when the packing is merged)
+GROUP_MISSES = 2          # ... and no more after this many invalid ones (the sweep's tests are few)
 
 
 def _cause(reason: str) -> str:
@@ -69,7 +84,167 @@ class _Underutilized:
         return _command(opt), ""
 
 
+def _pod_key(p: dict) -> str:
+    m = p.get("metadata") or {}
+    return f"{m.get('namespace') or 'default'}/{m.get('name')}"
+
+
+def _apart(c: Candidate) -> set:
+    """What must stay on separate nodes: for each pod with a required anti-affinity, its owner (or its labels)."""
+    out = set()
+    for p in c.reschedulable:
+        aff = ((p.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}
+        if not aff.get("requiredDuringSchedulingIgnoredDuringExecution"):
+            continue
+        m = p.get("metadata") or {}
+        owner = next((o.get("uid") or o.get("name") for o in m.get("ownerReferences") or []), None)
+        out.add((m.get("namespace") or "default", owner or tuple(sorted((m.get("labels") or {}).items()))))
+    return out
+
+
+def _requests(c: Candidate, cache: dict) -> tuple[int, int, int]:
+    """(cpu m, memory bytes, pods) requested by a candidate's reschedulable pods."""
+    from ..scheduling.resources import pod_requests
+
+    cpu = mem = 0
+    for p in c.reschedulable:
+        m = p.get("metadata") or {}
+        key = (m.get("namespace") or "default", m.get("name"))
+        r = cache.get(key)
+        if r is None:
+            q = pod_requests(p)
+            r = cache[key] = (q.get("cpu", 0), q.get("memory", 0))
+        cpu += r[0]
+        mem += r[1]
+    return cpu, mem, len(c.reschedulable)
+
+
+def _bin_types(snap: ClusterSnapshot, nodepool, zone: str, capacity_type: str) -> list[tuple[float, int, int, int]]:
+    """(price, cpu, memory, pods) of the NodePool's instance types offered in ``zone`` as ``capacity_type``, only
+    those no other type beats on price and every resource (cheapest first)."""
+    from ..api import labels as wk
+    from ..scheduling.requirements import Requirements
+    from ..scheduling.solver import _labels_match
+
+    reqs = Requirements.from_list(nodepool.requirements)
+    out = []
+    for it in snap.instance_types.get(nodepool.name, []):
+        prices = [o.price for o in it.offerings if o.available and o.zone == zone and o.capacity_type == capacity_type]
+        if not prices:
+            continue
+        labels = {**it.labels, wk.ZONE: zone, wk.CAPACITY_TYPE: capacity_type, wk.INSTANCE_TYPE: it.name}
+        if _labels_match(reqs, labels) is not None:
+            continue
+        a = it.allocatable
+        out.append((min(prices), a.get("cpu", 0), a.get("memory", 0), a.get("pods", 0)))
+    out.sort()
+    front = []
+    for t in out:
+        if not any(f[0] <= t[0] and f[1] >= t[1] and f[2] >= t[2] and f[3] >= t[3] for f in front):
+            front.append(t)
+    return front
+
+
+def packed_groups(snap: ClusterSnapshot, candidates: list[Candidate], cache: dict | None = None
+                  ) -> list[tuple[float, list[Candidate]]]:
+    """Candidate sets whose pods would fill one node cheaper than they cost together: [(estimated saving,
+    candidates)], the largest saving first.  Only an estimate on requests (cpu, memory, pod
+    slots): the validity test decides."""
+    from ..api import labels as wk
+    from ..api.kube import node_allocatable
+
+    cache = {} if cache is None else cache
+    parts: dict[tuple, list[Candidate]] = {}
+    for c in candidates:
+        if c.capacity_type == wk.CAPACITY_TYPE_SPOT or not c.zone:
+            continue   # spot -> spot is single-node only
+        parts.setdefault((c.nodepool_name, c.zone, c.capacity_type), []).append(c)
+    groups = []
+    for (_np, zone, ct), members in sorted(parts.items()):
+        if len(members) < 2:
+            continue
+        types = _bin_types(snap, members[0].nodepool, zone, ct)
+        if not types:
+            continue
+        req = {c.name: _requests(c, cache) for c in members}
+        dc = sum(r[0] for r in req.values()) or 1
+        dm = sum(r[1] for r in req.values()) or 1
+        big = [t for t in types if t[1] <= GROUP_MAX_CPU] or types
+        # the bin: the type cheapest per unit of this zone's mix of requests
+        bin_t = min(big, key=lambda t: (t[0] / max(1e-12, min(t[1] / dc, t[2] / dm)), t[0]))
+        cap = (bin_t[1] * GROUP_FILL, bin_t[2] * GROUP_FILL, bin_t[3] * GROUP_FILL)
+
+        def used(c):
+            a = node_allocatable(c.node or {})
+            r = req[c.name]
+            return max(r[0] / max(1, a.get("cpu", 1)), r[1] / max(1, a.get("memory", 1)))
+
+        # [cpu, mem, pods, [candidates], anti-affinity owners]: two pods that must be on separate nodes (required
+        # anti-affinity) never go in one bin -- one node could not take both
+        bins: list[list] = []
+        for c in sorted(members, key=lambda c: (used(c), -c.price, c.name)):
+            r = req[c.name]
+            apart = _apart(c)
+            for b in bins:
+                if (len(b[3]) < GROUP_MAX_NODES and b[0] + r[0] <= cap[0] and b[1] + r[1] <= cap[1]
+                        and b[2] + r[2] <= cap[2] and not (apart & b[4])):
+                    b[0] += r[0]
+                    b[1] += r[1]
+                    b[2] += r[2]
+                    b[3].append(c)
+                    b[4] |= apart
+                    break
+            else:
+                bins.append([r[0], r[1], r[2], [c], set(apart)])
+        for b in bins:
+            if len(b[3]) < 2:
+                continue
+            price = next((t[0] for t in types if t[1] >= b[0] / GROUP_FILL and t[2] >= b[1] / GROUP_FILL
+                          and t[3] >= b[2]), None)
+            if price is None:
+                continue
+            saving = sum(c.price for c in b[3]) - price
+            if saving > 1e-9:
+                groups.append((saving, b[3]))
+    groups.sort(key=lambda g: (-g[0], g[1][0].name))
+    return groups
+
+
 class MultiNodeConsolidation(_Underutilized):
+    def _groups(self, budgets, ok: list[Candidate], snap: ClusterSnapshot, window):
+        """Beyond Karpenter: the packed groups (:func:`packed_groups`) within the budget, the best first; the first
+        valid one, or None.  A group found invalid is not tried again in this sweep."""
+        failed = budgets.__dict__.setdefault("group_invalid", set()) if hasattr(budgets, "__dict__") else set()
+        cache = budgets.__dict__.setdefault("_pod_requests", {}) if hasattr(budgets, "__dict__") else {}
+        tries = misses = 0
+        for _saving, group in packed_groups(snap, ok, cache):
+            if tries >= GROUP_TRIES or misses >= GROUP_MISSES or evaluations_left(budgets) <= 0:
+                break
+            key = frozenset(c.name for c in group)
+            if key in failed:
+                continue
+            per_pool: dict[str, int] = {}
+            for c in group:
+                per_pool[c.nodepool_name] = per_pool.get(c.nodepool_name, 0) + 1
+            if any(n > budgets.left(p, UNDERUTILIZED) for p, n in per_pool.items()):
+                continue
+            tries += 1
+            opt = consolidation_option(snap, group, budgets, window=window)
+            if opt.valid:
+                return opt
+            failed.add(key)
+            if opt.stray and evaluations_left(budgets) > 0:
+                # the one node took all but a few pods: the same group without the nodes those pods came from
+                stray = set(opt.stray)
+                rest = [c for c in group if not any(_pod_key(p) in stray for p in c.reschedulable)]
+                if 2 <= len(rest) < len(group) and frozenset(c.name for c in rest) not in failed:
+                    opt = consolidation_option(snap, rest, budgets, window=window)
+                    if opt.valid:
+                        return opt
+                    failed.add(frozenset(c.name for c in rest))
+            misses += 1
+        return None
+
     def compute_commands(self, budgets, candidates: list[Candidate], snap: ClusterSnapshot):
         ok, why = consolidatable(snap, candidates)
         blocked = [Blocked(c.name, cause, msg, UNDERUTILIZED) for c, cause, msg in why]
@@ -79,12 +254,22 @@ class MultiNodeConsolidation(_Underutilized):
         window = window_nodes(snap)
         best, lo, hi = None, 2, len(within)
         # the longest prefix first: when it is valid (a cluster with room) the binary search would end there too,
-        # after log2(n) simulations instead of one
-        opt = consolidation_option(snap, within, budgets, window=window) if evaluations_left(budgets) > 0 else None
+        # after log2(n) simulations instead of one.  Once it failed in a sweep it is not asked again there (the
+        # later commands of the sweep only fill the cluster further).
+        prefix_failed = getattr(budgets, "prefix_failed", False)
+        opt = None
+        if evaluations_left(budgets) > 0 and not prefix_failed:
+            opt = consolidation_option(snap, within, budgets, window=window)
         if opt is not None and opt.valid:
             best, lo = opt, hi + 1
         else:
+            if opt is not None and hasattr(budgets, "__dict__"):
+                budgets.prefix_failed = True
             hi -= 1
+            n0 = getattr(budgets, "evaluations", 0)
+            best = self._groups(budgets, ok, snap, window)
+            if best is not None or getattr(budgets, "evaluations", 0) > n0:
+                lo = hi + 1   # packed groups were tried: no binary search on the prefix (its tests are spent)
         while lo <= hi and evaluations_left(budgets) > 0:
             mid = (lo + hi) // 2
             opt = consolidation_option(snap, within[:mid], budgets, window=window)
