@@ -45,3 +45,58 @@ def test_the_night_scales_down_consolidates_and_comes_back(night):
     assert _events(d, "PodsHandedOff")
     assert d["pods"]["bound"] == d["pods"]["total"] == 17
     assert d["unschedulable"] == []
+
+
+def test_a_quiet_stretch_is_skipped_but_never_past_a_nodeclaims_expiry(tmp_path):
+    (tmp_path / "in.yaml").write_text("""
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      expireAfter: 2h
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-demo
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: nginx, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+---
+apiVersion: karpenter-lambda.io/v1alpha1
+kind: OffPeakSchedule
+metadata: {name: late}
+spec:
+  schedule: "0 6 * * *"
+  duration: 30m
+  workloads: [{namespaces: [other], replicas: 0}]
+---
+apiVersion: karpenter-lambda.io/v1alpha1
+kind: Scenario
+metadata: {name: s}
+spec:
+  startTime: "2027-01-12T00:00:00Z"
+""")
+    d = Simulation([tmp_path / "in.yaml"], progress=lambda m: None).run().to_dict()
+    expired = [e for e in d["events"] if e["type"] == "NodeClaimDisrupted" and e.get("reason") == "Expired"]
+    assert expired, [e["type"] for e in d["events"]]
+    assert 2 * 3600 <= expired[0]["time"] <= 2 * 3600 + 180          # on time, not at the 06:00 edge
+    assert [e["time"] for e in _events(d, "OffPeakInvoked")] == [6 * 3600.0, 6.5 * 3600]
+    assert d["pods"]["bound"] == d["pods"]["total"] == 2

@@ -417,10 +417,10 @@ class Simulation:
             if not batch and not self._timers and self.until is None and \
                     self.clock.elapsed - self.last_change >= self.lifecycle_interval and t_next == next_sweep:
                 return "nothing changed for a full lifecycle interval"
-            if not batch and self._timers and t_next == next_sweep and \
+            if self.offpeak_edges and not batch and self._timers and t_next == next_sweep and \
                     self.clock.elapsed - self.last_change >= self.idle_skip and \
-                    self._timers[0][0] - self.clock.elapsed > self.idle_skip:
-                jump = self._timers[0][0]      # a quiet night: nothing to do until the next timer (sweeps resume then)
+                    self._skip_target() - self.clock.elapsed > self.idle_skip:
+                jump = self._skip_target()    # a quiet night: nothing to do until the next timer (sweeps resume then)
                 self.progress(f"quiet since {format_elapsed(self.last_change)}: skipping to {format_elapsed(jump)}")
                 for name in next_run:
                     next_run[name] = max(next_run[name], jump)
@@ -619,6 +619,23 @@ class Simulation:
         longest = max([w for w in waits if w is not None] + [0.0])
         sweeps = max([i for n, _m, i in self.scheduled if n in ("consolidation", "drift")] + [60.0])
         self.idle_skip = max(300.0, longest + 2 * sweeps + self.lifecycle_interval)
+
+    def _skip_target(self) -> float:
+        """Where a quiet stretch may jump to: the next timer, or earlier when a NodeClaim expires before it
+        (``expireAfter`` must act on time, so the sweeps run again a lifecycle interval before the expiry)."""
+        target = self._timers[0][0]
+        expire = {np.name: _seconds(np.expire_after) for np in self.store.list("NodePool")}
+        from ..controllers.runtime import parse_iso
+
+        for nc in self.store.list("NodeClaim"):
+            ttl = expire.get(nc.labels.get("karpenter.sh/nodepool", ""))
+            born = parse_iso(nc.metadata.get("creationTimestamp"))
+            if ttl is None or born is None:
+                continue
+            expiry = born + ttl - self.clock.start
+            if expiry + 2 * self.lifecycle_interval > self.clock.elapsed:     # not yet acted on
+                target = min(target, max(self.clock.elapsed, expiry - self.lifecycle_interval))
+        return target
 
     def _on_offpeak(self, report) -> None:
         for name in report.started:
