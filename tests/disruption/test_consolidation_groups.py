@@ -58,3 +58,41 @@ def test_a_packed_group_of_underused_nodes_consolidates_where_no_prefix_does(mak
     after = apply_option(snap, cmd.option)
     assert len(after.nodeclaims) == 6 - len(names) + len(cmd.replacements)
     assert d.alive() == {x["name"] for x in solo + small}                 # pure: nothing changed
+
+
+def _spread_pod(name: str, app: str, node: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "default", "labels": {"app": app},
+                         "ownerReferences": [{"kind": "ReplicaSet", "name": app, "uid": f"rs-{app}"}]},
+            "spec": {"nodeName": node, "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"app": app}}}]}}
+
+
+def test_packed_groups_pack_last_the_nodes_whose_zone_spread_pods_could_leave_the_zone():
+    """A Deployment spread over zones (maxSkew 1) with 2/1/1 pods: once its pods in zone a move, the solver may put
+    one of them in zone b or c, where the group's one new node is not.  The nodes holding such a pod are packed
+    last (the first bins from nodes whose pods must land in the zone); a Deployment with 1/1/1 pods must come back
+    to zone a and does not put its node last."""
+    from types import SimpleNamespace
+
+    from karpenter_lambda.disruption.underutilized import _may_leave_zone, _zone_spread_counts
+
+    zone = "topology.kubernetes.io/zone"
+    nodes = [{"metadata": {"name": n, "labels": {zone: z}}} for n, z in
+             (("a1", "us-east-1a"), ("a2", "us-east-1a"), ("b1", "us-east-1b"), ("c1", "us-east-1c"))]
+    pods = [_spread_pod("x-0", "x", "a1"), _spread_pod("x-1", "x", "a2"), _spread_pod("x-2", "x", "b1"),
+            _spread_pod("x-3", "x", "c1"),
+            _spread_pod("y-0", "y", "a2"), _spread_pod("y-1", "y", "b1"), _spread_pod("y-2", "y", "c1"),
+            {"metadata": {"name": "plain", "namespace": "default"}, "spec": {"nodeName": "a1"}}]
+    snap = SimpleNamespace(nodes=nodes, pods=pods)
+    counts, zones = _zone_spread_counts(snap)
+    assert zones == {"us-east-1a", "us-east-1b", "us-east-1c"}
+    assert counts[("default", "rs-x")] == {"us-east-1a": 2, "us-east-1b": 1, "us-east-1c": 1}
+
+    def cand(node, zone_):
+        return SimpleNamespace(zone=zone_, reschedulable=[p for p in pods if p["spec"]["nodeName"] == node])
+
+    assert _may_leave_zone(cand("a1", "us-east-1a"), counts, zones)        # x: 2 in a, 1 in b and c
+    assert not _may_leave_zone(cand("b1", "us-east-1b"), counts, zones)    # x and y: b holds no more than a or c
+    only_y = SimpleNamespace(zone="us-east-1a", reschedulable=[pods[4]])
+    assert not _may_leave_zone(only_y, counts, zones)

@@ -9,8 +9,9 @@
 Beyond Karpenter, multi-node also tries **packed groups** (:func:`packed_groups`) when the longest prefix is not
 valid, before the binary search: per NodePool, zone and capacity type, the candidates (most underused first) are
 packed first-fit on their reschedulable pods' requests into bins of the instance type cheapest for that zone's mix
-of requests (``GROUP_FILL`` of its allocatable), and each bin's nodes whose pods would fit one strictly cheaper
-node are a candidate set, the largest estimated saving first (each try is one validity test).  A group goes through the same validity
+of requests (``GROUP_FILL`` of its allocatable; the nodes with a zone-spread pod whose owner has more pods in that
+zone than in another, so the solver could put it in another zone, packed last), and each bin's nodes whose pods
+would fit one strictly cheaper node are a candidate set, the largest estimated saving first (each try is one validity test).  A group goes through the same validity
 test (:func:`.consolidation.consolidation_option`) as any multi-node command; when the one node takes all but a few
 pods (``Option.stray``), the group without the nodes those pods came from is tried once.  The longest prefix, once
 invalid in a sweep, is not asked again in that sweep, and Karpenter's binary search runs only when no group was
@@ -36,6 +37,7 @@ GROUP_MAX_NODES = 60      # nodes per group (the pods of one group are one valid
 GROUP_MAX_CPU = 96_000    # millicores: the largest bin type considered
 GROUP_TRIES = 6           # groups tried per call (each one validity test, two when the packing is merged)
 GROUP_MISSES = 2          # ... and no more after this many invalid ones (the sweep's tests are few)
+ZONE_SPREAD_LAST = True   # first-fit packs the nodes whose zone-spread pods could leave the zone last
 
 
 def _cause(reason: str) -> str:
@@ -102,6 +104,49 @@ def _apart(c: Candidate) -> set:
     return out
 
 
+def _zone_spread_counts(snap: ClusterSnapshot) -> tuple[dict, set]:
+    """({(namespace, owner): {zone: pods}} for the pods with a required zone spread, every zone with a node)."""
+    from ..api import labels as wk
+
+    node_zone = {(n.get("metadata") or {}).get("name"): ((n.get("metadata") or {}).get("labels") or {}).get(wk.ZONE)
+                 for n in snap.nodes}
+    zones = {z for z in node_zone.values() if z}
+    counts: dict = {}
+    for p in snap.pods:
+        spec = p.get("spec") or {}
+        tscs = spec.get("topologySpreadConstraints")
+        if not tscs or not any(t.get("topologyKey") == wk.ZONE and t.get("whenUnsatisfiable", "DoNotSchedule")
+                               == "DoNotSchedule" for t in tscs):
+            continue
+        z = node_zone.get(spec.get("nodeName"))
+        if not z:
+            continue
+        key = _owner(p)
+        d = counts.setdefault(key, {})
+        d[z] = d.get(z, 0) + 1
+    return counts, zones
+
+
+def _owner(p: dict) -> tuple:
+    m = p.get("metadata") or {}
+    owner = next((o.get("uid") or o.get("name") for o in m.get("ownerReferences") or []), None)
+    return (m.get("namespace") or "default", owner or tuple(sorted((m.get("labels") or {}).items())))
+
+
+def _may_leave_zone(c: Candidate, counts: dict, zones: set) -> bool:
+    """Whether one of the candidate's pods with a required zone spread could be put in another zone once moved: its
+    owner has more pods in the candidate's zone than in another zone (maxSkew 1 then lets the solver choose the
+    other zone, where the group's one new node is not)."""
+    for p in c.reschedulable:
+        d = counts.get(_owner(p))
+        if d is None:
+            continue
+        here = d.get(c.zone, 0)
+        if any(d.get(z, 0) < here for z in zones if z != c.zone):
+            return True
+    return False
+
+
 def _requests(c: Candidate, cache: dict) -> tuple[int, int, int]:
     """(cpu m, memory bytes, pods) requested by a candidate's reschedulable pods."""
     from ..scheduling.resources import pod_requests
@@ -154,6 +199,7 @@ def packed_groups(snap: ClusterSnapshot, candidates: list[Candidate], cache: dic
     from ..api.kube import node_allocatable
 
     cache = {} if cache is None else cache
+    counts, zones = _zone_spread_counts(snap) if ZONE_SPREAD_LAST else ({}, set())
     parts: dict[tuple, list[Candidate]] = {}
     for c in candidates:
         if c.capacity_type == wk.CAPACITY_TYPE_SPOT or not c.zone:
@@ -182,7 +228,10 @@ def packed_groups(snap: ClusterSnapshot, candidates: list[Candidate], cache: dic
         # [cpu, mem, pods, [candidates], anti-affinity owners]: two pods that must be on separate nodes (required
         # anti-affinity) never go in one bin -- one node could not take both
         bins: list[list] = []
-        for c in sorted(members, key=lambda c: (used(c), -c.price, c.name)):
+        # the nodes whose zone-spread pods the solver could send to another zone than the bin's one node go last:
+        # the first bins are built from nodes whose pods must land in the zone
+        risky = {c.name for c in members if counts and _may_leave_zone(c, counts, zones)}
+        for c in sorted(members, key=lambda c: (c.name in risky, used(c), -c.price, c.name)):
             r = req[c.name]
             apart = _apart(c)
             for b in bins:
