@@ -998,6 +998,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- plumbing --------------------------------------------------------------------------
     def _send_json(self, code: int, body: Any, headers: dict | None = None) -> None:
         data = json.dumps(body, separators=(",", ":")).encode()
+        self.server.api._log(self.command, self.path, code)   # before the reply: a client that got it sees it logged
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -1005,7 +1006,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, str(v))
         self.end_headers()
         self.wfile.write(data)
-        self.server.api._log(self.command, self.path, code)
 
     def _read_body(self) -> Any:
         n = int(self.headers.get("Content-Length") or 0)
