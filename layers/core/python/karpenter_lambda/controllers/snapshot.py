@@ -47,7 +47,8 @@ class SnapshotLoader:
         if self.claims is not None:
             snap.reservations = self.claims.reservations()
             snap.usage = {name: totals for name, (totals, _c) in self.claims.all_usage().items()}
-        for attr in ("reserved_by_claim", "_claim_by_node", "_node_by_claim"):
+        # and what was derived from the NodeClaims (consolidatable / inside consolidateAfter, per node)
+        for attr in ("reserved_by_claim", "_claim_by_node", "_node_by_claim", "_consolidatable", "_window_nodes"):
             snap.__dict__.pop(attr, None)
 
     def reload_nodeclaims(self, snap: ClusterSnapshot) -> None:

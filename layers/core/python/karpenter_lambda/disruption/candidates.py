@@ -18,6 +18,7 @@ No I/O, no clock: ``snapshot.now`` is the time.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 
 from ..api import labels as wk
 from ..api.durations import DurationError, parse_duration, parse_nillable_duration
@@ -41,8 +42,14 @@ def epoch(value) -> float | None:
         return float(value)
     if isinstance(value, datetime):
         return value.timestamp()
+    return _epoch_text(value if isinstance(value, str) else str(value))
+
+
+@lru_cache(maxsize=4096)
+def _epoch_text(value: str) -> float | None:
+    # a sweep reads the same few timestamps (pods created together) hundreds of thousands of times
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
 

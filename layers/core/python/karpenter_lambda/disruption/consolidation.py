@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from ..api import labels as wk
 from ..api.snapshot import ClusterSnapshot
+from ..scheduling.inputs import POD_FACTS_CACHE
 from .candidates import graceful_blockers
 from .emptiness import consolidatable_in
 from .replace import removal_plan
@@ -61,19 +62,30 @@ def fmt_seconds(s: float) -> str:
     return (f"{h}h" if h else "") + (f"{m}m" if m or h else "") + f"{sec}s"
 
 
+WINDOW_CACHE = "_window_nodes"   # snapshot attribute: node name -> inside its window (window_nodes)
+
+
 def window_nodes(snap: ClusterSnapshot) -> set[str]:
-    """Node names still inside their NodePool's consolidateAfter window (not destinations for moved pods)."""
+    """Node names still inside their NodePool's consolidateAfter window (not destinations for moved pods).
+
+    The answer per node is kept on the snapshot (every method of a sweep asks); a snapshot derived by
+    :func:`apply_option` keeps the answers of the nodes whose pods did not change."""
     from .candidates import make_candidate
 
+    cache = snap.__dict__.setdefault(WINDOW_CACHE, {})
     out = set()
     for nc in snap.nodeclaims.values():
         np = snap.nodepools.get(nc.labels.get(wk.NODEPOOL, ""))
         node = snap.node_of_nodeclaim(nc.name)
         if np is None or node is None or not nc.is_true("Initialized"):
             continue
-        left = consolidatable_in(make_candidate(snap, nc, node, np), snap)
-        if left is not None and left > 0:
-            out.add((node.get("metadata") or {}).get("name"))
+        name = (node.get("metadata") or {}).get("name")
+        inside = cache.get(name)
+        if inside is None:
+            left = consolidatable_in(make_candidate(snap, nc, node, np), snap)
+            inside = cache[name] = left is not None and left > 0
+        if inside:
+            out.add(name)
     return out
 
 
@@ -420,6 +432,11 @@ def apply_option(snap: ClusterSnapshot, opt: Option) -> ClusterSnapshot:
     new.__dict__[CONSOLIDATABLE_CACHE] = cache
     if "_pdb_index" in snap.__dict__:   # pods only move: what each PDB allows is unchanged
         new.__dict__["_pdb_index"] = snap.__dict__["_pdb_index"]
+    if POD_FACTS_CACHE in snap.__dict__:   # entries are checked against the pods' identities: share them
+        new.__dict__[POD_FACTS_CACHE] = snap.__dict__[POD_FACTS_CACHE]
+    if WINDOW_CACHE in snap.__dict__:   # nodeclaims unchanged: only the nodes that received pods are asked again
+        new.__dict__[WINDOW_CACHE] = {k: v for k, v in snap.__dict__[WINDOW_CACHE].items()
+                                      if k not in gone_nodes and k not in touched}
     return new
 
 

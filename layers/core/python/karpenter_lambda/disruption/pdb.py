@@ -47,7 +47,13 @@ def disruptions_allowed(pdb: dict, pods: list[dict]) -> int:
     status = pdb.get("status") or {}
     if isinstance(status.get("disruptionsAllowed"), int):
         return status["disruptionsAllowed"]
-    selected = [p for p in pods if selects(pdb, p) and not is_terminal(p)]
+    ns = (pdb.get("metadata") or {}).get("namespace") or "default"
+    try:   # parsed once (as ``selects`` does per pod)
+        sel = Selector((pdb.get("spec") or {}).get("selector"))
+    except ValueError:
+        sel = None
+    selected = [p for p in pods if sel is not None and ((p.get("metadata") or {}).get("namespace") or "default") == ns
+                and sel.matches((p.get("metadata") or {}).get("labels") or {}) and not is_terminal(p)]
     expected, healthy = len(selected), sum(1 for p in selected if _healthy(p))
     spec = pdb.get("spec") or {}
     if spec.get("maxUnavailable") is not None:

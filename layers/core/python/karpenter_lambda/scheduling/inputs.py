@@ -25,7 +25,12 @@ from ..api.kube import is_terminating, node_allocatable, node_name_of, node_read
 from ..api.quantity import QuantityError, parse_resource_list, resource_value
 from ..api.snapshot import ClusterSnapshot
 from .resources import PodSpecError, add, fits, pod_requests, subtract
+from .existing_pods import facts_for
 from .solver import ExistingNode, NodePoolInput, SchedulingInput
+
+# snapshot attribute: the pods of each node summed once (existing_pods.facts_for), kept for every later simulation on
+# the same snapshot (consolidation's validity tests) and carried to the snapshots it derives (apply_option)
+POD_FACTS_CACHE = "_pod_facts"
 
 NOMINATED_UIDS_ANNOTATION = "karpenter-lambda.io/nominated-pod-uids"  # JSON list of pod uids (launch order)
 PRICE_ANNOTATION = "karpenter-lambda.io/price-per-hour"
@@ -153,6 +158,7 @@ def existing_nodes(snap: ClusterSnapshot, held: dict[str, str] | None = None, ex
         held_by_claim.setdefault(name, []).extend(pods)
     out: list[ExistingNode] = []
     registered: set[str] = set()
+    facts = snap.__dict__.setdefault(POD_FACTS_CACHE, {})
     for n in snap.nodes:
         meta, spec = n.get("metadata") or {}, n.get("spec") or {}
         name = meta.get("name")
@@ -173,6 +179,7 @@ def existing_nodes(snap: ClusterSnapshot, held: dict[str, str] | None = None, ex
             zone=labels.get(wk.ZONE), capacity_type=labels.get(wk.CAPACITY_TYPE), price=price_of(nc),
             initialized=nc.is_true("Initialized") if nc is not None else node_ready(n),
         )
+        en.pod_facts = facts_for(en.pods, facts)
         out.append(en)
     for nc in snap.nodeclaims.values():
         if nc.name in registered or nc.name in exclude or nc.metadata.get("deletionTimestamp") or nc.status.get("nodeName"):

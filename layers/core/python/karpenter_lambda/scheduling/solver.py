@@ -81,6 +81,9 @@ class ExistingNode:
     zone: str | None = None
     capacity_type: str | None = None
     initialized: bool = True  # False: registered/launched but not Initialized (disruption won't rely on it)
+    # what the pods on it add up to (existing_pods.PodsOnNode), when the caller keeps it; used only if made from
+    # exactly ``pods``, else summed again
+    pod_facts: object = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -437,6 +440,17 @@ def _ports_conflict(a, b):
     return None
 
 
+def _facts(en: ExistingNode):
+    """The node's pods summed (``existing_pods.PodsOnNode``): the caller's when made from exactly ``en.pods``, else
+    summed here (and kept on ``en``); None when a pod does not parse (the caller then reports it pod by pod)."""
+    from .existing_pods import matches, summarize
+
+    f = en.pod_facts
+    if not matches(f, en.pods):
+        f = en.pod_facts = summarize(en.pods or ())
+    return f
+
+
 def _pod_key(pod: dict) -> str:
     meta = pod.get("metadata") or {}
     ns = meta.get("namespace") or "default"
@@ -588,7 +602,15 @@ class _Solver:
             used = [0] * len(self.rindex)
             extra_used = {}
             ports = set()
-            for j, p in enumerate(en.pods or []):
+            facts = _facts(en)
+            if facts is not None:
+                for k, v in facts.used.items():
+                    if k in self.rpos:
+                        used[self.rpos[k]] += v
+                    else:
+                        extra_used[k] = extra_used.get(k, 0) + v
+                ports = set(facts.ports)
+            for j, p in enumerate(() if facts is not None else en.pods or []):
                 try:
                     for k, v in pod_requests(p).items():
                         if k in self.rpos:
@@ -625,6 +647,12 @@ class _Solver:
                 owners.append((con, sel, nss))
         existing_owned = []
         for n in self.existing_nodes:
+            facts = _facts(n.existing)
+            if facts is not None:
+                for con, sel, nss in facts.anti:
+                    owners.append((con, sel, nss))
+                    existing_owned.append((n, con))
+                continue
             for p in n.existing.pods or []:
                 try:
                     for con, sel, nss in T.pod_constraints(p):
@@ -641,15 +669,28 @@ class _Solver:
                 if ik not in groups:
                     groups[ik] = T.Group(INV, con.key, nss, sel)
         self.group_list = list(groups.values())
-        # memberships
+        # memberships.  A group with matchLabels selects only pods carrying its first (sorted) pair: a pod's groups
+        # are looked for among the groups indexed under one of its pairs plus those without matchLabels -- the same
+        # answer as testing every group, in group_list order
+        position = {id(g): i for i, g in enumerate(self.group_list)}
+        loose = [g for g in self.group_list if not g.selector.labels]
+        indexed: dict = {}
+        for g in self.group_list:
+            if g.selector.labels:
+                indexed.setdefault(next(iter(sorted(g.selector.labels.items()))), []).append(g)
         by_labels: dict = {}  # classes share label sets: membership computed once per (namespace, labels)
         for c in self.classes:
             lk = (c.ns, tuple(sorted(c.labels.items())))
             hit = by_labels.get(lk)
             if hit is None:
+                maybe = list(loose)
+                for pair in lk[1]:
+                    maybe.extend(indexed.get(pair, ()))
+                if len(maybe) > len(loose):
+                    maybe.sort(key=lambda g: position[id(g)])
                 hit = by_labels[lk] = (
-                    [g for g in self.group_list if g.kind != INV and g.matches(c.ns, c.labels)],
-                    [g for g in self.group_list if g.kind == INV and g.matches(c.ns, c.labels)])
+                    [g for g in maybe if g.kind != INV and g.matches(c.ns, c.labels)],
+                    [g for g in maybe if g.kind == INV and g.matches(c.ns, c.labels)])
             c.member, c.inv = hit
             # a class some pod's (anti-)affinity selects is placed in queue order (not bulk-packed after the
             # constrained classes), so a smaller pod that prefers or refuses its node finds it already placed
@@ -667,20 +708,27 @@ class _Solver:
                 by_pair.setdefault(next(iter(sorted(g.selector.labels.items()))), []).append(g)
         member_of: dict = {}
         for n in self.existing_nodes:
-            for p in n.existing.pods or []:
-                meta = p.get("metadata") or {}
-                ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
-                lk = (ns, tuple(sorted(labels.items())))
+            facts = _facts(n.existing)
+            if facts is not None:
+                sets = facts.labelsets
+            else:
+                sets = []
+                for p in n.existing.pods or []:
+                    meta = p.get("metadata") or {}
+                    ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
+                    sets.append((ns, tuple(sorted(labels.items())), labels, 1))
+            for ns, items, labels, count in sets:
+                lk = (ns, items)
                 hit = member_of.get(lk)
                 if hit is None:
                     maybe = list(unindexed)
-                    for pair in lk[1]:
+                    for pair in items:
                         maybe.extend(by_pair.get(pair, ()))
                     hit = member_of[lk] = [g for g in maybe if g.matches(ns, labels)]
                 for g in hit:
                     d = n.domains(g.key)
                     if d:
-                        g.record(d[0])
+                        g.record(d[0], count)
         for n, con in existing_owned:
             d = n.domains(con.key)
             if d:
