@@ -1,16 +1,20 @@
 #!/usr/bin/env python
 """Consolidation benchmark: one consolidation sweep's decisions on a fragmented cluster, as the Lambda makes them.
 
-    python bench/consolidation.py [--nodes 1000] [--pods 20000] [--budget 10%] [--json] [--seed 7]
+    python bench/consolidation.py [--nodes 1000] [--pods 20000] [--budget 10%] [--sweeps 1] [--blockers few|heavy]
+                                  [--json] [--seed 7]
 
 The cluster (a documented, seeded generator, ``make_cluster``): ``--nodes`` on-demand nodes of eight common
 general/compute/memory types (m5/m6i xlarge-2xlarge, c5 xlarge-2xlarge, r5 large-xlarge) spread over three zones,
 and ``--pods`` pods in Deployments of 10: CPU from {50,100,200,250,500}m, memory from {128,256,512,1024}Mi; 10% of
 the Deployments spread over zones (maxSkew 1, DoNotSchedule), 8% keep one pod per node (required hostname
-anti-affinity), 0.5% of the pods carry ``karpenter.sh/do-not-disrupt``, 1% of the Deployments have a PDB
-(maxUnavailable 0).  Blockers: a node holding a do-not-disrupt pod, or a pod of a Deployment with such a PDB, can
-never be consolidated (``graceful_blockers``; with seed 7: 236 of the 1,000 nodes, 85 do-not-disrupt and 151 PDB,
-$68.34/h); ``lower_bound_cost_with_blocked`` keeps them.  Pods are placed at random (a fit within 20 random tries, else the first fit), so nodes are
+anti-affinity); blockers (``--blockers``, the same cluster either way): ``few`` (default, "a few do-not-disrupt pods
+and PDBs"): 0.1% of the pods carry ``karpenter.sh/do-not-disrupt``, 1% of the Deployments have a PDB, a quarter of
+them maxUnavailable 0 and the others maxUnavailable 1; ``heavy`` (the default before 2026-12-04): 0.5% of the pods
+do-not-disrupt, 1% of the Deployments with a PDB at maxUnavailable 0.  A node holding a do-not-disrupt pod, or a pod
+of a Deployment whose PDB allows no eviction, can never be consolidated (``graceful_blockers``; with seed 7: ``few``
+62 of the 1,000 nodes, $17.57/h; ``heavy`` 236 nodes, 85 do-not-disrupt and 151 PDB, $68.34/h);
+``lower_bound_cost_with_blocked`` keeps them.  Pods are placed at random (a fit within 20 random tries, else the first fit), so nodes are
 half used: a fragmented cluster.  The catalog is the real us-east-1 one (moto's EC2 data, bundled prices).
 
 Timed: ``plan_sweep`` over the snapshot with the consolidation sweep's methods (emptiness, multi-node,
@@ -86,7 +90,14 @@ def _add_node(snap, name: str, zone: str, it, price: float) -> None:
                    "conditions": [{"type": "Initialized", "status": "True", "lastTransitionTime": OLD}]}})
 
 
-def make_cluster(types, n_nodes: int, n_pods: int, seed: int, budget: str):
+# blockers (shares): pods with karpenter.sh/do-not-disrupt, Deployments with a PDB allowing no eviction
+# (maxUnavailable 0) and with a PDB allowing one (maxUnavailable 1).  ``HEAVY_BLOCKERS``: the shares before
+# 2026-12-04 (a quarter of the nodes blocked for good), kept as ``--blockers heavy``.
+BLOCKERS = {"few": (0.001, 0.0025, 0.0075), "heavy": (0.005, 0.01, 0.0)}
+
+
+def make_cluster(types, n_nodes: int, n_pods: int, seed: int, budget: str, blockers: str = "few"):
+    dnd, pdb_zero, pdb_one = BLOCKERS[blockers]
     r = random.Random(seed)
     by_name = {t.name: t for t in types}
     snap = ClusterSnapshot(now=T0, nodepools={"default": nodepool(budget)})
@@ -109,13 +120,14 @@ def make_cluster(types, n_nodes: int, n_pods: int, seed: int, budget: str):
         elif kind < 0.18:
             spec_extra = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": L.HOSTNAME}]}}}
-        if r.random() < 0.01:
+        u = r.random()   # one draw per Deployment whatever the shares: the cluster is the same, only the PDBs differ
+        if u < pdb_zero + pdb_one:
             pdbs.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                          "metadata": {"name": app, "namespace": "default"},
-                         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}}})
+                         "spec": {"maxUnavailable": 0 if u < pdb_zero else 1, "selector": {"matchLabels": {"app": app}}}})
         cpu, mem = r.choice(CPU), r.choice(MEM)
         for k in range(10):
-            ann = {L.DO_NOT_DISRUPT: "true"} if r.random() < 0.005 else {}
+            ann = {L.DO_NOT_DISRUPT: "true"} if r.random() < dnd else {}
             pod = {"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": f"{app}-{k}", "namespace": "default", "uid": f"u-{dnum}-{k}",
                                 "labels": {"app": app}, "annotations": ann, "creationTimestamp": OLD,
@@ -303,7 +315,7 @@ def run(a) -> dict:
     from karpenter_lambda.scheduling.resources import pod_requests
 
     types = real_catalog()
-    snap = make_cluster(types, a.nodes, a.pods, a.seed, a.budget)
+    snap = make_cluster(types, a.nodes, a.pods, a.seed, a.budget, a.blockers)
     first = snap   # the bound with the blocked nodes is taken on the cluster as generated (their own pods only)
     cost_before = sum(float(nc.annotations["karpenter-lambda.io/price-per-hour"]) for nc in snap.nodeclaims.values())
     nodes_before, pods_total = len(snap.nodeclaims), len(snap.pods)
@@ -321,6 +333,12 @@ def run(a) -> dict:
     current = plan
     cancelled = 0
     sweep_seconds = [round(seconds, 3)]
+
+    def progress(i, p, secs):   # long runs (--sweeps N) say where they are, on stderr
+        if a.sweeps > 1:
+            print(f"sweep {i}/{a.sweeps}: {secs:.1f} s, {len(p.commands)} command(s), "
+                  f"${sum(c.savings_per_hour for c in p.commands):.2f}/h saved", file=sys.stderr, flush=True)
+    progress(1, plan, seconds)
     for _ in range(max(0, a.sweeps - 1)):
         if not current.commands:
             break
@@ -330,6 +348,7 @@ def run(a) -> dict:
         t1 = time.perf_counter()
         current = plan_sweep(snap, list(SWEEP_METHODS["consolidation"]), SweepBudgets(snap, {}))
         sweep_seconds.append(round(time.perf_counter() - t1, 3))
+        progress(len(sweep_seconds), current, sweep_seconds[-1])
         later.append({"seconds": sweep_seconds[-1], "nodes": len(snap.nodeclaims), "cost": round(_cost(snap), 4),
                       "moves": len(current.commands), "nodes_disrupted": sum(len(c.candidates) for c in current.commands),
                       "method": sorted({f"{c.reason}/{len(c.candidates)}-node" for c in current.commands})})
@@ -362,7 +381,7 @@ def run(a) -> dict:
         "moves": len(plan.commands), "nodes_disrupted": len(disrupted), "replacements": len(replacements),
         "savings_per_hour": round(savings, 4),
         "method": sorted({cmd.reason + (f"/{len(cmd.candidates)}-node" if cmd.candidates else "") for cmd in plan.commands}),
-        "blocked": causes, "budget": a.budget, "seed": a.seed,
+        "blocked": causes, "budget": a.budget, "seed": a.seed, "blockers": a.blockers,
         "later_sweeps": later,
         "cost_vs_bound_final": round(later[-1]["cost"] / bound, 4) if later and bound else None,
         # with --sweeps N: how many sweeps ran, the cluster they lead to, per-sweep decision times
@@ -385,6 +404,9 @@ def main(argv=None):
     ap.add_argument("--pods", type=int, default=20000)
     ap.add_argument("--budget", default="10%", help="the NodePool's disruption budget (default 10%%, Karpenter's)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--blockers", choices=sorted(BLOCKERS), default="few",
+                    help="few (default): 0.1%% of pods do-not-disrupt, PDBs on 1%% of Deployments (a quarter of them "
+                         "maxUnavailable 0); heavy: 0.5%% do-not-disrupt, 1%% of Deployments with maxUnavailable 0")
     ap.add_argument("--sweeps", type=int, default=1, help="carry each sweep's decisions out and run the next (default 1)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)

@@ -23,9 +23,10 @@ VARIANTS = {
     "scheduling": [[], ["--mix", "generic"], ["--catalog", "real", "--pods", "10000"], ["--catalog", "real", "--mix", "generic", "--pods", "10000"]],
     # offline `plan` wall time, 3 fresh processes (issue 10 item 6: median <= 2 s)
     "plan_speed": [["--runs", "3"]],
-    # issue 12: one consolidation sweep on 1,000 nodes / 20,000 pods (10% budget), then three carried out one after
-    # another with a 100% budget (the cluster the sweeps lead to, against the bounds)
-    "consolidation": [[], ["--budget", "100%", "--sweeps", "3"]],
+    # issue 12: one consolidation sweep on 1,000 nodes / 20,000 pods (10% budget), then up to eight carried out one
+    # after another with a 100% budget (the cluster the sweeps lead to, against the bounds), with a few blockers
+    # (the default) and with a quarter of the nodes blocked for good (--blockers heavy)
+    "consolidation": [[], ["--budget", "100%", "--sweeps", "8"], ["--budget", "100%", "--sweeps", "8", "--blockers", "heavy"]],
 }
 
 

@@ -96,3 +96,46 @@ def test_packed_groups_pack_last_the_nodes_whose_zone_spread_pods_could_leave_th
     assert not _may_leave_zone(cand("b1", "us-east-1b"), counts, zones)    # x and y: b holds no more than a or c
     only_y = SimpleNamespace(zone="us-east-1a", reschedulable=[pods[4]])
     assert not _may_leave_zone(only_y, counts, zones)
+
+
+def test_packed_bins_mix_cpu_heavy_and_memory_heavy_nodes():
+    """The dot-product rule fills a bin in both resources: with six CPU-heavy and six memory-heavy nodes (in that
+    order, as first-fit would meet them), the bins take both kinds and need one bin fewer than first-fit; a
+    risky node (zone spread) only goes in when nothing else fits; two nodes with pods that must stay apart never
+    share a bin."""
+    from types import SimpleNamespace
+
+    from karpenter_lambda.disruption.underutilized import _pack
+
+    gib = 2**30
+    cands = [SimpleNamespace(name=f"cpu{i}") for i in range(6)] + [SimpleNamespace(name=f"mem{i}") for i in range(6)]
+    req = {**{f"cpu{i}": (2000, 1 * gib, 5) for i in range(6)}, **{f"mem{i}": (500, 6 * gib, 5) for i in range(6)}}
+    apart = {c.name: set() for c in cands}
+    cap = (8000, 16 * gib, 100)
+    # first-fit in this order: [cpu0-3] (CPU full, memory a quarter), [cpu4, cpu5, mem0, mem1], [mem2, mem3],
+    # [mem4, mem5]: four bins; balanced: three, each with both kinds
+    firstfit: list = []
+    for c in cands:
+        r = req[c.name]
+        b = next((b for b in firstfit if b[0] + r[0] <= cap[0] and b[1] + r[1] <= cap[1]), None)
+        if b is None:
+            firstfit.append([r[0], r[1]])
+        else:
+            b[0], b[1] = b[0] + r[0], b[1] + r[1]
+    assert len(firstfit) == 4
+    bins = _pack(cands, req, apart, set(), cap)
+    assert len(bins) == 3, [[c.name for c in b[3]] for b in bins]   # 42 GiB in 16 GiB bins: three is the least
+    assert all({c.name[:3] for c in b[3]} == {"cpu", "mem"} for b in bins[:2])   # the first bins mix both kinds
+    for b in bins:
+        assert b[0] <= cap[0] and b[1] <= cap[1]
+    assert sorted(c.name for b in bins for c in b[3]) == sorted(c.name for c in cands)
+
+    # a risky node is packed only when no other candidate fits the bin
+    bins = _pack(cands, req, apart, {"cpu0", "mem0"}, cap)
+    first = {c.name for c in bins[0][3]}
+    assert not first & {"cpu0", "mem0"}
+
+    # required anti-affinity: the two nodes of one "apart" owner never share a bin
+    apart2 = dict(apart, cpu1={("default", "solo")}, cpu2={("default", "solo")})
+    for b in _pack(cands, req, apart2, set(), cap):
+        assert not {"cpu1", "cpu2"} <= {c.name for c in b[3]}

@@ -7,11 +7,13 @@
   the candidates it looked at and could not move get the reason (no cheaper replacement, pods would not fit).
 
 Beyond Karpenter, multi-node also tries **packed groups** (:func:`packed_groups`) when the longest prefix is not
-valid, before the binary search: per NodePool, zone and capacity type, the candidates (most underused first) are
-packed first-fit on their reschedulable pods' requests into bins of the instance type cheapest for that zone's mix
-of requests (``GROUP_FILL`` of its allocatable; the nodes with a zone-spread pod whose owner has more pods in that
-zone than in another, so the solver could put it in another zone, packed last), and each bin's nodes whose pods
-would fit one strictly cheaper node are a candidate set, the largest estimated saving first (each try is one validity test).  A group goes through the same validity
+valid, before the binary search: per NodePool, zone and capacity type, the candidates are packed on their
+reschedulable pods' requests (:func:`_pack`, the dot-product rule: bins full in CPU and memory alike) into bins of
+three instance types -- the one cheapest for that zone's mix of requests, the one cheapest per CPU, the one cheapest
+per memory -- (``GROUP_FILL`` of its allocatable; the nodes with a zone-spread pod whose owner has more pods in that
+zone than in another, so the solver could put it in another zone, only when nothing else fits), and each bin's
+nodes whose pods would fit one strictly cheaper node are a candidate set, the largest estimated saving first (each
+try is one validity test).  A group goes through the same validity
 test (:func:`.consolidation.consolidation_option`) as any multi-node command; when the one node takes all but a few
 pods (``Option.stray``), the group without the nodes those pods came from is tried once.  The longest prefix, once
 invalid in a sweep, is not asked again in that sweep, and Karpenter's binary search runs only when no group was
@@ -32,7 +34,7 @@ from .types import BLOCK_PODS_WOULD_NOT_FIT, GRACEFUL, UNDERUTILIZED, Blocked, C
 MULTI_NODE_MAX = 100
 SINGLE_NODE_MAX_EVALUATIONS = 100   # Karpenter bounds single-node by a 3-minute timeout; a count keeps it pure
 NO_CHEAPER = "no cheaper replacement"
-GROUP_FILL = 0.9          # a group's requests fill at most this share of the bin type's allocatable
+GROUP_FILL = 0.98         # a group's requests fill at most this share of the bin type's allocatable (room for DaemonSets)
 GROUP_MAX_NODES = 60      # nodes per group (the pods of one group are one validity test)
 GROUP_MAX_CPU = 96_000    # millicores: the largest bin type considered
 GROUP_TRIES = 6           # groups tried per call (each one validity test, two when the packing is merged)
@@ -216,47 +218,81 @@ def packed_groups(snap: ClusterSnapshot, candidates: list[Candidate], cache: dic
         dc = sum(r[0] for r in req.values()) or 1
         dm = sum(r[1] for r in req.values()) or 1
         big = [t for t in types if t[1] <= GROUP_MAX_CPU] or types
-        # the bin: the type cheapest per unit of this zone's mix of requests
-        bin_t = min(big, key=lambda t: (t[0] / max(1e-12, min(t[1] / dc, t[2] / dm)), t[0]))
-        cap = (bin_t[1] * GROUP_FILL, bin_t[2] * GROUP_FILL, bin_t[3] * GROUP_FILL)
+        # the bins: the type cheapest per unit of this zone's mix of requests, and the ones cheapest per CPU and per
+        # memory (a bin of those, filled with a balanced mix of nodes, is full in both: the cheapest cluster mixes
+        # them); each packing gives its groups, all ranked together (one is taken per command)
+        bin_types = []
+        for key in (lambda t: (t[0] / max(1e-12, min(t[1] / dc, t[2] / dm)), t[0]),
+                    lambda t: (t[0] / max(1, t[1]), -t[1]), lambda t: (t[0] / max(1, t[2]), -t[2])):
+            t = min(big, key=key)
+            if t not in bin_types:
+                bin_types.append(t)
 
         def used(c):
             a = node_allocatable(c.node or {})
             r = req[c.name]
             return max(r[0] / max(1, a.get("cpu", 1)), r[1] / max(1, a.get("memory", 1)))
 
-        # [cpu, mem, pods, [candidates], anti-affinity owners]: two pods that must be on separate nodes (required
-        # anti-affinity) never go in one bin -- one node could not take both
-        bins: list[list] = []
         # the nodes whose zone-spread pods the solver could send to another zone than the bin's one node go last:
         # the first bins are built from nodes whose pods must land in the zone
         risky = {c.name for c in members if counts and _may_leave_zone(c, counts, zones)}
-        for c in sorted(members, key=lambda c: (c.name in risky, used(c), -c.price, c.name)):
-            r = req[c.name]
-            apart = _apart(c)
-            for b in bins:
-                if (len(b[3]) < GROUP_MAX_NODES and b[0] + r[0] <= cap[0] and b[1] + r[1] <= cap[1]
-                        and b[2] + r[2] <= cap[2] and not (apart & b[4])):
-                    b[0] += r[0]
-                    b[1] += r[1]
-                    b[2] += r[2]
-                    b[3].append(c)
-                    b[4] |= apart
-                    break
-            else:
-                bins.append([r[0], r[1], r[2], [c], set(apart)])
-        for b in bins:
-            if len(b[3]) < 2:
-                continue
-            price = next((t[0] for t in types if t[1] >= b[0] / GROUP_FILL and t[2] >= b[1] / GROUP_FILL
-                          and t[3] >= b[2]), None)
-            if price is None:
-                continue
-            saving = sum(c.price for c in b[3]) - price
-            if saving > 1e-9:
-                groups.append((saving, b[3]))
+        order = sorted(members, key=lambda c: (c.name in risky, used(c), -c.price, c.name))
+        apart = {c.name: _apart(c) for c in members}
+        seen: set = set()
+        for bin_t in bin_types:
+            cap = (bin_t[1] * GROUP_FILL, bin_t[2] * GROUP_FILL, bin_t[3] * GROUP_FILL)
+            for b in _pack(order, req, apart, risky, cap):
+                key = frozenset(c.name for c in b[3])
+                if len(b[3]) < 2 or key in seen:
+                    continue
+                seen.add(key)
+                price = next((t[0] for t in types if t[1] >= b[0] / GROUP_FILL and t[2] >= b[1] / GROUP_FILL
+                              and t[3] >= b[2]), None)
+                if price is None:
+                    continue
+                saving = sum(c.price for c in b[3]) - price
+                if saving > 1e-9:
+                    groups.append((saving, b[3]))
     groups.sort(key=lambda g: (-g[0], g[1][0].name))
     return groups
+
+
+def _pack(order: list[Candidate], req: dict, apart: dict, risky: set, cap: tuple) -> list[list]:
+    """Bins of at most ``cap`` (cpu, memory, pods) requests, [cpu, memory, pods, [candidates], apart]: each bin is
+    filled by the dot-product rule of vector bin packing (the candidate whose requests best match the bin's room,
+    weighed by how empty each resource still is), which mixes CPU-heavy and memory-heavy nodes so the bin fills
+    in both; a "risky" node (zone spread) only when no other fits.  Two pods that must be on separate nodes
+    (required anti-affinity) never go in one bin: one node could not take both."""
+    c0, m0 = max(1e-9, cap[0]), max(1e-9, cap[1])
+    # (cpu, memory, pods, apart, preferred, candidate) in priority order; plain tuples: this loop runs n^2 / bin
+    left = [(*req[c.name], apart[c.name], c.name not in risky, c) for c in order]
+    bins: list[list] = []
+    while left:
+        b = [0, 0, 0, [], set()]
+        while len(b[3]) < GROUP_MAX_NODES:
+            best, best_key = -1, None
+            rc, rm = (1 - b[0] / c0) / c0, (1 - b[1] / m0) / m0
+            room = (cap[0] - b[0], cap[1] - b[1], cap[2] - b[2])
+            taken = b[4]
+            for i, (cpu, mem, pods, ap, pref, _c) in enumerate(left):
+                if cpu > room[0] or mem > room[1] or pods > room[2] or (ap and ap & taken):
+                    continue
+                key = (pref, cpu * rc + mem * rm)
+                if best_key is None or key > best_key:
+                    best, best_key = i, key
+            if best < 0:
+                break
+            cpu, mem, pods, ap, _pref, c = left.pop(best)
+            b[0] += cpu
+            b[1] += mem
+            b[2] += pods
+            b[3].append(c)
+            b[4] |= ap
+        if not b[3]:
+            left.pop(0)   # larger than a bin on its own
+            continue
+        bins.append(b)
+    return bins
 
 
 class MultiNodeConsolidation(_Underutilized):
