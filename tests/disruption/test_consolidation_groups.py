@@ -139,3 +139,50 @@ def test_packed_bins_mix_cpu_heavy_and_memory_heavy_nodes():
     apart2 = dict(apart, cpu1={("default", "solo")}, cpu2={("default", "solo")})
     for b in _pack(cands, req, apart2, set(), cap):
         assert not {"cpu1", "cpu2"} <= {c.name for c in b[3]}
+
+
+def test_a_packed_group_is_sized_directly_in_one_validity_test(make_world):
+    """``one_node`` (packed groups): the one replacement is sized from the pods' needs on new capacity alone and the
+    cluster is simulated once with it -- one validity test where the solver's own way takes two (its packing over
+    several new nodes, then the one-node retry) -- with the same answer: every pod placed on the remaining nodes or
+    that one node, in the group's zone, strictly cheaper; the executor's second look accepts it at the planned price.
+    A group whose pods cannot share one node cheaper than the group stays invalid."""
+    from karpenter_lambda.disruption.candidates import build_candidates
+    from karpenter_lambda.disruption.consolidation import consolidation_option, window_nodes
+    from karpenter_lambda.disruption.plan import SweepBudgets
+    from karpenter_lambda.disruption.underutilized import MultiNodeConsolidation
+
+    d = make_world(policy="WhenEmptyOrUnderutilized", consolidate_after="0s")
+    nodes = _big_nodes(d, 4, cpu="3")
+    for x in nodes:
+        d.put_pods(x, 3, cpu="500m")
+    snap = _snapshot(d)
+    cands, _ = build_candidates(snap)
+    by_zone: dict = {}
+    for c in cands:
+        by_zone.setdefault(c.zone, []).append(c)
+    zone, group = max(by_zone.items(), key=lambda kv: len(kv[1]))
+    assert len(group) >= 3, {z: len(g) for z, g in by_zone.items()}
+    window = window_nodes(snap)
+
+    direct, solver_way = SweepBudgets(snap, {}), SweepBudgets(snap, {})
+    opt = consolidation_option(snap, group, direct, window=window, one_node=zone)
+    ref = consolidation_option(snap, group, solver_way, window=window)
+    assert opt.valid and ref.valid, (opt.reason, ref.reason)
+    assert direct.evaluations == 1 and solver_way.evaluations == 2   # the solver spread the pods over new nodes first
+    assert opt.replacement is not None and opt.replacement.zone == zone
+    assert opt.replacement.price < sum(c.price for c in group)
+    moved = {f"default/{p['metadata']['name']}" for c in group for p in c.reschedulable}
+    assert moved == set(opt.placements) | set(opt.replacement.pods)
+    assert opt.replacement.price <= ref.replacement.price + 1e-9
+    again, why = MultiNodeConsolidation().validate(snap, group, SweepBudgets(snap, {}), opt.replacement.price)
+    assert again is not None and why == "" and again.replacements[0].price <= opt.replacement.price + 1e-9
+
+    # four 3.5-CPU pods: no one node cheaper than the four nodes holds them
+    for x in nodes:
+        d.put_pods(x, 1, cpu="3500m")
+    snap = _snapshot(d)
+    cands, _ = build_candidates(snap)
+    same = [c for c in cands if c.zone == zone]
+    bad = consolidation_option(snap, same, SweepBudgets(snap, {}), window=window_nodes(snap), one_node=zone)
+    assert not bad.valid and bad.replacement is None, bad.reason

@@ -24,7 +24,7 @@ from ..api.snapshot import ClusterSnapshot
 from ..scheduling.inputs import POD_FACTS_CACHE
 from .candidates import graceful_blockers
 from .emptiness import consolidatable_in
-from .replace import removal_plan
+from .replace import new_capacity_sketch, removal_plan
 from .types import Candidate
 
 SPOT_TO_SPOT_MIN_TYPES = 15
@@ -143,9 +143,27 @@ def evaluations_left(budgets) -> int:
 
 
 def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], budgets=None, *,
-                         window: set[str] | None = None) -> Option:
+                         window: set[str] | None = None, one_node: str | None = None) -> Option:
+    """The validity test of deleting ``candidates`` or replacing them by one strictly cheaper node.
+
+    ``one_node`` (a zone; packed groups, whose pods were chosen to fill one node there): the replacement is sized
+    first, from the pods' needs on new capacity alone (:func:`.replace.new_capacity_sketch`, no simulation of the
+    cluster), and the full simulation runs once, with that node added -- one validity test instead of two (the
+    solver's own packing, then the one-node retry).  The test is the same: every pod must land on the remaining
+    nodes or that node."""
     opt = Option(list(candidates))
     total = sum(c.price for c in candidates)
+    if one_node is not None and len(candidates) > 1:
+        sketch = new_capacity_sketch(snap, candidates, budgets)
+        if sketch.all_rescheduled and sketch.new_nodeclaims:
+            moved = [f"{(q.get('metadata') or {}).get('namespace') or 'default'}/{(q.get('metadata') or {}).get('name')}"
+                     for c in candidates for q in c.reschedulable]
+            merged = _one_replacement(snap, candidates, budgets, window, sketch, total, stray=opt.stray, zone=one_node,
+                                      load_keys=moved)
+            if merged is None:
+                opt.reason = "would need more than one new node (consolidation never turns nodes into more)"
+                return opt
+            return _priced(opt, merged, total, candidates)
     if budgets is not None and hasattr(budgets, "evaluations"):
         budgets.evaluations += 1
     result, _ = removal_plan(snap, candidates, budgets, extra_taints={n: [WINDOW_TAINT] for n in (window or ())})
@@ -162,11 +180,16 @@ def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], bud
         if merged is None:
             opt.reason = f"would need {len(result.new_nodeclaims)} new nodes (consolidation never turns nodes into more)"
             return opt
-        result = merged
-        opt.placements, opt.usage = dict(result.placements), result.usage
-        if not result.new_nodeclaims:
-            opt.savings = round(total, 6)
-            return opt
+        return _priced(opt, merged, total, candidates)
+    return _priced(opt, result, total, candidates)
+
+
+def _priced(opt: Option, result, total: float, candidates: list[Candidate]) -> Option:
+    """The option from a simulation that placed every pod on the remaining nodes and at most one new node."""
+    opt.placements, opt.usage = dict(result.placements), result.usage
+    if not result.new_nodeclaims:
+        opt.savings = round(total, 6)
+        return opt
     plan, cheapest, why = _cheaper_plan(result.new_nodeclaims[0], total, candidates)
     opt.cheapest_possible = cheapest
     if plan is None:
@@ -211,7 +234,7 @@ def _pod_sum(keys, by_key) -> dict:
 
 
 def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets, window, result, total: float,
-                     stray: list | None = None):
+                     stray: list | None = None, zone: str | None = None, load_keys: list | None = None):
     """The provisioning solver packs the moved pods at the least cost, which may be several small new nodes where
     one larger node would hold them all (Karpenter's scheduler fills one NodeClaim before opening the next).  When
     the simulation asks for several new nodes of one NodePool, try ONE: the cheapest instance type, strictly
@@ -240,7 +263,8 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
     for p in plans:
         pinned = p.requirements.has(wk.ZONE)
         by_zone[p.zone] = by_zone.get(p.zone, 0) + len(p.pods) * (100_000 if pinned else 1)
-    zone = max(sorted(by_zone), key=lambda z: by_zone[z])
+    if zone is None:   # else the caller's (a packed group's zone)
+        zone = max(sorted(by_zone), key=lambda z: by_zone[z])
     # the new nodes' requirements together; where they disagree on a key (the solver chose arm64 for one and amd64
     # for another, or two instance categories) the key is left to the NodePool here and pinned below to the value
     # of the one node chosen: the simulation with that node then says whether every pod accepts it
@@ -258,7 +282,9 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
               for c in candidates for q in c.pods}
     first = _pod_sum(plans[0].pods, by_key)
     overhead = {k: max(0, v - first.get(k, 0)) for k, v in (plans[0].requests or {}).items()}
-    load = _pod_sum([k for p in plans for k in p.pods], by_key)
+    # what the one node must hold: the pods of the new nodes (or every moved pod, given by a caller whose ``result``
+    # scheduled one pod of each kind: new_capacity_sketch)
+    load = _pod_sum(load_keys if load_keys is not None else [k for p in plans for k in p.pods], by_key)
     need = {k: load.get(k, 0) + overhead.get(k, 0) for k in set(load) | set(overhead)}
     inputs, _ = nodepool_inputs(snap)
     npi = next((x for x in inputs if x.nodepool.name == plans[0].nodepool), None)

@@ -57,6 +57,32 @@ def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], budgets=Non
     return result, out
 
 
+def new_capacity_sketch(snap: ClusterSnapshot, candidates: list[Candidate], budgets=None,
+                        max_instance_types: int = 60) -> RescheduleResult:
+    """One pod of each kind among the candidates' pods (same namespace, labels and spec) scheduled on new capacity
+    alone (no existing node): the NodeClaims they would need, with the requirements, labels, taints and DaemonSet
+    overhead the solver gives them -- not how many pods fit (the caller sums every pod).  No validity test (topology
+    counts and the remaining nodes are not in it) and cheap (the remaining nodes are what a simulation spends its
+    time on): consolidation sizes its one replacement from it (:func:`.consolidation.consolidation_option`
+    ``one_node``) and then asks the full question once."""
+    inputs, _problems = nodepool_inputs(snap)
+    nodes, seen = [], set()
+    for c in candidates:   # one pod per kind (namespace, labels, spec): the needs are the same, the solver's work not
+        en = candidate_node(c, snap)
+        keep = []
+        for p in en.pods:
+            m = p.get("metadata") or {}
+            kind = (m.get("namespace") or "default", repr(sorted((m.get("labels") or {}).items())),
+                    repr(sorted((k, v) for k, v in (p.get("spec") or {}).items() if k != "nodeName")))
+            if kind not in seen:
+                seen.add(kind)
+                keep.append(p)
+        en.pods = keep
+        nodes.append(en)
+    return simulate_removal(nodes, others=[], nodepools=inputs, daemonsets=snap.daemonsets, usage=snap.usage,
+                            pending=(), max_instance_types=max_instance_types)
+
+
 def needed_by_pending(snap: ClusterSnapshot) -> dict[str, list[str]]:
     """Node name -> the pending pods the scheduler would place there now (Karpenter keeps a node a pending pod was
     nominated to; here the provisioner only reserves in-flight NodeClaims, so the question is asked directly).

@@ -13,7 +13,7 @@ three instance types -- the one cheapest for that zone's mix of requests, the on
 per memory -- (``GROUP_FILL`` of its allocatable; the nodes with a zone-spread pod whose owner has more pods in that
 zone than in another, so the solver could put it in another zone, only when nothing else fits), and each bin's
 nodes whose pods would fit one strictly cheaper node are a candidate set, the largest estimated saving first (each
-try is one validity test).  A group goes through the same validity
+try is one validity test: its one node is sized directly, ``one_node``).  A group goes through the same validity
 test (:func:`.consolidation.consolidation_option`) as any multi-node command; when the one node takes all but a few
 pods (``Option.stray``), the group without the nodes those pods came from is tried once.  The longest prefix, once
 invalid in a sweep, is not asked again in that sweep, and Karpenter's binary search runs only when no group was
@@ -78,7 +78,17 @@ class _Underutilized:
         ok, blocked = consolidatable(snap, candidates)
         if blocked:
             return None, f"{blocked[0][0].name}: {blocked[0][2]}"
-        opt = consolidation_option(snap, ok, budgets, window=window_nodes(snap))
+        window = window_nodes(snap)
+        zones = {c.zone for c in ok}
+        opt = None
+        if planned_price is not None and len(ok) > 1 and len(zones) == 1 and None not in zones:
+            # a replace of one zone's nodes may have been a packed group sized directly (one_node): asked that way
+            # first, then the solver's own way
+            opt = consolidation_option(snap, ok, budgets, window=window, one_node=next(iter(zones)))
+            if opt.valid and opt.replacement is not None and opt.replacement.price > planned_price + 1e-9:
+                opt = None   # a dearer node than planned: the solver's own way decides
+        if opt is None or not opt.valid:
+            opt = consolidation_option(snap, ok, budgets, window=window)
         if not opt.valid:
             return None, opt.reason
         if opt.replacement is not None and planned_price is not None and opt.replacement.price > planned_price + 1e-9:
@@ -192,8 +202,8 @@ def _bin_types(snap: ClusterSnapshot, nodepool, zone: str, capacity_type: str) -
     return front
 
 
-def packed_groups(snap: ClusterSnapshot, candidates: list[Candidate], cache: dict | None = None
-                  ) -> list[tuple[float, list[Candidate]]]:
+def packed_groups(snap: ClusterSnapshot, candidates: list[Candidate], cache: dict | None = None,
+                  bins_cache: dict | None = None) -> list[tuple[float, list[Candidate]]]:
     """Candidate sets whose pods would fill one node cheaper than they cost together: [(estimated saving,
     candidates)], the largest saving first.  Only an estimate on requests (cpu, memory, pod
     slots): the validity test decides."""
@@ -211,7 +221,12 @@ def packed_groups(snap: ClusterSnapshot, candidates: list[Candidate], cache: dic
     for (_np, zone, ct), members in sorted(parts.items()):
         if len(members) < 2:
             continue
-        types = _bin_types(snap, members[0].nodepool, zone, ct)
+        bkey = (members[0].nodepool_name, zone, ct)   # the catalog does not change within a sweep
+        types = bins_cache.get(bkey) if bins_cache is not None else None
+        if types is None:
+            types = _bin_types(snap, members[0].nodepool, zone, ct)
+            if bins_cache is not None:
+                bins_cache[bkey] = types
         if not types:
             continue
         req = {c.name: _requests(c, cache) for c in members}
@@ -301,8 +316,9 @@ class MultiNodeConsolidation(_Underutilized):
         valid one, or None.  A group found invalid is not tried again in this sweep."""
         failed = budgets.__dict__.setdefault("group_invalid", set()) if hasattr(budgets, "__dict__") else set()
         cache = budgets.__dict__.setdefault("_pod_requests", {}) if hasattr(budgets, "__dict__") else {}
+        bins = budgets.__dict__.setdefault("_bin_types", {}) if hasattr(budgets, "__dict__") else None
         tries = misses = 0
-        for _saving, group in packed_groups(snap, ok, cache):
+        for _saving, group in packed_groups(snap, ok, cache, bins):
             if tries >= GROUP_TRIES or misses >= GROUP_MISSES or evaluations_left(budgets) <= 0:
                 break
             key = frozenset(c.name for c in group)
@@ -314,7 +330,8 @@ class MultiNodeConsolidation(_Underutilized):
             if any(n > budgets.left(p, UNDERUTILIZED) for p, n in per_pool.items()):
                 continue
             tries += 1
-            opt = consolidation_option(snap, group, budgets, window=window)
+            # a group's nodes share a zone, and its pods were chosen to fill one node there: sized directly
+            opt = consolidation_option(snap, group, budgets, window=window, one_node=group[0].zone)
             if opt.valid:
                 return opt
             failed.add(key)
@@ -323,7 +340,7 @@ class MultiNodeConsolidation(_Underutilized):
                 stray = set(opt.stray)
                 rest = [c for c in group if not any(_pod_key(p) in stray for p in c.reschedulable)]
                 if 2 <= len(rest) < len(group) and frozenset(c.name for c in rest) not in failed:
-                    opt = consolidation_option(snap, rest, budgets, window=window)
+                    opt = consolidation_option(snap, rest, budgets, window=window, one_node=rest[0].zone)
                     if opt.valid:
                         return opt
                     failed.add(frozenset(c.name for c in rest))
