@@ -37,7 +37,7 @@ NO_CHEAPER = "no cheaper replacement"
 GROUP_FILL = 0.98         # a group's requests fill at most this share of the bin type's allocatable (room for DaemonSets)
 GROUP_MAX_NODES = 60      # nodes per group (the pods of one group are one validity test)
 GROUP_MAX_CPU = 96_000    # millicores: the largest bin type considered
-GROUP_TRIES = 6           # groups tried per call (each one validity test, two when the packing is merged)
+GROUP_TRIES = 6           # groups tried per call (each one validity test: its one node sized directly)
 GROUP_MISSES = 2          # ... and no more after this many invalid ones (the sweep's tests are few)
 ZONE_SPREAD_LAST = True   # first-fit packs the nodes whose zone-spread pods could leave the zone last
 
