@@ -15,6 +15,8 @@ CAPACITY_TYPE = "karpenter.sh/capacity-type"
 NODEPOOL = "karpenter.sh/nodepool"
 NODE_INITIALIZED = "karpenter.sh/initialized"
 NODE_REGISTERED = "karpenter.sh/registered"
+# EC2 tag (value: the cluster name) on every instance this deployment launches; IAM lets it terminate only those
+OWNER_TAG = "karpenter-lambda.io/cluster"
 
 CAPACITY_TYPE_ON_DEMAND = "on-demand"
 CAPACITY_TYPE_SPOT = "spot"
