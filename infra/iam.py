@@ -1,7 +1,8 @@
 """IAM for karpenter-lambda, modelled on Karpenter's controller policy (least privilege, no ``*`` action).
 
-* the **controller role** (all functions): EC2 create actions only with the request tag
-  ``kubernetes.io/cluster/<cluster>=owned``, deletes and re-tagging only on resources carrying it,
+* the **controller role** (all functions but off-peak): EC2 create actions only with the request tags
+  ``kubernetes.io/cluster/<cluster>=owned`` and ``karpenter.sh/nodepool`` (instances also this deployment's
+  ``karpenter-lambda.io/cluster=<cluster>``), termination and re-tagging only on instances carrying them,
   ``iam:PassRole`` only on the node role and only to EC2, SSM public parameters, pricing, this
   cluster's ``eks:DescribeCluster``; table and queue grants are added by the stack;
 * the **node role** (+ instance profile) the launched instances use;
@@ -13,6 +14,8 @@ from __future__ import annotations
 from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+
+from karpenter_lambda.api import labels as wk
 
 NODE_MANAGED_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
@@ -35,7 +38,13 @@ EC2_READ_ACTIONS = (
 # tag keys the controller may add to an instance after launch (AllowScopedResourceTagging)
 RETAG_KEYS = ("karpenter.sh/nodeclaim", "Name")
 REGION_TAG = "topology.kubernetes.io/region"
-NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
+NODECLASS_TAG = wk.EC2NODECLASS
+NODEPOOL_TAG = wk.NODEPOOL
+OWNER_TAG = wk.OWNER_TAG
+# resource types a launch creates, by where their tags come from: the CreateFleet request (adapters/aws/fleet.py:
+# instance, volume, fleet) or the launch template's data (adapters/aws/launch_templates.py)
+FLEET_TAGGED = ("instance/*", "volume/*", "fleet/*")
+TEMPLATE_TAGGED = ("network-interface/*", "spot-instances-request/*")
 
 
 def owned_tag(cluster: str) -> str:
@@ -48,10 +57,26 @@ def ec2_arn(resource: str, *, account: bool = True) -> str:
 
 
 def controller_statements(cluster: str, node_role_arn: str) -> list[iam.PolicyStatement]:
-    """The controller's EC2/IAM/SSM/pricing/EKS statements (tables and queues are granted separately)."""
+    """The controller's EC2/IAM/SSM/pricing/EKS statements (tables and queues are granted separately).
+
+    As Karpenter's controller policy, what is created, tagged or terminated must carry (in the request, resp. on the
+    resource) ``kubernetes.io/cluster/<cluster>=owned`` *and* a ``karpenter.sh/nodepool`` tag, so instances of
+    managed node groups (which carry the owned tag too) are out of reach.  Instances must also carry this
+    deployment's own :data:`OWNER_TAG` with the cluster name, so it can never terminate an upstream Karpenter's nodes
+    of the same cluster.  Launch templates, and the network interfaces and spot requests that take their tags from a
+    launch template, are per EC2NodeClass here (shared by NodePools), so they are scoped by the
+    ``karpenter.k8s.aws/ec2nodeclass`` tag instead of the NodePool's.
+    """
     tag = owned_tag(cluster)
     profiles = f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:instance-profile/*"
-    launched = [ec2_arn(r) for r in ("fleet/*", "instance/*", "volume/*", "network-interface/*", "launch-template/*", "spot-instances-request/*")]
+    instance = [ec2_arn("instance/*")]
+    with_fleet = [ec2_arn(r) for r in FLEET_TAGGED if r != "instance/*"]
+    with_template = [ec2_arn(r) for r in TEMPLATE_TAGGED]
+    launches = ["RunInstances", "CreateFleet"]
+    request_owned = {f"aws:RequestTag/{tag}": "owned"}
+    request_nodepool = {"StringLike": {f"aws:RequestTag/{NODEPOOL_TAG}": "*"}}
+    request_nodeclass = {"StringLike": {f"aws:RequestTag/{NODECLASS_TAG}": "*"}}
+    request_owner = {f"aws:RequestTag/{OWNER_TAG}": cluster}
     return [
         # Resources a launch reads but does not create and that carry no request tags.
         iam.PolicyStatement(
@@ -72,40 +97,85 @@ def controller_statements(cluster: str, node_role_arn: str) -> list[iam.PolicySt
             resources=[ec2_arn("launch-template/*")],
             conditions={"StringEquals": {f"aws:ResourceTag/{tag}": "owned"}},
         ),
-        # What a launch creates must be tagged as owned by this cluster in the same request.
+        # What a launch creates must be tagged in the same request: instances as owned by this cluster, by a NodePool
+        # and by this deployment (OWNER_TAG = the cluster name) ...
         iam.PolicyStatement(
             sid="AllowScopedEC2InstanceActionsWithTags",
-            actions=["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
-            resources=launched,
-            conditions={"StringEquals": {f"aws:RequestTag/{tag}": "owned"}},
+            actions=[f"ec2:{a}" for a in launches],
+            resources=instance,
+            conditions={"StringEquals": {**request_owned, **request_owner}, **request_nodepool},
         ),
-        # Tag-on-create for the same requests.
+        # ... the fleet and the volumes with the instance's tags (owned + NodePool) ...
+        iam.PolicyStatement(
+            sid="AllowScopedEC2FleetResourceActionsWithTags",
+            actions=[f"ec2:{a}" for a in launches],
+            resources=with_fleet,
+            conditions={"StringEquals": request_owned, **request_nodepool},
+        ),
+        # ... network interfaces and spot requests with their launch template's tags (owned + EC2NodeClass) ...
+        iam.PolicyStatement(
+            sid="AllowScopedEC2TemplateResourceActionsWithTags",
+            actions=[f"ec2:{a}" for a in launches],
+            resources=with_template,
+            conditions={"StringEquals": request_owned, **request_nodeclass},
+        ),
+        # ... and launch templates (owned + EC2NodeClass).
+        iam.PolicyStatement(
+            sid="AllowScopedEC2LaunchTemplateCreation",
+            actions=["ec2:CreateLaunchTemplate"],
+            resources=[ec2_arn("launch-template/*")],
+            conditions={"StringEquals": request_owned, **request_nodeclass},
+        ),
+        # Tag-on-create for the same requests, with the same tags.
         iam.PolicyStatement(
             sid="AllowScopedResourceCreationTagging",
             actions=["ec2:CreateTags"],
-            resources=launched,
-            conditions={
-                "StringEquals": {
-                    f"aws:RequestTag/{tag}": "owned",
-                    "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
-                }
-            },
+            resources=instance,
+            conditions={"StringEquals": {**request_owned, **request_owner, "ec2:CreateAction": launches},
+                        **request_nodepool},
         ),
-        # Later tagging of an owned instance, only with the NodeClaim name / Name keys.
+        iam.PolicyStatement(
+            sid="AllowScopedFleetResourceCreationTagging",
+            actions=["ec2:CreateTags"],
+            resources=with_fleet,
+            conditions={"StringEquals": {**request_owned, "ec2:CreateAction": launches}, **request_nodepool},
+        ),
+        iam.PolicyStatement(
+            sid="AllowScopedTemplateResourceCreationTagging",
+            actions=["ec2:CreateTags"],
+            resources=[*with_template, ec2_arn("launch-template/*")],
+            conditions={"StringEquals": {**request_owned, "ec2:CreateAction": [*launches, "CreateLaunchTemplate"]},
+                        **request_nodeclass},
+        ),
+        # Later tagging of an owned NodePool instance, only with the NodeClaim name / Name keys.
         iam.PolicyStatement(
             sid="AllowScopedResourceTagging",
             actions=["ec2:CreateTags"],
-            resources=[ec2_arn("instance/*")],
+            resources=instance,
             conditions={
                 "StringEquals": {f"aws:ResourceTag/{tag}": "owned"},
+                "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"},
                 "ForAllValues:StringEquals": {"aws:TagKeys": list(RETAG_KEYS)},
             },
         ),
+        # Termination: only instances this deployment launched for a NodePool of this cluster.
         iam.PolicyStatement(
             sid="AllowScopedDeletion",
-            actions=["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
-            resources=[ec2_arn("instance/*"), ec2_arn("launch-template/*")],
-            conditions={"StringEquals": {f"aws:ResourceTag/{tag}": "owned"}},
+            actions=["ec2:TerminateInstances"],
+            resources=instance,
+            conditions={
+                "StringEquals": {f"aws:ResourceTag/{tag}": "owned", f"aws:ResourceTag/{OWNER_TAG}": cluster},
+                "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"},
+            },
+        ),
+        iam.PolicyStatement(
+            sid="AllowScopedLaunchTemplateDeletion",
+            actions=["ec2:DeleteLaunchTemplate"],
+            resources=[ec2_arn("launch-template/*")],
+            conditions={
+                "StringEquals": {f"aws:ResourceTag/{tag}": "owned"},
+                "StringLike": {f"aws:ResourceTag/{NODECLASS_TAG}": "*"},
+            },
         ),
         iam.PolicyStatement(
             sid="AllowRegionalReadActions",
@@ -213,16 +283,30 @@ class WatcherRole(Construct):
         self.role.add_to_policy(iam.PolicyStatement(sid="SendPendingPods", actions=["sqs:SendMessage"], resources=[queue_arn]))
 
 
+# the off-peak function's DynamoDB access: these item actions (pynamodb get/query/save/delete), only on the state
+# table's partitions of these kinds (partition key ``<cluster>#<Kind>``, adapters/store/state.py): its schedules
+# (status), its records, the NodePools it overrides and the NodeClaims it drains; never the EC2NodeClasses
+# (userData), launch reservations or usage.  No Scan: dynamodb:LeadingKeys does not apply to it.
+OFFPEAK_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem")
+OFFPEAK_STATE_KINDS = ("OffPeakSchedule", "OffPeakRecord", "NodePool", "NodeClaim")
+
+
+def offpeak_leading_keys(cluster: str) -> list[str]:
+    return [f"{cluster}#{kind}" for kind in OFFPEAK_STATE_KINDS]
+
+
 class OffPeakRole(Construct):
     """The off-peak function's own role: it scales workloads through the Kubernetes API and keeps its records and
     the NodePool overrides in the state table, so it gets no EC2, IAM, SSM or pricing access at all.
 
-    Here: ``eks:DescribeCluster`` on this cluster (the API server endpoint) and ``sqs:SendMessage`` on the pod queue
-    (the morning hand-off of pending pods, SendMessageBatch); the stack adds the state table's item actions, and the
-    function construct its log group and X-Ray.  Kubernetes access: the same access entry group as the controller.
+    Here: ``eks:DescribeCluster`` on this cluster (the API server endpoint), ``sqs:SendMessage`` on the pod queue
+    (the morning hand-off of pending pods, SendMessageBatch) and :data:`OFFPEAK_TABLE_ACTIONS` on the state table's
+    partitions :func:`offpeak_leading_keys` only; the function construct adds its log group and X-Ray.  Kubernetes
+    access: its own access entry group (``infra/rbac/controller-rbac.yaml``).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: str, pod_queue_arn: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: str, pod_queue_arn: str,
+                 state_table_arn: str) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(
             self,
@@ -234,4 +318,10 @@ class OffPeakRole(Construct):
             iam.PolicyStatement(sid="AllowAPIServerEndpointDiscovery", actions=["eks:DescribeCluster"],
                                 resources=[cluster_arn(cluster)]),
             iam.PolicyStatement(sid="SendPendingPods", actions=["sqs:SendMessage"], resources=[pod_queue_arn]),
+            iam.PolicyStatement(
+                sid="OffPeakStateItems",
+                actions=list(OFFPEAK_TABLE_ACTIONS),
+                resources=[state_table_arn],
+                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": offpeak_leading_keys(cluster)}},
+            ),
         ])

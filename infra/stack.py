@@ -27,7 +27,8 @@ from .tables import Tables
 
 WATCHER_NAMESPACE = "karpenter-lambda"
 WATCHER_SERVICE_ACCOUNT = "karpenter-lambda-watcher"
-CONTROLLER_KUBERNETES_GROUP = "karpenter-lambda-controller"
+CONTROLLER_KUBERNETES_GROUP = "karpenter-lambda-controller"   # bound by infra/rbac/controller-rbac.yaml
+OFFPEAK_KUBERNETES_GROUP = "karpenter-lambda-offpeak"         # bound by infra/rbac/controller-rbac.yaml
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 
 
@@ -38,6 +39,9 @@ class QueueSpec:
     retention_hours: int = 24
     max_receive_count: int = 5
     retention_seconds: int | None = None   # overrides retention_hours (the interruption queue keeps 300 s, as Karpenter)
+    # overrides visibility_timeout_for (6x the consumer's timeout + its batching window) where that would not fit
+    # max_receive_count times into the retention (see docs/deploy.md "Queues")
+    visibility_seconds: int | None = None
 
 
 # the functions and their triggers: functions/registry.json (the simulator reads the same file)
@@ -59,8 +63,12 @@ TABLE_ACTIONS = (
 
 QUEUES: tuple[QueueSpec, ...] = (
     QueueSpec(name="pod", consumer="provisioner"),
-    # EventBridge -> interruption handler; a warning older than 5 minutes is useless (Karpenter's 300 s retention)
-    QueueSpec(name="interruption", consumer="interruption", retention_seconds=300, max_receive_count=3),
+    # EventBridge -> interruption handler; a warning older than 5 minutes is useless (Karpenter's 300 s retention).
+    # 6x the function's 60 s timeout (360 s) outlived the retention: nothing was ever redelivered nor dead-lettered.
+    # 90 s (>= the 60 s timeout, as Lambda requires) x 3 receives = 270 s < 300 s: a failing record is retried twice
+    # and reaches the DLQ before it expires.
+    QueueSpec(name="interruption", consumer="interruption", retention_seconds=300, max_receive_count=3,
+              visibility_seconds=90),
 )
 
 
@@ -87,9 +95,10 @@ class KarpenterLambdaStack(Stack):
             self.queues[q.name] = KarpenterQueue(
                 self,
                 f"{q.name.capitalize()}Queue",
-                visibility_timeout_seconds=visibility_timeout_for(consumer.timeout_seconds, window),
+                visibility_timeout_seconds=q.visibility_seconds or visibility_timeout_for(consumer.timeout_seconds, window),
                 retention=Duration.seconds(q.retention_seconds) if q.retention_seconds else Duration.hours(q.retention_hours),
                 max_receive_count=q.max_receive_count,
+                consumer_timeout_seconds=consumer.timeout_seconds,
             )
         pod_queue = self.queues["pod"].queue
         from .interruption import InterruptionRules
@@ -110,9 +119,9 @@ class KarpenterLambdaStack(Stack):
         for table in (self.tables.state, self.tables.cache):
             table.grant(self.controller_role, *TABLE_ACTIONS)
         pod_queue.grant_send_messages(self.controller_role)
-        # the off-peak function has its own, smaller role (state table, pod queue, DescribeCluster; no EC2/IAM)
-        self.offpeak_role = OffPeakRole(self, "OffPeakIam", cluster=cluster, pod_queue_arn=pod_queue.queue_arn)
-        self.tables.state.grant(self.offpeak_role.role, *TABLE_ACTIONS)
+        # the off-peak function has its own, smaller role (its state table partitions, pod queue, DescribeCluster; no EC2/IAM)
+        self.offpeak_role = OffPeakRole(self, "OffPeakIam", cluster=cluster, pod_queue_arn=pod_queue.queue_arn,
+                                        state_table_arn=self.tables.state.table_arn)
         # function name -> (role, the policy its function waits for); every other function: the controller role
         own_roles = {"offpeak": (self.offpeak_role.role, self.offpeak_role.policy)}
 
@@ -157,9 +166,9 @@ class KarpenterLambdaStack(Stack):
 
         # EKS: the functions reach the Kubernetes API through an access entry; nodes join with theirs
         access_policies = None
-        groups = [CONTROLLER_KUBERNETES_GROUP]
+        groups, offpeak_groups = [CONTROLLER_KUBERNETES_GROUP], [OFFPEAK_KUBERNETES_GROUP]
         if config.kubernetes_access == "cluster-admin":
-            groups = None
+            groups = offpeak_groups = None
             access_policies = [
                 eks.CfnAccessEntry.AccessPolicyProperty(
                     policy_arn=CLUSTER_ADMIN_POLICY.replace("arn:aws:", f"arn:{Aws.PARTITION}:"),
@@ -175,14 +184,15 @@ class KarpenterLambdaStack(Stack):
             kubernetes_groups=groups,
             access_policies=access_policies,
         )
-        # the off-peak role: the same Kubernetes group (infra/rbac/controller-rbac.yaml covers its scale/HPA/KEDA calls)
+        # the off-peak role: its own Kubernetes group (infra/rbac/controller-rbac.yaml: workloads, scale, HPA/KEDA, pending
+        # pods), so it can neither delete nodes nor evict pods
         self.offpeak_access = eks.CfnAccessEntry(
             self,
             "OffPeakAccessEntry",
             cluster_name=cluster,
             principal_arn=self.offpeak_role.role.role_arn,
             type="STANDARD",
-            kubernetes_groups=groups,
+            kubernetes_groups=offpeak_groups,
             access_policies=access_policies,
         )
         self.node_access = eks.CfnAccessEntry(
@@ -243,7 +253,7 @@ class KarpenterLambdaStack(Stack):
             "NodeRoleName": (self.node_role.role.role_name, "use as spec.role in your EC2NodeClass"),
             "NodeInstanceProfileName": (self.node_role.instance_profile.instance_profile_name, "instance profile of the node role"),
             "ControllerRoleArn": (self.controller_role.role_arn, f"the functions' role (Kubernetes group {CONTROLLER_KUBERNETES_GROUP})"),
-            "OffPeakRoleArn": (self.offpeak_role.role.role_arn, f"the off-peak function's role (Kubernetes group {CONTROLLER_KUBERNETES_GROUP})"),
+            "OffPeakRoleArn": (self.offpeak_role.role.role_arn, f"the off-peak function's role (Kubernetes group {OFFPEAK_KUBERNETES_GROUP})"),
             "StateTableName": (self.tables.state.table_name, "DynamoDB state table (karpenter-lambda CLI: KARPENTER_LAMBDA_STATE_TABLE)"),
             "CacheTableName": (self.tables.cache.table_name, "DynamoDB cache table"),
             "DashboardName": (self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),

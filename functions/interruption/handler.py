@@ -6,7 +6,8 @@ batch is handled once).  A malformed body or an unknown detail-type can never su
 id, counted (``InterruptionMessagesMalformed``) and acknowledged, so it never fails the other records nor clogs the
 DLQ.  A record whose action failed (throttling, a Kubernetes 429/5xx, any error while acting) is returned in
 ``batchItemFailures``: SQS redelivers it (the controller is idempotent) and after ``maxReceiveCount`` it lands in the
-DLQ.  See docs/interruption.md.
+DLQ.  ``InterruptionErrors`` counts the records whose action failed (every valid one when the whole batch failed);
+it is alarmed.  See docs/interruption.md.
 """
 
 from __future__ import annotations
@@ -49,16 +50,18 @@ def handler(event, context):
             messages.append(item.with_message_ids(batch.records_of[key]))
     from karpenter_lambda.controllers.interrupt import Interruption, InterruptionReport
 
-    report = InterruptionReport()
+    report, failed = InterruptionReport(), 0
     try:
         if messages:
             report = traced("interruption", lambda: Interruption.from_environment(env, logger=logger).handle(messages))
     except Exception:
         logger.exception("interruption handling failed; every valid record is returned for redelivery")
-        report.retry = [m.id for m in messages]
+        report.retry, failed = [m.id for m in messages], len(messages)
     report.malformed = malformed
     for event_id in report.retry:
         batch.failed.update(batch.records_of.get(event_id, []))
     runtime.publish("interruption", report)
-    emit_metrics(metrics, env.config.cluster, started, report.metric_counts())
+    counts = report.metric_counts()
+    counts["InterruptionErrors"] += failed   # a failed batch goes back to SQS: the function itself succeeds
+    emit_metrics(metrics, env.config.cluster, started, counts)
     return batch.response()

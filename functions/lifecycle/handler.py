@@ -1,6 +1,7 @@
 """Lifecycle Lambda (EventBridge schedule, every minute): NodeClaim registration/initialization,
 registration timeout, garbage collection of orphan instances and of NodeClaims whose instance is gone,
-and deletion of NodeClaims marked deleting (finalizer honoured)."""
+and deletion of NodeClaims marked deleting (finalizer honoured).  ``LifecycleErrors`` counts the steps that failed
+in a sweep that itself succeeded (alarmed; a failed sweep is the function's own Errors)."""
 
 from __future__ import annotations
 
@@ -22,4 +23,5 @@ def _build(env):
 
 def handler(event, context):
     return run_sweep("lifecycle", _build, metrics,
-                     lambda r: {"NodesTerminated": len(r.terminated), "NodesRegistered": len(r.registered)})
+                     lambda r: {"NodesTerminated": len(r.terminated), "NodesRegistered": len(r.registered),
+                                "LifecycleErrors": len(r.errors)})

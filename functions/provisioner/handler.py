@@ -4,7 +4,8 @@ Every record's body is parsed and validated first (Powertools BatchProcessor, :c
 fails that record only (it is reported in ``batchItemFailures`` and, after the queue's redrive count, lands in the
 DLQ) with a log line naming the problem.  The valid pods of the batch are then provisioned together in one
 scheduling round.  If provisioning itself fails, every valid record is reported failed so SQS redelivers them
-(provisioning is idempotent: see docs/provisioning.md).
+(provisioning is idempotent: see docs/provisioning.md).  ``ProvisioningErrors`` counts a failed round (1) or the
+launch errors of a round (alarmed: the function itself does not fail in either case).
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ def handler(event, context):
         provisioner = Provisioner.from_environment(env, logger=logger)
         report = traced("provision", lambda: provisioner.provision(list(batch.items.values())))
         runtime.publish("provision", report)
-        emit_metrics(metrics, cluster, started, {"NodesLaunched": len(report.launched),
-                                                 "PodsScheduled": report.pods_scheduled,
-                                                 "CostPerHour": round(report.cost_per_hour, 6)})
+        counts = {"NodesLaunched": len(report.launched), "PodsScheduled": report.pods_scheduled,
+                  "CostPerHour": round(report.cost_per_hour, 6), "ProvisioningErrors": len(report.errors)}
     except Exception:
         logger.exception("provisioning failed; every valid record is returned for redelivery",
                          extra={"pods": len(batch.items)})
         batch.fail_all_valid()
+        counts = {"ProvisioningErrors": 1}   # the function succeeds (records go back to SQS): only this metric tells
+    emit_metrics(metrics, cluster, started, counts)
     return batch.response()

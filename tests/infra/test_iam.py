@@ -13,6 +13,12 @@ import pytest
 CLUSTER = "demo-cluster"  # the clusterName of the session synth (tests/infra/conftest.py)
 OWNED = {f"aws:RequestTag/kubernetes.io/cluster/{CLUSTER}": "owned"}
 RESOURCE_OWNED = {f"aws:ResourceTag/kubernetes.io/cluster/{CLUSTER}": "owned"}
+# issue 21: NodePool scoping (as Karpenter's policy) and this deployment's own instance tag
+REQUEST_NODEPOOL = {"aws:RequestTag/karpenter.sh/nodepool": "*"}
+RESOURCE_NODEPOOL = {"aws:ResourceTag/karpenter.sh/nodepool": "*"}
+REQUEST_NODECLASS = {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"}
+REQUEST_OWNER = {"aws:RequestTag/karpenter-lambda.io/cluster": CLUSTER}
+RESOURCE_OWNER = {"aws:ResourceTag/karpenter-lambda.io/cluster": CLUSTER}
 
 
 def _render(value) -> str:
@@ -70,11 +76,21 @@ def test_no_wildcard_action_anywhere(synth):
 
 
 def test_launch_requires_owned_request_tag(controller):
+    # issue 21: split by where each resource's tags come from; instances also need the NodePool and owner tags
     st = controller["AllowScopedEC2InstanceActionsWithTags"]
-    assert sorted(st["Action"]) == ["ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:RunInstances"]
-    assert st["Condition"] == {"StringEquals": OWNED}
-    resources = sorted(_render(r).split(":")[-1] for r in st["Resource"])
-    assert resources == ["fleet/*", "instance/*", "launch-template/*", "network-interface/*", "spot-instances-request/*", "volume/*"]
+    assert sorted(st["Action"]) == ["ec2:CreateFleet", "ec2:RunInstances"]
+    assert st["Condition"] == {"StringEquals": {**OWNED, **REQUEST_OWNER}, "StringLike": REQUEST_NODEPOOL}
+    assert [_render(r).split(":")[-1] for r in _listify(st["Resource"])] == ["instance/*"]
+    st = controller["AllowScopedEC2FleetResourceActionsWithTags"]
+    assert st["Condition"] == {"StringEquals": OWNED, "StringLike": REQUEST_NODEPOOL}
+    assert sorted(_render(r).split(":")[-1] for r in st["Resource"]) == ["fleet/*", "volume/*"]
+    st = controller["AllowScopedEC2TemplateResourceActionsWithTags"]
+    assert st["Condition"] == {"StringEquals": OWNED, "StringLike": REQUEST_NODECLASS}
+    assert sorted(_render(r).split(":")[-1] for r in st["Resource"]) == ["network-interface/*", "spot-instances-request/*"]
+    st = controller["AllowScopedEC2LaunchTemplateCreation"]
+    assert st["Action"] == "ec2:CreateLaunchTemplate"
+    assert st["Condition"] == {"StringEquals": OWNED, "StringLike": REQUEST_NODECLASS}
+    assert [_render(r).split(":")[-1] for r in _listify(st["Resource"])] == ["launch-template/*"]
 
 
 def test_untaggable_launch_inputs_and_owned_launch_templates(controller):
@@ -90,23 +106,37 @@ def test_untaggable_launch_inputs_and_owned_launch_templates(controller):
 
 
 def test_tagging_on_create_and_on_owned_instances_only(controller):
+    launches = ["RunInstances", "CreateFleet"]
     st = controller["AllowScopedResourceCreationTagging"]
     assert st["Action"] == "ec2:CreateTags"
-    assert st["Condition"] == {"StringEquals": {**OWNED, "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"]}}
+    assert _render(st["Resource"]).endswith(":instance/*")
+    assert st["Condition"] == {"StringEquals": {**OWNED, **REQUEST_OWNER, "ec2:CreateAction": launches},
+                               "StringLike": REQUEST_NODEPOOL}
+    st = controller["AllowScopedFleetResourceCreationTagging"]
+    assert st["Condition"] == {"StringEquals": {**OWNED, "ec2:CreateAction": launches}, "StringLike": REQUEST_NODEPOOL}
+    st = controller["AllowScopedTemplateResourceCreationTagging"]
+    assert st["Condition"] == {"StringEquals": {**OWNED, "ec2:CreateAction": [*launches, "CreateLaunchTemplate"]},
+                               "StringLike": REQUEST_NODECLASS}
     st = controller["AllowScopedResourceTagging"]
     assert st["Action"] == "ec2:CreateTags"
     assert _render(st["Resource"]).endswith(":instance/*")
-    assert st["Condition"] == {"StringEquals": RESOURCE_OWNED, "ForAllValues:StringEquals": {"aws:TagKeys": ["karpenter.sh/nodeclaim", "Name"]}}
+    assert st["Condition"] == {"StringEquals": RESOURCE_OWNED, "StringLike": RESOURCE_NODEPOOL,
+                               "ForAllValues:StringEquals": {"aws:TagKeys": ["karpenter.sh/nodeclaim", "Name"]}}
 
 
 def test_deletion_only_on_owned_resources(controller):
     st = controller["AllowScopedDeletion"]
-    assert sorted(st["Action"]) == ["ec2:DeleteLaunchTemplate", "ec2:TerminateInstances"]
-    assert st["Condition"] == {"StringEquals": RESOURCE_OWNED}
-    assert sorted(_render(r).split(":")[-1] for r in st["Resource"]) == ["instance/*", "launch-template/*"]
+    assert st["Action"] == "ec2:TerminateInstances"
+    assert st["Condition"] == {"StringEquals": {**RESOURCE_OWNED, **RESOURCE_OWNER}, "StringLike": RESOURCE_NODEPOOL}
+    assert _render(st["Resource"]).endswith(":instance/*")
+    lt = controller["AllowScopedLaunchTemplateDeletion"]
+    assert lt["Action"] == "ec2:DeleteLaunchTemplate"
+    assert lt["Condition"] == {"StringEquals": RESOURCE_OWNED,
+                               "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"}}
+    assert _render(lt["Resource"]).endswith(":launch-template/*")
     # nothing else may terminate or delete
     for sid, other in controller.items():
-        if sid != "AllowScopedDeletion":
+        if sid not in ("AllowScopedDeletion", "AllowScopedLaunchTemplateDeletion"):
             assert not {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"} & set(_listify(other["Action"])), sid
 
 

@@ -153,7 +153,7 @@ def test_no_expressible_edge_creates_no_role_or_queue():
 
 def _rules() -> list[dict]:
     docs = list(yaml.safe_load_all((REPO / "infra" / "rbac" / "controller-rbac.yaml").read_text()))
-    [role] = [d for d in docs if d["kind"] == "ClusterRole"]
+    [role] = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "karpenter-lambda-offpeak"]
     return role["rules"]
 
 
@@ -161,14 +161,14 @@ def _allowed(group: str, resource: str, verb: str) -> bool:
     return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in _rules())
 
 
-@pytest.mark.parametrize("group,resource,verbs", [
-    ("apps", "deployments", ("get", "list", "patch")),
-    ("apps", "statefulsets", ("get", "list", "patch")),
-    ("apps", "deployments/scale", ("get", "patch", "update")),
-    ("apps", "statefulsets/scale", ("get", "patch", "update")),
-    ("autoscaling", "horizontalpodautoscalers", ("get", "list", "patch")),
-    ("keda.sh", "scaledobjects", ("get", "list", "patch")),
-    ("", "namespaces", ("get", "list")),
+@pytest.mark.parametrize("group,resource,verbs", [      # (only the verbs controllers/offpeak.py uses: issue 21)
+    ("apps", "deployments", ("list", "patch")),
+    ("apps", "statefulsets", ("list", "patch")),
+    ("apps", "deployments/scale", ("patch",)),
+    ("apps", "statefulsets/scale", ("patch",)),
+    ("autoscaling", "horizontalpodautoscalers", ("list", "patch")),
+    ("keda.sh", "scaledobjects", ("list", "patch")),
+    ("", "namespaces", ("list",)),
     ("", "pods", ("list",)),                                   # the morning hand-off of pending pods
 ])
 def test_rbac_allows_the_offpeak_calls(group, resource, verbs):
@@ -395,7 +395,7 @@ def test_the_offpeak_role_is_least_privilege(offpeak_synth):
     assert grants["logs"] == {json.dumps({"Fn::GetAtt": [log_group, "Arn"]})}
     entry = offpeak_synth.of_type("AWS::EKS::AccessEntry")["OffPeakAccessEntry"]["Properties"]
     assert entry["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
-    assert entry["KubernetesGroups"] == ["karpenter-lambda-controller"]
+    assert entry["KubernetesGroups"] == ["karpenter-lambda-offpeak"]      # its own group (issue 21)
 
 
 def test_offpeak_schedules_are_written_to_the_state_table(offpeak_synth):

@@ -220,11 +220,11 @@ def test_access_entries(synth):
     assert ctrl["Type"] == "STANDARD"
     assert ctrl["KubernetesGroups"] == ["karpenter-lambda-controller"]
     assert "AccessPolicies" not in ctrl
-    # the off-peak function's own role joins the same Kubernetes group
+    # the off-peak function's own role has its own Kubernetes group (issue 21: it must not delete nodes nor evict)
     offpeak = entries["OffPeakAccessEntry"]["Properties"]
     offpeak_role_id, _ = _one(synth, "AWS::IAM::Role", "OffPeakIam")
     assert offpeak["PrincipalArn"] == _arn(offpeak_role_id)
-    assert (offpeak["Type"], offpeak["KubernetesGroups"]) == ("STANDARD", ["karpenter-lambda-controller"])
+    assert (offpeak["Type"], offpeak["KubernetesGroups"]) == ("STANDARD", ["karpenter-lambda-offpeak"])
     assert len(entries) == 3
     node = entries["NodeAccessEntry"]["Properties"]
     node_role_id, _ = _one(synth, "AWS::IAM::Role", "NodeRole")
@@ -285,8 +285,9 @@ def test_dashboard_shows_every_metric(synth):
 def test_alarms(synth):
     alarms = synth.of_type("AWS::CloudWatch::Alarm")
     # one per DLQ, one per function (errors), and the sweeps' own metrics (2 each for drift and consolidation,
-    # OffPeakFailures for offpeak); the session synth's folder has no OffPeakSchedule, so no Scheduler DLQ
-    assert len(alarms) == 2 + 6 + 4 + 1
+    # OffPeakFailures for offpeak, and issue 21's ProvisioningErrors, LifecycleErrors, InterruptionErrors); the
+    # session synth's folder has no OffPeakSchedule, so no Scheduler DLQ
+    assert len(alarms) == 2 + 6 + 4 + 1 + 3
     dlq_id, _ = _one(synth, "AWS::SQS::Queue", "PodQueueDeadLetter")
     dlq_alarm = next(a["Properties"] for k, a in alarms.items() if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible" and "pod" in k)
     assert dlq_alarm["Namespace"] == "AWS/SQS"
