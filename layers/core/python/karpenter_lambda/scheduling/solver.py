@@ -31,6 +31,8 @@ from ..catalog.types import InstanceType
 from . import topology as T
 from .requirements import IN, Requirement, RequirementError, Requirements, node_selector_term
 from .resources import PodSpecError, pod_requests
+from .cover import min_cost_cover
+from .spread import SpreadRule, domain_shares
 from .taints import format_taint, untolerated
 
 __all__ = [
@@ -376,7 +378,7 @@ class _Node:
 class _Class:
     __slots__ = ("pods", "keys", "ns", "labels", "req", "vec", "terms", "term_idx", "preferred", "pref_drop",
                  "tolerations", "tolerate_pns", "cons", "dropped", "ports", "reqs", "sig", "member", "placed",
-                 "sort_key", "simple", "relaxed", "spread_eligible", "errors", "inv", "zmap")
+                 "sort_key", "simple", "relaxed", "spread_eligible", "errors", "inv", "zmap", "limit")
 
     def effective_reqs(self) -> Requirements:
         r = Requirements()
@@ -569,6 +571,8 @@ class _Solver:
                 classes.append(c)
             c.pods.append(pod)
             c.keys.append(_pod_key(pod))
+        for c in classes:
+            c.limit = len(c.pods)  # how many of its pods may be placed now (lowered while a zone's share is placed)
         classes.sort(key=lambda c: c.sort_key)
         self.classes = classes
 
@@ -921,7 +925,7 @@ class _Solver:
 
         ``grow``: a planned node too small for one more pod may move to a larger compatible type.
         ``over``: place only within this type (the node's launch type) and make it the node's target."""
-        remaining = min(len(c.pods) - c.placed, limit)
+        remaining = min(c.limit - c.placed, limit)
         n = self._fit_count(c.vec, node.cap if over is None else over.avail, node.used)
         if n <= 0:
             if not grow or node.fixed or not self._grow(c, node):
@@ -1077,7 +1081,7 @@ class _Solver:
                 return 0
         node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, None, [0] * len(vec))
         node.ports = set(pool.daemon_ports)
-        remaining = len(c.pods) - c.placed
+        remaining = c.limit - c.placed
         allow = INF
         if c.cons or c.inv:
             node.target = union
@@ -1144,10 +1148,11 @@ class _Solver:
                      + " together"]
         return ", ".join(parts) + " (+ daemonset overhead)"
 
-    def _schedule_class(self, c: _Class, window: int = 24) -> bool:
-        """One attempt for the remaining pods of ``c``; True if all are placed."""
+    def _schedule_class(self, c: _Class, window: int = 24, new_nodes: bool = True) -> bool:
+        """One attempt for the remaining pods of ``c``; True if all are placed.  ``new_nodes`` False: only existing,
+        in-flight and already planned nodes."""
         why: list[str] = []
-        total = len(c.pods)
+        total = c.limit
         # existing and in-flight nodes first
         for node in self.existing_nodes:
             if c.placed >= total:
@@ -1158,7 +1163,7 @@ class _Solver:
         # else a window of the most recent ones that still have room
         if c.placed < total and self.planned:
             self._prune_open()
-            cands = self.open[-window:]
+            cands = self.open[-window:] if window else []
             grow = False
             for con in self._active_constraints(c):
                 if con.kind == T.AFFINITY and con.key == L.HOSTNAME:
@@ -1232,8 +1237,8 @@ class _Solver:
                         pass
                 if c.placed >= total:
                     return True
-        # new NodeClaims, NodePools by weight
-        while c.placed < total:
+        # new NodeClaims, NodePools by weight (window 0: every planned NodeClaim only within its launch type)
+        while c.placed < total and new_nodes:
             placed = 0
             why = []
             for pool in self.pools:
@@ -1249,7 +1254,7 @@ class _Solver:
                 if len(c.terms) > 1:  # ORed required node affinity terms: remember why each one failed
                     c.errors.setdefault("terms", {})[c.term_idx] = c.errors["last"]
                 return False
-        return True
+        return c.placed >= total
 
     def _domain_filter(self, c: _Class):
         """[(key, allowed domains or None, forbidden domains)] for the non-hostname topology of ``c`` as the
@@ -1332,6 +1337,99 @@ class _Solver:
             self.open = keep
             self._pruned_at = len(keep)
 
+    # -- topology spread in bulk ----------------------------------------------------------------------------
+    def _spread_key(self, c: _Class):
+        """(key, [spread constraints on it]) when ``c`` can be placed by domain shares: an active spread constraint
+        on a key other than the hostname that selects the class itself, no pod (anti-)affinity on that key, no host
+        ports, and no NodePool limits (a limit could leave one domain short after the others took their share).
+        Else None."""
+        if c.ports or not self._no_limits or c.hostname_blocks():
+            return None
+        key = None
+        for con in self._active_constraints(c):
+            if con.kind == T.SPREAD and con.key != L.HOSTNAME and self.groups[con.group_key] in c.member:
+                key = con.key
+                break
+        if key is None:
+            return None
+        cons = []
+        for con in self._active_constraints(c):
+            if con.key != key:
+                continue
+            if con.kind != T.SPREAD:
+                return None
+            cons.append(con)
+        if any(g.key == key and g.total for g in c.inv):
+            return None
+        return key, cons
+
+    def _domain_hosts(self, c: _Class, key: str, d: str) -> bool:
+        """Whether one pod of ``c`` could be placed in domain ``d`` of ``key``: an existing node there with room, or a
+        NodePool with a fitting instance type offered there."""
+        for n in self.existing_nodes:
+            if n.labels.get(key) == d and self._fit_count(c.vec, n.cap, n.used) > 0 \
+                    and not untolerated(c.tolerations, n.taints, c.tolerate_pns) and _labels_match(c.reqs, n.labels) is None:
+                return True
+        pin = Requirement(key, False, (d,))
+        for pool in self.pools:
+            if untolerated(c.tolerations, pool.taints, c.tolerate_pns) or pool.reqs.compatible(c.reqs) is not None:
+                continue
+            reqs = pool.reqs.intersection(c.reqs)
+            if reqs.compatible(Requirements([pin])) is not None:
+                continue
+            reqs = reqs.copy()
+            reqs.add(pin)
+            if self._fitting(pool, reqs, c)[0]:
+                return True
+        return False
+
+    def _place_spread_shares(self, c: _Class) -> None:
+        """Place the remaining pods of ``c`` domain by domain, each domain's share (``spread.domain_shares``) in bulk:
+        pinned to the domain, the spread constraint is met by the shares, so one NodeClaim (or the bin packer's
+        nodes) takes the whole share instead of one pod each.  What a domain cannot take is left to the pod-by-pod
+        path, which checks the skew as the counts then stand."""
+        left = c.limit - c.placed
+        sk = self._spread_key(c) if left > 1 else None
+        if sk is None:
+            return
+        key, cons = sk
+        rules = []
+        domains: set | None = None
+        for con in cons:
+            g = self.groups[con.group_key]
+            elig = self._eligible_domains(c, con)
+            rules.append(SpreadRule(dict(g.counts), con.max_skew, set(elig), con.min_domains, g in c.member))
+            domains = set(elig) if domains is None else domains & elig
+        hosts = [d for d in sorted(domains or ()) if self._domain_hosts(c, key, d)]
+        shares = domain_shares(left, hosts, rules)
+        if sum(shares.values()) < 2:
+            return
+        saved = (c.reqs, c.sig, c.dropped, c.limit, c.simple)
+        idx = {i for i, (con, _, _) in enumerate(c.cons) if con in cons}
+        c.dropped = set(c.dropped) | idx
+        c.simple = (not any(True for _ in self._active_constraints(c)) and not c.inv
+                    and not any(g.kind in (T.AFFINITY, T.ANTI) for g in c.member))
+        try:
+            for d in sorted(shares, key=lambda x: (-shares[x], x)):
+                q = shares[d]
+                if not q:
+                    continue
+                pinned = saved[0].copy()
+                pinned.add(Requirement(key, False, (d,)))
+                c.reqs, c.sig = pinned, pinned.signature()
+                c.limit = c.placed + q
+                # the room existing and planned nodes have (older NodeClaims: only what their launch types leave), then
+                # new nodes: bin-packed when nothing else constrains the class, else sized for the whole share
+                if not self._schedule_class(c, window=0, new_nodes=False):
+                    if c.simple:
+                        self._pack_fresh([c])
+                    else:
+                        self._schedule_class(c)
+                if c.placed < c.limit:
+                    break  # this domain fell short: the rest go pod by pod
+        finally:
+            c.reqs, c.sig, c.dropped, c.limit, c.simple = saved
+
     # -- relaxation ---------------------------------------------------------------------------------------
     def _relax(self, c: _Class) -> str | None:
         if c.terms and c.term_idx < len(c.terms) - 1:
@@ -1372,7 +1470,7 @@ class _Solver:
 
     def _pack_group(self, cl: list[_Class]):
         def left(c):
-            return len(c.pods) - c.placed
+            return c.limit - c.placed
         # 1. free room on existing nodes and planned nodes
         live = [c for c in cl if left(c)]
         for node in self.existing_nodes + self.planned:
@@ -1384,7 +1482,12 @@ class _Solver:
                     return
             if node.fixed or self._fit_count(self._min_vec, node.cap, node.used) > 0:
                 self._fill(node, live)
-        live = [c for c in cl if left(c)]
+        self._pack_fresh([c for c in cl if left(c)])
+
+    def _pack_fresh(self, live: list[_Class]):
+        """New nodes for the classes in ``live`` (one placement signature), then the per-class path for the rest."""
+        def left(c):
+            return c.limit - c.placed
         # 2. new nodes, NodePools by weight: a node's type is the one whose simulated fill has the highest value
         #    per dollar, pods valued at the LP dual prices of CPU and memory (column-generation style)
         for pool in self.pools:
@@ -1408,9 +1511,9 @@ class _Solver:
         nres = len(self.rindex)
         buckets: dict = {}
         for x in live:
-            if x.placed < len(x.pods):
+            if x.placed < x.limit:
                 buckets.setdefault(x.vec, []).append(x)
-        counts = {v: sum(len(x.pods) - x.placed for x in cl) for v, cl in buckets.items()}
+        counts = {v: sum(x.limit - x.placed for x in cl) for v, cl in buckets.items()}
         minvec = [min(v[i] for v in counts) for i in range(nres)]
         exotic_ok = any(_wants_exotic(x) for x in live)
         types = [(p, t) for p, _, t in pool.priced(reqs) if all(a >= v for a, v in zip(t.avail, minvec))]
@@ -1427,6 +1530,10 @@ class _Solver:
             values = {v: u for v, u in values.items() if u > 0}
             if values:
                 plans.append(self._plan_new(pool, types, dict(counts), values))
+        if len(counts) == 1 and not pool.remaining:
+            exact = _cover_plan(types, counts, self._fit_count)
+            if exact is not None:
+                plans.append(exact)
         if not plans:
             return
         best = min(plans, key=lambda x: (-x[1], x[2]))  # most pods placed, then cheapest
@@ -1444,10 +1551,10 @@ class _Solver:
                     cl = buckets[v]
                     while k:
                         x = cl[0]
-                        m = min(k, len(x.pods) - x.placed)
+                        m = min(k, x.limit - x.placed)
                         self._place(x, node, m)
                         k -= m
-                        if x.placed >= len(x.pods):
+                        if x.placed >= x.limit:
                             cl.pop(0)
                 self.nodes.append(node)
                 self.planned.append(node)
@@ -1531,7 +1638,7 @@ class _Solver:
         cap, used = node.cap, node.used
         buckets: dict = {}
         for c in live:
-            if c.placed < len(c.pods):
+            if c.placed < c.limit:
                 buckets.setdefault(c.vec, []).append(c)
         c0, c1 = float(cap[0] or 1), float(cap[1] or 1)
         blocked: set = set()
@@ -1555,12 +1662,12 @@ class _Solver:
             c = cls[0]
             nfit = self._fit_count(best, cap, used)
             # chunk: a slice of what fits, so the balance can be corrected as the node fills
-            want = min(nfit, max(1, nfit // 6), len(c.pods) - c.placed)
+            want = min(nfit, max(1, nfit // 6), c.limit - c.placed)
             got = self._try_node(c, node, want)
             if not got:
                 blocked.add(best)
                 continue
-            if c.placed >= len(c.pods):
+            if c.placed >= c.limit:
                 cls.pop(0)
                 if not cls:
                     del buckets[best]
@@ -1578,6 +1685,7 @@ class _Solver:
             simple = [c for c in pending if c.simple]
             for c in hard:
                 before = c.placed
+                self._place_spread_shares(c)
                 while not self._schedule_class(c):
                     step = self._relax(c)
                     if step is None:
@@ -1827,6 +1935,31 @@ def _shrunk_price(types: list, taken: dict, cache: dict) -> float:
         hit = next((p for p, t in types if all(a >= u for a, u in zip(t.avail, used))), INF)
         cache[key] = hit
     return hit
+
+
+def _cover_plan(types: list, counts: dict, fit_count):
+    """The exact cheapest nodes for one request vector (``cover.min_cost_cover``) in ``_plan_new``'s shape:
+    ([(type, {vector: pods per node}, nodes)], pods placed, cost), or None."""
+    (v, q), = counts.items()
+    zero = [0] * len(v)
+    fits = [fit_count(v, t.avail, zero) for _, t in types]
+    sol = min_cost_cover([(f, p) for f, (p, _) in zip(fits, types)], q)
+    if sol is None:
+        return None
+    plan: list = []
+    left = q
+    shrink: dict = {}
+    cost = 0.0
+    for f, (_, t), n in sorted(zip(fits, types, sol), key=lambda x: -x[0]):
+        for _ in range(n):
+            take = min(f, left)
+            left -= take
+            if plan and plan[-1][0] is t and plan[-1][1][v] == take:
+                plan[-1] = (t, plan[-1][1], plan[-1][2] + 1)
+            else:
+                plan.append((t, {v: take}, 1))
+            cost += _shrunk_price(types, {v: take}, shrink)
+    return plan, q, cost
 
 
 def _repack(plan: list, types: list) -> list:

@@ -1,0 +1,154 @@
+"""Zone topology spread packs like Karpenter: a zone's share of a spread class on a few NodeClaims, not a node per pod."""
+
+from __future__ import annotations
+
+import pytest
+
+from karpenter_lambda.api import labels as L
+from karpenter_lambda.scheduling import ExistingNode
+from karpenter_lambda.scheduling.spread import SpreadRule, domain_shares
+
+from .helpers import GI, catalog, nodepool, pod, run
+
+ZONES3 = ["us-east-1a", "us-east-1b", "us-east-1c"]
+
+
+def tsc(key, skew=1, when="DoNotSchedule", app="web"):
+    return {"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": when, "labelSelector": {"matchLabels": {"app": app}}}
+
+
+def deployment(n, cpu="500m", memory="1Gi", spread=(), app="web", prefix="w"):
+    extra = {"topologySpreadConstraints": list(spread)} if spread else {}
+    return [pod(f"{prefix}-{i}", cpu=cpu, memory=memory, labels={"app": app}, **extra) for i in range(n)]
+
+
+def daemonset(cpu="100m", memory="180Mi"):
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds", "namespace": "kube-system"},
+            "spec": {"selector": {"matchLabels": {"app": "ds"}}, "template": {"metadata": {"labels": {"app": "ds"}}, "spec": {
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}}}}
+
+
+def zone_counts(res, prefix="default/w-"):
+    out = {}
+    for n in res.nodeclaims:
+        k = sum(1 for p in n.pods if p.startswith(prefix))
+        if k:
+            out[n.zone] = out.get(n.zone, 0) + k
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- domain_shares (pure)
+def test_shares_balance_from_empty_counts():
+    shares = domain_shares(60, ZONES3, [SpreadRule({}, 1, set(ZONES3))])
+    assert shares == {"us-east-1a": 20, "us-east-1b": 20, "us-east-1c": 20}
+
+
+def test_shares_fill_the_emptiest_domain_first():
+    shares = domain_shares(5, ZONES3, [SpreadRule({"us-east-1a": 4, "us-east-1b": 1}, 1, set(ZONES3))])
+    assert shares == {"us-east-1a": 0, "us-east-1b": 2, "us-east-1c": 3}
+
+
+def test_shares_stop_when_a_domain_that_cannot_host_holds_the_minimum():
+    # us-east-1c is eligible (it keeps the minimum at 0) but cannot host: only maxSkew pods per other zone
+    shares = domain_shares(10, ["us-east-1a", "us-east-1b"], [SpreadRule({}, 2, set(ZONES3))])
+    assert shares == {"us-east-1a": 2, "us-east-1b": 2}
+
+
+def test_shares_of_a_class_its_selector_does_not_match_all_go_to_the_lowest_domain():
+    shares = domain_shares(7, ZONES3, [SpreadRule({"us-east-1a": 3, "us-east-1b": 3}, 1, set(ZONES3), member=False)])
+    assert shares == {"us-east-1a": 0, "us-east-1b": 0, "us-east-1c": 7}
+
+
+def test_min_domains_unmet_keeps_minimum_at_zero():
+    shares = domain_shares(9, ZONES3, [SpreadRule({}, 2, set(ZONES3), min_domains=4)])
+    assert shares == {"us-east-1a": 2, "us-east-1b": 2, "us-east-1c": 2}
+
+
+# ---------------------------------------------------------------------------------------------- the solver
+def test_sixty_spread_replicas_land_on_a_few_nodeclaims_per_zone():
+    res = run(deployment(60, spread=[tsc(L.ZONE)]), daemonsets=[daemonset()])
+    assert not res.unschedulable
+    assert zone_counts(res) == {"us-east-1a": 20, "us-east-1b": 20, "us-east-1c": 20}
+    assert len(res.nodeclaims) <= 9  # was 60: one node per pod
+    for n in res.nodeclaims:
+        assert n.requirements.get(L.ZONE).values == {n.zone}  # each NodeClaim pinned to the zone its pods count in
+
+
+@pytest.mark.parametrize("when", ["DoNotSchedule", "ScheduleAnyway"])
+@pytest.mark.parametrize("skew", [1, 2])
+@pytest.mark.parametrize("with_ds", [True, False])
+@pytest.mark.parametrize("size", [("500m", "1Gi"), ("1", "4Gi"), ("2", "2Gi")])
+@pytest.mark.parametrize("replicas", [30, 60, 150])
+def test_spread_costs_within_fifteen_percent_of_the_same_workload_unspread(when, skew, with_ds, size, replicas):
+    ds = [daemonset()] if with_ds else []
+    plain = run(deployment(replicas, *size), daemonsets=ds)
+    spread = run(deployment(replicas, *size, spread=[tsc(L.ZONE, skew, when)]), daemonsets=ds)
+    assert not spread.unschedulable
+    zones = zone_counts(spread)
+    assert len(zones) == 3 and max(zones.values()) - min(zones.values()) <= skew
+    assert spread.cost_per_hour <= 1.15 * plain.cost_per_hour, (spread.cost_per_hour, plain.cost_per_hour)
+
+
+@pytest.mark.parametrize("with_ds", [True, False])
+@pytest.mark.parametrize("host_skew", [4, 12])
+def test_zone_and_hostname_spread(with_ds, host_skew):
+    """Hostname spread caps a node at maxSkew pods of the class (Karpenter's hostname minimum is 0): the zone spread
+    on top of it costs at most 15% more than the hostname spread alone, and both constraints hold."""
+    ds = [daemonset()] if with_ds else []
+    host_only = run(deployment(60, spread=[tsc(L.HOSTNAME, host_skew)]), daemonsets=ds)
+    both = run(deployment(60, spread=[tsc(L.ZONE), tsc(L.HOSTNAME, host_skew)]), daemonsets=ds)
+    assert not both.unschedulable
+    zones = zone_counts(both)
+    assert max(zones.values()) - min(zones.values()) <= 1
+    assert all(len(n.pods) <= host_skew for n in both.nodeclaims)
+    assert both.cost_per_hour <= 1.15 * host_only.cost_per_hour, (both.cost_per_hour, host_only.cost_per_hour)
+
+
+def test_spread_with_pod_anti_affinity_on_zone_still_one_per_zone():
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": L.ZONE}]}}
+    res = run([pod(f"w-{i}", labels={"app": "web"}, affinity=anti, topologySpreadConstraints=[tsc(L.ZONE)])
+               for i in range(4)])
+    assert len(res.unschedulable) == 1
+    assert sorted(zone_counts(res).values()) == [1, 1, 1]
+
+
+def test_spread_counts_existing_pods_and_fills_the_emptier_zones():
+    existing = ExistingNode("n1", labels={L.ZONE: "us-east-1a", L.HOSTNAME: "n1"},
+                            allocatable={"cpu": "1", "memory": "1Gi", "pods": "110"},
+                            pods=deployment(6, cpu="100m", memory="100Mi", prefix="old"), zone="us-east-1a")
+    res = run(deployment(30, spread=[tsc(L.ZONE)]), existing_nodes=[existing])
+    zones = zone_counts(res)
+    zones["us-east-1a"] = zones.get("us-east-1a", 0) + 6
+    assert sum(zones.values()) == 36 and max(zones.values()) - min(zones.values()) <= 1
+
+
+def test_spread_pods_share_nodes_with_other_classes():
+    web = deployment(30, spread=[tsc(L.ZONE)])
+    batch = [pod(f"b-{i}", cpu="250m", memory="256Mi") for i in range(30)]
+    both = run(web + batch)
+    alone = run(web)
+    # the unconstrained pods fill the spread NodeClaims' room instead of opening nodes of their own at full price
+    assert both.cost_per_hour <= alone.cost_per_hour + run(batch).cost_per_hour
+
+
+def test_a_zone_without_capacity_leaves_the_others_at_max_skew():
+    # us-east-1c offers only m5.large, too small for the pod: the zone is eligible (the NodePool's types offer it)
+    # and keeps the minimum at 0, so the other zones take maxSkew pods each and the rest stay pending
+    types = [t for t in catalog() if t.name in ("m5.large", "m5.xlarge")]
+    for t in types:
+        if t.name == "m5.xlarge":
+            t.offerings = [o for o in t.offerings if o.zone != "us-east-1c"]
+    res = run(deployment(10, cpu="3", memory="1Gi", spread=[tsc(L.ZONE, 2)]), types=types)
+    zones = zone_counts(res)
+    assert zones == {"us-east-1a": 2, "us-east-1b": 2}
+    assert len(res.unschedulable) == 6
+    assert "us-east-1c" in res.unschedulable[0].reason  # the zone that holds the minimum and cannot host
+
+
+def test_node_limits_fall_back_to_pod_by_pod_and_stay_balanced():
+    res = run(deployment(30, spread=[tsc(L.ZONE)]), pools=[nodepool(limits={"cpu": "12"})])
+    zones = zone_counts(res)
+    assert max(zones.values()) - min(zones.values()) <= 1
+    assert sum(n.instance_types[0].capacity["cpu"] for n in res.nodeclaims) <= 12 * 1000 or res.unschedulable
+    assert GI  # helpers' units in use
