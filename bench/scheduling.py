@@ -1,13 +1,14 @@
 #!/usr/bin/env python
 """Scheduling benchmark: Karpenter's scheduling_benchmark_test.go mix against 400+ instance types.
 
-    python bench/scheduling.py [--pods N ...] [--json] [--mix karpenter|generic]
+    python bench/scheduling.py [--pods N ...] [--json] [--mix karpenter|generic|spread]
                                [--catalog karpenter|real|synthetic|auto] [--no-fit-bound]
 
 Mix "karpenter" (Karpenter's makeDiversePods): pods split in sixths over generic, zone spread, hostname
 spread, hostname self-affinity, zone affinity and hostname anti-affinity (remainder generic); CPU from
 {100,250,500,1000,1500}m and memory from {100,256,512,1024,2048,4096}Mi, seeded RNG (42).  Mix "generic":
-generic pods only (the cost-vs-LP-bound check).
+generic pods only (the cost-vs-LP-bound check).  Mix "spread": Deployments of 5-200 replicas (one request
+vector each), 30% of them with zone topology spread and 10% with hostname spread (maxSkew 1, DoNotSchedule).
 
 Instance types (``--catalog``): "karpenter" (default) has the facts of Karpenter's fake.InstanceTypes(400),
 the catalog Karpenter's own benchmark and published figures use; "real" is karpenter_lambda.catalog over
@@ -192,9 +193,36 @@ def make_pods(count: int, mix: str, seed: int = 42):
 
     if mix == "generic":
         return generic(count)
+    if mix == "spread":
+        return spread_deployments(count, r)
     k = count // 6
     pods = generic(k) + spread(k, L.ZONE) + spread(k, L.HOSTNAME) + affinity(k, L.HOSTNAME) + affinity(k, L.ZONE) + anti(k, L.HOSTNAME)
     pods += generic(count - len(pods))
+    return pods
+
+
+def spread_deployments(count: int, r: random.Random) -> list:
+    """Mix "spread": Deployments of 5-200 replicas (one request vector each) until ``count`` pods; 30% of the
+    Deployments spread over zones and 10% over hostnames (maxSkew 1, DoNotSchedule, selecting their own pods)."""
+    pods: list = []
+    d = 0
+    while len(pods) < count:
+        d += 1
+        n = min(r.randint(5, 200), count - len(pods))
+        cpu, mem = r.choice(CPU), r.choice(MEM)
+        kind = r.random()
+        labels = {"app": f"deploy-{d}"}
+        spec: dict = {"containers": [{"name": "app", "image": "pause", "resources": {"requests": {
+            "cpu": f"{cpu}m", "memory": f"{mem}Mi"}}}]}
+        key = L.ZONE if kind < 0.3 else L.HOSTNAME if kind < 0.4 else None
+        if key:
+            spec["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+                                                  "labelSelector": {"matchLabels": dict(labels)}}]
+        for i in range(n):
+            pods.append({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": f"deploy-{d}-{i}", "namespace": "default", "uid": f"uid-{d}-{i:04d}",
+                                      "labels": dict(labels)},
+                         "spec": spec})
     return pods
 
 
@@ -328,7 +356,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pods", type=int, action="append", help="pod count (repeatable); default 1000 5000 10000 20000")
     ap.add_argument("--json", action="store_true", help="print one JSON object per size")
-    ap.add_argument("--mix", choices=["karpenter", "generic"], default="karpenter")
+    ap.add_argument("--mix", choices=["karpenter", "generic", "spread"], default="karpenter",
+                    help="karpenter: Karpenter's diverse pods; generic: unconstrained pods; spread: Deployments, 30%% "
+                         "zone-spread and 10%% hostname-spread")
     ap.add_argument("--catalog", choices=["karpenter", "auto", "real", "synthetic"], default="karpenter",
                     help="karpenter: Karpenter's fake.InstanceTypes(400) (default, what its published figures use); "
                          "real: moto's us-east-1 EC2 data (1,340 Linux types); synthetic: 436 AWS-like types; "

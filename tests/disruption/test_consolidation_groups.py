@@ -169,7 +169,9 @@ def test_a_packed_group_is_sized_directly_in_one_validity_test(make_world):
     opt = consolidation_option(snap, group, direct, window=window, one_node=zone)
     ref = consolidation_option(snap, group, solver_way, window=window)
     assert opt.valid and ref.valid, (opt.reason, ref.reason)
-    assert direct.evaluations == 1 and solver_way.evaluations == 2   # the solver spread the pods over new nodes first
+    # the direct way needs one evaluation; the solver way needed two while the solver spread one request vector over
+    # several new nodes (before its exact single-vector cover), and one now
+    assert direct.evaluations == 1 and solver_way.evaluations <= 2
     assert opt.replacement is not None and opt.replacement.zone == zone
     assert opt.replacement.price < sum(c.price for c in group)
     moved = {f"default/{p['metadata']['name']}" for c in group for p in c.reschedulable}

@@ -1480,8 +1480,14 @@ class _Solver:
                 live = [c for c in live if left(c)]
                 if not live:
                     return
-            if node.fixed or self._fit_count(self._min_vec, node.cap, node.used) > 0:
+            if node.fixed:
                 self._fill(node, live)
+                continue
+            # a planned NodeClaim: only the room its launch type leaves (filling it past that buys a larger type,
+            # which on a real catalog costs more than packing the pods on nodes of their own)
+            t0 = node.launch if node.launch is not None else self._launch_type(node)
+            if t0 is not False and t0 is not None and self._fit_count(self._min_vec, t0.avail, node.used) > 0:
+                self._fill(node, live, over=t0)
         self._pack_fresh([c for c in cl if left(c)])
 
     def _pack_fresh(self, live: list[_Class]):
@@ -1523,17 +1529,16 @@ class _Solver:
             return
         # two ways to value a pod: its share of the 2-resource LP's dual prices of CPU and memory, and what it
         # costs packed alone; the packing is planned under each and the cheaper plan is kept
-        plans = []
-        demand = [sum(v[i] * k for v, k in counts.items()) for i in range(2)]
-        y0, y1 = _lp_duals([(t, t.avail[0], t.avail[1], p) for p, t in types], max(1, demand[0]), max(1, demand[1]))
-        for values in ({v: y0 * v[0] + y1 * v[1] for v in counts}, _standalone_values(types, counts)):
-            values = {v: u for v, u in values.items() if u > 0}
-            if values:
-                plans.append(self._plan_new(pool, types, dict(counts), values))
-        if len(counts) == 1 and not pool.remaining:
-            exact = _cover_plan(types, counts, self._fit_count)
-            if exact is not None:
-                plans.append(exact)
+        # one request vector and no limits: the exact cheapest cover (the greedy fills below can only tie it)
+        exact = _cover_plan(types, counts, self._fit_count) if len(counts) == 1 and not pool.remaining else None
+        plans = [exact] if exact is not None else []
+        if exact is None:
+            demand = [sum(v[i] * k for v, k in counts.items()) for i in range(2)]
+            y0, y1 = _lp_duals([(t, t.avail[0], t.avail[1], p) for p, t in types], max(1, demand[0]), max(1, demand[1]))
+            for values in ({v: y0 * v[0] + y1 * v[1] for v in counts}, _standalone_values(types, counts)):
+                values = {v: u for v, u in values.items() if u > 0}
+                if values:
+                    plans.append(self._plan_new(pool, types, dict(counts), values))
         if not plans:
             return
         best = min(plans, key=lambda x: (-x[1], x[2]))  # most pods placed, then cheapest
@@ -1632,10 +1637,11 @@ class _Solver:
                     del counts[v]
         return plan, placed, cost
 
-    def _fill(self, node: _Node, live: list):
+    def _fill(self, node: _Node, live: list, over: _Type | None = None):
         """Fill ``node`` from the classes in ``live``: at each step the pods (grouped by request vector) that
-        keep the node's free CPU and memory fractions closest, larger pods first."""
-        cap, used = node.cap, node.used
+        keep the node's free CPU and memory fractions closest, larger pods first.  ``over``: only within that type
+        (a planned node's launch type)."""
+        cap, used = (node.cap if over is None else over.avail), node.used
         buckets: dict = {}
         for c in live:
             if c.placed < c.limit:
@@ -1663,7 +1669,7 @@ class _Solver:
             nfit = self._fit_count(best, cap, used)
             # chunk: a slice of what fits, so the balance can be corrected as the node fills
             want = min(nfit, max(1, nfit // 6), c.limit - c.placed)
-            got = self._try_node(c, node, want)
+            got = self._try_node(c, node, want, over=over)
             if not got:
                 blocked.add(best)
                 continue
