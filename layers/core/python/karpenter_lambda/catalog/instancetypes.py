@@ -137,6 +137,7 @@ def build_instance_types(
     zone_ids: Mapping[str, str] | None = None,
     settings: NodeSettings | None = None,
     skipped: dict[str, str] | None = None,
+    estimated_available: bool = True,
 ) -> list[InstanceType]:
     """Build the catalog, sorted by name.
 
@@ -145,7 +146,9 @@ def build_instance_types(
     ``zones`` restricts offerings to those zones (e.g. the EC2NodeClass's subnet zones).
     ``unavailable`` holds ``(instance_type, zone, capacity_type)`` marked unavailable: those
     offerings are kept with ``available=False``.  ``zone_ids`` maps zone name -> zone id for
-    ``Offering.zone_id``.
+    ``Offering.zone_id``.  An offering whose price is an estimate (no real spot price known) has
+    ``price_estimated=True``; ``estimated_available=False`` (the launch path, as Karpenter: no price, no
+    launch) also keeps it with ``available=False``, while ``plan`` and the simulator leave it available.
     """
     if not isinstance(prices, PriceBook):
         raise ValueError(f"prices: expected a PriceBook, got {type(prices).__name__}")
@@ -203,9 +206,10 @@ def build_instance_types(
                         zone=zone,
                         capacity_type=ct,
                         price=hit[0],
-                        available=(name, zone, ct) not in unavailable,
+                        available=(name, zone, ct) not in unavailable and (estimated_available or not hit.estimated),
                         zone_id=zone_ids.get(zone),
-                        price_source=hit[1],
+                        price_source=hit.source,
+                        price_estimated=hit.estimated,
                     )
                 )
         if not offs:

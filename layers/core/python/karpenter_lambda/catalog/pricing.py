@@ -15,6 +15,11 @@ commercial region starts from the us-east-1 prices.  ``us-gov-*`` and ``cn-*`` r
 their partition's file (a cn region missing from it falls back to ``cn-north-1``, a us-gov
 region to ``us-gov-west-1``; prices there are in the partition's currency, CNY for China).
 
+Every price comes back as a :class:`Price` ``(price, source)`` whose ``estimated`` says whether it is an
+estimate (source in :data:`ESTIMATED_SOURCES`) rather than a price AWS quoted; ``build_instance_types`` copies it
+to ``Offering.price_estimated`` and, with ``estimated_available=False`` (the launch path), makes those
+offerings unavailable.
+
 Spot placeholders (moto returns ``0.00001`` for every type) are never prices: anything at or
 below :data:`PLACEHOLDER_SPOT_PRICE` is dropped.
 """
@@ -25,10 +30,12 @@ import json
 import zlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 __all__ = [
     "PriceBook",
+    "Price",
+    "ESTIMATED_SOURCES",
     "PLACEHOLDER_SPOT_PRICE",
     "SOURCE_PRICING_API",
     "SOURCE_BUNDLED",
@@ -44,6 +51,20 @@ SOURCE_PRICING_API = "pricing-api"
 SOURCE_BUNDLED = "bundled"
 SOURCE_SPOT_HISTORY = "spot-history"
 SOURCE_SPOT_ESTIMATE = "spot-estimate"
+#: Price sources that are estimates, not prices AWS quoted.
+ESTIMATED_SOURCES = frozenset({SOURCE_SPOT_ESTIMATE})
+
+
+class Price(NamedTuple):
+    """One hourly price and where it came from; a 2-tuple ``(price, source)`` for older callers."""
+
+    price: float
+    source: str
+
+    @property
+    def estimated(self) -> bool:
+        """True when the price is an estimate (no real price known), not one AWS quoted."""
+        return self.source in ESTIMATED_SOURCES
 
 #: moto's DescribeSpotPriceHistory answers 0.00001 for everything: treat <= this as unknown.
 PLACEHOLDER_SPOT_PRICE = 0.00001
@@ -229,25 +250,26 @@ class PriceBook:
         return new
 
     # -- queries ------------------------------------------------------------------------
-    def on_demand(self, instance_type: str) -> tuple[float, str] | None:
-        """``(price, source)`` or None when unknown."""
+    def on_demand(self, instance_type: str) -> Price | None:
+        """``Price(price, source)`` or None when unknown."""
         p = self._od.get(instance_type)
         if p is None:
             return None
-        return p, self._od_source[instance_type]
+        return Price(p, self._od_source[instance_type])
 
     def on_demand_price(self, instance_type: str) -> float | None:
         return self._od.get(instance_type)
 
-    def spot(self, instance_type: str, zone: str) -> tuple[float, str] | None:
-        """``(price, source)``: the real spot price, else the estimate from on-demand (if enabled), else None."""
+    def spot(self, instance_type: str, zone: str) -> Price | None:
+        """``Price(price, source)``: the real spot price, else the estimate from on-demand (if enabled; ``.estimated``
+        is then True), else None."""
         p = self._spot.get((instance_type, zone))
         if p is not None:
-            return p, SOURCE_SPOT_HISTORY
+            return Price(p, SOURCE_SPOT_HISTORY)
         if self.estimate_spot:
             od = self._od.get(instance_type)
             if od is not None:
-                return estimate_spot_price(instance_type, zone, od), SOURCE_SPOT_ESTIMATE
+                return Price(estimate_spot_price(instance_type, zone, od), SOURCE_SPOT_ESTIMATE)
         return None
 
     def spot_price(self, instance_type: str, zone: str) -> float | None:

@@ -17,6 +17,10 @@ class Offering:
     zone_id: str | None = None
     reservation_id: str | None = None
     price_source: str = ""  # e.g. "pricing-api", "bundled", "spot-history", "spot-estimate"
+    #: True when ``price`` is an estimate (no real price known: ``price_source`` "spot-estimate"), not a price AWS
+    #: quoted.  The launch path makes such offerings unavailable (as Karpenter does with unpriced offerings);
+    #: ``plan`` and the simulator keep them, labelled (docs/catalog.md "Estimated prices").
+    price_estimated: bool = False
 
 
 @dataclass(eq=False)

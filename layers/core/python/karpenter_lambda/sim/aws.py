@@ -19,6 +19,8 @@ import base64
 import json
 from dataclasses import dataclass, field
 
+from ..catalog.zones import DEFAULT_ZONE_SUFFIXES
+
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nc2ltdWxhdGVkIGNsdXN0ZXIgQ0E=\n-----END CERTIFICATE-----\n").decode()
 
 
@@ -31,7 +33,7 @@ class SimAccount:
     cluster: str
     region: str = "us-east-1"
     k8s_version: str = "1.31"
-    zones: tuple[str, ...] = ("a", "b", "c")
+    zones: tuple[str, ...] = DEFAULT_ZONE_SUFFIXES
     state_table: str = "karpenter-lambda-state"
     cache_table: str = "karpenter-lambda-cache"
     node_role: str = "KarpenterNodeRole-sim"
@@ -190,4 +192,5 @@ class SimAccount:
             # the instance catalog from moto's data files directly (identical to DescribeInstanceTypes through moto,
             # seconds faster; adapters/aws/moto_catalog.py)
             "KARPENTER_LAMBDA_CATALOG_SOURCE": "moto-bundled",
+            "KARPENTER_LAMBDA_ESTIMATED_PRICES": "available",  # moto has no real spot prices: launch on estimates
         }

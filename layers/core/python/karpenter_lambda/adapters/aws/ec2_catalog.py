@@ -15,6 +15,15 @@ instance types, offerings and zone ids come from: ``ec2`` (default: the describe
 or any endpoint) or ``moto-bundled`` (:mod:`.moto_catalog`: moto's data files read directly, the same
 dicts in ~0.1 s instead of 6-9 s; no EC2 client needed; spot history is skipped as moto's is only
 placeholders).  The argument wins over the variable.
+
+**Estimated prices.** A spot offering with no real price (no spot price history for its type and zone, e.g.
+under moto, or DescribeSpotPriceHistory failed with no cached answer) is priced by the deterministic estimate
+and marked ``Offering.price_estimated``.  ``load_catalog(..., estimated_available=...)`` says whether such
+offerings may be launched: ``True`` (the default: ``plan``, benchmarks) keeps them available, ``False`` makes
+them unavailable (``available=False``), as Karpenter never launches an offering it has no price for.  The
+controllers' catalog (:mod:`karpenter_lambda.controllers.catalog_cache`) decides with
+:func:`estimated_prices_available`: ``$KARPENTER_LAMBDA_ESTIMATED_PRICES`` = ``unavailable`` (default, every
+deployed function) or ``available`` (the simulator opts in: moto's spot history is only placeholders).
 """
 
 from __future__ import annotations
@@ -48,6 +57,8 @@ __all__ = [
     "SOURCE_EC2",
     "SOURCE_MOTO_BUNDLED",
     "SOURCE_ENV",
+    "ESTIMATED_PRICES_ENV",
+    "estimated_prices_available",
 ]
 
 #: Catalog sources (``load_catalog(source=...)`` / ``$KARPENTER_LAMBDA_CATALOG_SOURCE``).
@@ -55,6 +66,11 @@ SOURCE_EC2 = "ec2"
 SOURCE_MOTO_BUNDLED = moto_catalog.SOURCE
 SOURCE_ENV = "KARPENTER_LAMBDA_CATALOG_SOURCE"
 _SOURCES = (SOURCE_EC2, SOURCE_MOTO_BUNDLED)
+
+#: Whether offerings priced by an estimate may be launched: ``unavailable`` (default) | ``available``.
+ESTIMATED_PRICES_ENV = "KARPENTER_LAMBDA_ESTIMATED_PRICES"
+ESTIMATED_UNAVAILABLE = "unavailable"
+ESTIMATED_AVAILABLE = "available"
 
 #: Spot price history entries older than this are placeholders (moto answers year 2006).
 _PLACEHOLDER_BEFORE = datetime(2010, 1, 1, tzinfo=timezone.utc)
@@ -78,6 +94,16 @@ def catalog_source(source: str | None = None) -> str:
         origin = "source" if source else f"${SOURCE_ENV}"
         raise ValueError(f"{origin}={chosen!r}: expected one of {', '.join(_SOURCES)}")
     return chosen
+
+
+def estimated_prices_available(value: str | None = None) -> bool:
+    """The launch path's policy for estimated prices: ``value``, else ``$KARPENTER_LAMBDA_ESTIMATED_PRICES``, else
+    ``unavailable`` (False).  ``available`` (True) is for the simulator; anything else is a ValueError."""
+    chosen = value or os.environ.get(ESTIMATED_PRICES_ENV, "").strip() or ESTIMATED_UNAVAILABLE
+    if chosen not in (ESTIMATED_UNAVAILABLE, ESTIMATED_AVAILABLE):
+        origin = "value" if value else f"${ESTIMATED_PRICES_ENV}"
+        raise ValueError(f"{origin}={chosen!r}: expected {ESTIMATED_UNAVAILABLE} (default) or {ESTIMATED_AVAILABLE}")
+    return chosen == ESTIMATED_AVAILABLE
 
 
 def _client_key(client: Any) -> tuple[str, str]:
@@ -194,26 +220,36 @@ def load_price_book(ec2_client: Any, pricing_client: Any | None, region: str, ca
     """Bundled table <- Pricing API (or cache) on-demand prices <- spot history (or cache).
 
     ``spot_history=False``: no DescribeSpotPriceHistory call, as if it answered nothing (moto's answer is
-    only placeholders, dropped anyway, and takes ~3 s); a fresh cache entry is still used.
+    only placeholders, dropped anyway, and takes ~3 s); a fresh cache entry is still used.  When the call
+    fails, a stale cache entry (if any) is used, else no spot price is known (every spot price is then an
+    estimate: ``Offering.price_estimated``).
     """
     book = PriceBook.from_bundled(region)
     od = on_demand_prices(pricing_client, region, cache)
     if od.prices:
         book = book.with_on_demand(od.prices, od.source)
     spot = None
+    stale = None
     if cache is not None:
         try:
             entry = cache.get("spot", region)
             if entry is not None and entry.fresh:
                 spot = entry.prices
+            elif entry is not None:
+                stale = entry
         except Exception as e:
             log.warning("spot price cache read failed for %s: %s", region, e)
     if spot is None:
         try:
             spot = fetch_spot_prices(ec2_client) if spot_history else {}
         except Exception as e:
-            log.warning("spot price history for %s failed: %s; spot prices will be estimated", region, e)
-            spot = {}
+            if stale is not None and stale.prices:
+                log.warning("spot price history for %s failed: %s; using the stale cached prices", region, e)
+                spot = stale.prices
+            else:
+                log.warning("spot price history for %s failed: %s; spot prices are estimates "
+                            "(unavailable for launch unless estimates are allowed)", region, e)
+                spot = {}
         else:
             if cache is not None:
                 try:
@@ -234,6 +270,7 @@ def load_catalog(
     endpoint_url: str | None = None,
     prices: PriceBook | None = None,
     source: str | None = None,
+    estimated_available: bool = True,
 ) -> list[InstanceType]:
     """Instance types for ``region`` as the scheduler needs them.
 
@@ -241,7 +278,8 @@ def load_catalog(
     "pricing": c}``, or an EC2 client (no Pricing API then).  ``prices`` skips price loading.
     ``source`` (else ``$KARPENTER_LAMBDA_CATALOG_SOURCE``): ``ec2`` (default) or ``moto-bundled``; with
     ``moto-bundled`` ``session_or_clients`` may be None (then on-demand prices are the bundled table)
-    and an unknown region raises ``KeyError(region)`` as moto does.
+    and an unknown region raises ``KeyError(region)`` as moto does.  ``estimated_available=False`` makes offerings
+    whose price is an estimate unavailable (the launch path; see the module doc).
     """
     if catalog_source(source) == SOURCE_MOTO_BUNDLED:
         ec2, pricing = _clients(session_or_clients, region, endpoint_url) if session_or_clients is not None else (None, None)
@@ -259,4 +297,5 @@ def load_catalog(
             log.warning("describe_availability_zones failed: %s; offerings carry no zone id", e)
             zone_ids = {}
         book = prices if prices is not None else load_price_book(ec2, pricing, region, cache)
-    return build_instance_types(raw, offerings, book, region, nodeclass=nodeclass, zones=zones, unavailable=unavailable, zone_ids=zone_ids)
+    return build_instance_types(raw, offerings, book, region, nodeclass=nodeclass, zones=zones, unavailable=unavailable,
+                                zone_ids=zone_ids, estimated_available=estimated_available)
