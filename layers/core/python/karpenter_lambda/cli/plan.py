@@ -4,16 +4,19 @@ Offline by default: instance types and offerings are moto's bundled EC2 data for
 the region, read straight from its files by the catalog adapter the provisioner
 uses (source ``moto-bundled``: the same dicts as through boto3 + moto, nothing
 leaves the machine); on-demand prices from the bundled table, spot prices from
-the deterministic estimate (docs/catalog.md).
+the deterministic estimate (docs/catalog.md), marked as estimates.
 ``--live`` asks real AWS (credentials from the environment) and
 ``--endpoint-url`` any AWS-compatible endpoint.
+
+Zones: the zones the simulator creates subnets in (``catalog.zones.default_zones``: ``<region>a..c``,
+those with offerings), or ``--zones us-east-1a,us-east-1b``; printed with the plan.
 
 ``--json`` prints exactly::
 
     {"nodeClaims": [{"name", "nodePool", "instanceTypes": [...], "instanceType", "zone",
-                     "capacityType", "pricePerHour", "pods": ["ns/name", ...]}],
+                     "capacityType", "pricePerHour", "priceEstimated", "pods": ["ns/name", ...]}],
      "unschedulable": [{"pod": "ns/name", "reason": "..."}],
-     "costPerHour": N}
+     "costPerHour": N, "costEstimated": bool, "zones": ["us-east-1a", ...]}
 
 Extra keys may be added (``existing``, ``reasons``); none is ever renamed.
 """
@@ -40,6 +43,8 @@ def register(sub) -> None:
                    help="AWS region of the instance data (same as the global --region; default us-east-1)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--live", action="store_true", help="read instance types and prices from real AWS instead of moto's bundled data")
+    p.add_argument("--zones", dest="plan_zones", metavar="ZONE[,ZONE...]", default=None,
+                   help="availability zones to plan in (default: the simulator's, <region>a,b,c)")
     p.set_defaults(func=run)
 
 
@@ -56,8 +61,15 @@ def _pod_key(pod: dict) -> str:
     return f"{m.get('namespace') or 'default'}/{m.get('name', '')}"
 
 
-def build_plan(files: list[str], region: str, endpoint_url: str | None = None, live: bool = False, progress=None):
-    """Load, expand, build the catalog and solve; returns (SchedulingResult, context dict). Raises PlanError."""
+def build_plan(files: list[str], region: str, endpoint_url: str | None = None, live: bool = False, progress=None,
+               zones: list[str] | None = None):
+    """Load, expand, build the catalog and solve; returns (SchedulingResult, context dict). Raises PlanError.
+
+    ``zones``: the availability zones to plan in; None = the simulator's (``default_zones(region)``, those with
+    offerings).  A given zone with no offering at all is a PlanEnvironmentError.  The context's ``zones`` lists
+    the zones assumed."""
+    from karpenter_lambda.catalog.zones import default_zones
+
     from karpenter_lambda.api.snapshot import ClusterSnapshot
     from karpenter_lambda.scheduling import solve
     from karpenter_lambda.scheduling.inputs import scheduling_input
@@ -104,6 +116,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     if progress:
         progress(f"loading instance types for {region} ({'live' if live else endpoint_url or 'offline: moto bundled data'}) ...")
     catalogs: dict[str, list] = {}
+    explicit_zones = zones is not None
+    wanted_zones = list(zones) if explicit_zones else default_zones(region)
     # the same scheduler input path as the provisioner and the sweeps: a snapshot (no cluster: no nodes)
     snap = ClusterSnapshot(now=time.time(), nodepools={np.name: np for np in nodepools}, nodeclasses=dict(nodeclasses),
                            pods=pods, daemonsets=daemonsets)
@@ -111,10 +125,18 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
         nc = nodeclasses[np.node_class_ref["name"]]
         if nc.name not in catalogs:
             try:
-                catalogs[nc.name] = load_catalog(clients, region, nodeclass=nc, endpoint_url=endpoint_url, source=catalog_source)
+                catalogs[nc.name] = load_catalog(clients, region, nodeclass=nc, endpoint_url=endpoint_url, source=catalog_source,
+                                                 zones=wanted_zones, estimated_available=True)  # a dry run: estimates shown, marked
             except KeyError as e:  # moto has no data for that region
                 raise PlanError(f"--region {region}: no instance data for this region offline ({e})") from None
         snap.instance_types[np.name] = catalogs[nc.name]
+    offered = {o.zone for cat in catalogs.values() for it in cat for o in it.offerings}
+    if explicit_zones and catalogs:
+        missing = [z for z in wanted_zones if z not in offered]
+        if missing:
+            raise PlanEnvironmentError(f"--zones: no instance type is offered in {', '.join(missing)} "
+                                       f"({'live' if live else endpoint_url or 'offline data'}, region {region})")
+    used_zones = [z for z in wanted_zones if z in offered]
     if offline and not any(any(o.available for o in it.offerings) for cat in catalogs.values() for it in cat):
         raise PlanEnvironmentError(f"--region {region}: moto's bundled data offers no instance type there (offline); "
                                    f"use a region with data (e.g. us-east-1, us-west-2, eu-west-1) or --live")
@@ -124,7 +146,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     inp, _problems = scheduling_input(snap, pending)
     result = solve(inp)
     t2 = time.monotonic()
-    return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1}
+    return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1, "zones": used_zones}
 
 
 def _known_regions() -> set[str]:
@@ -134,7 +156,17 @@ def _known_regions() -> set[str]:
     return set(known_regions())
 
 
-def plan_to_json(result) -> dict:
+def _price_estimated(c) -> bool:
+    """Whether the NodeClaim's price is an estimate: the chosen offering's ``price_estimated``."""
+    for it in c.instance_types:
+        if it.name == c.instance_type:
+            for o in it.offerings:
+                if o.zone == c.zone and o.capacity_type == c.capacity_type:
+                    return bool(o.price_estimated)
+    return False
+
+
+def plan_to_json(result, zones: list[str] | None = None) -> dict:
     claims = []
     for c in result.nodeclaims:
         claims.append({
@@ -145,6 +177,7 @@ def plan_to_json(result) -> dict:
             "zone": c.zone,
             "capacityType": c.capacity_type,
             "pricePerHour": round(c.price, 6),
+            "priceEstimated": _price_estimated(c),
             "pods": list(c.pods),
             "reason": c.reason,
         })
@@ -152,7 +185,9 @@ def plan_to_json(result) -> dict:
         "nodeClaims": claims,
         "unschedulable": [{"pod": u.pod, "reason": u.reason} for u in result.unschedulable],
         "costPerHour": round(sum(c.price for c in result.nodeclaims), 6),
+        "costEstimated": any(c["priceEstimated"] for c in claims),
         "existing": {k: list(v) for k, v in (result.existing or {}).items()},
+        "zones": list(zones or []),
     }
 
 
@@ -174,8 +209,17 @@ def run(args) -> int:
         if known and region not in known:
             print(f"error: --region {region!r}: not an AWS region with EC2 data (e.g. us-east-1, eu-west-1)", file=sys.stderr)
             return 2
+    zones = None
+    if getattr(args, "plan_zones", None) is not None:
+        from karpenter_lambda.catalog.zones import parse_zones
+
+        try:
+            zones = parse_zones(region, args.plan_zones)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     try:
-        result, info = build_plan(args.files, region, args.endpoint_url, args.live, progress)
+        result, info = build_plan(args.files, region, args.endpoint_url, args.live, progress, zones=zones)
     except PlanEnvironmentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -185,7 +229,7 @@ def run(args) -> int:
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    out = plan_to_json(result)
+    out = plan_to_json(result, info["zones"])
     if args.json:
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -193,15 +237,25 @@ def run(args) -> int:
     if out["nodeClaims"]:
         rows = []
         for c in out["nodeClaims"]:
+            price = f"{'~' if c['priceEstimated'] else ''}${c['pricePerHour']:.4f}"
             rows.append([c["name"], c["nodePool"], c["instanceType"], c["zone"], c["capacityType"],
-                         f"${c['pricePerHour']:.4f}", len(c["pods"]), len(c["instanceTypes"])])
+                         price, len(c["pods"]), len(c["instanceTypes"])])
         print(render_table(["NODECLAIM", "NODEPOOL", "INSTANCE-TYPE", "ZONE", "CAPACITY", "PRICE/H", "PODS", "OPTIONS"], rows, right={5, 6, 7}))
+        print()
+        print("PODS: pending pods placed on the NodeClaim.  OPTIONS: instance types the NodeClaim may launch as "
+              "(CreateFleet overrides, cheapest first).")
+        if out["costEstimated"]:
+            print("~: estimated spot price (no spot price history for that type and zone; a deployed controller "
+                  "does not launch such offerings, see docs/catalog.md).")
     else:
         print("no new nodes needed")
     if out["unschedulable"]:
         print()
         print(render_table(["UNSCHEDULABLE POD", "REASON"], [[u["pod"], u["reason"]] for u in out["unschedulable"]]))
     print()
+    zone_note = "--zones" if zones is not None else "the simulator's subnets; change with --zones"
+    print(f"zones: {', '.join(out['zones']) or '(none)'} ({zone_note})")
     print(f"{len(out['nodeClaims'])} new node(s), {info['pods']} pending pod(s), {len(out['unschedulable'])} unschedulable; "
-          f"cost ${out['costPerHour']:.4f}/h (catalog {info['catalog_seconds']:.1f}s, solve {info['solve_seconds']*1000:.0f}ms)")
+          f"cost ${out['costPerHour']:.4f}/h{' (with ~estimated spot prices)' if out['costEstimated'] else ''} "
+          f"(catalog {info['catalog_seconds']:.1f}s, solve {info['solve_seconds']*1000:.0f}ms)")
     return 0
