@@ -31,6 +31,12 @@ def emf(logs: str, metric: str) -> list[dict]:
     return out
 
 
+def one(logs: str, metric: str) -> dict:
+    docs = emf(logs, metric)
+    assert len(docs) == 1, f"{len(docs)} EMF documents with {metric}; the logs end with:\n{logs[-3000:]}"
+    return docs[0]
+
+
 def value(doc: dict, metric: str) -> float:
     v = doc[metric]
     return sum(v) if isinstance(v, list) else v     # Powertools writes a metric's values as a list
@@ -61,7 +67,7 @@ def test_a_failed_provisioning_round_is_counted():
         resp = w.provision(event)
         w.server.clear_faults()
         assert len(resp["batchItemFailures"]) == 2            # both records go back to SQS ...
-        [doc] = emf(w.logs.getvalue(), "ProvisioningErrors")   # ... and the round is counted
+        doc = one(w.logs.getvalue(), "ProvisioningErrors")   # ... and the round is counted
         assert value(doc, "ProvisioningErrors") == 1 and doc["cluster"] == w.cluster
         # a round that works reports zero
         resp = w.provision(w.sqs_event(pods))
@@ -79,7 +85,7 @@ def test_a_failing_lifecycle_step_is_counted():
         report = w.sweep()
         w.server.clear_faults()
         assert report["errors"], report
-        [doc] = emf(w.logs.getvalue(), "LifecycleErrors")
+        doc = one(w.logs.getvalue(), "LifecycleErrors")
         assert value(doc, "LifecycleErrors") == len(report["errors"]) >= 1
 
 
@@ -96,5 +102,5 @@ def test_a_failed_interruption_batch_is_counted():
         resp = iw.invoke(event)
         w.server.clear_faults()
         assert [f["itemIdentifier"] for f in resp["batchItemFailures"]] == [event["Records"][0]["messageId"]]
-        [doc] = emf(w.logs.getvalue(), "InterruptionErrors")
+        doc = one(w.logs.getvalue(), "InterruptionErrors")
         assert value(doc, "InterruptionErrors") == 1 and doc["cluster"] == w.cluster
