@@ -1,28 +1,35 @@
 """Launch claims: the provisioner's guard against duplicate launches and limit overshoot.
 
-Two kinds of items live in the **state table** next to the store's objects (same ``pk``/``sk`` keys,
-different ``pk`` prefixes, so the store never lists them):
+Three kinds of items live in the **state table** next to the store's objects (same ``pk``/``sk`` keys,
+different ``pk`` prefixes, so the store never lists them).  Every item stays small whatever the number of
+NodeClaims (a DynamoDB item is limited to 400 KB):
 
-* **NodePool usage** -- ``pk = <cluster>#NodePoolUsage``, ``sk = <nodepool>``.  Top-level attributes
-  ``usage:<resource>`` (numbers: cpu in millicores, memory bytes, ``nodes`` count, ...) hold the total
-  counted against the NodePool's ``limits``, and one ``claim:<nodeclaim>`` attribute per NodeClaim holds
-  what that NodeClaim contributes (JSON: resources, pod uids, time).  Adding a NodeClaim is ONE conditional
-  update: ``attribute_not_exists(claim:<name>)`` (the same plan delivered twice is refused) AND, per limited
-  resource, ``usage:<r> <= limit - request`` (concurrent provisioners can never exceed a limit).
-  Releasing is the inverse, conditional on the claim attribute existing, so it is idempotent.
-
+* **NodePool usage** -- ``pk = <cluster>#NodePoolUsage``, ``sk = <nodepool>``: only numeric counters
+  ``usage:<resource>`` (cpu in millicores, memory bytes, ``nodes`` count, ...), the total counted against the
+  NodePool's ``limits``.  Changed only with ``ADD``; an increase is conditional, per limited resource, on
+  ``usage:<r> <= limit - request`` (concurrent provisioners can never exceed a limit).
+* **Launch claim** -- ``pk = <cluster>#LaunchClaim``, ``sk = <nodepool>#<nodeclaim>``: what one NodeClaim
+  contributes (``resources`` and ``pods`` as JSON, ``at``, ``rev``).  Put with ``attribute_not_exists(pk)``: the
+  same plan delivered twice is refused.
 * **Pod reservations** -- ``pk = <cluster>#PodReservation``, ``sk = <pod uid>``, ``nodeClaim``, ``expiresAt``
   and ``ttl`` (epoch seconds).  A pod can be reserved by one NodeClaim at a time: the put is conditional
   on no live reservation by another NodeClaim.
 
-Both go into ONE ``TransactWriteItems`` per NodeClaim, so a plan either holds its pods and its share of
-the limits, or nothing.  The cancellation reasons tell the caller which part failed.
+The claim, the usage increase and the first 98 reservations go into ONE ``TransactWriteItems``, so a plan either
+holds its pods and its share of the limits, or nothing.  The cancellation reasons say which part failed
+(``ConditionalCheckFailed``: duplicate / limit / pod taken); any other reason (``TransactionConflict``, throttling,
+a validation error) is not a conflict: the transaction is retried a few times, then :class:`ClaimsUnavailable` is
+raised (the SQS record fails and is redelivered, which is safe: the names are deterministic).
+
+:meth:`LaunchClaims.release` and :meth:`LaunchClaims.adjust` change the claim item and the counters in one
+transaction conditional on the claim's ``rev``, retried in a loop (not by recursion) when a concurrent writer won.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -30,7 +37,17 @@ from typing import Callable
 DEFAULT_STATE_TABLE = "karpenter-lambda-state"
 RESERVATION_TTL_SECONDS = 20 * 60  # longer than launch + the 15 min registration timeout
 USAGE_KIND = "NodePoolUsage"
+CLAIM_KIND = "LaunchClaim"
 RESERVATION_KIND = "PodReservation"
+TRANSACTION_ITEMS = 100            # DynamoDB's limit of actions per TransactWriteItems
+REWRITE_ATTEMPTS = 20              # re-reads of a claim a concurrent writer keeps changing (release, adjust)
+RETRIES = 5                        # attempts for a transaction cancelled for a reason other than a condition
+_RETRYABLE_REASONS = ("TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded",
+                      "RequestLimitExceeded", "InternalServerError")
+
+
+class ClaimsUnavailable(RuntimeError):
+    """A launch-claim write failed for a reason other than a condition (retryable; not a conflict)."""
 
 
 def _attr_name(prefix: str, key: str) -> str:
@@ -50,44 +67,57 @@ class LaunchClaims:
     """Conditional writes on the state table (boto3 low-level DynamoDB client)."""
 
     def __init__(self, dynamodb_client, cluster: str, table_name: str | None = None,
-                 clock: Callable[[], float] = time.time, reservation_ttl: int = RESERVATION_TTL_SECONDS):
+                 clock: Callable[[], float] = time.time, reservation_ttl: int = RESERVATION_TTL_SECONDS,
+                 retries: int = RETRIES, sleep: Callable[[float], None] = time.sleep):
         self.ddb = dynamodb_client
         self.cluster = cluster
         self.table = table_name or os.environ.get("KARPENTER_LAMBDA_STATE_TABLE", DEFAULT_STATE_TABLE)
         self.clock = clock
         self.reservation_ttl = reservation_ttl
+        self.retries = retries
+        self.sleep = sleep
 
     # -- keys ------------------------------------------------------------------------------------
     def _usage_key(self, nodepool: str) -> dict:
         return {"pk": {"S": f"{self.cluster}#{USAGE_KIND}"}, "sk": {"S": nodepool}}
 
+    def _claim_key(self, nodepool: str, nodeclaim: str) -> dict:
+        return {"pk": {"S": f"{self.cluster}#{CLAIM_KIND}"}, "sk": {"S": f"{nodepool}#{nodeclaim}"}}
+
     def _reservation_key(self, uid: str) -> dict:
         return {"pk": {"S": f"{self.cluster}#{RESERVATION_KIND}"}, "sk": {"S": uid}}
 
     # -- reads -----------------------------------------------------------------------------------
+    @staticmethod
+    def _totals(item: dict) -> dict[str, int]:
+        return {k[len("usage:"):]: int(v["N"]) for k, v in item.items() if k.startswith("usage:")}
+
+    @staticmethod
+    def _claim(item: dict) -> dict:
+        return {"resources": json.loads(item["resources"]["S"]), "pods": json.loads(item["pods"]["S"]),
+                "at": float(item["at"]["N"]), "rev": int(item["rev"]["N"])}
+
     def usage(self, nodepool: str) -> tuple[dict[str, int], dict[str, dict]]:
         """(totals per resource, claims by NodeClaim name) for one NodePool."""
         item = self.ddb.get_item(TableName=self.table, Key=self._usage_key(nodepool), ConsistentRead=True).get("Item") or {}
-        totals: dict[str, int] = {}
-        claims: dict[str, dict] = {}
-        for k, v in item.items():
-            if k.startswith("usage:"):
-                totals[k[len("usage:"):]] = int(v["N"])
-            elif k.startswith("claim:"):
-                claims[k[len("claim:"):]] = json.loads(v["S"])
-        return totals, claims
+        claims = {}
+        for it in self._query(f"{self.cluster}#{CLAIM_KIND}", prefix=f"{nodepool}#"):
+            claims[it["sk"]["S"][len(nodepool) + 1:]] = self._claim(it)
+        return self._totals(item), claims
 
     def all_usage(self) -> dict[str, tuple[dict[str, int], dict[str, dict]]]:
-        out = {}
+        out: dict[str, tuple[dict[str, int], dict[str, dict]]] = {}
         for item in self._query(f"{self.cluster}#{USAGE_KIND}"):
-            totals, claims = {}, {}
-            for k, v in item.items():
-                if k.startswith("usage:"):
-                    totals[k[len("usage:"):]] = int(v["N"])
-                elif k.startswith("claim:"):
-                    claims[k[len("claim:"):]] = json.loads(v["S"])
-            out[item["sk"]["S"]] = (totals, claims)
+            out[item["sk"]["S"]] = (self._totals(item), {})
+        for it in self._query(f"{self.cluster}#{CLAIM_KIND}"):
+            nodepool, _, name = it["sk"]["S"].partition("#")
+            out.setdefault(nodepool, ({}, {}))[1][name] = self._claim(it)
         return out
+
+    def _get_claim(self, nodepool: str, nodeclaim: str) -> dict | None:
+        item = self.ddb.get_item(TableName=self.table, Key=self._claim_key(nodepool, nodeclaim),
+                                 ConsistentRead=True).get("Item")
+        return self._claim(item) if item else None
 
     def reservations(self) -> dict[str, str]:
         """Live reservations: pod uid -> NodeClaim name (expired ones ignored)."""
@@ -98,15 +128,40 @@ class LaunchClaims:
                 out[item["sk"]["S"]] = item["nodeClaim"]["S"]
         return out
 
-    def _query(self, pk: str) -> list[dict]:
+    def _query(self, pk: str, prefix: str | None = None) -> list[dict]:
         items, kwargs = [], {}
+        expr, values = "pk = :pk", {":pk": {"S": pk}}
+        if prefix is not None:
+            expr += " AND begins_with(sk, :prefix)"
+            values[":prefix"] = {"S": prefix}
         while True:
-            resp = self.ddb.query(TableName=self.table, KeyConditionExpression="pk = :pk",
-                                  ExpressionAttributeValues={":pk": {"S": pk}}, ConsistentRead=True, **kwargs)
+            resp = self.ddb.query(TableName=self.table, KeyConditionExpression=expr,
+                                  ExpressionAttributeValues=values, ConsistentRead=True, **kwargs)
             items.extend(resp.get("Items", []))
             if "LastEvaluatedKey" not in resp:
                 return items
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    # -- transactions ----------------------------------------------------------------------------
+    def _transact(self, items: list[dict], what: str) -> list[str] | None:
+        """Run one transaction; None when committed, else the cancellation codes of a condition failure.
+        Other cancellations (conflict, throttling) are retried, then raise :class:`ClaimsUnavailable`."""
+        for attempt in range(self.retries):
+            try:
+                self.ddb.transact_write_items(TransactItems=items)
+                return None
+            except self.ddb.exceptions.TransactionCanceledException as e:
+                reasons = e.response.get("CancellationReasons") or []
+                codes = [r.get("Code", "None") or "None" for r in reasons]
+                if "ConditionalCheckFailed" in codes:
+                    return codes
+                other = sorted({c for c in codes if c not in ("None", "")}) or ["no reason given"]
+                if not all(c in _RETRYABLE_REASONS for c in other) or attempt == self.retries - 1:
+                    raise ClaimsUnavailable(
+                        f"{what}: DynamoDB cancelled the transaction ({', '.join(other)}) after {attempt + 1} "
+                        f"attempt(s); not a conflict with another NodeClaim, retry later") from e
+                self.sleep(min(1.0, 0.05 * (2 ** attempt)) * (0.5 + random.random()))
+        raise ClaimsUnavailable(f"{what}: no attempt made")   # retries < 1
 
     # -- writes ----------------------------------------------------------------------------------
     def commit(self, nodepool: str, nodeclaim: str, request: dict[str, int], limits: dict[str, int],
@@ -119,31 +174,33 @@ class LaunchClaims:
         """
         now = self.clock()
         takeover = takeover or {}
-        names = {"#c": _attr_name("claim", nodeclaim)}
-        values = {":claim": {"S": json.dumps({"resources": request, "pods": pod_uids, "at": now}, sort_keys=True)}}
-        sets = ["#c = :claim"]
-        conds = ["attribute_not_exists(#c)"]
+        names: dict[str, str] = {}
+        values: dict[str, dict] = {}
+        adds, conds = [], []
         for i, (res, amount) in enumerate(sorted(request.items())):
             n, v = f"#u{i}", f":u{i}"
             names[n] = _attr_name("usage", res)
             values[v] = {"N": str(int(amount))}
-            sets.append(f"{n} = if_not_exists({n}, :zero) + {v}")
+            adds.append(f"{n} {v}")
             if res in limits:
                 room = int(limits[res]) - int(amount)
-                values[f":r{i}"] = {"N": str(room)}
                 if room < 0:
                     return CommitResult(ok=False, limit_exceeded=True,
                                         message=f"NodePool {nodepool}: limits {res} {limits[res]} < request {amount}")
+                values[f":r{i}"] = {"N": str(room)}
                 conds.append(f"(attribute_not_exists({n}) OR {n} <= :r{i})")
-        values[":zero"] = {"N": "0"}
-        items = [{
-            "Update": {
-                "TableName": self.table, "Key": self._usage_key(nodepool),
-                "UpdateExpression": "SET " + ", ".join(sets),
-                "ConditionExpression": " AND ".join(conds),
-                "ExpressionAttributeNames": names, "ExpressionAttributeValues": values,
-            }
-        }]
+        claim_item = {**self._claim_key(nodepool, nodeclaim), "nodePool": {"S": nodepool}, "nodeClaim": {"S": nodeclaim},
+                      "resources": {"S": json.dumps(request, sort_keys=True)},
+                      "pods": {"S": json.dumps(list(pod_uids))}, "at": {"N": repr(float(now))}, "rev": {"N": "1"}}
+        items: list[dict] = [{"Put": {"TableName": self.table, "Item": claim_item,
+                                      "ConditionExpression": "attribute_not_exists(pk)"}}]
+        if adds:
+            update = {"TableName": self.table, "Key": self._usage_key(nodepool), "UpdateExpression": "ADD " + ", ".join(adds),
+                      "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
+            if conds:
+                update["ConditionExpression"] = " AND ".join(conds)
+            items.append({"Update": update})
+        head = len(items)
         expires = now + self.reservation_ttl
         for uid in pod_uids:
             cond = "attribute_not_exists(pk) OR nodeClaim = :me OR expiresAt < :now"
@@ -161,12 +218,11 @@ class LaunchClaims:
                 }
             })
         # DynamoDB allows 100 actions per transaction: plans bigger than that reserve their pods in chunks
-        # after the usage claim (still conditional, so a pod is never held by two NodeClaims).
-        first, rest = items[:100], items[100:]
-        try:
-            self.ddb.transact_write_items(TransactItems=first)
-        except self.ddb.exceptions.TransactionCanceledException as e:
-            return self._explain_cancel(e, nodepool, nodeclaim, pod_uids[: len(first) - 1], limits)
+        # after the claim (still conditional, so a pod is never held by two NodeClaims).
+        first, rest = items[:TRANSACTION_ITEMS], items[TRANSACTION_ITEMS:]
+        codes = self._transact(first, f"launch claim of NodeClaim {nodeclaim} (NodePool {nodepool})")
+        if codes is not None:
+            return self._explain_cancel(codes, head, nodepool, nodeclaim, pod_uids, limits)
         taken = []
         for put in rest:
             try:
@@ -175,80 +231,72 @@ class LaunchClaims:
                 taken.append(put["Put"]["Item"]["sk"]["S"])
         if taken:
             self.release(nodepool, nodeclaim)
-            return CommitResult(ok=False, taken_pods=taken, message=f"{len(taken)} pods reserved by other NodeClaims")
+            return CommitResult(ok=False, taken_pods=taken,
+                                message=f"{len(taken)} pods reserved by other NodeClaims: {', '.join(taken[:5])}")
         return CommitResult(ok=True)
 
-    def _explain_cancel(self, err, nodepool, nodeclaim, uids, limits) -> CommitResult:
-        reasons = err.response.get("CancellationReasons") or []
-        codes = [r.get("Code", "None") for r in reasons]
-        usage_failed = bool(codes) and codes[0] == "ConditionalCheckFailed"
-        taken = [uid for uid, code in zip(uids, codes[1:]) if code == "ConditionalCheckFailed"]
-        if not codes:  # no reasons reported: find out by reading
-            totals, claims = self.usage(nodepool)
-            if nodeclaim in claims:
-                return CommitResult(ok=False, duplicate=True, message=f"NodeClaim {nodeclaim} already claimed")
-            live = self.reservations()
-            taken = [u for u in uids if live.get(u, nodeclaim) != nodeclaim]
-            usage_failed = not taken
-        if usage_failed:
-            totals, claims = self.usage(nodepool)
-            if nodeclaim in claims:
-                return CommitResult(ok=False, duplicate=True, message=f"NodeClaim {nodeclaim} already claimed")
+    def _explain_cancel(self, codes: list[str], head: int, nodepool, nodeclaim, uids, limits) -> CommitResult:
+        failed = lambda i: i < len(codes) and codes[i] == "ConditionalCheckFailed"   # noqa: E731
+        if failed(0):
+            return CommitResult(ok=False, duplicate=True, message=f"NodeClaim {nodeclaim} already claimed")
+        taken = [uid for i, uid in enumerate(uids) if failed(head + i)]
+        if head > 1 and failed(1):
+            totals, _ = self.usage(nodepool)
             over = [f"{r} {totals.get(r, 0)}/{lim}" for r, lim in sorted(limits.items())]
             return CommitResult(ok=False, limit_exceeded=True, taken_pods=taken,
                                 message=f"NodePool {nodepool}: limits reached (usage {', '.join(over)})")
-        return CommitResult(ok=False, taken_pods=taken, message=f"{len(taken)} pods reserved by other NodeClaims")
+        return CommitResult(ok=False, taken_pods=taken,
+                            message=f"{len(taken)} pods reserved by other NodeClaims: {', '.join(taken[:5])}")
+
+    def _rewrite(self, nodepool: str, nodeclaim: str, change: Callable[[dict], tuple[dict | None, dict[str, int]]],
+                 what: str) -> tuple[bool, dict | None]:
+        """Read the claim, compute (new resources or None to delete, counter deltas), write both in one transaction
+        conditional on the claim's ``rev``; loop while a concurrent writer wins.  (False, None): no claim."""
+        for _ in range(REWRITE_ATTEMPTS):
+            claim = self._get_claim(nodepool, nodeclaim)
+            if claim is None:
+                return False, None
+            new, deltas = change(claim)
+            key = self._claim_key(nodepool, nodeclaim)
+            rev = {":rev": {"N": str(claim["rev"])}}
+            if new is None:
+                items = [{"Delete": {"TableName": self.table, "Key": key, "ConditionExpression": "rev = :rev",
+                                     "ExpressionAttributeValues": rev}}]
+            else:
+                items = [{"Update": {"TableName": self.table, "Key": key,
+                                     "UpdateExpression": "SET #res = :res, #rev = :next",
+                                     "ConditionExpression": "#rev = :rev",
+                                     "ExpressionAttributeNames": {"#res": "resources", "#rev": "rev"},
+                                     "ExpressionAttributeValues": {**rev, ":res": {"S": json.dumps(new, sort_keys=True)},
+                                                                   ":next": {"N": str(claim["rev"] + 1)}}}}]
+            deltas = {r: d for r, d in deltas.items() if d}
+            if deltas:
+                names = {f"#u{i}": _attr_name("usage", r) for i, r in enumerate(sorted(deltas))}
+                vals = {f":d{i}": {"N": str(int(deltas[r]))} for i, r in enumerate(sorted(deltas))}
+                items.append({"Update": {"TableName": self.table, "Key": self._usage_key(nodepool),
+                                         "UpdateExpression": "ADD " + ", ".join(f"#u{i} :d{i}" for i in range(len(deltas))),
+                                         "ExpressionAttributeNames": names, "ExpressionAttributeValues": vals}})
+            if self._transact(items, f"{what} of NodeClaim {nodeclaim} (NodePool {nodepool})") is None:
+                return True, claim
+            # the claim changed (adjusted) or went (released) meanwhile: read it again
+        raise ClaimsUnavailable(f"{what} of NodeClaim {nodeclaim} (NodePool {nodepool}): the claim changed "
+                                f"concurrently {REWRITE_ATTEMPTS} times in a row; retry later")
 
     def adjust(self, nodepool: str, nodeclaim: str, actual: dict[str, int]) -> None:
         """Replace a claim's reserved resources by what was really launched (never above the reservation)."""
-        totals, claims = self.usage(nodepool)
-        claim = claims.get(nodeclaim)
-        if claim is None:
-            return
-        old = claim.get("resources", {})
-        new = {r: min(int(actual.get(r, old[r])), int(old[r])) for r in old}
-        names = {"#c": _attr_name("claim", nodeclaim)}
-        values = {":old": {"S": json.dumps(claim, sort_keys=True)},
-                  ":new": {"S": json.dumps({**claim, "resources": new}, sort_keys=True)}}
-        sets = ["#c = :new"]
-        for i, r in enumerate(sorted(old)):
-            delta = int(old[r]) - new[r]
-            if delta:
-                names[f"#u{i}"] = _attr_name("usage", r)
-                values[f":d{i}"] = {"N": str(delta)}
-                sets.append(f"#u{i} = #u{i} - :d{i}")
-        try:
-            self.ddb.update_item(TableName=self.table, Key=self._usage_key(nodepool), UpdateExpression="SET " + ", ".join(sets),
-                                 ConditionExpression="#c = :old", ExpressionAttributeNames=names, ExpressionAttributeValues=values)
-        except self.ddb.exceptions.ConditionalCheckFailedException:
-            pass  # changed meanwhile (released): nothing to adjust
+        def change(claim):
+            old = claim["resources"]
+            new = {r: min(int(actual.get(r, old[r])), int(old[r])) for r in old}
+            return new, {r: new[r] - int(old[r]) for r in old}
+
+        self._rewrite(nodepool, nodeclaim, change, "adjusting the launch claim")
 
     def release(self, nodepool: str, nodeclaim: str) -> bool:
         """Remove a NodeClaim's claim from its NodePool's usage and delete its pods' reservations. Idempotent."""
-        totals, claims = self.usage(nodepool)
-        claim = claims.get(nodeclaim)
-        released = False
-        if claim is not None:
-            res = claim.get("resources", {})
-            names = {"#c": _attr_name("claim", nodeclaim)}
-            values = {":old": {"S": json.dumps(claim, sort_keys=True)}}
-            sets = []
-            for i, (r, amount) in enumerate(sorted(res.items())):
-                names[f"#u{i}"] = _attr_name("usage", r)
-                values[f":d{i}"] = {"N": str(int(amount))}
-                sets.append(f"#u{i} = #u{i} - :d{i}")
-            expr = ("SET " + ", ".join(sets) + " " if sets else "") + "REMOVE #c"
-            try:
-                self.ddb.update_item(TableName=self.table, Key=self._usage_key(nodepool), UpdateExpression=expr,
-                                     ConditionExpression="#c = :old", ExpressionAttributeNames=names,
-                                     ExpressionAttributeValues=values)
-                released = True
-            except self.ddb.exceptions.ConditionalCheckFailedException:
-                return self.release(nodepool, nodeclaim)  # adjusted concurrently: re-read and retry
-            uids = claim.get("pods", [])
-        else:
-            uids = []
-        for uid in uids:
+        released, claim = self._rewrite(
+            nodepool, nodeclaim, lambda c: (None, {r: -int(a) for r, a in c["resources"].items()}),
+            "releasing the launch claim")
+        for uid in (claim or {}).get("pods", []):
             try:
                 self.ddb.delete_item(TableName=self.table, Key=self._reservation_key(uid),
                                      ConditionExpression="nodeClaim = :me",
