@@ -13,8 +13,9 @@
    if it no longer holds)-> taint ``karpenter.sh/disrupted:NoSchedule``, launch the replacements through the
    :class:`~.launcher.Launcher` -> ``replacing`` -(every replacement Initialized)-> request the NodeClaim's deletion
    (:class:`~.termination.Terminator`: the lifecycle sweep drains and terminates) -> ``deleting`` -> released once
-   the NodeClaim is gone.  A replacement that fails to launch, or is deleted before it initializes: the taint is
-   removed, the node kept, the reason recorded.
+   the NodeClaim is gone.  A replacement that fails to launch, is deleted before it initializes, or is not
+   Initialized within 10 minutes: the taint is removed, the node kept, the budget slot released, the reason recorded.
+   Then any ``karpenter.sh/disrupted`` taint on a node with no in-flight entry and no deletion is removed.
 3. **Plan** (:func:`~karpenter_lambda.disruption.plan.plan_sweep`, pure) and **record**: expiration (forceful)
    requests the deletion at once; each graceful command is reserved in the ledger, conditionally on its budget.
 4. **Explain**: each blocked node's cause is written to ``status.disruptionBlocked`` and reported once per cause.
@@ -65,10 +66,11 @@ class DisruptionReport:
     blocked: list[dict] = field(default_factory=list)     # new (node, cause) pairs only
     drifted: list[dict] = field(default_factory=list)     # newly marked Drifted
     errors: list[str] = field(default_factory=list)
+    untainted: list[str] = field(default_factory=list)    # nodes whose stale karpenter.sh/disrupted taint was removed
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("sweep", "disrupted", "proposed", "replacing", "cancelled", "failed",
-                                              "blocked", "drifted", "errors")}
+                                              "blocked", "drifted", "errors", "untainted")}
 
     def metric_counts(self) -> dict[str, float]:
         return {"NodesDisrupted": len(self.disrupted), "DisruptionsProposed": len(self.proposed),
@@ -146,6 +148,11 @@ class DisruptionSweep:
             except Exception as ex:  # one disruption's failure must not stop the others
                 report.errors.append(f"{', '.join(e.nodeclaim for e in group)}: {ex}")
                 self.logger.exception(f"disruption {key} failed")
+        try:
+            report.untainted = self.executor.remove_stale_taints(snap, report)
+        except Exception as ex:   # best effort: the next sweep tries again
+            report.errors.append(f"removing stale disrupted taints: {ex}")
+            self.logger.exception("removing stale disrupted taints failed")
         budgets = SweepBudgets(snap, {n: e.nodepool for n, e in live.items()})
         budgets.busy_nodepools = {e.nodepool for e in live.values()
                                   if e.reason == DRIFTED and e.state != DELETING and e.planned_price is not None}

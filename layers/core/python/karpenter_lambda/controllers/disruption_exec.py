@@ -9,6 +9,14 @@ taint every candidate ``karpenter.sh/disrupted:NoSchedule`` and launch the repla
 Initialized)-> request every candidate's deletion -> ``deleting`` (the lifecycle sweep drains and terminates; the
 entry is released once its NodeClaim is gone).  A replacement that fails to launch or is deleted before it
 initializes: the taints are removed, the nodes kept, the launched replacements abandoned, the reason recorded.
+
+No path leaves a candidate tainted without an in-flight entry: a cancellation on re-validation removes the taint (a
+crashed earlier step may have set it); an exception while tainting or launching removes it before the error goes up
+(the entry stays ``proposed``: the next sweep re-validates, and the deterministic names find what was launched); a
+command whose replacements are not all Initialized ``REPLACEMENT_TIMEOUT`` (10 min, as Karpenter) after they were
+launched is abandoned: taints removed, budget slots released, the replacements left running (consolidation removes
+them if they are not needed).  :meth:`Executor.remove_stale_taints` clears any ``karpenter.sh/disrupted`` taint left
+on a node with no in-flight entry and no deletion in progress.
 """
 
 from __future__ import annotations
@@ -21,6 +29,13 @@ from ..disruption.plan import SweepBudgets, revalidate
 from ..scheduling.inputs import REPLACES_ANNOTATION
 from ..scheduling.reschedule import DISRUPTED_TAINT
 from .disruption_state import DELETING, PROPOSED, REPLACING, Entry
+
+REPLACEMENT_TIMEOUT = 10 * 60.0   # seconds a command waits for its replacements to initialize (Karpenter: 10 min)
+
+
+def _has_disrupted_taint(node: dict | None) -> bool:
+    return any(t.get("key") == DISRUPTED_TAINT["key"] and t.get("effect") == DISRUPTED_TAINT["effect"]
+               for t in ((node or {}).get("spec") or {}).get("taints") or [])
 
 
 class Executor:
@@ -63,26 +78,34 @@ class Executor:
         if cmd is not None and seq is not None and cmd.option is not None:
             seq["snap"] = apply_option(view, cmd.option)
         if cmd is None:
+            self._untaint(group, snap, only_tainted=True)   # an earlier, interrupted step may have tainted them
             for e in group:
                 self.s.ledger.release(e)
                 report.cancelled.append({"nodeClaim": e.nodeclaim, "reason": e.reason, "why": why})
             self.s._decision("cancel", f"{lead.reason} of {', '.join(e.nodeclaim for e in group)} cancelled on "
                                        f"re-validation: {why}", nodeclaims=[e.nodeclaim for e in group], reason=lead.reason)
             return False
-        for c in cmd.candidates:
-            self.taint(c.node_name, add=True)
-        for e in group:
-            e.savings_per_hour = cmd.savings_per_hour / max(1, len(group))
-        if not cmd.replacements:
-            self._start_deletion(group, snap, report)
-            return True
-        names: list[str] = []
-        for i, plan in enumerate(cmd.replacements):
-            name, problem = self._launch(lead, [e.nodeclaim for e in group], i, plan, snap)
-            if problem:
-                self._fail(group, snap, names, f"replacement {name or plan.nodepool} did not launch: {problem}", report)
-                return False
-            names.append(name)
+        try:
+            for c in cmd.candidates:
+                self.taint(c.node_name, add=True)
+            for e in group:
+                e.savings_per_hour = cmd.savings_per_hour / max(1, len(group))
+            if not cmd.replacements:
+                self._start_deletion(group, snap, report)
+                return True
+            names: list[str] = []
+            for i, plan in enumerate(cmd.replacements):
+                name, problem = self._launch(lead, [e.nodeclaim for e in group], i, plan, snap)
+                if problem:
+                    self._fail(group, snap, names, f"replacement {name or plan.nodepool} did not launch: {problem}",
+                               report)
+                    return False
+                names.append(name)
+        except Exception:
+            # the entry stays proposed (the next sweep re-validates); the nodes must not stay tainted meanwhile
+            if not any(e.state == DELETING for e in group):
+                self._untaint(group, snap, names=[c.node_name for c in cmd.candidates])
+            raise
         for e in group:
             e.state, e.replacements, e.since = REPLACING, names, snap.now
             self.s.ledger.advance(e)
@@ -119,12 +142,56 @@ class Executor:
             return False
         if all(x.is_true("Initialized") for x in found):
             self._start_deletion(group, snap, report)
+            return True
+        waited = snap.now - (group[0].since or group[0].proposed_at)
+        if waited >= REPLACEMENT_TIMEOUT:
+            late = [r for r, x in zip(reps, found) if not x.is_true("Initialized")]
+            # Karpenter's rule: the command is abandoned, the replacements stay (consolidation decides about them)
+            self._fail(group, snap, [], f"replacement {', '.join(late)} not initialized within "
+                                        f"{int(REPLACEMENT_TIMEOUT // 60)}m ({int(waited)}s); replacements kept", report)
+            return False
         return True
 
-    def _fail(self, group: list[Entry], snap, launched: list[str], why: str, report) -> None:
+    def _untaint(self, group: list[Entry], snap, names: list[str] | None = None, only_tainted: bool = False) -> None:
+        nodes = set(names or [])
         for e in group:
             node = snap.node_of_nodeclaim(e.nodeclaim)
-            self.taint(((node or {}).get("metadata") or {}).get("name"), add=False)
+            if node is not None and (_has_disrupted_taint(node) or not only_tainted):
+                nodes.add((node.get("metadata") or {}).get("name"))
+        for name in sorted(n for n in nodes if n):
+            try:
+                self.taint(name, add=False)
+            except Exception as ex:   # best effort: remove_stale_taints retries on the next sweep
+                self.s.logger.warning(f"removing the disrupted taint of node {name} failed: {ex}")
+
+    def remove_stale_taints(self, snap, report) -> list[str]:
+        """Remove ``karpenter.sh/disrupted`` from nodes with no in-flight entry (of any sweep) and no deletion in
+        progress (NodeClaim or Node): left by a crash, a lost release, an older version.  Checked against the
+        ledger and the store as they are now, so a command or a deletion that started after the snapshot keeps
+        its taint."""
+        stale = []
+        for name, nc in sorted(snap.nodeclaims.items()):
+            node = snap.node_of_nodeclaim(name)
+            if node is None or not _has_disrupted_taint(node) or nc.metadata.get("deletionTimestamp") \
+                    or (node.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            stale.append((name, node["metadata"]["name"]))
+        if not stale:
+            return []
+        live = self.s.ledger.entries()
+        removed = []
+        for name, node_name in stale:
+            fresh = self.s.store.get("NodeClaim", name)
+            if name in live or fresh is None or fresh.metadata.get("deletionTimestamp"):
+                continue
+            self.taint(node_name, add=False)
+            removed.append(node_name)
+            self.s._decision("untaint", f"node {node_name} (NodeClaim {name}): stale {DISRUPTED_TAINT['key']} taint "
+                                        f"removed (no disruption in flight, not deleting)", node=node_name, nodeclaim=name)
+        return removed
+
+    def _fail(self, group: list[Entry], snap, launched: list[str], why: str, report) -> None:
+        self._untaint(group, snap)
         for name in launched:   # a partial set of replacements is not kept
             nc = self.s.store.get("NodeClaim", name)
             if nc is not None:
