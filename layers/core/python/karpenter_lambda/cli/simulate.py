@@ -2,7 +2,8 @@
 
 Runs the real provisioner and lifecycle handlers against in-process moto (EC2, SSM, DynamoDB, SQS,
 IAM, EKS) and a local Kubernetes API that the real watcher and kubernetes client talk to, on a
-virtual clock, until nothing changes or ``--until``.  See docs/simulator.md.
+virtual clock, until nothing changes and no timer is ahead, or exactly ``--until`` (which always wins over the
+safety limit).  See docs/simulator.md ("Timers, quiet stretches and when the run stops").
 
 ``--json`` prints exactly::
 
@@ -29,7 +30,10 @@ def register(sub) -> None:
     p.add_argument("files", nargs="*", metavar="FILE", help="manifests: NodePool, EC2NodeClass, Pod, Deployment, Job, DaemonSet, ...")
     p.add_argument("-f", "--filename", dest="more_files", action="append", default=[], metavar="FILE",
                    help="a manifest file, as for plan (repeatable; adds to the FILE arguments)")
-    p.add_argument("--until", metavar="DURATION", help="stop at this virtual time (e.g. 10m, 1h30m); default: when nothing changes")
+    p.add_argument("--until", metavar="DURATION",
+                   help="stop at exactly this virtual time, however long (e.g. 10m, 1h30m, 14h; quiet stretches are skipped); "
+                        "default: when nothing changed and no timer (Scenario step, off-peak or budget window edge) is ahead, "
+                        "at the latest 6h after the last timer")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--join-delay", type=float, default=30.0, metavar="SECONDS", help="virtual seconds from launch to node join (default 30)")
     p.add_argument("--ready-delay", type=float, default=15.0, metavar="SECONDS", help="virtual seconds from join to Ready (default 15)")

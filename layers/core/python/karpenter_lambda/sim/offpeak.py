@@ -2,7 +2,9 @@
 
 * **Edges.** EventBridge Scheduler invokes the off-peak function at each window's start and end; the simulator
   does the same on the virtual clock (:func:`window_edges`): with ``--until``, every edge before it; without, the
-  first window that holds the start or begins after it (so a run without ``--until`` ends the morning after).
+  first window that holds the start or begins after it (so a run without ``--until`` ends the morning after), and
+  the simulator adds the windows that start before a later timer or hold the time when the run would stop
+  (``Simulation._add_wakeups``).
   The periodic reconcile (``offpeakIntervalMinutes``) runs as every scheduled function does.
 * **Summary** (:func:`offpeak_summary`): per window, the cost per hour just before it started, the lowest cost
   per hour during it, the cost per hour after it ended (when simulated) and the dollars saved against the

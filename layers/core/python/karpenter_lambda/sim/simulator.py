@@ -24,7 +24,12 @@ Loop, on virtual time (:class:`.clock.VirtualClock`; the controllers read it thr
    later the disruption sweeps) runs on its schedule in virtual time (:mod:`.functions`); the lifecycle interval
    can be overridden (``lifecycle_interval``).
 
-It stops when nothing changed for a full lifecycle interval, or at ``until`` virtual seconds.
+It stops at exactly ``until`` virtual seconds when given (always); otherwise when nothing changed for a full
+lifecycle interval and no timer is left -- a disruption blocked by a budget window waits for the window edge that
+lets it go, an off-peak window holding the time for its end (:meth:`Simulation._add_wakeups`) -- or at the safety
+limit, ``max_time`` after the last timer from the input that was due.  Quiet stretches jump to the next timer
+(:meth:`Simulation._skip_target`).  Every launch is a ``NodeClaimLaunched`` event (replacements with ``replaces``
+and ``reason``), every disruption one ``NodeClaimDisrupted`` per NodeClaim.  See docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -49,7 +54,11 @@ BATCH_IDLE = 1.0
 BATCH_MAX = 10.0
 MAX_RECEIVES = 5
 SPOT_WARNING_SECONDS = 120.0   # EC2 reclaims a spot instance two minutes after the interruption warning
+# the safety limit of a run without --until: it stops this long (virtual) after the last timer that was due (the
+# start, a Scenario step, an off-peak window edge, a budget window edge), whatever keeps happening
 DEFAULT_MAX_TIME = 6 * 3600.0
+DUE_KINDS = ("step", "offpeak", "budget")   # timers from the input (not consequences of the run: joins, Ready, ...)
+BUDGET_LOOKAHEAD = 7 * 86400.0   # how far ahead a budget window edge may free a blocked disruption (one weekly cron)
 # other kinds the simulated API server keeps (PodDisruptionBudgets are honoured by its eviction API)
 STORED_KINDS = {"PodDisruptionBudget": "poddisruptionbudgets"}
 
@@ -172,7 +181,14 @@ class Simulation:
         self.offpeak_schedules: list = []
         self.offpeak_edges: list = []
         self.replica_history: dict[tuple[str, str, str], list[dict]] = {}
-        self.idle_skip = 1800.0     # quiet this long (virtual s) with only a far timer ahead: jump to it (_schedule_offpeak)
+        self.idle_skip = 1800.0     # quiet this long (virtual s) with only a far timer ahead: jump to it (_idle_skip)
+        self._last_due = 0.0        # virtual time of the last timer due (step, window edge): the safety limit counts from it
+        self._edge_keys: set = set()                  # off-peak (schedule, window start, edge) scheduled
+        self._budget_blocked: dict[str, dict] = {}    # NodeClaim -> {reason, at, nodePool}: blocked by a budget
+        self._budget_timers: set = set()              # (NodePool, reason, at) scheduled
+        self._launched: set[str] = set()              # NodeClaims with their NodeClaimLaunched event
+        self._disrupted: set[str] = set()             # NodeClaims with their NodeClaimDisrupted event
+        self._disruption_reasons: dict[str, str] = {}  # NodeClaim -> reason of its proposed disruption
 
     # -- events -------------------------------------------------------------------------------
     def emit(self, type_: str, obj: str, message: str, **extra) -> None:
@@ -391,6 +407,7 @@ class Simulation:
         batch: list[dict] = []
         batch_first = batch_last = None
         next_run = {name: interval for name, _mod, interval in self.scheduled}
+        self._launched |= {nc.name for nc in self.store.list("NodeClaim")}   # there before the run: not its launches
         while True:
             self._kube_scheduler_pass()
             self._wait_watcher()
@@ -401,8 +418,8 @@ class Simulation:
                 batch_first = now if batch_first is None else batch_first
                 batch_last = now
             self._discover_instances(ec2)
-            # what happens next, in virtual time
-            next_sweep = min(next_run.values(), default=self.max_time + 1)
+            # what happens next, in virtual time (no scheduled function at all: a tick per lifecycle interval)
+            next_sweep = min(next_run.values(), default=self.clock.elapsed + self.lifecycle_interval)
             candidates = [next_sweep]
             if batch:
                 candidates.append(min(batch_last + BATCH_IDLE, batch_first + BATCH_MAX))
@@ -412,20 +429,27 @@ class Simulation:
             if self.until is not None and t_next > self.until:
                 self.clock.advance_to(self.clock.start + self.until)
                 return f"reached --until {format_elapsed(self.until)}"
-            if t_next > self.max_time:
-                return f"stopped at the {format_elapsed(self.max_time)} safety limit"
-            if not batch and not self._timers and self.until is None and \
-                    self.clock.elapsed - self.last_change >= self.lifecycle_interval and t_next == next_sweep:
-                return "nothing changed for a full lifecycle interval"
-            if self.offpeak_edges and not batch and self._timers and t_next == next_sweep and \
-                    self.clock.elapsed - self.last_change >= self.idle_skip and \
-                    self._skip_target() - self.clock.elapsed > self.idle_skip:
-                jump = self._skip_target()    # a quiet night: nothing to do until the next timer (sweeps resume then)
-                self.progress(f"quiet since {format_elapsed(self.last_change)}: skipping to {format_elapsed(jump)}")
-                for name in next_run:
-                    next_run[name] = max(next_run[name], jump)
-                self.clock.advance_to(self.clock.start + jump)
-                continue
+            due = self._last_due
+            if self._timers and self._is_due(self._timers[0]) and self._timers[0][0] <= t_next:
+                due = max(due, self._timers[0][0])       # a timer due now: what it changes is no runaway
+            if self.until is None and t_next > due + self.max_time:
+                return (f"stopped at the {format_elapsed(self.max_time)} safety limit (no timer due since "
+                        f"+{format_elapsed(self._last_due)})")
+            quiet = self.clock.elapsed - self.last_change
+            if not batch and t_next == next_sweep and quiet >= self.lifecycle_interval:
+                if self._add_wakeups():   # timers that will still change something (budget / off-peak windows)
+                    continue
+                if not self._timers and self.until is None:
+                    return "nothing changed for a full lifecycle interval"
+                idle = self._idle_skip()
+                jump = self._skip_target() if quiet >= idle else None
+                if jump is not None and jump - self.clock.elapsed > idle:
+                    # quiet: nothing to do until the next timer (or --until); the sweeps resume then
+                    self.progress(f"quiet since {format_elapsed(self.last_change)}: skipping to {format_elapsed(jump)}")
+                    for name in next_run:
+                        next_run[name] = max(next_run[name], jump)
+                    self.clock.advance_to(self.clock.start + jump)
+                    continue
             self.clock.advance_to(self.clock.start + t_next)
             if batch and t_next >= min(batch_last + BATCH_IDLE, batch_first + BATCH_MAX):
                 self._invoke_provisioner(sqs, batch)
@@ -520,7 +544,9 @@ class Simulation:
         """One costTimeline entry each time the set of NodeClaims changes."""
         from ..controllers.provision import PRICE_ANNOTATION
 
-        claims = {nc.name: float(nc.annotations.get(PRICE_ANNOTATION) or 0.0) for nc in self.store.list("NodeClaim")}
+        listed = self.store.list("NodeClaim")
+        self._announce_unreported_launches(listed)
+        claims = {nc.name: float(nc.annotations.get(PRICE_ANNOTATION) or 0.0) for nc in listed}
         if getattr(self, "_cost_names", None) == set(claims):
             return
         self._cost_names = set(claims)
@@ -550,6 +576,8 @@ class Simulation:
     def _on_report(self, kind: str, report) -> None:
         if kind == "provision":
             for x in report.launched:
+                self._launched.add(x.nodeclaim)
+                self._disrupted.discard(x.nodeclaim)
                 self.emit("NodeClaimLaunched", f"nodeclaim/{x.nodeclaim}",
                           f"{x.instance_type} {x.capacity_type} in {x.zone} ${x.price:.4f}/h ({x.instance_id}) for {len(x.pods)} pods")
                 for pod in x.pods:  # an earlier "unschedulable" no longer holds
@@ -573,6 +601,7 @@ class Simulation:
             for r in report.terminated:
                 self.emit("InstanceTerminated", f"instance/{r['instanceId']}", r["reason"])
             for r in report.deleted:
+                self._budget_blocked.pop(r["nodeClaim"], None)
                 self.emit("NodeClaimDeleted", f"nodeclaim/{r['nodeClaim']}", r["reason"])
             for r in getattr(report, "evicted", []):
                 self.emit("PodEvicted", f"pod/{r['pod']}", f"evicted from node {r['node']} ({r.get('how', 'eviction')})")
@@ -585,16 +614,71 @@ class Simulation:
         elif kind == "offpeak":
             self._on_offpeak(report)
 
+    # -- launches and disruptions: one NodeClaimLaunched per launch, one NodeClaimDisrupted per disruption ---------
+    def _announce_launch(self, name: str, replaces: list[str] | None = None, reason: str | None = None, nc=None) -> None:
+        """``NodeClaimLaunched`` for a NodeClaim no report announced (replacements: extra keys ``replaces``, ``reason``)."""
+        from ..api.kube import instance_id_of
+        from ..controllers.provision import PRICE_ANNOTATION
+
+        if name in self._launched:
+            return
+        nc = nc if nc is not None else self.store.get("NodeClaim", name)
+        if nc is None or not nc.status.get("providerID"):
+            return
+        self._launched.add(name)
+        self._disrupted.discard(name)
+        labels = nc.labels
+        price = float(nc.annotations.get(PRICE_ANNOTATION) or 0.0)
+        msg = (f"{labels.get('node.kubernetes.io/instance-type')} {labels.get('karpenter.sh/capacity-type')} in "
+               f"{labels.get('topology.kubernetes.io/zone')} ${price:.4f}/h ({instance_id_of(nc.status['providerID'])})")
+        extra = {}
+        if replaces:
+            msg += f" replacing {', '.join(replaces)}" + (f" ({reason})" if reason else "")
+            extra = {"replaces": list(replaces), "reason": reason}
+        self.emit("NodeClaimLaunched", f"nodeclaim/{name}", msg, **extra)
+
+    def _announce_unreported_launches(self, claims: list) -> None:
+        """Every launch is an event: a NodeClaim that no report announced (whoever launched it) is announced here."""
+        from ..scheduling.inputs import REPLACES_ANNOTATION
+
+        for nc in claims:
+            if nc.name in self._launched or not nc.status.get("providerID"):
+                continue
+            raw = nc.annotations.get(REPLACES_ANNOTATION)
+            replaces: list[str] = []
+            if raw:
+                try:
+                    value = json.loads(raw)
+                    replaces = [str(v) for v in value] if isinstance(value, list) else [str(raw)]
+                except ValueError:
+                    replaces = [raw]
+            reason = next((self._disruption_reasons[r] for r in replaces if r in self._disruption_reasons), None)
+            self._announce_launch(nc.name, replaces, reason or ("replacement" if replaces else None), nc=nc)
+
+    def _emit_disrupted(self, name: str, message: str, **extra) -> bool:
+        """``NodeClaimDisrupted`` once per NodeClaim and disruption (a second report of it is not an event)."""
+        if name in self._disrupted:
+            return False
+        self._disrupted.add(name)
+        self._budget_blocked.pop(name, None)
+        self.emit("NodeClaimDisrupted", f"nodeclaim/{name}", message, **extra)
+        return True
+
     def _on_interruption(self, report) -> None:
         for d in report.disrupted:
+            for r in d.get("replacements") or []:
+                self._announce_launch(r, [d["nodeClaim"]], d["reason"])
             keys = ("reason", "nodePool", "instanceType", "zone", "capacityType", "replacements")
             reps = f"; replacements {', '.join(d['replacements'])}" if d.get("replacements") else ""
-            self.emit("NodeClaimDisrupted", f"nodeclaim/{d['nodeClaim']}",
-                      f"{d['reason']}: {d.get('instanceType')} {d.get('capacityType')} in {d.get('zone')}{reps}",
-                      **{k: d.get(k) for k in keys}, savingsPerHour=0.0)
+            self._emit_disrupted(d["nodeClaim"],
+                                 f"{d['reason']}: {d.get('instanceType')} {d.get('capacityType')} in {d.get('zone')}{reps}",
+                                 **{k: d.get(k) for k in keys}, savingsPerHour=0.0)
         for d in report.deleted:
-            self.emit("NodeClaimDisrupted", f"nodeclaim/{d['nodeClaim']}", f"{d['reason']}: removed at once",
-                      reason=d["reason"], replacements=[], savingsPerHour=0.0)
+            if d["nodeClaim"] in self._disrupted:   # disrupted (above or earlier) and its instance gone: deleted at once
+                self.emit("NodeClaimDeleted", f"nodeclaim/{d['nodeClaim']}", f"{d['reason']}: removed at once")
+            else:
+                self._emit_disrupted(d["nodeClaim"], f"{d['reason']}: removed at once", reason=d["reason"],
+                                     replacements=[], savingsPerHour=0.0)
         for r in report.rebalance:
             self.emit("RebalanceRecommended", f"nodeclaim/{r.get('nodeClaim')}", "recorded (the NodePool does not opt in)")
         for x in report.ignored:
@@ -603,27 +687,148 @@ class Simulation:
             self.emit("InterruptionError", f"instance/{e.get('instanceId')}", str(e.get("error")))
 
     def _schedule_offpeak(self) -> None:
+        """Off-peak window edges as timers (EventBridge Scheduler): with --until every edge before it; without, the
+        first window and every window that starts before the last Scenario step (later ones: :meth:`_add_wakeups`)."""
         from .offpeak import window_edges
 
         if self.offpeak is None or not self.offpeak_schedules:
             return
-        self.offpeak_edges = window_edges(self.offpeak_schedules, self.clock.start, self.until)
-        for at, name, edge, _w in self.offpeak_edges:
-            self._schedule(at, "offpeak", {"schedule": name, "edge": edge})
-        if self.until is None and self.offpeak_edges:     # run to the morning (and an hour of it), not to the safety limit
-            self.max_time = max(self.max_time, self.offpeak_edges[-1][0] + 3600.0)
-        # quiet this long => no consolidation can still be waiting: the longest consolidateAfter (the overrides'
-        # too) plus two disruption sweeps (propose, then act after the 15 s validation)
+        edges = window_edges(self.offpeak_schedules, self.clock.start, self.until)
+        if self.until is None and self.scenario is not None and self.scenario.steps:
+            last_step = max(step.at for step in self.scenario.steps)
+            edges += [e for e in window_edges(self.offpeak_schedules, self.clock.start, last_step) if e[3]["start"] <= last_step]
+        self._add_edges(edges)
+
+    @staticmethod
+    def _is_due(timer) -> bool:
+        """A timer from the input (a step, an off-peak edge known from the start, a budget edge): the safety limit
+        counts from the last one. Window edges found while running (:meth:`_add_wakeups`) do not move it, so
+        back-to-back windows cannot keep a run going for ever."""
+        return timer[2] in DUE_KINDS and timer[3].get("due", True)
+
+    def _add_edges(self, edges, due: bool = True) -> bool:
+        """Schedule the edges of windows not yet known (a start already past fires now); True when one was new."""
+        added = False
+        for at, name, edge, w in sorted(edges, key=lambda e: (e[0], e[2] != "end")):
+            key = (name, round(w["start"], 3), edge)
+            if key in self._edge_keys:
+                continue
+            self._edge_keys.add(key)
+            self.offpeak_edges.append((at, name, edge, w))
+            self._schedule(max(at, self.clock.elapsed), "offpeak", {"schedule": name, "edge": edge, "due": due})
+            added = True
+        self.offpeak_edges.sort(key=lambda e: (e[0], e[2] != "end"))
+        return added
+
+    def _windows_holding_now(self) -> list:
+        """Edges of the off-peak windows that hold the current time (the end ahead; the start, when the run has not
+        invoked it, now): a window started during the run is run to its end."""
+        from ..disruption.offpeak_window import window_at
+
+        now = self.clock.datetime()
+        out = []
+        for s in self.offpeak_schedules:
+            try:
+                w = window_at(s.schedule, s.time_zone, s.duration_seconds, now)
+            except (ValueError, KeyError):
+                continue
+            if w is None:
+                continue
+            info = {"schedule": s.name, "start": w.start.timestamp() - self.clock.start,
+                    "end": w.end.timestamp() - self.clock.start}
+            if info["start"] >= 0:
+                out.append((info["start"], s.name, "start", info))
+            out.append((info["end"], s.name, "end", info))
+        return out
+
+    def _add_wakeups(self) -> bool:
+        """Before a quiet run stops or skips ahead: the timers that will still change something.
+
+        * a disruption blocked by a budget window (``DisruptionBlocked`` cause ``budget``) -> a ``budget`` timer at the
+          first window edge where the NodePool's budget for that reason allows more (one per NodePool, reason, edge);
+        * an off-peak window holding the current time -> its end (and its start, when not invoked yet);
+        * with a skip ahead, the off-peak windows starting before the skip's target.
+        True when a timer was added (the loop then looks again)."""
+        added = False
+        if self.offpeak is not None and self.offpeak_schedules:
+            added |= self._add_edges(self._windows_holding_now(), due=False)
+            horizon = self._skip_target()
+            if horizon is not None and horizon > self.clock.elapsed:
+                from .offpeak import window_edges
+
+                ahead = window_edges(self.offpeak_schedules, self.clock.start, horizon)
+                added |= self._add_edges([e for e in ahead if self.clock.elapsed < e[3]["start"] <= horizon], due=False)
+        added |= self._add_budget_timers()
+        return added
+
+    def _add_budget_timers(self) -> bool:
+        if not any(b["at"] is None for b in self._budget_blocked.values()):
+            return False
+        claims = {nc.name: nc for nc in self.store.list("NodeClaim")}
+        pools = {np.name: np for np in self.store.list("NodePool")}
+        added = False
+        for name, b in list(self._budget_blocked.items()):
+            if b["at"] is not None:
+                continue
+            nc = claims.get(name)
+            pool = pools.get(nc.labels.get("karpenter.sh/nodepool", "")) if nc is not None else None
+            if nc is None or pool is None or nc.metadata.get("deletionTimestamp"):
+                del self._budget_blocked[name]
+                continue
+            total = sum(1 for c in claims.values() if c.labels.get("karpenter.sh/nodepool") == pool.name)
+            horizon = self.clock.elapsed + BUDGET_LOOKAHEAD
+            if self.until is not None:
+                horizon = min(horizon, self.until)
+            at = budget_reopens(pool.spec.get("disruption") or {}, b["reason"], total, self.clock.start,
+                                self.clock.elapsed, horizon)
+            if at is None:          # no window edge ahead lets it go: it stays blocked
+                del self._budget_blocked[name]
+                continue
+            b["at"], b["nodePool"] = at, pool.name
+            key = (pool.name, b["reason"], at)
+            if key not in self._budget_timers:
+                self._budget_timers.add(key)
+                self._schedule(at, "budget", {"nodePool": pool.name, "reason": b["reason"]})
+                added = True
+        return added
+
+    def _budget_changed(self, data: dict) -> None:
+        """A budget window edge that lets a blocked disruption go: an event (the sweeps act on their next run)."""
+        from ..disruption.budgets import budget_limit
+
+        pool = self.store.get("NodePool", data["nodePool"])
+        names = sorted(n for n, b in self._budget_blocked.items()
+                       if b.get("nodePool") == data["nodePool"] and b["reason"] == data["reason"]
+                       and b["at"] is not None and b["at"] <= self.clock.elapsed)
+        for n in names:
+            del self._budget_blocked[n]
+        if pool is None:
+            return
+        total = sum(1 for c in self.store.list("NodeClaim") if c.labels.get("karpenter.sh/nodepool") == pool.name)
+        limit, which = budget_limit(pool.spec.get("disruption") or {}, data["reason"], total, self.clock.now())
+        allows = "unlimited (no budget applies now)" if limit is None else f"{limit} of {total} NodeClaims ({which})"
+        self.emit("DisruptionBudgetChanged", f"nodepool/{pool.name}",
+                  f"budget window edge: {data['reason']} disruptions allowed: {allows}; waiting: {', '.join(names) or 'none'}",
+                  nodePool=pool.name, reason=data["reason"], allowed=limit, nodeClaims=names)
+
+    def _idle_skip(self) -> float:
+        """Quiet this long => no consolidation can still be waiting: the longest consolidateAfter (the off-peak
+        overrides' too) plus two disruption sweeps (propose, then act after the 15 s validation) and a lifecycle
+        interval; at least 5 minutes."""
         waits = [_seconds((np.spec.get("disruption") or {}).get("consolidateAfter")) for np in self.store.list("NodePool")]
         waits += [_seconds((o.disruption or {}).get("consolidateAfter")) for s in self.offpeak_schedules for o in s.nodepools]
         longest = max([w for w in waits if w is not None] + [0.0])
         sweeps = max([i for n, _m, i in self.scheduled if n in ("consolidation", "drift")] + [60.0])
         self.idle_skip = max(300.0, longest + 2 * sweeps + self.lifecycle_interval)
+        return self.idle_skip
 
-    def _skip_target(self) -> float:
-        """Where a quiet stretch may jump to: the next timer, or earlier when a NodeClaim expires before it
+    def _skip_target(self) -> float | None:
+        """Where a quiet stretch may jump to: the next timer (or --until), earlier when a NodeClaim expires before it
         (``expireAfter`` must act on time, so the sweeps run again a lifecycle interval before the expiry)."""
-        target = self._timers[0][0]
+        targets = ([self._timers[0][0]] if self._timers else []) + ([self.until] if self.until is not None else [])
+        if not targets:
+            return None
+        target = min(targets)
         expire = {np.name: _seconds(np.expire_after) for np in self.store.list("NodePool")}
         from ..controllers.runtime import parse_iso
 
@@ -668,15 +873,26 @@ class Simulation:
                 hist.append({"time": round(self.clock.elapsed, 3), "replicas": w["replicas"]})
 
     def _on_disruption(self, report) -> None:
+        for p in report.proposed:
+            self._disruption_reasons[p["nodeClaim"]] = p["reason"]
+        for r in report.replacing:
+            lead = r["nodeClaim"]
+            reason = self._disruption_reasons.get(lead) or next(
+                (self._disruption_reasons[n] for n in r.get("nodeClaims") or [] if n in self._disruption_reasons), None)
+            for name in r["replacements"]:
+                self._announce_launch(name, list(r.get("nodeClaims") or [lead]), reason)
         for d in report.disrupted:
+            for name in d["replacements"]:   # launched by an earlier sweep: announced then (or now, if it was missed)
+                self._announce_launch(name, [d["nodeClaim"]], d["reason"])
             keys = ("reason", "nodePool", "instanceType", "zone", "capacityType", "replacements", "savingsPerHour")
             reps = f"; replaced by {', '.join(d['replacements'])}" if d["replacements"] else ""
-            self.emit("NodeClaimDisrupted", f"nodeclaim/{d['nodeClaim']}",
-                      f"{d['reason']}: {d['instanceType']} {d['capacityType']} in {d['zone']}"
-                      f"{' (' + d['detail'] + ')' if d.get('detail') else ''}{reps}", **{k: d[k] for k in keys})
+            self._emit_disrupted(d["nodeClaim"], f"{d['reason']}: {d['instanceType']} {d['capacityType']} in {d['zone']}"
+                                 f"{' (' + d['detail'] + ')' if d.get('detail') else ''}{reps}", **{k: d[k] for k in keys})
         for b in report.blocked:
             self.emit("DisruptionBlocked", f"nodeclaim/{b['nodeClaim']}", f"{b['reason']}: {b['message']}",
                       reason=b["cause"], disruption=b["reason"])
+            if b["cause"] == "budget" and b["nodeClaim"] not in self._disrupted:
+                self._budget_blocked[b["nodeClaim"]] = {"reason": b["reason"], "at": None}
         for f in report.failed:
             self.emit("DisruptionFailed", f"nodeclaim/{f['nodeClaim']}", f"{f['reason']}: {f['why']}", reason=f["reason"])
         for c in report.cancelled:
@@ -702,8 +918,12 @@ class Simulation:
     def _fire(self, kind: str, data: dict) -> None:
         from . import nodes as simnodes
 
+        if self._is_due((None, None, kind, data)):
+            self._last_due = max(self._last_due, self.clock.elapsed)
         if kind == "step":
             self._step(data["step"])
+        elif kind == "budget":
+            self._budget_changed(data)
         elif kind == "join":
             self._join(data["instance"])
         elif kind == "reclaim":
@@ -987,6 +1207,47 @@ def _seconds(text) -> float | None:
         return float(parse_duration(text))
     except (ValueError, TypeError):
         return None
+
+
+def budget_reopens(disruption: dict, reason: str, total: int, start: float, now: float, horizon: float) -> float | None:
+    """The first budget window edge in ``(now, horizon]`` (virtual seconds since ``start``) where the budgets of
+    ``spec.disruption`` allow ``reason`` more than at ``now``; None when none does (or no budget has a schedule)."""
+    from datetime import datetime, timedelta, timezone
+
+    from ..api.cron import CronError, parse_cron
+    from ..disruption.budgets import budget_limit
+
+    t0 = datetime.fromtimestamp(start, tz=timezone.utc)
+    edges: set[float] = set()
+    for b in disruption.get("budgets") or []:
+        if not isinstance(b, dict) or b.get("schedule") is None or b.get("duration") is None:
+            continue
+        reasons = b.get("reasons") or []
+        if reasons and reason not in reasons:
+            continue
+        length = _seconds(b["duration"])
+        try:
+            cron = parse_cron(b["schedule"])
+        except CronError:
+            continue
+        if length is None:
+            continue
+        # active in [hit, hit + duration): the edges are the hits and the hits + duration
+        hit = cron.next_after(t0 + timedelta(seconds=now - length))
+        for _ in range(2000):
+            if hit is None:
+                break
+            at = (hit - t0).total_seconds()
+            if at > horizon:
+                break
+            edges.update(x for x in (at, at + length) if now < x <= horizon)
+            hit = cron.next_after(hit)
+    base, _ = budget_limit(disruption, reason, total, start + now)
+    for at in sorted(edges):
+        limit, _ = budget_limit(disruption, reason, total, start + at)
+        if base is not None and (limit is None or limit > base):
+            return at
+    return None
 
 
 def _unschedulable(pod: dict) -> bool:
