@@ -152,3 +152,27 @@ def test_node_limits_fall_back_to_pod_by_pod_and_stay_balanced():
     assert max(zones.values()) - min(zones.values()) <= 1
     assert sum(n.instance_types[0].capacity["cpu"] for n in res.nodeclaims) <= 12 * 1000 or res.unschedulable
     assert GI  # helpers' units in use
+
+
+# ---------------------------------------------------------------------------------------------- consolidation's second look
+def test_a_removal_whose_result_breaks_zone_spread_is_refused():
+    """``simulate_removal`` re-checks the moved pods' required spread on the solver's answer: a result that stacks
+    them in one zone (what a node-per-pod or zone-blind answer would do) marks them unschedulable."""
+    from karpenter_lambda.scheduling import SchedulingResult
+    from karpenter_lambda.scheduling.reschedule import _spread_recheck
+
+    def node(name, zone, n):
+        ps = [dict(p, spec=dict(p["spec"], nodeName=name)) for p in deployment(n, spread=[tsc(L.ZONE)], prefix=name)]
+        return ExistingNode(name, labels={L.ZONE: zone, L.HOSTNAME: name}, allocatable={"cpu": "8", "memory": "32Gi",
+                            "pods": "110"}, pods=ps, zone=zone)
+    a, b, c = node("a", "us-east-1a", 2), node("b", "us-east-1b", 2), node("c", "us-east-1c", 2)
+    moved = c.pods
+    stacked = SchedulingResult(existing={"a": [f"default/{p['metadata']['name']}" for p in moved]})
+    why = _spread_recheck([c], [a, b], moved, stacked)
+    assert why and "skew 2 after the move, 0 before" in next(iter(why.values()))   # 1c has no node left
+    # the same move is fine when the pods are shared between the other zones within maxSkew ... and the solver's own
+    # answer (simulate_removal) never trips the check
+    from karpenter_lambda.scheduling import NodePoolInput
+    from karpenter_lambda.scheduling.reschedule import simulate_removal
+    res = simulate_removal([c], others=[a, b], nodepools=[NodePoolInput(nodepool(), catalog())])
+    assert res.all_rescheduled, res.unschedulable

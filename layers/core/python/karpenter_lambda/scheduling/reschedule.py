@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 from ..api import labels as L
 from ..api.quantity import resource_value
+from . import topology as T
+from .existing_pods import matches
 from .solver import ExistingNode, SchedulingError, SchedulingInput, solve
 from .taints import tolerates
 
@@ -173,4 +175,82 @@ def simulate_removal(candidates, *, others, nodepools, daemonsets=(), usage=None
                 out.unschedulable[key] = f"would schedule against uninitialized node {node_name}"
     for u in res.unschedulable:
         (out.unschedulable if u.pod in mine else out.pending_unschedulable)[u.pod] = u.reason
+    if not out.unschedulable:
+        for key, why in _spread_recheck(candidates, keep, moved, res).items():
+            out.unschedulable[key] = why
+    return out
+
+
+def _labelsets(n: ExistingNode):
+    """(namespace, labels, pods) per distinct label set on ``n``: its summary when made from its pods, else counted."""
+    f = n.pod_facts
+    if f is not None and matches(f, n.pods):
+        return [(ns, labels, c) for ns, _, labels, c in f.labelsets]
+    out = []
+    for q in n.pods or ():
+        meta = q.get("metadata") or {}
+        out.append((meta.get("namespace") or "default", meta.get("labels") or {}, 1))
+    return out
+
+
+def _spread_recheck(candidates, keep, moved, res) -> dict:
+    """Re-check the moved pods' required topology spread (keys other than the hostname) on the result: per domain,
+    the pods each constraint selects on the nodes kept, plus where the moved pods went (existing nodes or new
+    NodeClaims), against the same counts before the move.  A constraint whose skew exceeds maxSkew and is worse than
+    before makes the move invalid (the solver should never propose one: this is the consolidation's second look).
+    Domains: those of nodes whose labels satisfy the pod's nodeSelector.  Returns {pod key: reason}."""
+    rules = {}
+    for p in moved:
+        try:
+            cons = T.pod_constraints(p)
+        except ValueError:
+            continue
+        for con, sel, nss in cons:
+            if con.kind == T.SPREAD and con.required and con.key != L.HOSTNAME and con.group_key not in rules:
+                rules[con.group_key] = (con, T.Group(con.kind, con.key, nss, sel), p, _pod_key(p))
+    if not rules:
+        return {}
+    by_key = {_pod_key(p): p for p in moved}
+    new_labels = {}
+    for plan in res.nodeclaims:
+        labels = dict(plan.labels)
+        labels[L.ZONE] = plan.zone
+        labels.setdefault(L.CAPACITY_TYPE, plan.capacity_type)
+        for k in plan.pods:
+            new_labels[k] = labels
+    out = {}
+    for con, group, pod, key in rules.values():
+        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+
+        def domain(labels):
+            if any(labels.get(k) != v for k, v in selector.items()):
+                return None
+            return labels.get(con.key)
+        before, after = {}, {}
+        for n in keep:
+            d = domain(n.labels or {})
+            if d is None:
+                continue
+            k = sum(c for ns, labels, c in _labelsets(n) if group.matches(ns, labels))
+            before[d] = before.get(d, 0) + k
+            after[d] = after.get(d, 0) + k
+        for n in candidates:
+            d = domain(n.labels or {})
+            for q in n.pods or ():
+                meta = q.get("metadata") or {}
+                if d is not None and group.matches(meta.get("namespace") or "default", meta.get("labels") or {}):
+                    before[d] = before.get(d, 0) + 1
+        node_labels = {n.name: n.labels or {} for n in keep}
+        placed = {k: node_labels.get(name, {}) for name, ks in res.existing.items() for k in ks}
+        placed.update(new_labels)
+        for k, p in by_key.items():
+            meta = p.get("metadata") or {}
+            if k in placed and group.matches(meta.get("namespace") or "default", meta.get("labels") or {}):
+                d = domain(placed[k])
+                if d is not None:
+                    after[d] = after.get(d, 0) + 1
+        skew_after = max(after.values(), default=0) - min(after.values(), default=0)
+        skew_before = max(before.values(), default=0) - min(before.values(), default=0)
+        if skew_after > con.max_skew and skew_after > skew_before:
+            out[key] = f"would break {con.text} (skew {skew_after} after the move, {skew_before} before)"
     return out
