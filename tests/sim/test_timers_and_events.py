@@ -196,3 +196,28 @@ def test_a_terminated_instance_is_one_disruption(tmp_path):
     assert [e["object"] for e in _events(d, "NodeClaimDeleted")] == [received["object"]]
     assert d["pods"] == {"total": 1, "bound": 1}
     _assert_event_guarantees(d)
+
+
+def test_the_safety_limit_still_ends_a_run_without_until(tmp_path):
+    """Without --until the safety limit counts from the last timer due (here the start): a 1-minute limit ends the
+    run while the node is still coming up; an explicit --until goes past it."""
+    files = [tmp_path / "np.yaml", tmp_path / "web.yaml"]
+    files[0].write_text(_nodepool() + "---" + NODECLASS)
+    files[1].write_text(json.dumps(_deployment("web", 1)))
+    d = Simulation(files, max_time=60.0, progress=lambda m: None).run().to_dict()
+    assert d["stoppedBecause"] == "stopped at the 1m00.0s safety limit (no timer due since +0.0s)"
+    assert d["simulatedSeconds"] <= 60.0
+    d = Simulation(files, max_time=60.0, until=120.0, progress=lambda m: None).run().to_dict()
+    assert d["stoppedBecause"] == "reached --until 2m00.0s" and d["simulatedSeconds"] == 120.0
+    assert d["pods"] == {"total": 1, "bound": 1}
+
+
+def test_back_to_back_offpeak_windows_do_not_keep_a_run_going(tmp_path):
+    """Windows found while running (here: always one, every 30 minutes) do not move the safety limit."""
+    files = [tmp_path / "in.yaml"]
+    files[0].write_text("\n---\n".join([_nodepool(), NODECLASS, json.dumps(_deployment("web", 1, "dev")),
+                                      json.dumps(_offpeak("*/30 * * * *", "30m")),
+                                      json.dumps(_scenario("2027-01-12T00:00:00Z", []))]))
+    d = Simulation(files, max_time=3600.0, progress=lambda m: None).run().to_dict()
+    assert d["stoppedBecause"].startswith("stopped at the 1h00m00.0s safety limit")
+    assert d["simulatedSeconds"] <= 1800 + 3600
