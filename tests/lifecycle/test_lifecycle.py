@@ -13,7 +13,8 @@ def launch_one(world, name="web-0"):
 
 def test_orphan_instances_are_terminated_after_30s(world):
     image = world.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    tags = [{"Key": f"kubernetes.io/cluster/{world.cluster}", "Value": "owned"}, {"Key": "karpenter.sh/nodeclaim", "Value": "ghost"}]
+    tags = [{"Key": f"kubernetes.io/cluster/{world.cluster}", "Value": "owned"}, {"Key": "karpenter.sh/nodeclaim", "Value": "ghost"},
+            {"Key": "karpenter-lambda.io/cluster", "Value": world.cluster}]  # this deployment's (issue 21 #3)
     orphan = world.ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large",
                                      TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])["Instances"][0]["InstanceId"]
     other = world.ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="m5.large")["Instances"][0]["InstanceId"]

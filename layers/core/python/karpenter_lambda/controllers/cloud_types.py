@@ -18,6 +18,7 @@ class CreateRequest:
     nodeclass: Any                 # api.objects.EC2NodeClass
     resolved: Any                  # the provider's resolution of the nodeclass
     labels: dict = field(default_factory=dict)
+    client_token: str | None = None  # unique per launch attempt, recorded on the NodeClaim before the call
 
 
 @dataclass
@@ -36,3 +37,13 @@ class Instance:
 
 class NoCapacity(Exception):
     """Nothing could be launched for the request (the message says why)."""
+
+
+class LaunchFailed(Exception):
+    """The cloud answered and nothing was launched (the message says why); ``throttled``: the API refused the call
+    for its rate, the request itself is fine and should be retried later.  Any other exception out of ``create``
+    leaves it open whether an instance exists (a timeout, a crash after the call)."""
+
+    def __init__(self, message: str, throttled: bool = False):
+        super().__init__(message)
+        self.throttled = throttled

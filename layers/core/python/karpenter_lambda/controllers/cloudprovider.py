@@ -6,14 +6,26 @@ cloud plugs in by implementing it.  :class:`AWSCloudProvider` is the EC2 impleme
 * ``resolve(nodeclass)`` -- subnets, security groups, AMIs, instance profile (``(resolved, problem)``);
 * ``instance_types(nodeclass, resolved, unavailable)`` -- the priced catalog in the resolved zones;
 * ``create(request)`` -- launch templates + CreateFleet (instant) with insufficient-capacity fallback;
-* ``list_instances()`` / ``describe(instance_ids)`` / ``terminate(instance_ids)``.
+* ``list_instances()`` / ``describe(instance_ids)`` / ``terminate(instance_ids)``;
+* ``instances_of(nodeclaim)`` -- the instances launched for one NodeClaim (adoption of a launch whose record was
+  never marked Launched); ``as_instance(description)`` -- an EC2 description as an :class:`Instance`;
+* ``cleanup_nodeclasses(existing)`` -- launch templates and instance profiles of deleted EC2NodeClasses.
+
+Ownership: this deployment lists, adopts, garbage-collects and terminates only instances tagged
+``karpenter-lambda.io/cluster=<cluster>`` (:data:`~karpenter_lambda.api.labels.OWNER_TAG`).  Upstream Karpenter
+tags its instances with ``kubernetes.io/cluster/<c>`` and ``karpenter.sh/nodeclaim`` too, so those tags alone
+never make an instance ours (both can run side by side during a migration: docs/provisioning.md).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Protocol
 
-from .cloud_types import CreateRequest, Instance, NoCapacity  # noqa: F401  (re-exported)
+from ..api import labels as wk
+from .cloud_types import CreateRequest, Instance, LaunchFailed, NoCapacity  # noqa: F401  (re-exported)
+
+log = logging.getLogger(__name__)
 
 
 class CloudProvider(Protocol):
@@ -31,6 +43,14 @@ GONE_STATES = frozenset({"shutting-down", "terminated"})
 
 def instance_state(instance: dict | None) -> str | None:
     return ((instance or {}).get("State") or {}).get("Name")
+
+
+def instance_tags(instance: dict | None) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in (instance or {}).get("Tags") or []}
+
+
+class NotOwned(Exception):
+    """An instance this deployment did not launch (no ``karpenter-lambda.io/cluster=<cluster>`` tag): never terminated."""
 
 
 class AWSCloudProvider:
@@ -84,11 +104,12 @@ class AWSCloudProvider:
 
         return launch(self, request, on_retry)
 
-    def list_instances(self) -> dict[str, dict]:
-        """Instances tagged for this cluster and a NodeClaim, by id (every state)."""
+    def _owner_filters(self) -> list[dict]:
+        return [{"Name": f"tag:kubernetes.io/cluster/{self.cluster.name}", "Values": ["owned"]},
+                {"Name": f"tag:{wk.OWNER_TAG}", "Values": [self.cluster.name]}]
+
+    def _describe_pages(self, **kwargs) -> dict[str, dict]:
         out = {}
-        kwargs = {"Filters": [{"Name": f"tag:kubernetes.io/cluster/{self.cluster.name}", "Values": ["owned"]},
-                              {"Name": "tag-key", "Values": [NODECLAIM_TAG]}]}
         while True:
             resp = self.ec2.describe_instances(**kwargs)
             for r in resp.get("Reservations", []):
@@ -97,6 +118,17 @@ class AWSCloudProvider:
             if not resp.get("NextToken"):
                 return out
             kwargs["NextToken"] = resp["NextToken"]
+
+    def owns(self, instance: dict | None) -> bool:
+        return instance_tags(instance).get(wk.OWNER_TAG) == self.cluster.name
+
+    def list_instances(self) -> dict[str, dict]:
+        """Instances this deployment launched for a NodeClaim of this cluster, by id (every state)."""
+        return self._describe_pages(Filters=self._owner_filters() + [{"Name": "tag-key", "Values": [NODECLAIM_TAG]}])
+
+    def instances_of(self, nodeclaim: str) -> dict[str, dict]:
+        """This deployment's instances tagged for NodeClaim ``nodeclaim``, by id (every state)."""
+        return self._describe_pages(Filters=self._owner_filters() + [{"Name": f"tag:{NODECLAIM_TAG}", "Values": [nodeclaim]}])
 
     def describe(self, instance_ids: list[str]) -> dict[str, dict]:
         """The given instances by id; ids EC2 does not know are left out."""
@@ -114,8 +146,53 @@ class AWSCloudProvider:
         return out
 
     def terminate(self, instance_ids: list[str]) -> None:
-        if instance_ids:
-            self.ec2.terminate_instances(InstanceIds=list(instance_ids))
+        """Terminate instances of this deployment.  Each is described first: one without this deployment's owner tag
+        is not terminated (:class:`NotOwned`, naming it); ids EC2 does not know are gone already."""
+        if not instance_ids:
+            return
+        found = self.describe(list(instance_ids))
+        foreign = sorted(i for i, d in found.items() if not self.owns(d))
+        ours = [i for i in instance_ids if i in found and i not in foreign]
+        if ours:
+            self.ec2.terminate_instances(InstanceIds=ours)
+        if foreign:
+            raise NotOwned(f"instance(s) {', '.join(foreign)} not tagged {wk.OWNER_TAG}={self.cluster.name}: not "
+                           f"launched by this deployment, not terminated")
+
+    @staticmethod
+    def as_instance(desc: dict, price: float = 0.0) -> Instance:
+        """An EC2 instance description as the :class:`Instance` a launch returns."""
+        return Instance(instance_id=desc["InstanceId"], instance_type=desc.get("InstanceType", ""),
+                        zone=(desc.get("Placement") or {}).get("AvailabilityZone", ""),
+                        capacity_type=wk.CAPACITY_TYPE_SPOT if desc.get("InstanceLifecycle") == "spot"
+                        else wk.CAPACITY_TYPE_ON_DEMAND,
+                        price=float(price or 0.0), image_id=desc.get("ImageId"), subnet_id=desc.get("SubnetId"),
+                        security_group_ids=sorted(g["GroupId"] for g in desc.get("SecurityGroups") or [] if g.get("GroupId")))
+
+    # -- EC2NodeClass deletion ---------------------------------------------------------------------
+    def cleanup_nodeclasses(self, existing: set[str], in_use: set[str] = frozenset()) -> list[dict]:
+        """Delete the launch templates (and the instance profile this project created) of EC2NodeClasses that no
+        longer exist and that no NodeClaim or live instance still uses.  ``[{"nodeClass", "launchTemplates",
+        "instanceProfile"}]`` for what was deleted."""
+        from ..adapters.aws.launch_templates import LaunchTemplates
+        from ..adapters.aws.nodeclass_resolver import NodeClassResolver
+
+        lts = LaunchTemplates(self.ec2, self.cluster.name)
+        gone: dict[str, list[str]] = {}
+        for lt in lts.owned():
+            nc = lt.get("nodeclass")
+            if nc and nc not in existing and nc not in in_use:
+                gone.setdefault(nc, [])
+        out = []
+        for nc in sorted(gone):
+            deleted = lts.delete_for_nodeclass(nc)
+            profile = None
+            if self.iam is not None:
+                resolver = NodeClassResolver(self.ec2, self.ssm, self.iam, self.cluster.name,
+                                             self.cluster.version or "0", self.region)
+                profile = resolver.delete_instance_profile(nc)
+            out.append({"nodeClass": nc, "launchTemplates": deleted, "instanceProfile": profile})
+        return out
 
 
 def not_ready_reason(status: dict) -> str | None:

@@ -1,6 +1,7 @@
 """What a function needs to act, built once per process (Lambda container, simulator run, test).
 
-``get_environment()`` builds from the environment variables (``runtime.Config``): boto3 clients,
+``get_environment()`` builds from the environment variables (``runtime.Config``): boto3 clients (standard
+retries, connect/read timeouts: :attr:`Environment.botocore_config`),
 the DynamoDB store, the unavailable-offerings cache, the launch claims, the cluster's EKS
 description (endpoint, CA, Kubernetes version, service CIDR) and a kubernetes client with an EKS
 bearer token.  Construction is lazy and cached: a warm invocation reuses everything.
@@ -40,11 +41,20 @@ class Environment:
 
         return boto3.session.Session(region_name=self.config.region)
 
-    def client(self, service: str):
-        kwargs = {}
+    @cached_property
+    def botocore_config(self):
+        """Every client's botocore settings: standard (or adaptive) retries, connect/read timeouts below the
+        functions' timeouts (``runtime.Config.aws_*``)."""
+        from botocore.config import Config
+
+        c = self.config
+        return Config(retries={"mode": c.aws_retry_mode, "total_max_attempts": int(c.aws_max_attempts)},
+                      connect_timeout=c.aws_connect_timeout, read_timeout=c.aws_read_timeout)
+
+    def client(self, service: str, **kwargs):
         if self.config.endpoint_url:
-            kwargs["endpoint_url"] = self.config.endpoint_url
-        return self.session.client(service, **kwargs)
+            kwargs.setdefault("endpoint_url", self.config.endpoint_url)
+        return self.session.client(service, config=self.botocore_config, **kwargs)
 
     @cached_property
     def ec2(self):
@@ -74,10 +84,7 @@ class Environment:
         api_region = pricing_api_region(self.config.region)
         if api_region is None:
             return None
-        kwargs = {"region_name": api_region}
-        if self.config.endpoint_url:
-            kwargs["endpoint_url"] = self.config.endpoint_url
-        return self.session.client("pricing", **kwargs)
+        return self.client("pricing", region_name=api_region)
 
     @cached_property
     def price_cache(self):

@@ -7,13 +7,22 @@ and interruption all launch through it.
    of each pod (the same plan delivered twice is refused: ``duplicate``; limits reached: ``limit``; pods
    nominated elsewhere meanwhile: ``taken``).  ``takeover`` names pods whose old nomination no longer holds
    (:func:`karpenter_lambda.scheduling.inputs.held_reservations`), which may be moved to this NodeClaim.
-2. **record** -- the NodeClaim (deterministic name, finalizer ``karpenter.sh/termination``) stamped with what
-   drift compares later: ``karpenter.sh/nodepool-hash`` (+ version), ``karpenter.k8s.aws/ec2nodeclass-hash``
-   (+ version); after the launch its ``status.imageID``, and the subnet and security groups as annotations.
+2. **record** -- the NodeClaim (finalizer ``karpenter.sh/termination``) stamped with what drift compares later:
+   ``karpenter.sh/nodepool-hash`` (+ version), ``karpenter.k8s.aws/ec2nodeclass-hash`` (+ version), and the
+   launch token (``karpenter-lambda.io/launch-token``: unique per launch attempt, written before CreateFleet, its
+   ClientToken); after the launch its ``status.imageID``, and the subnet and security groups as annotations.
+   The provisioner's names are the NodePool + a hash of the pods, of the nominations taken over and of the
+   attempt's time: a re-plan of the same pods never reuses the name of an instance that may still live.
+   (Idempotency of a redelivered message is the pod reservations' job in step 1, not the name's.)
 3. **create** -- the cloud provider's launch (CreateFleet with insufficient-capacity fallback).
 4. **mark launched** -- labels of the chosen type/zone/capacity, price, providerID, capacity/allocatable, the
-   ``Launched`` condition; the usage claim shrunk to what was really launched.  On failure the record and the
-   claim are rolled back.
+   ``Launched`` condition; the usage claim shrunk to what was really launched.
+
+Failures: only when the cloud provider says nothing was launched (:class:`NoCapacity`, :class:`LaunchFailed`)
+are the record and the claim rolled back.  Any other error (a timeout, a crash after CreateFleet) and a failure
+to mark the record Launched leave the record as it is: the lifecycle sweep adopts the instance tagged for it
+(:mod:`.lifecycle`), or deletes the record after 5 minutes when there is none.  An instance that launched is
+never rolled back.
 """
 
 from __future__ import annotations
@@ -31,12 +40,18 @@ from ..api.objects import NodeClaim
 from ..api.quantity import format_resource
 from ..scheduling.inputs import NOMINATED_UIDS_ANNOTATION, PRICE_ANNOTATION, claim_request, limits_of
 from . import runtime
-from .cloud_types import CreateRequest, NoCapacity
+from .cloud_types import CreateRequest, LaunchFailed, NoCapacity
 
 NOMINATED_PODS_ANNOTATION = "karpenter-lambda.io/nominated-pods"      # JSON list of "ns/name"
+LAUNCH_TOKEN_ANNOTATION = "karpenter-lambda.io/launch-token"          # CreateFleet ClientToken base of this attempt
 SUBNET_ANNOTATION = "karpenter-lambda.io/subnet-id"
 SECURITY_GROUPS_ANNOTATION = "karpenter-lambda.io/security-group-ids"  # JSON list, sorted
 log = logging.getLogger(__name__)
+
+
+class Throttled(RuntimeError):
+    """EC2 throttled a launch: nothing launched, nothing marked unavailable.  The provisioner raises it so the SQS
+    records fail and are redelivered later (the pods' reservations were released with the NodeClaim)."""
 
 
 @dataclass
@@ -64,16 +79,26 @@ class LaunchOutcome:
     taken: list[str] = field(default_factory=list)  # pod uids nominated by another NodeClaim meanwhile
     failed: str | None = None            # nothing launched: why
     error: str | None = None             # an unexpected error (also in ``failed``)
+    throttled: bool = False              # EC2 throttled the launch: nothing launched, retry later
 
 
-def nodeclaim_name(nodepool: str, pod_uids: list[str], previous: list[str] | tuple = ()) -> str:
-    """Deterministic: the NodePool name + a hash of the pods the NodeClaim was made for (and of the NodeClaims
-    whose nominations of those pods no longer hold, so a re-plan gets a new name while a redelivery does not)."""
+def nodeclaim_name(nodepool: str, pod_uids: list[str], previous: list[str] | tuple = (), attempt: str | None = None) -> str:
+    """The NodePool name + a hash of the pods the NodeClaim was made for, of the NodeClaims whose nominations of
+    those pods no longer hold and of ``attempt`` (the launcher passes the launch time, so a later re-plan of the
+    same pods gets a new name even while an instance tagged with the old one still lives; the simulator's virtual
+    clock keeps its runs reproducible).  Without ``attempt``: deterministic in the pods and ``previous``."""
     text = "\n".join(sorted(pod_uids))
     if previous:
         text += "\nafter:" + ",".join(sorted(set(previous)))
+    if attempt:
+        text += "\nattempt:" + attempt
     h = hashlib.sha256(text.encode()).hexdigest()[:10]
     return f"{nodepool}-{h}"[:63]
+
+
+def launch_token(name: str, now: float) -> str:
+    """Unique per launch attempt (the NodeClaim and the time it was written): the CreateFleet ClientToken base."""
+    return hashlib.sha256(f"{name}\n{now!r}".encode()).hexdigest()[:24]
 
 
 def condition(type_: str, status: str, reason: str, message: str, now: float) -> dict:
@@ -140,7 +165,7 @@ class Launcher:
         uids = sorted(pod_uid(p) for p in pods)
         keys = [pod_key(p) for p in pods]
         takeover = {u: c for u, c in (takeover or {}).items() if u in set(uids)}
-        name = name or nodeclaim_name(nodepool.name, uids, list(takeover.values()))
+        name = name or nodeclaim_name(nodepool.name, uids, list(takeover.values()), attempt=repr(float(self.clock())))
         out = LaunchOutcome(name=name)
         limits = limits_of(nodepool)
         if self.claims is not None:
@@ -155,8 +180,10 @@ class Launcher:
                     out.failed = commit.message or "launch claim refused"
                 return out
         now = self.clock()
+        token = launch_token(name, now)
         try:
-            self.store.create(NodeClaim(nodeclaim_doc(name, plan, nodepool, nodeclass, keys, uids, now, annotations)))
+            self.store.create(NodeClaim(nodeclaim_doc(name, plan, nodepool, nodeclass, keys, uids, now,
+                                                      {**(annotations or {}), LAUNCH_TOKEN_ANNOTATION: token})))
         except Exception as e:
             from ..adapters.store import AlreadyExists
 
@@ -168,7 +195,7 @@ class Launcher:
             raise
         claim = self.store.get("NodeClaim", name)
         request = CreateRequest(name=name, plan=plan, nodepool=nodepool, nodeclass=nodeclass, resolved=resolved,
-                                labels=dict(claim.labels if claim else {}))
+                                labels=dict(claim.labels if claim else {}), client_token=token)
 
         def on_retry(message: str, unavailable: list) -> None:
             self.decide("insufficient-capacity", f"NodeClaim {name}: {message}; retrying with the remaining offerings",
@@ -180,13 +207,25 @@ class Launcher:
             self.rollback(name, nodepool.name)
             out.failed = str(e)
             return out
-        except Exception as e:
+        except LaunchFailed as e:  # the cloud answered: nothing launched
             self.rollback(name, nodepool.name)
-            out.failed = f"launch failed: {e}"
+            out.throttled = e.throttled
+            out.failed = f"launch {'throttled' if e.throttled else 'failed'}: {e}"
             out.error = f"NodeClaim {name}: {e}"
             return out
+        except Exception as e:  # maybe launched (a timeout after the call): the lifecycle sweep adopts or deletes it
+            out.failed = f"launch failed: {e}"
+            out.error = (f"NodeClaim {name}: {e} (record kept: the lifecycle sweep adopts an instance tagged for it, "
+                         f"or deletes it)")
+            self.decide("launch-unknown", f"NodeClaim {name}: launch outcome unknown ({e}); kept for the lifecycle "
+                                          f"sweep to adopt or delete", nodeclaim=name)
+            return out
         it = next((t for t in plan.instance_types if t.name == inst.instance_type), None)
-        self._mark_launched(name, nodepool, inst, it)
+        try:
+            self.mark_launched(name, nodepool.name, inst, it)
+        except Exception as e:  # the instance runs: never roll it back; the lifecycle sweep adopts it
+            out.error = f"NodeClaim {name}: instance {inst.instance_id} launched but not recorded ({e}); the lifecycle sweep adopts it"
+            self.decide("launch-unrecorded", out.error, nodeclaim=name, instanceId=inst.instance_id)
         out.launched = Launched(nodeclaim=name, nodepool=nodepool.name, instance_id=inst.instance_id,
                                 instance_type=inst.instance_type, zone=inst.zone, capacity_type=inst.capacity_type,
                                 price=float(inst.price), image_id=inst.image_id, pods=keys)
@@ -199,7 +238,9 @@ class Launcher:
             if self.claims is not None:
                 self.claims.release(nodepool, name)
 
-    def _mark_launched(self, name: str, nodepool, inst, it) -> None:
+    def mark_launched(self, name: str, nodepool: str, inst, it) -> None:
+        """Write a launched instance on its NodeClaim (also the lifecycle sweep's adoption), then shrink the launch
+        claim to what was launched (best effort: the claim is released with the NodeClaim anyway)."""
         now = self.clock()
 
         def mutate(obj):
@@ -209,7 +250,7 @@ class Launcher:
             labels[wk.INSTANCE_TYPE] = inst.instance_type
             labels[wk.ZONE] = inst.zone
             labels[wk.CAPACITY_TYPE] = inst.capacity_type
-            labels[wk.NODEPOOL] = nodepool.name
+            labels[wk.NODEPOOL] = nodepool
             ann = obj.metadata.setdefault("annotations", {})
             ann[PRICE_ANNOTATION] = repr(round(inst.price, 6))
             if inst.subnet_id:
@@ -230,4 +271,7 @@ class Launcher:
 
         self.store.update("NodeClaim", name, mutate)
         if self.claims is not None and it is not None:
-            self.claims.adjust(nodepool.name, name, {"nodes": 1, **dict(it.capacity)})
+            try:
+                self.claims.adjust(nodepool, name, {"nodes": 1, **dict(it.capacity)})
+            except Exception as e:  # noqa: BLE001
+                log.warning("NodeClaim %s: launch claim not adjusted: %s", name, e)

@@ -6,16 +6,25 @@
   the NodeClaim's labels, annotations and taints are applied to the Node (startup taints come from the
   kubelet's registration flags and are not re-added: the sweep polls, so an agent may already have
   removed them), ``karpenter.sh/unregistered`` is removed, the Node gets
-  ``karpenter.sh/registered=true`` and the NodeClaim ``status.nodeName``.
+  ``karpenter.sh/registered=true`` and the NodeClaim ``status.nodeName``.  The Node is updated with an
+  optimistic lock: the taints are computed from a fresh read and patched with its ``resourceVersion``
+  (409 Conflict: read again, retry), so a taint an agent removed meanwhile is never put back.
 * **Initialized**: the Node is Ready, none of the NodeClaim's startup taints remain and every
   requested extended resource is allocatable; the Node gets ``karpenter.sh/initialized=true``.
+* **Adoption**: a NodeClaim without providerID (a crash, timeout or DynamoDB error between CreateFleet and
+  marking it Launched) is matched with this deployment's live instance tagged ``karpenter.sh/nodeclaim=<its
+  name>``: the instance is written on it (providerID, type/zone/capacity-type labels, capacity, price) as the
+  launcher would have.  Only when no such instance exists after 5 minutes is the NodeClaim deleted.
 * **Liveness**: launched but not registered within 15 minutes -> terminate the instance, delete the
-  NodeClaim (deletion honours the finalizer: :mod:`.termination`).  A NodeClaim that never got an instance (the provisioner died between writing it and
-  launching) is deleted after 5 minutes.
-* **Garbage collection**: instances tagged ``kubernetes.io/cluster/<name>=owned`` and
-  ``karpenter.sh/nodeclaim`` with no NodeClaim, older than 30 s, are terminated; NodeClaims whose
-  instance is terminated or absent are deleted (with their Node).  Launch claims (NodePool usage,
-  pod reservations) of deleted NodeClaims are released, also stale ones left by a crash.
+  NodeClaim (deletion honours the finalizer: :mod:`.termination`).
+* **Garbage collection** (by providerID): this deployment's instances (``karpenter-lambda.io/cluster=<name>``,
+  :data:`~karpenter_lambda.api.labels.OWNER_TAG`) that no NodeClaim's providerID names and no NodeClaim without
+  providerID may still adopt, older than 30 s, are terminated.  A NodeClaim whose instance is terminated is
+  deleted (with its Node); a registered one whose instance no longer shows in the tag-filtered list is looked up
+  by id and, still running, terminated first (never a delete that leaves the instance running).  Launch claims
+  (NodePool usage, pod reservations) of deleted NodeClaims are released, also stale ones left by a crash.
+* **EC2NodeClass deletion**: launch templates of EC2NodeClasses that no longer exist (and that no NodeClaim or
+  live instance uses), and the instance profile this project created for them, are deleted.
 * **Deletion**: every NodeClaim marked deleting (``deletionTimestamp``) is finalized (:class:`.termination.Terminator`):
   instance terminated, then Node and record removed once EC2 reports the instance gone.
 
@@ -33,7 +42,7 @@ from ..api import labels as wk
 from ..api.objects import NodeClaim, NodePool
 from ..api.quantity import parse_resource_list
 from . import runtime
-from .cloudprovider import GONE_STATES, AWSCloudProvider
+from .cloudprovider import GONE_STATES, NODECLAIM_TAG, AWSCloudProvider, instance_state, instance_tags
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
 from .termination import Terminator
 
@@ -52,10 +61,12 @@ class LifecycleReport:
     errors: list[str] = field(default_factory=list)
     draining: list[str] = field(default_factory=list)        # deleting NodeClaims whose node still has pods to drain
     evicted: list[dict] = field(default_factory=list)        # {pod, node, how}: evicted, or deleted at the deadline
+    adopted: list[dict] = field(default_factory=list)        # {nodeClaim, instanceId}: launched, record completed here
+    cleaned: list[dict] = field(default_factory=list)        # {nodeClass, launchTemplates, instanceProfile}
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("registered", "initialized", "terminated", "deleted", "released", "errors",
-                                              "draining", "evicted")}
+                                              "draining", "evicted", "adopted", "cleaned")}
 
 
 def _cond(nc: NodeClaim, type_: str) -> dict | None:
@@ -143,19 +154,30 @@ class Lifecycle:
                 report.errors.append(f"NodeClaim {nc.name}: {e}")
                 self.logger.exception(f"lifecycle of NodeClaim {nc.name} failed")
 
-        # orphan instances: tagged for this cluster, no NodeClaim, old enough
+        # orphan instances (by providerID): ours, named by no NodeClaim's providerID, not adoptable, old enough
+        current = {nc.name: nc for nc in self.store.list("NodeClaim")}
+        claimed = {instance_id_of(nc.status.get("providerID")) for nc in [*nodeclaims.values(), *current.values()]
+                   if nc.status.get("providerID")}
+        claimed |= {t["instanceId"] for t in report.terminated}   # handled by this sweep already
         for iid, inst in instances.items():
-            state = (inst.get("State") or {}).get("Name")
-            if state in GONE_STATES:
+            if iid in claimed or instance_state(inst) in GONE_STATES:
                 continue
-            tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
-            owner = tags.get("karpenter.sh/nodeclaim")
-            if owner in nodeclaims or (owner and self.store.get("NodeClaim", owner) is not None):
+            owner = instance_tags(inst).get(NODECLAIM_TAG)
+            nc = current.get(owner) if owner else None
+            if nc is None and owner:
+                nc = self.store.get("NodeClaim", owner)  # written after the listing above
+            if nc is not None and not nc.status.get("providerID") and not nc.metadata.get("deletionTimestamp"):
+                continue  # its NodeClaim is being launched (or will adopt it)
+            if nc is not None and instance_id_of(nc.status.get("providerID")) == iid:
                 continue
             launched = _epoch(inst.get("LaunchTime")) or now
             if now - launched < self.orphan_min_age:
                 continue
-            self._terminate(iid, owner, f"orphan: no NodeClaim {owner}", report)
+            why = f"orphan: no NodeClaim {owner}" if nc is None else \
+                f"orphan: NodeClaim {owner} runs on {instance_id_of(nc.status.get('providerID')) or 'no instance'}"
+            self._terminate(iid, owner, why, report)
+
+        self._cleanup_nodeclasses(current, instances, report)
 
         # launch claims left without a NodeClaim (a crash between commit and write, or a deletion elsewhere)
         if self.claims is not None:
@@ -176,8 +198,10 @@ class Lifecycle:
                 return
         created = _epoch(nc.metadata.get("creationTimestamp")) or now
         if not pid:
+            if self._adopt(nc, np, instances, now, report):
+                return
             if now - created > LAUNCH_TIMEOUT:
-                self._delete_nodeclaim(nc, "launch did not complete within 5m", report)
+                self._delete_nodeclaim(nc, "launch did not complete within 5m and no instance is tagged for it", report)
             return
         iid = instance_id_of(pid)
         inst = instances.get(iid)
@@ -190,6 +214,15 @@ class Lifecycle:
                 self._decision("wait", f"instance {iid} is {state or 'gone'} but node {node['metadata']['name']} is still Ready",
                                nodeclaim=nc.name, instanceId=iid)
                 return
+            if inst is None:
+                # missing from the tag-filtered list (tags changed, eventual consistency): look it up by id and
+                # terminate it if it still runs -- deleting the NodeClaim alone would leave it running
+                inst = self.cloud.describe([iid]).get(iid)
+                if inst is not None and instance_state(inst) not in GONE_STATES:
+                    self._terminate(iid, nc.name, "its NodeClaim's instance is missing from the tag-filtered list", report)
+                    inst = self.cloud.describe([iid]).get(iid)
+                    if inst is not None and instance_state(inst) not in GONE_STATES:
+                        return  # not terminated (an error is reported): keep the NodeClaim, try again next sweep
             self._delete_nodeclaim(nc, f"instance {iid} is {state or 'gone'}", report, node, inst)
             return
         if inst is None and node is None:
@@ -215,6 +248,74 @@ class Lifecycle:
         if nc.is_true("Registered") and not nc.is_true("Initialized"):
             self._maybe_initialize(nc, node, now, report)
 
+    def _adopt(self, nc: NodeClaim, np: NodePool | None, instances: dict, now: float, report) -> bool:
+        """A NodeClaim without providerID: adopt this deployment's live instance tagged for it, if there is one."""
+        if not hasattr(self.cloud, "instances_of"):
+            return False
+        found = {i: d for i, d in instances.items() if instance_tags(d).get(NODECLAIM_TAG) == nc.name}
+        found.update(self.cloud.instances_of(nc.name))  # by its tag: also what the sweep's listing missed
+        live = sorted((d for d in found.values() if instance_state(d) not in GONE_STATES
+                       and getattr(self.cloud, "owns", lambda _d: True)(d)),
+                      key=lambda d: (str(d.get("LaunchTime") or ""), d["InstanceId"]))
+        if not live:
+            return False
+        desc = live[0]
+        it = self._instance_type(nc, np, desc.get("InstanceType"))
+        price = 0.0
+        inst = self.cloud.as_instance(desc)
+        if it is not None:
+            try:
+                o = it.cheapest_offering(zones={inst.zone}, capacity_types={inst.capacity_type})
+                price = float(o.price) if o else 0.0
+            except Exception:  # noqa: BLE001
+                price = 0.0
+        inst.price = price
+        from .launcher import Launcher
+
+        Launcher(self.store, self.claims, self.cloud, self.clock, self._decision).mark_launched(
+            nc.name, nc.nodepool_name, inst, it)
+        report.adopted.append({"nodeClaim": nc.name, "instanceId": inst.instance_id})
+        self._decision("adopt", f"NodeClaim {nc.name} adopted instance {inst.instance_id} ({inst.instance_type} "
+                                f"{inst.capacity_type} {inst.zone}): launched but never recorded",
+                       nodeclaim=nc.name, instanceId=inst.instance_id)
+        return True
+
+    def _instance_type(self, nc: NodeClaim, np: NodePool | None, name: str | None):
+        """The catalog entry of an adopted instance's type (capacity, allocatable, price); None when unknown."""
+        try:
+            ref = (nc.spec.get("nodeClassRef") or {}).get("name") or (np.node_class_ref.get("name") if np else None)
+            nodeclass = self.store.get("EC2NodeClass", ref) if ref else None
+            if nodeclass is None or not name:
+                return None
+            resolved, _problem = self.cloud.resolve(nodeclass)
+            if resolved is None:
+                return None
+            return next((t for t in self.cloud.instance_types(nodeclass, resolved, set()) if t.name == name), None)
+        except Exception as e:  # noqa: BLE001 - adoption goes on without capacity and price
+            self.logger.warning(f"NodeClaim {nc.name}: instance type {name} not found in the catalog: {e}")
+            return None
+
+    def _cleanup_nodeclasses(self, nodeclaims: dict, instances: dict, report) -> None:
+        """Launch templates and instance profiles of deleted EC2NodeClasses that nothing uses any more."""
+        if not hasattr(self.cloud, "cleanup_nodeclasses"):
+            return
+        try:
+            existing = {c.name for c in self.store.list("EC2NodeClass")}
+            in_use = {nc.labels.get(wk.EC2NODECLASS) or (nc.spec.get("nodeClassRef") or {}).get("name")
+                      for nc in nodeclaims.values()}
+            in_use |= {instance_tags(d).get(wk.EC2NODECLASS) for d in instances.values()
+                       if instance_state(d) not in GONE_STATES}
+            cleaned = self.cloud.cleanup_nodeclasses(existing, {n for n in in_use if n})
+        except Exception as e:  # noqa: BLE001
+            report.errors.append(f"EC2NodeClass cleanup: {e}")
+            return
+        for c in cleaned:
+            report.cleaned.append(c)
+            self._decision("cleanup", f"EC2NodeClass {c['nodeClass']} is deleted: removed launch templates "
+                                      f"{', '.join(c['launchTemplates']) or '-'} and instance profile "
+                                      f"{c.get('instanceProfile') or '-'}", nodeclass=c["nodeClass"],
+                           launchTemplates=c["launchTemplates"], instanceProfile=c.get("instanceProfile"))
+
     def _finalize_deleting(self, nc: NodeClaim, node, instances, report) -> bool:
         """A NodeClaim marked deleting: hand it to the termination flow.  True when the sweep is done with it."""
         iid = instance_id_of(nc.status.get("providerID"))
@@ -237,16 +338,22 @@ class Lifecycle:
         labels[wk.NODE_REGISTERED] = "true"
         annotations = dict(np.template_annotations) if np is not None else {}
         annotations.update({k: v for k, v in nc.annotations.items() if not k.startswith("karpenter-lambda.io/")})
-        current = node.get("spec", {}).get("taints") or []
         # The kubelet registers with the taints and startup taints (userData --register-with-taints). A startup
         # taint missing at registration was already removed by its agent (this sweep polls, Karpenter watches):
-        # re-adding it would block the node forever, so only the NodeClaim's regular taints are ensured here.
+        # re-adding it would block the node forever, so only the NodeClaim's regular taints are ensured here --
+        # computed from a fresh read and written with its resourceVersion (409: read again), never from the
+        # sweep's earlier listing.
         wanted = list(nc.spec.get("taints") or [])
-        have = {(t.get("key"), t.get("effect")) for t in current}
-        taints = [t for t in current if t.get("key") != wk.UNREGISTERED_TAINT_KEY]
-        taints += [t for t in wanted if (t.get("key"), t.get("effect")) not in have]
-        patch = {"metadata": {"labels": labels, "annotations": annotations}, "spec": {"taints": taints}}
-        self.kube.patch_node(name, patch)
+
+        def change(fresh: dict) -> dict:
+            current = (fresh.get("spec") or {}).get("taints") or []
+            have = {(t.get("key"), t.get("effect")) for t in current}
+            taints = [t for t in current if t.get("key") != wk.UNREGISTERED_TAINT_KEY]
+            taints += [t for t in wanted if (t.get("key"), t.get("effect")) not in have]
+            return {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": {"taints": taints}}
+
+        if self.kube.update_node(name, change) is None:
+            return  # the Node went away meanwhile
 
         def mutate(obj):
             obj.status["nodeName"] = name

@@ -36,7 +36,7 @@ from . import runtime
 from .catalog_cache import CATALOG_TTL_SECONDS, default_catalog_loader  # noqa: F401  (re-exported)
 from .cloudprovider import AWSCloudProvider
 from .cluster_state import as_dict
-from .launcher import NOMINATED_PODS_ANNOTATION, Launched, Launcher, nodeclaim_name  # noqa: F401  (re-exported)
+from .launcher import NOMINATED_PODS_ANNOTATION, Launched, Launcher, Throttled, nodeclaim_name  # noqa: F401  (re-exported)
 from .snapshot import SnapshotLoader
 
 MAX_LAUNCH_ATTEMPTS = 6
@@ -177,6 +177,8 @@ class Provisioner:
     def _execute(self, plan, np, nodeclass, resolved, plan_pods: list[dict], takeover, report) -> list[dict]:
         out = self.launcher.launch(plan, np, nodeclass, resolved, plan_pods, takeover=takeover)
         name = out.name
+        if out.throttled:  # not a launch failure: fail the round so SQS redelivers the records later
+            raise Throttled(out.error or out.failed or f"NodeClaim {name}: launch throttled")
         if out.duplicate:
             report.duplicates.append(name)
             self._decision("duplicate", f"NodeClaim {name} already provisioned; nothing launched", nodeclaim=name)

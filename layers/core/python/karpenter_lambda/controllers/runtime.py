@@ -75,6 +75,12 @@ class Config:
     kube_endpoint: str | None  # override eks:DescribeCluster (tests, simulator, private endpoints)
     registration_timeout: float = 15 * 60
     orphan_min_age: float = 30.0
+    # AWS calls: botocore "standard" retries (throttling and transient errors, with backoff) and timeouts well
+    # below the shortest function timeout (60 s): 3 attempts x (3 s connect + 15 s read) stay under it
+    aws_retry_mode: str = "standard"
+    aws_max_attempts: int = 3          # in all, the first call included
+    aws_connect_timeout: float = 3.0
+    aws_read_timeout: float = 15.0
 
     @classmethod
     def from_env(cls, env=None) -> "Config":
@@ -93,7 +99,34 @@ class Config:
             kube_endpoint=env.get("KARPENTER_LAMBDA_KUBE_ENDPOINT") or None,
             registration_timeout=float(env.get("KARPENTER_LAMBDA_REGISTRATION_TIMEOUT_SECONDS", 15 * 60)),
             orphan_min_age=float(env.get("KARPENTER_LAMBDA_ORPHAN_MIN_AGE_SECONDS", 30)),
+            **_aws_settings(env),
         )
+
+
+def _aws_settings(env) -> dict:
+    """The botocore settings from ``KARPENTER_LAMBDA_AWS_RETRY_MODE`` (standard | adaptive),
+    ``KARPENTER_LAMBDA_AWS_MAX_ATTEMPTS``, ``KARPENTER_LAMBDA_AWS_CONNECT_TIMEOUT_SECONDS``,
+    ``KARPENTER_LAMBDA_AWS_READ_TIMEOUT_SECONDS``; a bad value is an error naming the variable."""
+    out: dict = {}
+    mode = env.get("KARPENTER_LAMBDA_AWS_RETRY_MODE")
+    if mode:
+        if mode not in ("standard", "adaptive"):
+            raise ValueError(f"environment variable KARPENTER_LAMBDA_AWS_RETRY_MODE must be standard or adaptive, not {mode!r}")
+        out["aws_retry_mode"] = mode
+    for var, key, kind in (("KARPENTER_LAMBDA_AWS_MAX_ATTEMPTS", "aws_max_attempts", int),
+                           ("KARPENTER_LAMBDA_AWS_CONNECT_TIMEOUT_SECONDS", "aws_connect_timeout", float),
+                           ("KARPENTER_LAMBDA_AWS_READ_TIMEOUT_SECONDS", "aws_read_timeout", float)):
+        raw = env.get(var)
+        if raw in (None, ""):
+            continue
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ValueError(f"environment variable {var} must be a positive number, not {raw!r}") from None
+        if value <= 0:
+            raise ValueError(f"environment variable {var} must be a positive number, not {raw!r}")
+        out[key] = value
+    return out
 
 
 _tracer = None

@@ -11,22 +11,30 @@ Request (what Karpenter sends):
   price (0 = cheapest), ``ImageId`` when known;
 * ``TagSpecifications`` for ``instance``, ``volume`` and ``fleet``: the EC2NodeClass tags, then
   ``kubernetes.io/cluster/<c>=owned``, ``karpenter.sh/nodepool``, ``karpenter.sh/nodeclaim``,
-  ``karpenter.k8s.aws/ec2nodeclass``, ``eks:eks-cluster-name`` (ours win) and ``Name`` = the
-  NodeClaim name unless the EC2NodeClass sets one;
-* ``ClientToken``: deterministic from the NodeClaim name and the override set, so a duplicate
-  delivery of the same plan is idempotent at EC2 while a retry after marking offerings
-  unavailable (different overrides) is a new request.  moto ignores ClientToken: callers must
-  also guard (conditional NodeClaim writes).
+  ``karpenter.k8s.aws/ec2nodeclass``, ``eks:eks-cluster-name``, ``karpenter-lambda.io/cluster=<c>``
+  (:data:`~karpenter_lambda.api.labels.OWNER_TAG`: what this deployment lists, garbage-collects and
+  terminates by; upstream Karpenter sets the others too) (ours win) and ``Name`` = the NodeClaim name
+  unless the EC2NodeClass sets one;
+* ``ClientToken``: from the request's ``client_token`` (the launcher's token, unique per launch attempt and
+  recorded on the NodeClaim before the call), the capacity type and the override set: botocore's own
+  retries of one call are idempotent at EC2, a retry after marking offerings unavailable (different
+  overrides) is a new request, and a new launch attempt never gets an old (maybe dead) instance back.
+  moto ignores ClientToken.
 
-Errors: fleet errors with codes in :data:`ICE_CODES` mark (type, zone, capacity type) unavailable
-for 3 minutes; when no instance launched, :class:`InsufficientCapacityError` lists them so the
-caller retries with what remains.  Any other error raises :class:`FleetLaunchError` with EC2's
-messages.
+Errors: the ``Instances`` of the answer are read first: once an instance launched, nothing after it can
+turn the launch into a failure.  Fleet errors with codes in :data:`ICE_CODES` mark (type, zone, capacity
+type) unavailable for 3 minutes (a failing cache write is logged, never fatal); when no instance
+launched, :class:`InsufficientCapacityError` lists them so the caller retries with what remains.
+Throttling (:data:`THROTTLE_CODES`, e.g. ``RequestLimitExceeded``) raises :class:`LaunchThrottled` and marks
+nothing: the offerings are fine, the request should be retried later.  Any other error EC2 answered (4xx)
+raises :class:`FleetLaunchError` with EC2's messages.  A timeout, a connection error or a 5xx is re-raised as
+it is: whether an instance launched is unknown.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -44,7 +52,22 @@ ICE_CODES = frozenset(
         "ReservationCapacityExceeded",
     }
 )
+# EC2's throttling answers (as an exception once botocore's retries are spent, or in a fleet's Errors)
+THROTTLE_CODES = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "EC2ThrottledException",
+        "PriorRequestNotComplete",
+        "SlowDown",
+    }
+)
 CAPACITY_TYPES = ("spot", "on-demand")
+log = logging.getLogger(__name__)
 
 
 class LaunchError(Exception):
@@ -66,6 +89,10 @@ class FleetLaunchError(LaunchError):
     def __init__(self, message: str, errors: list[dict] | None = None):
         super().__init__(message)
         self.errors = list(errors or [])
+
+
+class LaunchThrottled(FleetLaunchError):
+    """EC2 throttled CreateFleet (:data:`THROTTLE_CODES`): nothing launched, no offering is to blame; retry later."""
 
 
 @dataclass
@@ -125,13 +152,14 @@ def fleet_tags(cluster_name: str, req: LaunchRequest) -> dict[str, str]:
             "karpenter.sh/nodeclaim": req.nodeclaim_name,
             wk.EC2NODECLASS: req.nodeclass_name,
             "eks:eks-cluster-name": cluster_name,
+            wk.OWNER_TAG: cluster_name,
         }
     )
     return tags
 
 
 def _code(e: Exception) -> tuple[str, str]:
-    err = getattr(e, "response", {}).get("Error", {})
+    err = (getattr(e, "response", None) or {}).get("Error") or {}
     return err.get("Code", type(e).__name__), err.get("Message", str(e))
 
 
@@ -196,11 +224,23 @@ class FleetLauncher:
 
     # -- launch ---------------------------------------------------------------------
     def _mark(self, offerings: list[tuple[str, str, str]], reason: str) -> None:
-        if self.unavailable is not None and offerings:
+        """Best effort: a failing cache write is logged (the next launch may try those offerings again), never
+        raised -- it must not turn a launched instance, or EC2's real answer, into another error."""
+        if self.unavailable is None or not offerings:
+            return
+        try:
             self.unavailable.mark_many(offerings, reason)
+        except Exception as e:  # noqa: BLE001
+            log.warning("could not mark %d offerings unavailable (%s): %s", len(offerings), reason, e,
+                        extra={"decision": "unavailable-cache-error", "offerings": [list(o) for o in offerings]})
 
     def launch(self, req: LaunchRequest) -> LaunchResult:
-        skip = self.unavailable.all() if self.unavailable is not None else set()
+        skip: set = set()
+        if self.unavailable is not None:
+            try:
+                skip = self.unavailable.all()
+            except Exception as e:  # noqa: BLE001 - an unreadable cache costs at most a capacity error
+                log.warning("unavailable-offerings cache unreadable, launching without it: %s", e)
         rows = self.plan_overrides(req, skip)
         if not rows:
             raise InsufficientCapacityError(
@@ -216,10 +256,15 @@ class FleetLauncher:
             resp = self.ec2.create_fleet(**params)
         except Exception as e:  # noqa: BLE001
             code, msg = _code(e)
+            if code in THROTTLE_CODES:
+                raise LaunchThrottled(f"CreateFleet throttled: {code}: {msg}", [{"code": code, "message": msg}]) from e
             if code in ICE_CODES:
                 offs = sorted({(r["type"], r["zone"], req.capacity_type) for r in rows})
                 self._mark(offs, f"{code}: {msg}")
                 raise InsufficientCapacityError(f"{code}: {msg}", offs, [{"code": code, "message": msg}]) from e
+            status = ((getattr(e, "response", None) or {}).get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0
+            if not isinstance(getattr(e, "response", None), dict) or status >= 500:
+                raise  # a timeout, a connection error, EC2's 5xx: it may have launched (the caller must not roll back)
             raise FleetLaunchError(f"CreateFleet failed: {code}: {msg}", [{"code": code, "message": msg}]) from e
 
         errors, ice = [], []
@@ -234,9 +279,11 @@ class FleetLauncher:
             if entry["code"] in ICE_CODES and it and zone:
                 ice.append((it, zone, ct))
         ice = sorted(set(ice))
-        if ice:
-            self._mark(ice, "; ".join(sorted({f"{e['code']}: {e['message']}" for e in errors if e["code"] in ICE_CODES})))
+        ice_reason = "; ".join(sorted({f"{e['code']}: {e['message']}" for e in errors if e["code"] in ICE_CODES}))
 
+        # The instance first: once EC2 launched one, nothing below may turn this into a failure (a caller
+        # would roll the NodeClaim back and the instance would run without one).
+        result = None
         for inst in resp.get("Instances") or []:
             ids = inst.get("InstanceIds") or []
             if not ids:
@@ -247,12 +294,15 @@ class FleetLauncher:
             zone = ov.get("AvailabilityZone") or by_subnet.get(subnet or "")
             image_id = ov.get("ImageId")
             if not subnet or not zone or not image_id:
-                d = self.ec2.describe_instances(InstanceIds=[ids[0]])["Reservations"][0]["Instances"][0]
-                subnet = subnet or d.get("SubnetId")
-                zone = zone or d.get("Placement", {}).get("AvailabilityZone")
-                image_id = image_id or d.get("ImageId")
+                try:
+                    d = self.ec2.describe_instances(InstanceIds=[ids[0]])["Reservations"][0]["Instances"][0]
+                    subnet = subnet or d.get("SubnetId")
+                    zone = zone or d.get("Placement", {}).get("AvailabilityZone")
+                    image_id = image_id or d.get("ImageId")
+                except Exception as e:  # noqa: BLE001 - eventual consistency: describe may not see it yet
+                    log.warning("launched %s but could not describe it: %s", ids[0], e)
             lifecycle = inst.get("Lifecycle") or req.capacity_type
-            return LaunchResult(
+            result = LaunchResult(
                 instance_id=ids[0],
                 instance_type=it,
                 zone=zone,
@@ -264,10 +314,17 @@ class FleetLauncher:
                 fleet_id=resp.get("FleetId"),
                 errors=errors,
             )
+            break
+        if ice:
+            self._mark(ice, ice_reason)
+        if result is not None:
+            return result
 
         summary = "; ".join(f"{e['code']}: {e['message']}" for e in errors) or "CreateFleet returned no instance and no error"
         if errors and all(e["code"] in ICE_CODES for e in errors):
             raise InsufficientCapacityError(f"NodeClaim {req.nodeclaim_name}: {summary}", ice, errors)
+        if any(e["code"] in THROTTLE_CODES for e in errors):
+            raise LaunchThrottled(f"NodeClaim {req.nodeclaim_name}: CreateFleet throttled: {summary}", errors)
         raise FleetLaunchError(f"NodeClaim {req.nodeclaim_name}: CreateFleet launched nothing: {summary}", errors)
 
 

@@ -139,7 +139,7 @@ def options_for(
 
 
 def _code(e: Exception) -> str:
-    return getattr(e, "response", {}).get("Error", {}).get("Code", "")
+    return ((getattr(e, "response", None) or {}).get("Error") or {}).get("Code", "")
 
 
 class LaunchTemplates:
@@ -159,6 +159,7 @@ class LaunchTemplates:
                 "eks:eks-cluster-name": self.cluster_name,
                 wk.EC2NODECLASS: options.nodeclass_name,
                 "karpenter.sh/cluster": self.cluster_name,
+                wk.OWNER_TAG: self.cluster_name,
             }
         )
         return tags
@@ -250,17 +251,33 @@ class LaunchTemplates:
             out[it.name] = made[key]
         return out
 
+    def owned(self) -> list[dict]:
+        """This deployment's templates (tagged :data:`~karpenter_lambda.api.labels.OWNER_TAG` = the cluster):
+        ``[{"id", "name", "nodeclass"}]``.  Upstream Karpenter's templates (same name prefix) are never listed."""
+        out = []
+        paginator = self.ec2.get_paginator("describe_launch_templates")
+        for page in paginator.paginate(Filters=[{"Name": f"tag:{wk.OWNER_TAG}", "Values": [self.cluster_name]}]):
+            for lt in page.get("LaunchTemplates", []):
+                tags = {t["Key"]: t["Value"] for t in lt.get("Tags") or []}
+                out.append({"id": lt["LaunchTemplateId"], "name": lt["LaunchTemplateName"],
+                            "nodeclass": tags.get(wk.EC2NODECLASS)})
+        return out
+
     def delete_for_nodeclass(self, nodeclass_name: str) -> list[str]:
-        """Delete this cluster's templates for an EC2NodeClass (on its deletion); returns deleted names."""
+        """Delete this deployment's templates for an EC2NodeClass (on its deletion); returns deleted names."""
         deleted = []
         paginator = self.ec2.get_paginator("describe_launch_templates")
         filters = [
             {"Name": f"tag:{wk.EC2NODECLASS}", "Values": [nodeclass_name]},
-            {"Name": "tag:eks:eks-cluster-name", "Values": [self.cluster_name]},
+            {"Name": f"tag:{wk.OWNER_TAG}", "Values": [self.cluster_name]},
         ]
         for page in paginator.paginate(Filters=filters):
             for lt in page.get("LaunchTemplates", []):
-                self.ec2.delete_launch_template(LaunchTemplateId=lt["LaunchTemplateId"])
+                try:
+                    self.ec2.delete_launch_template(LaunchTemplateId=lt["LaunchTemplateId"])
+                except Exception as e:  # noqa: BLE001
+                    if _code(e) not in NOT_FOUND:
+                        raise
                 self._cache.pop(lt["LaunchTemplateName"], None)
                 deleted.append(lt["LaunchTemplateName"])
         return deleted

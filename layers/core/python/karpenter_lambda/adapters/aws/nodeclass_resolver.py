@@ -249,6 +249,7 @@ class NodeClassResolver:
             {"Key": "eks:eks-cluster-name", "Value": self.cluster_name},
             {"Key": wk.EC2NODECLASS, "Value": name},
             {"Key": wk.REGION, "Value": self.region or ""},
+            {"Key": wk.OWNER_TAG, "Value": self.cluster_name},
         ]
         try:
             out = self.iam.create_instance_profile(
@@ -265,6 +266,26 @@ class NodeClassResolver:
                 self.iam.remove_role_from_instance_profile(InstanceProfileName=profile, RoleName=r)
             self.iam.add_role_to_instance_profile(InstanceProfileName=profile, RoleName=role_name)
         return profile, ""
+
+    def delete_instance_profile(self, nodeclass_name: str) -> str | None:
+        """Delete the instance profile this project created for an EC2NodeClass (on its deletion): the one named
+        :meth:`instance_profile_name` and tagged for this cluster and that EC2NodeClass (a profile the user named
+        in ``spec.instanceProfile`` is never touched).  Its roles are removed first.  The name, or None."""
+        profile = self.instance_profile_name(nodeclass_name)
+        try:
+            got = self.iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]
+        except self.iam.exceptions.NoSuchEntityException:
+            return None
+        tags = {t["Key"]: t["Value"] for t in got.get("Tags") or []}
+        if tags.get(wk.EC2NODECLASS) != nodeclass_name or tags.get(f"kubernetes.io/cluster/{self.cluster_name}") != "owned":
+            return None
+        try:
+            for r in got.get("Roles") or []:
+                self.iam.remove_role_from_instance_profile(InstanceProfileName=profile, RoleName=r["RoleName"])
+            self.iam.delete_instance_profile(InstanceProfileName=profile)
+        except self.iam.exceptions.NoSuchEntityException:
+            return None
+        return profile
 
     # -- all together -------------------------------------------------------------------
     def resolve(self, nodeclass) -> ResolvedNodeClass:

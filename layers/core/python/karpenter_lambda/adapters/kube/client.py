@@ -353,6 +353,12 @@ class KubeClient:
     def patch_node_annotations(self, name: str, annotations: dict[str, str | None]) -> dict:
         return self.patch_node(name, {"metadata": {"annotations": annotations}})
 
+    def update_node(self, name: str, change: Callable[[dict], dict | None], attempts: int = 5) -> dict | None:
+        """Optimistic-lock update: read the node, ``change(node)`` returns a merge patch computed from what was read
+        (or None: nothing to do), PATCH it with that read's ``metadata.resourceVersion``; on 409 Conflict read again
+        and retry.  None when the node is gone."""
+        return self._update_node(name, change, f"PATCH nodes/{name}", attempts)
+
     def _update_node(self, name: str, change: Callable[[dict], dict | None], op: str, attempts: int = 5) -> dict | None:
         """Read-modify-write guarded by resourceVersion (retried on 409).  ``change`` returns the
         merge patch to apply, or None when nothing needs doing.  None when the node is gone."""
