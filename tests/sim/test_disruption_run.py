@@ -72,6 +72,11 @@ def test_a_scale_down_ends_with_underused_nodes_consolidated(tmp_path: Path):
     web["spec"]["replicas"] = 12
     web["spec"]["template"]["spec"].pop("affinity")
     web["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1", "memory": "1Gi"}
+    # at most 4 replicas per node, so the 12 start on several nodes (the solver's exact cover would otherwise put them
+    # on one c5.4xlarge, as Karpenter does, and there would be no node to remove after the scale-down)
+    web["spec"]["template"]["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 4, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "web"}}}]
     (tmp_path / "web.yaml").write_text(json.dumps(web))
     (tmp_path / "s.yaml").write_text(json.dumps({
         "apiVersion": "karpenter-lambda.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "night"},
