@@ -43,6 +43,8 @@ def register(sub) -> None:
 
 def _timeline(events, out) -> None:
     """One line per event; consecutive events of one type at the same time are folded into one line."""
+    tw = max([10] + [len(format_elapsed(e.time)) + 1 for e in events])     # +7h00m00.0s is 11 wide
+    yw = max([22] + [len(e.type) for e in events])
     i = 0
     while i < len(events):
         e = events[i]
@@ -53,14 +55,20 @@ def _timeline(events, out) -> None:
             objs = [x.object.split("/", 1)[-1] for x in events[i:j]]
             shown = ", ".join(objs[:4]) + (f", ... (+{len(objs) - 4})" if len(objs) > 4 else "")
             msg = e.message if e.type != "PodBound" else "bound"
-            out.write(f"{('+' + format_elapsed(e.time)):>10}  {e.type:<22} {j - i} pods: {shown}: {msg}\n")
+            out.write(f"{('+' + format_elapsed(e.time)):>{tw}}  {e.type:<{yw}} {j - i} pods: {shown}: {msg}\n")
         else:
             for x in events[i:j]:
-                out.write(f"{('+' + format_elapsed(x.time)):>10}  {x.type:<22} {x.object:<40} {x.message}\n")
+                out.write(f"{('+' + format_elapsed(x.time)):>{tw}}  {x.type:<{yw}} {x.object:<40} {x.message}\n")
         i = j
 
 
 def run(args) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("moto") is None:  # a plain `pip install .`: the simulator's AWS is an extra
+        sys.stderr.write("karpenter-lambda simulate: needs moto (the simulated AWS): pip install 'karpenter-lambda[sim]' "
+                         "(from a checkout: pip install '.[sim]')\n")
+        return 2
     from ..sim.simulator import Simulation, SimulationError
 
     files = list(args.files or []) + list(getattr(args, "more_files", None) or [])

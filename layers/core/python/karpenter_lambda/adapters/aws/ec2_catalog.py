@@ -14,7 +14,9 @@
 instance types, offerings and zone ids come from: ``ec2`` (default: the describe calls above, real AWS
 or any endpoint) or ``moto-bundled`` (:mod:`.moto_catalog`: moto's data files read directly, the same
 dicts in ~0.1 s instead of 6-9 s; no EC2 client needed; spot history is skipped as moto's is only
-placeholders).  The argument wins over the variable.
+placeholders).  The argument wins over the variable.  Without moto installed (a plain ``pip install .``),
+``moto-bundled`` reads the same data from the package's ``data/ec2-catalog.json.gz`` (generated from moto's
+files by ``tools/gen_ec2_catalog_data.py``; :func:`bundled_ec2_data`).
 
 **Estimated prices.** A spot offering with no real price (no spot price history for its type and zone, e.g.
 under moto, or DescribeSpotPriceHistory failed with no cached answer) is priced by the deterministic estimate
@@ -28,6 +30,9 @@ deployed function) or ``available`` (the simulator opts in: moto's spot history 
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
+import json
 import logging
 import os
 import threading
@@ -59,6 +64,8 @@ __all__ = [
     "SOURCE_ENV",
     "ESTIMATED_PRICES_ENV",
     "estimated_prices_available",
+    "bundled_ec2_data",
+    "PACKAGED_CATALOG",
 ]
 
 #: Catalog sources (``load_catalog(source=...)`` / ``$KARPENTER_LAMBDA_CATALOG_SOURCE``).
@@ -78,6 +85,35 @@ SPOT_PROCESS_TTL_SECONDS = 300.0
 
 _lock = threading.Lock()
 _cache: dict[tuple, Any] = {}
+
+
+#: moto's EC2 data as shipped in this package (tools/gen_ec2_catalog_data.py writes it).
+PACKAGED_CATALOG = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "data", "ec2-catalog.json.gz")
+
+
+def bundled_ec2_data(region: str, *, packaged: bool | None = None) -> tuple[list[dict], list[dict], dict[str, str]]:
+    """(instance types, availability-zone offerings, zone ids) for ``region`` as moto answers them.
+
+    From moto's own files when moto is installed, else (or with ``packaged=True``) from
+    :data:`PACKAGED_CATALOG`; a region moto would not serve raises ``KeyError(region)`` either way.
+    """
+    if packaged is None:
+        packaged = importlib.util.find_spec("moto") is None
+    if not packaged:
+        return moto_catalog.instance_types(), moto_catalog.offerings(region), moto_catalog.zone_ids(region)
+    moto_catalog.check_region(region)  # botocore's endpoints.json, read as data
+    key = ("packaged-catalog",)
+    with _lock:
+        data = _cache.get(key)
+    if data is None:
+        with open(PACKAGED_CATALOG, "rb") as f:
+            data = json.loads(gzip.decompress(f.read()))
+        with _lock:
+            _cache[key] = data
+    offerings = [{"InstanceType": t, "Location": z, "LocationType": "availability-zone"}
+                 for t, z in data["offerings"].get(region, ())]
+    return list(data["instanceTypes"]), offerings, dict(data["zoneIds"].get(region, {}))
 
 
 def clear_process_cache() -> None:
@@ -283,9 +319,7 @@ def load_catalog(
     """
     if catalog_source(source) == SOURCE_MOTO_BUNDLED:
         ec2, pricing = _clients(session_or_clients, region, endpoint_url) if session_or_clients is not None else (None, None)
-        raw = moto_catalog.instance_types()
-        offerings = moto_catalog.offerings(region)
-        zone_ids = moto_catalog.zone_ids(region)
+        raw, offerings, zone_ids = bundled_ec2_data(region)
         book = prices if prices is not None else load_price_book(ec2, pricing, region, cache, spot_history=False)
     else:
         ec2, pricing = _clients(session_or_clients, region, endpoint_url)
