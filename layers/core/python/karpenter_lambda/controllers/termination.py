@@ -11,7 +11,9 @@
      NoSchedule``, label it ``node.kubernetes.io/exclude-from-external-load-balancers=true``, then evict its pods
      with the Eviction API in Karpenter's four groups (:mod:`karpenter_lambda.disruption.eviction`: non-critical,
      non-critical DaemonSet, critical, critical DaemonSet; each only once every pod of the earlier groups is gone).
-     A 429 from a PodDisruptionBudget and an active do-not-disrupt are retried next time; from the NodeClaim's
+     A 429 from a PodDisruptionBudget (its Status names the ``DisruptionBudget`` cause) and an active do-not-disrupt
+     are retried next time; a 429 without that cause is API-server throttling: recorded as such (not as a PDB), no
+     more evictions in this call, retried next time; from the NodeClaim's
      ``terminationGracePeriod`` deadline minus a pod's own grace period the pod is deleted instead.  Returns
      ``"draining"`` while pods remain.  An instance already gone (shutting-down/terminated, or absent from EC2 once
      registered) skips the drain: its pods cannot run any more;
@@ -22,7 +24,7 @@ The drain's progress is kept on the NodeClaim record (``status.termination``, op
 
     {"startedAt": iso, "group": 0..3, "groupName": "non-critical",
      "evicted": {pod uid: iso}, "deleted": {pod uid: iso},
-     "blocked": {pod uid: "PDB ns/name (429)" | "do-not-disrupt"},
+     "blocked": {pod uid: "PDB ns/name (429)" | "do-not-disrupt" | "API server throttling (429, Retry-After 5s)"},
      "drainedAt": iso, "instanceTerminatedAt": iso}
 
 so a drain that outlasts one invocation resumes in the next.  A pod uid is never evicted twice nor deleted twice
@@ -48,6 +50,50 @@ EXCLUDE_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 TERMINATION_STATUS = "termination"
 DISRUPTED_TAINT = dict(eviction.DISRUPTED_NO_SCHEDULE)
 log = logging.getLogger(__name__)
+
+
+def evict(kube, namespace: str, name: str) -> tuple[bool, str]:
+    """One policy/v1 Eviction through ``kube`` (the adapters' KubeClient): (True, "") when evicted or already gone;
+    (False, "pdb") when a PodDisruptionBudget refused it; (False, "throttled[ Retry-After N]") for any other 429
+    (API Priority and Fairness).  The client's ``evict_pod`` answers False for every 429, so the first attempt is
+    made here to read the answer's Status; a 5xx goes on through ``evict_pod`` (its retries); another error raises
+    the client's ``KubeError``."""
+    import json
+
+    core = getattr(kube, "core", None)
+    if core is None:
+        return (True, "") if kube.evict_pod(namespace, name) else (False, "pdb")
+    from kubernetes.client.exceptions import ApiException
+
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+    try:
+        resp = core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False,
+                                                   _request_timeout=getattr(kube, "request_timeout", (5, 30)))
+        try:
+            resp.data   # read the answer, so the pooled connection is clean for the next call
+        finally:
+            resp.release_conn()
+        return True, ""
+    except ApiException as e:
+        if e.status == 404:
+            return True, ""
+        try:
+            status = json.loads(e.body) if e.body else {}
+        except (ValueError, TypeError):
+            status = {}
+        status = status if isinstance(status, dict) else {}
+        if e.status != 429 and (e.status or 0) < 500:
+            from ..adapters.kube.client import KubeError
+
+            raise KubeError(f"EVICT pods {namespace}/{name}", e.status or 0, str(status.get("reason") or e.reason or ""),
+                            str(status.get("message") or "")) from None
+        if e.status != 429:   # 5xx: the client's retries
+            return (True, "") if kube.evict_pod(namespace, name) else (False, "pdb")
+        if eviction.refused_by_budget(status, str(e.body or "")[:300]):
+            return False, "pdb"
+        headers = e.headers or {}
+        ra = headers.get("Retry-After") if hasattr(headers, "get") else None
+        return False, "throttled" + (f" Retry-After {ra}s" if ra else "")
 
 
 def _not_found(e: Exception) -> bool:
@@ -252,7 +298,18 @@ class Terminator:
             ns, pn = (p["metadata"].get("namespace") or "default"), p["metadata"]["name"]
             if is_terminating(p):
                 continue
-            if self.kube.evict_pod(ns, pn):
+            ok, refusal = evict(self.kube, ns, pn)
+            if not ok and refusal.startswith("throttled"):
+                # API Priority and Fairness: the API server is busy, the pod's PDBs were not even asked
+                why = f"API server throttling (429{refusal[len('throttled'):].replace(' Retry-After', ', Retry-After')})"
+                for q in step.evict[step.evict.index(p):]:
+                    if not is_terminating(q):
+                        patch["blocked"][pod_uid(q)] = why
+                self.decide("evict-throttled", f"eviction of pod {pod_key(p)} from node {name} throttled by the API "
+                                               f"server ({why}); the drain resumes next time",
+                            nodeclaim=nodeclaim.name, pod=pod_key(p), node=name, reason=why)
+                return
+            if ok:
                 patch["evicted"][pod_uid(p)] = runtime.iso(now)
                 self.actions.append({"pod": pod_key(p), "node": name, "how": "eviction"})
                 self.decide("evict", f"evicted pod {pod_key(p)} from node {name} ({eviction.GROUPS[step.group]})",

@@ -13,7 +13,11 @@ Karpenter v1's termination (pkg/controllers/node/termination/terminator, pkg/uti
   (``already["evicted"]``: the API may not show its deletionTimestamp yet);
 * a pod whose ``karpenter.sh/do-not-disrupt`` is active (``"true"``, or a duration not yet elapsed since the pod
   started) is not evicted -- the drain waits for it;
-* a 429 from a PodDisruptionBudget is the caller's business: it retries on the next step;
+* a 429 from a PodDisruptionBudget is the caller's business: it retries on the next step.  A 429 is a PDB block
+  only when the API server says so (:func:`refused_by_budget`: the Status's ``details.causes`` has reason
+  ``DisruptionBudget``, as the eviction REST handler sends, or its message names the disruption budget); any other
+  429 is API-server throttling (API Priority and Fairness: "Too many requests", ``Retry-After``), which says
+  nothing about the pod: the drain backs off and tries again;
 * with a ``terminationGracePeriod`` (deadline = the NodeClaim's deletion time + TGP) a remaining pod of *any* group
   is **deleted** once ``now >= deadline - its terminationGracePeriodSeconds`` (default 30 s, so it still gets its own
   grace period before the node goes), whatever PDBs and do-not-disrupt say; never twice (``already["deleted"]``).
@@ -34,13 +38,30 @@ from ..api.kube import is_critical, is_mirror_pod, is_terminal, is_terminating, 
 __all__ = [
     "GROUPS", "DEFAULT_POD_GRACE", "STUCK_TERMINATING_AFTER", "DISRUPTED_NO_SCHEDULE",
     "tolerates_disrupted", "is_stuck_terminating", "drainable", "eviction_group", "pod_grace",
-    "do_not_disrupt_active", "delete_at", "DrainStep", "next_step", "next_actions",
+    "do_not_disrupt_active", "delete_at", "DrainStep", "next_step", "next_actions", "refused_by_budget",
+    "DISRUPTION_BUDGET_CAUSE",
 ]
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"   # policy/v1 DisruptionBudgetCause (a StatusCause's "reason")
 
 GROUPS = ("non-critical", "non-critical DaemonSet", "critical", "critical DaemonSet")
 DEFAULT_POD_GRACE = 30
 STUCK_TERMINATING_AFTER = 60.0
 DISRUPTED_NO_SCHEDULE = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
+
+
+def refused_by_budget(status: Mapping | None, message: str = "") -> bool:
+    """Whether an eviction's 429 answer (its Status body, or only its message) is a PodDisruptionBudget refusal.
+
+    The API server's eviction handler answers a budget refusal with reason TooManyRequests, the message "Cannot evict
+    pod as it would violate the pod's disruption budget." and a ``details.causes`` entry of reason
+    ``DisruptionBudget``; API Priority and Fairness throttling answers "Too many requests, please try again later."
+    with a ``Retry-After`` header and no cause."""
+    status = status or {}
+    for cause in ((status.get("details") or {}).get("causes") or []):
+        if (cause or {}).get("reason") == DISRUPTION_BUDGET_CAUSE or (cause or {}).get("type") == DISRUPTION_BUDGET_CAUSE:
+            return True
+    text = f"{status.get('message') or ''} {message or ''}".lower()
+    return "disruption budget" in text
 
 
 def _epoch(value) -> float | None:

@@ -133,15 +133,21 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 class StoreError(Exception):
     """An API error: HTTP ``code``, Kubernetes ``reason`` and a message."""
 
-    def __init__(self, code: int, reason: str, message: str, retry_after: int | None = None):
+    def __init__(self, code: int, reason: str, message: str, retry_after: int | None = None,
+                 causes: list[dict] | None = None):
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        self.causes = causes
 
     def status(self) -> dict:
-        return _status(self.code, self.reason, self.message)
+        out = _status(self.code, self.reason, self.message)
+        if self.causes or self.retry_after is not None:
+            out["details"] = {**({"causes": self.causes} if self.causes else {}),
+                              **({"retryAfterSeconds": self.retry_after} if self.retry_after is not None else {})}
+        return out
 
 
 def _status(code: int, reason: str, message: str, success: bool = False) -> dict:
@@ -916,11 +922,16 @@ class ObjectStore:
                     if not match_selector_object((pdb.get("spec") or {}).get("selector"), pod["metadata"].get("labels")):
                         continue
                     if self.pdb_disruptions_allowed(pdb) <= 0:
+                        # as the API server's eviction handler: the DisruptionBudget cause names the budget
+                        # (APF throttling, by contrast, is a 429 with Retry-After and no cause: add_fault(429))
                         raise StoreError(
                             429,
                             "TooManyRequests",
                             f"Cannot evict pod as it would violate the pod's disruption budget {pdb['metadata']['name']}.",
                             retry_after=10,
+                            causes=[{"reason": "DisruptionBudget",
+                                     "message": f"The disruption budget {pdb['metadata']['name']} allows "
+                                                f"{max(0, self.pdb_disruptions_allowed(pdb))} disruptions now"}],
                         )
             return self.delete("pods", name, namespace)
 
