@@ -218,6 +218,23 @@ def _spread_recheck(candidates, keep, moved, res) -> dict:
         labels.setdefault(L.CAPACITY_TYPE, plan.capacity_type)
         for k in plan.pods:
             new_labels[k] = labels
+    # the kept nodes' pods by distinct (namespace, labels): [(node index, pods)], so each rule matches a label set once
+    sets: dict = {}
+    for i, n in enumerate(keep + list(candidates)):
+        for ns, labels, c in _labelsets(n):
+            k = (ns, tuple(sorted(labels.items())))
+            hit = sets.get(k)
+            if hit is None:
+                hit = sets[k] = (ns, labels, [])
+            hit[2].append((i, c))
+    by_pair: dict = {}   # a selector with matchLabels only selects label sets holding its first pair
+    for k, v in sets.items():
+        for pair in k[1]:
+            by_pair.setdefault(pair, []).append(v)
+    kept = len(keep)
+    node_labels = {n.name: n.labels or {} for n in keep}
+    placed = {k: node_labels.get(name, {}) for name, ks in res.existing.items() for k in ks}
+    placed.update(new_labels)
     out = {}
     for con, group, pod, key in rules.values():
         selector = (pod.get("spec") or {}).get("nodeSelector") or {}
@@ -226,23 +243,19 @@ def _spread_recheck(candidates, keep, moved, res) -> dict:
             if any(labels.get(k) != v for k, v in selector.items()):
                 return None
             return labels.get(con.key)
-        before, after = {}, {}
-        for n in keep:
-            d = domain(n.labels or {})
-            if d is None:
-                continue
-            k = sum(c for ns, labels, c in _labelsets(n) if group.matches(ns, labels))
-            before[d] = before.get(d, 0) + k
-            after[d] = after.get(d, 0) + k
-        for n in candidates:
-            d = domain(n.labels or {})
-            for q in n.pods or ():
-                meta = q.get("metadata") or {}
-                if d is not None and group.matches(meta.get("namespace") or "default", meta.get("labels") or {}):
-                    before[d] = before.get(d, 0) + 1
-        node_labels = {n.name: n.labels or {} for n in keep}
-        placed = {k: node_labels.get(name, {}) for name, ks in res.existing.items() for k in ks}
-        placed.update(new_labels)
+        doms = [domain(n.labels or {}) for n in keep] + [domain(n.labels or {}) for n in candidates]
+        before = {d: 0 for d in doms[:kept] if d is not None}
+        after = dict(before)
+        sel = group.selector.labels
+        maybe = by_pair.get(next(iter(sorted(sel.items()))), ()) if sel else sets.values()
+        for ns, labels, where in maybe:
+            if group.matches(ns, labels):
+                for i, c in where:
+                    d = doms[i]
+                    if d is not None:
+                        before[d] = before.get(d, 0) + c
+                        if i < kept:
+                            after[d] += c
         for k, p in by_key.items():
             meta = p.get("metadata") or {}
             if k in placed and group.matches(meta.get("namespace") or "default", meta.get("labels") or {}):
