@@ -31,10 +31,14 @@ bench: $(STAMP)
 	@mkdir -p .bench-out
 	$(PY) bench/run_all.py --out .bench-out
 
-# `make synth CLUSTER=my-cluster` synthesises the CDK app into cdk.out (bundles the layer locally).
+# `make synth CLUSTER=my-cluster [NODEPOOLS=folder]` synthesises the CDK app into cdk.out (bundles the layer locally)
+# and prints its warnings (e.g. an EC2NodeClass role the stack cannot pass). SYNTH_CONTEXT replaces the whole context.
 CLUSTER ?= demo
+NODEPOOLS ?=
+comma := ,
+SYNTH_CONTEXT ?= {"clusterName":"$(CLUSTER)"$(if $(NODEPOOLS),$(comma)"nodePools":"$(NODEPOOLS)")}
 synth: $(STAMP)
-	CDK_CONTEXT_JSON='{"clusterName":"$(CLUSTER)"}' $(PY) app.py
+	CDK_CONTEXT_JSON='$(SYNTH_CONTEXT)' $(PY) app.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache cdk.out .cdk-home .bench-out

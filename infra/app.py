@@ -9,12 +9,10 @@ from typing import Any, Mapping
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
+from karpenter_lambda.api.roles import stack_name  # KarpenterLambda-<cluster>, one definition (the CLI reads outputs by it)
+
 from .config import CONTEXT_KEYS, StackConfig, load_config
 from .stack import KarpenterLambdaStack
-
-
-def stack_name(cluster: str) -> str:
-    return f"KarpenterLambda-{cluster}"
 
 
 def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = None, base_dir: Path | None = None, nag: bool = True) -> cdk.App:

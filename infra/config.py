@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-# EKS cluster names: 1-100 characters, ^[0-9A-Za-z][A-Za-z0-9\-_]*$ (CreateCluster API).
-CLUSTER_NAME_RE = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+from karpenter_lambda.api.roles import CLUSTER_NAME_RE, IMAGE_RE  # noqa: F401  (EKS cluster names; image references)
+
 KUBERNETES_VERSION_RE = re.compile(r"^1\.[0-9]{1,3}$")
 # CloudWatch Logs retention values accepted by PutRetentionPolicy.
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 KUBERNETES_ACCESS_MODES = ("rbac", "cluster-admin")
+# the watcher image's platform (docker build --platform): the architecture of the nodes it runs on
+WATCHER_PLATFORMS = ("linux/amd64", "linux/arm64")
 
 # name -> (default, low, high): integer context parameters.
 INT_PARAMS: dict[str, tuple[int, int, int]] = {
@@ -49,6 +51,8 @@ class StackConfig:
     provisioner_concurrency: int = 2
     kubernetes_access: str = "rbac"
     alarm_topic_arn: str | None = None
+    watcher_platform: str = "linux/amd64"
+    watcher_image: str | None = None   # an image you built and pushed yourself: no DockerImageAsset (no Docker at deploy)
     # every ``*IntervalMinutes`` parameter of INT_PARAMS by its context key (schedules look theirs up here)
     intervals: Mapping[str, int] = field(default_factory=dict)
 
@@ -71,7 +75,8 @@ def _parse_int(name: str, raw: Any, low: int, high: int) -> int:
     return value
 
 
-CONTEXT_KEYS = ("clusterName", "kubernetesVersion", "nodePools", "logLevel", "kubernetesAccess", "alarmTopicArn", *INT_PARAMS)
+CONTEXT_KEYS = ("clusterName", "kubernetesVersion", "nodePools", "logLevel", "kubernetesAccess", "alarmTopicArn",
+                "watcherPlatform", "watcherImage", *INT_PARAMS)
 
 
 def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> StackConfig:
@@ -141,6 +146,14 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
     if topic and not re.match(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$", topic):
         raise ConfigError(f"context parameter alarmTopicArn: {topic!r} is not an SNS topic ARN")
 
+    platform = str(context.get("watcherPlatform") or "linux/amd64").strip()
+    if platform not in WATCHER_PLATFORMS:
+        raise ConfigError(f"context parameter watcherPlatform: {platform!r} is not one of {', '.join(WATCHER_PLATFORMS)}")
+    image = str(context.get("watcherImage") or "").strip() or None
+    if image and not IMAGE_RE.match(image):
+        raise ConfigError(f"context parameter watcherImage: {image!r} is not a container image reference "
+                          "(e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/karpenter-lambda-watcher:1.0)")
+
     return StackConfig(
         cluster_name=cluster,
         kubernetes_version=version,
@@ -153,5 +166,7 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
         provisioner_concurrency=ints["provisionerConcurrency"],
         kubernetes_access=access,
         alarm_topic_arn=topic,
+        watcher_platform=platform,
+        watcher_image=image,
         intervals={k: v for k, v in ints.items() if k.endswith("IntervalMinutes")},
     )

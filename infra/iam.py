@@ -16,6 +16,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from karpenter_lambda.api import labels as wk
+from karpenter_lambda.api import roles
 
 NODE_MANAGED_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
@@ -244,11 +245,8 @@ def cluster_arn(cluster: str) -> str:
     return f"arn:{Aws.PARTITION}:eks:{Aws.REGION}:{Aws.ACCOUNT_ID}:cluster/{cluster}"
 
 
-def node_role_name(cluster: str) -> str | None:
-    """``KarpenterLambdaNode-<cluster>``: a fixed name so EC2NodeClass ``spec.role`` can be written before deploying
-    (None, i.e. a generated name, when that exceeds IAM's 64 characters)."""
-    name = f"KarpenterLambdaNode-{cluster}"
-    return name if len(name) <= 64 else None
+# KarpenterLambdaNode-<cluster> (None past IAM's 64 characters): one definition, shared with `validate`
+node_role_name = roles.node_role_name
 
 
 class NodeRole(Construct):

@@ -41,26 +41,16 @@ class NodePoolValidationError(ValueError):
 def role_issues(folder: Path, node_role: str) -> list:
     """EC2NodeClasses in ``folder`` whose ``spec.role`` is not ``node_role``: the functions may pass only the
     stack's node role to EC2 (iam:PassRole), so nodes of such a class could never launch."""
-    from karpenter_lambda.api.errors import ValidationIssue
     from karpenter_lambda.api.manifests import parse_documents
+    from karpenter_lambda.api.roles import node_role_warnings
 
-    issues = []
     path = Path(folder)
     files = sorted(f for f in path.iterdir() if f.suffix in (".yaml", ".yml", ".json")) if path.is_dir() else [path]
+    docs = []
     for f in files:
-        docs, _ = parse_documents(f.read_text(encoding="utf-8"), str(f))
-        for index, doc in docs:
-            if not isinstance(doc, dict) or doc.get("kind") != "EC2NodeClass" or not isinstance(doc.get("spec"), dict):
-                continue
-            role = doc["spec"].get("role")
-            if isinstance(role, str) and role.rsplit("/", 1)[-1] != node_role:
-                name = (doc.get("metadata") or {}).get("name", "") if isinstance(doc.get("metadata"), dict) else ""
-                issues.append(ValidationIssue(
-                    str(f), index, "EC2NodeClass", str(name), "spec.role",
-                    f"{role!r} is not this stack's node role: the functions may only pass {node_role!r} to EC2 "
-                    f"(iam:PassRole), so nodes of this class could never launch; set spec.role: {node_role}",
-                ))
-    return issues
+        parsed, _ = parse_documents(f.read_text(encoding="utf-8"), str(f))
+        docs.extend((str(f), index, doc) for index, doc in parsed)
+    return node_role_warnings(docs, "", node_role=node_role)
 
 
 def load_node_pools(folder: Path) -> list:

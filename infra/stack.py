@@ -13,20 +13,24 @@ from aws_cdk import Aws, CfnOutput, Duration, Stack, Tags
 from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
+
+from karpenter_lambda.api import roles
 
 from .config import LOG_RETENTION_DAYS, StackConfig
 from .functions import FunctionSpec, KarpenterFunction, QueueTrigger, ScheduleTrigger, load_registry, visibility_timeout_for
 from .iam import NodeRole, OffPeakRole, WatcherRole, cluster_arn, controller_statements, node_role_name
-from .layer import CoreLayer
+from .layer import REPO_ROOT, CoreLayer
 from .nag import (acknowledge_controller, acknowledge_custom_resource_provider, acknowledge_node_role,
                   acknowledge_offpeak)
 from .nodepools import NodePoolManifests
 from .queues import KarpenterQueue
 from .tables import Tables
 
-WATCHER_NAMESPACE = "karpenter-lambda"
-WATCHER_SERVICE_ACCOUNT = "karpenter-lambda-watcher"
+WATCHER_NAMESPACE = roles.WATCHER_NAMESPACE                  # watcher/manifests/ (karpenter-lambda watcher manifest)
+WATCHER_SERVICE_ACCOUNT = roles.WATCHER_SERVICE_ACCOUNT
+WATCHER_DIR = REPO_ROOT / "watcher"                          # the watcher image's build context (Dockerfile, .dockerignore)
 CONTROLLER_KUBERNETES_GROUP = "karpenter-lambda-controller"   # bound by infra/rbac/controller-rbac.yaml
 OFFPEAK_KUBERNETES_GROUP = "karpenter-lambda-offpeak"         # bound by infra/rbac/controller-rbac.yaml
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -75,7 +79,7 @@ QUEUES: tuple[QueueSpec, ...] = (
 class KarpenterLambdaStack(Stack):
     """Attributes: ``tables``, ``queues`` (name -> KarpenterQueue), ``functions`` (name -> KarpenterFunction),
     ``controller_role``, ``offpeak_role`` (OffPeakRole), ``node_role``, ``watcher_role``, ``node_pools`` (or None),
-    ``offpeak_schedules`` (or None), ``monitoring``."""
+    ``offpeak_schedules`` (or None), ``monitoring``, ``watcher_image`` (the DockerImageAsset, None with watcherImage)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, description=f"karpenter-lambda for EKS cluster {config.cluster_name}", **kwargs)
@@ -209,6 +213,15 @@ class KarpenterLambdaStack(Stack):
             service_account=WATCHER_SERVICE_ACCOUNT,
             role_arn=self.watcher_role.role.role_arn,
         )
+        # the watcher's image: built from watcher/ and pushed to the bootstrap ECR repository by `cdk deploy` (asset
+        # publishing needs Docker then; synth does not), or an image given with -c watcherImage=...
+        self.watcher_image = None
+        watcher_image_uri = config.watcher_image
+        if watcher_image_uri is None:
+            self.watcher_image = ecr_assets.DockerImageAsset(
+                self, "WatcherImage", directory=str(WATCHER_DIR),
+                platform=ecr_assets.Platform.custom(config.watcher_platform))
+            watcher_image_uri = self.watcher_image.image_uri
 
         self.node_pools = None
         if config.node_pools_dir is not None:
@@ -250,6 +263,7 @@ class KarpenterLambdaStack(Stack):
             "WatcherRoleArn": (self.watcher_role.role.role_arn, f"Pod Identity role of {WATCHER_NAMESPACE}/{WATCHER_SERVICE_ACCOUNT}"),
             "WatcherNamespace": (WATCHER_NAMESPACE, "namespace of the watcher's service account"),
             "WatcherServiceAccount": (WATCHER_SERVICE_ACCOUNT, "service account bound to WatcherRoleArn"),
+            "WatcherImageUri": (watcher_image_uri, "the watcher's image (karpenter-lambda watcher manifest --stack-outputs FILE)"),
             "NodeRoleName": (self.node_role.role.role_name, "use as spec.role in your EC2NodeClass"),
             "NodeInstanceProfileName": (self.node_role.instance_profile.instance_profile_name, "instance profile of the node role"),
             "ControllerRoleArn": (self.controller_role.role_arn, f"the functions' role (Kubernetes group {CONTROLLER_KUBERNETES_GROUP})"),

@@ -19,12 +19,14 @@ import sys
 # One entry per sub-command module (add a line; never rename a command).
 COMMAND_MODULES = [
     "karpenter_lambda.cli.validate",
+    "karpenter_lambda.cli.convert",
     "karpenter_lambda.cli.store_cmds",
     "karpenter_lambda.cli.plan",
     "karpenter_lambda.cli.simulate",
     "karpenter_lambda.cli.demo",
     "karpenter_lambda.cli.disruption",
     "karpenter_lambda.cli.offpeak",
+    "karpenter_lambda.cli.watcher",
 ]
 
 
