@@ -20,7 +20,8 @@ class FieldError:
 class ValidationIssue:
     """A :class:`FieldError` placed in a file: ``FILE:DOC_INDEX: Kind/name: field.path: message``.
 
-    ``doc_index`` counts YAML documents in the file from 0.
+    ``doc_index`` counts YAML documents in the file from 0.  ``line`` (added; 0 when unknown) is the 1-based
+    line of the field in the file, or of the document's first line; ``str()`` leaves it out (scripts parse it).
     """
 
     file: str
@@ -29,6 +30,7 @@ class ValidationIssue:
     name: str
     path: str
     message: str
+    line: int = 0
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.doc_index}"
@@ -44,6 +46,7 @@ class ValidationIssue:
             "name": self.name,
             "path": self.path,
             "message": self.message,
+            "line": self.line,
         }
 
 

@@ -5,6 +5,12 @@ Karpenter objects (NodePool, EC2NodeClass, NodeClaim, CRD defaults applied),
 any other Kubernetes objects as :class:`KubeObject` (when ``allow_other_kinds``)
 and the list of :class:`ValidationIssue` found.  Reading files is the only
 I/O here and it is done by the caller-facing ``load_files`` helper.
+
+Karpenter ``v1beta1`` NodePools and EC2NodeClasses are converted to v1 on the way in
+(:mod:`.convert`; all files of one ``load_files`` call together, so a NodePool's kubelet reaches its
+EC2NodeClass in another file); each converted object gets one entry in ``LoadResult.warnings``
+naming what changed.  Issues and warnings carry ``line``: the 1-based line of the field when it can be
+found in the YAML, else of the document's first line (0 when unknown).
 """
 
 from __future__ import annotations
@@ -25,6 +31,15 @@ class LoadResult:
     # Objects left out without being an error: another Karpenter provider's node class (e.g. the
     # KWOKNodeClass next to a NodePool in Karpenter's own examples).  Only when not allow_other_kinds.
     skipped: list[ValidationIssue] = field(default_factory=list)
+    # Notes that are not errors: one per v1beta1 object converted to v1 (path "", message "converted from ...").
+    warnings: list[ValidationIssue] = field(default_factory=list)
+    # Per object in ``objects`` (same order, when loaded here): (file, doc_index) it came from; see line_of.
+    origins: list[tuple[str, int]] = field(default_factory=list)
+    _docs: list = field(default_factory=list, repr=False, compare=False)
+
+    def line_of(self, i: int, path: str = "") -> int:
+        """1-based line of ``path`` in the document of ``objects[i]`` (of its first line with no path); 0 when unknown."""
+        return self._docs[i].line(path) if 0 <= i < len(self._docs) else 0
 
     @property
     def ok(self) -> bool:
@@ -42,6 +57,9 @@ class LoadResult:
         self.objects.extend(other.objects)
         self.issues.extend(other.issues)
         self.skipped.extend(other.skipped)
+        self.warnings.extend(other.warnings)
+        self.origins.extend(other.origins)
+        self._docs.extend(other._docs)
 
 
 class _Loader(yaml.SafeLoader):
@@ -67,7 +85,7 @@ def parse_documents(text: str, filename: str = "<input>") -> tuple[list[tuple[in
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(e, "problem", None) or str(e)
-        return docs, [ValidationIssue(filename, len(docs), "", "", "", f"invalid YAML{where}: {problem}")]
+        return docs, [ValidationIssue(filename, len(docs), "", "", "", f"invalid YAML{where}: {problem}", mark.line + 1 if mark else 0)]
     return docs, []
 
 
@@ -98,41 +116,147 @@ def object_from_dict(doc: dict, path_prefix: str = "") -> tuple[KubeObject | Non
     return cls(defaulted), []
 
 
-def load_text(text: str, filename: str = "<input>", allow_other_kinds: bool = False) -> LoadResult:
-    result = LoadResult()
+class _Source:
+    """One input text: its name, and (computed only when a line is asked for) its YAML node trees."""
+
+    def __init__(self, filename: str, text: str):
+        self.filename, self.text = filename, text
+        self._roots: list | None = None
+
+    def _nodes(self) -> list:
+        if self._roots is None:
+            try:
+                self._roots = list(yaml.compose_all(self.text, Loader=_Loader))
+            except yaml.YAMLError:
+                self._roots = []
+        return self._roots
+
+    def line(self, index: int, path: str = "") -> int:
+        """1-based line of ``path`` (dotted, ``[i]`` indexes) in document ``index``, else of the deepest part of it
+        found, else of the document's first content line; 0 when unknown."""
+        roots = self._nodes()
+        if not 0 <= index < len(roots) or roots[index] is None:
+            return 0
+        node = roots[index]
+        line = node.start_mark.line + 1
+        for part in _path_parts(path):
+            nxt = None
+            if isinstance(part, int) and isinstance(node, yaml.SequenceNode) and part < len(node.value):
+                nxt = node.value[part]
+                line = nxt.start_mark.line + 1
+            elif isinstance(part, str) and isinstance(node, yaml.MappingNode):
+                for k, v in node.value:
+                    if isinstance(k, yaml.ScalarNode) and k.value == part:
+                        nxt, line = v, k.start_mark.line + 1
+                        break
+            if nxt is None:
+                break
+            node = nxt
+        return line
+
+
+def _path_parts(path: str) -> list:
+    """``spec.requirements[2].key`` -> ["spec", "requirements", 2, "key"] (best effort: keys may hold dots)."""
+    parts: list = []
+    for piece in path.split(".") if path else []:
+        name, _, rest = piece.partition("[")
+        if name:
+            parts.append(name)
+        for idx in ("[" + rest).split("[")[1:] if rest else []:
+            idx = idx.rstrip("]")
+            if idx.isdigit():
+                parts.append(int(idx))
+    return parts
+
+
+@dataclass
+class _Doc:
+    source: _Source
+    index: int
+    data: object
+    prefix: str = ""  # "items[3]." for the items of a List document
+
+    def line(self, path: str = "") -> int:
+        return self.source.line(self.index, (self.prefix + path) if path else self.prefix.rstrip("."))
+
+    def issue(self, kind: str, name: str, path: str, message: str) -> ValidationIssue:
+        line = self.line(path)
+        return ValidationIssue(self.source.filename, self.index, kind, name, path, message, line)
+
+
+def _documents(text: str, filename: str, result: LoadResult) -> list[_Doc]:
+    source = _Source(filename, text)
     docs, issues = parse_documents(text, filename)
-    result.issues.extend(issues)
+    result.issues.extend(issues)  # invalid YAML: its line is in the message
+    out: list[_Doc] = []
     for index, data in docs:
+        if isinstance(data, dict) and data.get("kind") == "List" and isinstance(data.get("items"), list):
+            out += [_Doc(source, index, item, f"items[{i}].") for i, item in enumerate(data["items"])]
+        else:
+            out.append(_Doc(source, index, data))
+    return out
+
+
+def _meta(data: dict) -> tuple[str, str]:
+    kind = data.get("kind") if isinstance(data.get("kind"), str) else ""
+    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    name = meta.get("name", "") if isinstance(meta.get("name", ""), str) else ""
+    return kind, name
+
+
+def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: bool, accept_kinds) -> None:
+    from .convert import convert_documents
+
+    conversion = convert_documents([d.data for d in docs])
+    for msg in conversion.warnings:
+        d = docs[msg.position]
+        result.warnings.append(d.issue(*_meta(d.data), msg.path, msg.message))
+    failed = set()
+    for msg in conversion.errors:
+        d = docs[msg.position]
+        result.issues.append(d.issue(*_meta(d.data), msg.path, msg.message))
+        failed.add(msg.position)
+    for pos, d in enumerate(docs):
+        if pos in failed:
+            continue
+        data = conversion.docs[pos]
         if not isinstance(data, dict):
-            result.issues.append(ValidationIssue(filename, index, "", "", "", f"expected a mapping (a Kubernetes object), got {type(data).__name__}"))
+            result.issues.append(d.issue("", "", "", f"expected a mapping (a Kubernetes object), got {type(data).__name__}"))
             continue
-        kind = data.get("kind") if isinstance(data.get("kind"), str) else ""
-        meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
-        name = meta.get("name", "") if isinstance(meta.get("name", ""), str) else ""
-        if kind == "List" and isinstance(data.get("items"), list):
-            sub = load_text(yaml.safe_dump_all(data["items"]), filename, allow_other_kinds)
-            result.extend(sub)
-            continue
+        kind, name = _meta(data)
         if not data.get("apiVersion") or not kind:
             missing = "apiVersion" if not data.get("apiVersion") else "kind"
-            result.issues.append(ValidationIssue(filename, index, kind, name, missing, "Required value"))
+            result.issues.append(d.issue(kind, name, missing, "Required value"))
             continue
+        origin = (d.source.filename, d.index)
         if kind in KIND_BY_NAME:
             obj, errors = object_from_dict(data)
             for err in errors:
-                result.issues.append(ValidationIssue(filename, index, kind, name, err.path, err.message))
+                result.issues.append(d.issue(kind, name, err.path, err.message))
             if obj is not None:
                 result.objects.append(obj)
-        elif allow_other_kinds:
+                result.origins.append(origin)
+                result._docs.append(d)
+        elif allow_other_kinds or (accept_kinds is not None and kind in accept_kinds):
             result.objects.append(KubeObject(data))
+            result.origins.append(origin)
+            result._docs.append(d)
         elif foreign_node_class(data):
             result.skipped.append(
-                ValidationIssue(filename, index, kind, name, "apiVersion", f"skipped: {data.get('apiVersion')} {kind} is another Karpenter provider's node class (only karpenter.k8s.aws/v1 EC2NodeClass is used here)")
+                d.issue(kind, name, "apiVersion", f"skipped: {data.get('apiVersion')} {kind} is another Karpenter provider's node class (only karpenter.k8s.aws/v1 EC2NodeClass is used here)")
             )
         else:
-            result.issues.append(
-                ValidationIssue(filename, index, kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected karpenter.sh/v1 NodePool or NodeClaim, karpenter.k8s.aws/v1 EC2NodeClass, or karpenter-lambda.io/v1alpha1 OffPeakSchedule")
-            )
+            expected = "karpenter.sh/v1 NodePool or NodeClaim, karpenter.k8s.aws/v1 EC2NodeClass, or karpenter-lambda.io/v1alpha1 OffPeakSchedule"
+            if accept_kinds:
+                expected += f", or one of {', '.join(sorted(accept_kinds))}"
+            result.issues.append(d.issue(kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected {expected}"))
+
+
+def load_text(text: str, filename: str = "<input>", allow_other_kinds: bool = False, accept_kinds=None) -> LoadResult:
+    """Load every document of ``text``.  ``allow_other_kinds``: any other kind is kept as a :class:`KubeObject`;
+    ``accept_kinds``: only these other kinds are (the rest are errors, as without either)."""
+    result = LoadResult()
+    _load_documents(_documents(text, filename, result), result, allow_other_kinds, accept_kinds)
     return result
 
 
@@ -143,13 +267,18 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8-sig")
 
 
-def load_files(paths, allow_other_kinds: bool = False) -> LoadResult:
-    """Load every file (``-`` is not handled here); a directory loads its *.yaml/*.yml/*.json files sorted by name."""
+def load_files(paths, allow_other_kinds: bool = False, accept_kinds=None) -> LoadResult:
+    """Load every file (``-`` is not handled here); a directory loads its *.yaml/*.yml/*.json files sorted by name.
+
+    The documents of all files are converted from v1beta1 together (a NodePool's kubelet to its EC2NodeClass)."""
     result = LoadResult()
+    docs: list[_Doc] = []
+    read: dict[str, None] = {}  # file names in the order read
     for p in paths:
         path = Path(p)
         files = sorted(f for f in path.iterdir() if f.suffix in (".yaml", ".yml", ".json")) if path.is_dir() else [path]
         for f in files:
+            read.setdefault(str(f), None)
             try:
                 text = _decode(f.read_bytes())
             except OSError as e:
@@ -158,5 +287,9 @@ def load_files(paths, allow_other_kinds: bool = False) -> LoadResult:
             except UnicodeDecodeError as e:
                 result.issues.append(ValidationIssue(str(f), 0, "", "", "", f"cannot read file: not UTF-8 text (byte {e.start}: {e.reason})"))
                 continue
-            result.extend(load_text(text, str(f), allow_other_kinds))
+            docs += _documents(text, str(f), result)
+    _load_documents(docs, result, allow_other_kinds, accept_kinds)
+    # issues file by file, in the order the files were read (a file's YAML error with that file's other issues)
+    order = {name: i for i, name in enumerate(read)}
+    result.issues.sort(key=lambda issue: order.get(issue.file, -1))
     return result

@@ -1,10 +1,14 @@
-"""`karpenter-lambda validate FILE...`: check Karpenter manifests offline.
+"""`karpenter-lambda validate FILE...`: check manifests offline (everything `simulate` takes).
 
-Exit 0 when every object is valid, 1 when any issue is found, 2 on usage errors
-(no such file).  Each issue goes to stderr as
-``FILE:DOC_INDEX: Kind/name: field.path: message`` followed by a summary line;
-``--json`` prints one JSON document on stdout instead:
-``{"valid": bool, "objects": [{"kind", "name", "file"}], "errors": [issue.to_dict(), ...]}``.
+Karpenter objects (NodePool, EC2NodeClass, NodeClaim, OffPeakSchedule; v1beta1 NodePools and EC2NodeClasses are
+converted to v1 with a warning) are checked with Karpenter's CRD rules; workloads (Deployment, StatefulSet,
+ReplicaSet, Job, CronJob, DaemonSet, Pod), PodDisruptionBudgets and a simulate Scenario are accepted and checked
+as `simulate` reads them.  Exit 0 when every object is valid, 1 when any issue is found or no object was
+given (an empty file or directory), 2 on usage errors (no such file).  Each issue goes to stderr as
+``FILE:DOC_INDEX: Kind/name: field.path: message (line N)`` followed by a summary line (warnings, e.g. a
+v1beta1 conversion, the same way with ``warning:``); ``--json`` prints one JSON document on stdout instead:
+``{"valid": bool, "objects": [{"kind", "name", "file"}], "errors": [issue.to_dict(), ...], "skipped": [...],
+"warnings": [...]}`` (each issue dict has ``line``: 1-based, 0 when unknown).
 """
 
 from __future__ import annotations
@@ -14,40 +18,104 @@ import json
 import sys
 from pathlib import Path
 
+from ..api.errors import ValidationIssue
 from ..api.manifests import LoadResult, load_files, load_text
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class InputError(Exception):
     """A file argument that cannot be used at all (missing): a usage error, exit 2."""
 
 
-def load_inputs(paths: list[str], allow_other_kinds: bool = False) -> tuple[LoadResult, list[str]]:
+def simulate_kinds() -> frozenset[str]:
+    """The kinds other than Karpenter's that `simulate` takes: workloads, the Scenario, stored kinds (PDBs)."""
+    from ..api.scenario import KIND as SCENARIO
+    from ..api.workloads import WORKLOAD_KINDS
+    from ..sim.simulator import STORED_KINDS
+
+    return frozenset(WORKLOAD_KINDS) | {SCENARIO} | frozenset(STORED_KINDS)
+
+
+def load_inputs(paths: list[str], allow_other_kinds: bool = False, accept_kinds=None) -> tuple[LoadResult, list[str]]:
     """Load every FILE (a file, a directory of *.yaml/*.yml/*.json, or ``-`` for stdin).
 
-    Returns the load result and, per object in order, the file it came from.
+    Returns the load result and, per object in order, the file it came from.  The files are loaded together
+    (a v1beta1 NodePool's kubelet reaches its EC2NodeClass in another file); stdin comes last.
     Raises :class:`InputError` naming every missing path.
     """
     missing = [p for p in paths if p != "-" and not Path(p).exists()]
     if missing:
         raise InputError("; ".join(f"{p}: no such file or directory" for p in missing))
-    result = LoadResult()
-    files: list[str] = []
+    on_disk = [p for p in paths if p != "-"]
+    result = load_files(on_disk, allow_other_kinds, accept_kinds) if on_disk else LoadResult()
+    files = [f for f, _ in result.origins]
+    if "-" in paths:
+        sub = load_text(sys.stdin.read(), "<stdin>", allow_other_kinds, accept_kinds)
+        result.extend(sub)
+        files += ["<stdin>"] * len(sub.objects)
+    return result, files
+
+
+def empty_inputs(paths: list[str], result: LoadResult) -> list[ValidationIssue]:
+    """One issue per FILE argument that gave nothing at all: an empty file, a directory without manifests."""
+    seen = {i.file for i in result.issues + result.skipped + result.warnings} | {f for f, _ in result.origins}
+    out = []
     for p in paths:
         if p == "-":
-            sub = load_text(sys.stdin.read(), "<stdin>", allow_other_kinds)
-            names = ["<stdin>"] * len(sub.objects)
-        elif Path(p).is_dir():
-            sub, names = LoadResult(), []
-            for f in sorted(x for x in Path(p).iterdir() if x.suffix in (".yaml", ".yml", ".json")):
-                one = load_files([f], allow_other_kinds)
-                sub.extend(one)
-                names += [str(f)] * len(one.objects)
-        else:
-            sub = load_files([p], allow_other_kinds)
-            names = [p] * len(sub.objects)
-        result.extend(sub)
-        files += names
-    return result, files
+            if "<stdin>" not in seen:
+                out.append(ValidationIssue("<stdin>", 0, "", "", "", "no Kubernetes objects on stdin (empty input)"))
+            continue
+        path = Path(p)
+        if path.is_dir():
+            inside = [f for f in sorted(path.iterdir()) if f.suffix in MANIFEST_SUFFIXES]
+            if not inside:
+                out.append(ValidationIssue(p, 0, "", "", "", f"no manifests in directory {p} (no *.yaml, *.yml or *.json files)"))
+                continue
+            out += [ValidationIssue(str(f), 0, "", "", "", f"no Kubernetes objects in {f} (empty file)") for f in inside if str(f) not in seen]
+        elif p not in seen:
+            out.append(ValidationIssue(p, 0, "", "", "", f"no Kubernetes objects in {p} (empty file)"))
+    return out
+
+
+def content_issues(result: LoadResult) -> list[ValidationIssue]:
+    """What `simulate` would refuse in the accepted non-Karpenter objects: workloads it cannot expand, a bad Scenario."""
+    from ..api.scenario import KIND as SCENARIO, ScenarioError, parse_scenario
+    from ..api.workloads import WORKLOAD_KINDS, expand
+
+    out: list[ValidationIssue] = []
+    for i, obj in enumerate(result.objects):
+        if i >= len(result.origins):
+            break
+        file, index = result.origins[i]
+        found: list[ValidationIssue] = []
+        if obj.kind in WORKLOAD_KINDS:
+            found = expand(obj.doc, file, index).issues
+        elif obj.kind == SCENARIO:  # (one Scenario per run is simulate's rule: validate may see several examples)
+            try:
+                parse_scenario(obj.doc, file, index)
+            except ScenarioError as e:
+                prefix = f"{file}:{index}: {SCENARIO}/{obj.name or '<unnamed>'}: "
+                for line in str(e).splitlines():
+                    text = line[len(prefix):] if line.startswith(prefix) else line
+                    path, sep, message = text.partition(": ")
+                    if not sep or " " in path:
+                        path, message = "", text
+                    found.append(ValidationIssue(file, index, SCENARIO, obj.name, path, message))
+        out += [ValidationIssue(x.file, x.doc_index, x.kind, x.name, x.path, x.message, x.line or result.line_of(i, x.path))
+                for x in found]
+    return out
+
+
+def format_issue(issue: ValidationIssue, label: str = "") -> str:
+    """``FILE:DOC: Kind/name: field: message`` (str(issue), the stable part) + `` (line N)`` when known."""
+    text = str(issue)
+    if label:
+        obj = f"{issue.kind or '?'}/{issue.name or '?'}"
+        text = f"{issue.file}:{issue.doc_index}: {obj}: {label}: {issue.message}"
+    if issue.line and "(line " not in issue.message:
+        text += f" (line {issue.line})"
+    return text
 
 
 def _plural(n: int, word: str) -> str:
@@ -63,26 +131,34 @@ def summary(result: LoadResult, files: list[str]) -> str:
     line = f"valid: {_plural(len(result.objects), 'object')} in {_plural(len(set(files)), 'file')}"
     if result.skipped:
         line += f" ({len(result.skipped)} skipped: another provider's node class)"
+    converted = sum(1 for w in result.warnings if w.message.startswith("converted from "))
+    if converted:
+        line += f" ({converted} converted from v1beta1)"
     return line
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        result, files = load_inputs(args.files)
+        result, files = load_inputs(args.files, accept_kinds=simulate_kinds())
     except InputError as e:
         sys.stderr.write(f"validate: {e}\n")
         return 2
+    result.issues.extend(content_issues(result))
+    result.issues.extend(empty_inputs(args.files, result))
     if args.json:
         doc = {
             "valid": result.ok,
             "objects": [{"kind": o.kind, "name": o.name, "file": f} for o, f in zip(result.objects, files)],
             "errors": [i.to_dict() for i in result.issues],
             "skipped": [i.to_dict() for i in result.skipped],
+            "warnings": [i.to_dict() for i in result.warnings],
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0 if result.ok else 1
+    for issue in result.warnings:
+        sys.stderr.write(format_issue(issue, "warning") + "\n")
     for issue in result.skipped + result.issues:
-        sys.stderr.write(f"{issue}\n")
+        sys.stderr.write(format_issue(issue) + "\n")
     line = summary(result, files)
     (sys.stdout if result.ok else sys.stderr).write(line + "\n")
     return 0 if result.ok else 1
@@ -90,8 +166,9 @@ def run(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "validate", help="validate NodePool / EC2NodeClass / NodeClaim / OffPeakSchedule manifests (offline)",
-        description="Validate Karpenter v1 manifests with Karpenter's CRD rules. Exit 0 valid, 1 invalid, 2 usage.",
+        "validate", help="validate NodePool / EC2NodeClass / NodeClaim / OffPeakSchedule manifests and workloads (offline)",
+        description="Validate Karpenter v1 manifests (v1beta1 converted, with a warning) with Karpenter's CRD rules, and "
+                    "the workloads and Scenario simulate takes. Exit 0 valid, 1 invalid or empty, 2 usage.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON file (multi-document), a directory, or - for stdin")
     p.add_argument("--json", action="store_true", help="print a JSON report on stdout instead of text on stderr")

@@ -1,0 +1,160 @@
+"""validate (issue 23 item 5): takes everything simulate takes (workloads, Scenario, OffPeakSchedule, PDBs) and
+checks it as simulate reads it; empty input is an error naming what was given; issues carry the real line."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_manifests import UNSUPPORTED_KIND, pair
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 3
+  template:
+    spec:
+      containers:
+        - name: app
+          image: nginx
+          resources:
+            requests: {cpu: 500m, memory: 1Gi}
+"""
+
+OTHERS = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers: [{name: db, image: postgres}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: batch}
+spec:
+  parallelism: 2
+  template:
+    spec:
+      containers: [{name: j, image: busybox}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  template:
+    spec:
+      containers: [{name: a, image: agent}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: solo}
+spec:
+  containers: [{name: s, image: busybox}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+"""
+
+
+@pytest.mark.parametrize("folder", ["examples/demo", "examples/offpeak", "examples/spread", "examples/scenarios"])
+def test_every_simulate_example_validates(cli, folder):
+    rc, out, err = cli("validate", folder, "examples/default.yaml")
+    assert rc == 0, err
+    assert out.startswith("valid: ") and err == ""
+
+
+def test_workloads_and_pdbs_are_accepted(cli, manifests):
+    f = manifests("all.yaml", pair() + "---\n" + DEPLOYMENT + "---\n" + OTHERS)
+    rc, out, err = cli("validate", f)
+    assert (rc, err) == (0, "")
+    assert out == "valid: 8 objects in 1 file\n"
+    rc, out, _ = cli("validate", "--json", f)
+    assert [o["kind"] for o in json.loads(out)["objects"]] == [
+        "EC2NodeClass", "NodePool", "Deployment", "StatefulSet", "Job", "DaemonSet", "Pod", "PodDisruptionBudget"]
+
+
+def test_a_configmap_is_still_an_error_naming_what_is_accepted(cli, manifests):
+    f = manifests("cm.yaml", UNSUPPORTED_KIND)
+    rc, _, err = cli("validate", f)
+    assert rc == 1
+    assert err.startswith(f"{f}:0: ConfigMap/cm: kind: unsupported kind v1/ConfigMap: expected ")
+    assert "Deployment" in err and "Scenario" in err and "PodDisruptionBudget" in err
+
+
+def test_workload_problems_simulate_would_refuse_are_errors_with_their_line(cli, manifests):
+    bad = DEPLOYMENT.replace("replicas: 3", "replicas: -2")
+    f = manifests("bad.yaml", pair() + "---\n" + bad)
+    rc, _, err = cli("validate", f)
+    assert rc == 1
+    line = (pair() + "---\n" + bad).splitlines().index("  replicas: -2") + 1
+    assert f"{f}:2: Deployment/web: spec.replicas: must be a non-negative integer, got -2 (line {line})" in err.splitlines()
+    nt = manifests("notemplate.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replicas: 1}\n")
+    rc, _, err = cli("validate", nt)
+    assert rc == 1 and f"{nt}:0: Deployment/x: spec.template: Required value" in err
+
+
+def test_a_bad_scenario_is_an_error(cli, manifests):
+    text = Path("examples/demo/scenario.yaml").read_text().replace("apiVersion: karpenter-lambda.io/v1alpha1", "apiVersion: karpenter-lambda.io/v9", 1)
+    f = manifests("scenario.yaml", text)
+    rc, _, err = cli("validate", f)
+    assert rc == 1 and "Scenario/" in err and "apiVersion: must be karpenter-lambda.io/v1alpha1" in err
+
+
+def test_empty_file_is_an_error_naming_it(cli, manifests):
+    f = manifests("empty.yaml", "")
+    rc, out, err = cli("validate", f)
+    assert rc == 1 and out == ""
+    assert f"no Kubernetes objects in {f} (empty file)" in err
+    c = manifests("comments.yaml", "# nothing here\n---\n")
+    rc, _, err = cli("validate", c, manifests("ok.yaml", pair()))
+    assert rc == 1 and f"no Kubernetes objects in {c} (empty file)" in err
+
+
+def test_empty_directory_is_an_error_naming_it(cli, tmp_path):
+    d = tmp_path / "nothing"
+    d.mkdir()
+    (d / "README.txt").write_text("not a manifest")
+    rc, _, err = cli("validate", str(d))
+    assert rc == 1 and f"no manifests in directory {d} (no *.yaml, *.yml or *.json files)" in err
+    rc, out, _ = cli("validate", "--json", str(d))
+    assert rc == 1 and json.loads(out)["valid"] is False
+
+
+def test_empty_stdin_is_an_error(cli, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    rc, _, err = cli("validate", "-")
+    assert rc == 1 and "no Kubernetes objects on stdin (empty input)" in err
+
+
+def test_wrong_path_stays_a_usage_error_naming_it(cli):
+    rc, _, err = cli("validate", "/nonexistent/dir/")
+    assert rc == 2 and "/nonexistent/dir/: no such file or directory" in err
+
+
+def test_issues_carry_the_document_and_field_line(cli, manifests):
+    """FILE:DOC: stays the document index (a contract); the line is added: ` (line N)` on stderr, "line" in --json."""
+    text = pair() + "---\n" + pair().split("---\n")[1].replace("name: default", "name: typo").replace("  weight: 10\n", "  weight: 10\n  wieght: 3\n")
+    f = manifests("lines.yaml", text)
+    rc, _, err = cli("validate", f)
+    assert rc == 1
+    line = text.splitlines().index("  wieght: 3") + 1
+    assert f"{f}:2: NodePool/typo: spec.wieght: " in err and err.splitlines()[0].endswith(f"(line {line})")
+    rc, out, _ = cli("validate", "--json", f)
+    e = json.loads(out)["errors"][0]
+    assert (e["docIndex"], e["line"], e["path"]) == (2, line, "spec.wieght")
+    # a missing field: the line of its parent
+    g = manifests("missing.yaml", "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: x\nspec:\n  template:\n    spec: {}\n")
+    rc, out, _ = cli("validate", "--json", g)
+    errors = json.loads(out)["errors"]
+    assert errors and all(e["line"] >= 5 for e in errors), errors
