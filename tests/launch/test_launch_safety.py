@@ -36,6 +36,23 @@ def test_instances_and_launch_templates_carry_the_owner_tag(launch_env):
     assert all(_tags(s)[OWNER_TAG] == CLUSTER for s in req["TagSpecifications"] + req["LaunchTemplateData"]["TagSpecifications"])
 
 
+UPSTREAM_LIST = [{"Name": "tag-key", "Values": ["karpenter.sh/nodepool"]},
+                 {"Name": "tag-key", "Values": ["karpenter.k8s.aws/ec2nodeclass"]},
+                 {"Name": "tag:eks:eks-cluster-name", "Values": [CLUSTER]}]   # upstream Karpenter's instance List
+
+
+def test_beside_karpenter_instances_are_invisible_to_its_instance_list(launch_env):
+    le, env = launch_env, launch_env["env"]
+    normal = FleetLauncher(env.ec2, CLUSTER, le["cache"]).launch(_request(le)).instance_id
+    beside = FleetLauncher(env.ec2, CLUSTER, le["cache"], beside_karpenter=True).launch(_request(le, name="default-b")).instance_id
+    listed = {i["InstanceId"] for r in env.ec2.describe_instances(Filters=UPSTREAM_LIST)["Reservations"] for i in r["Instances"]}
+    assert normal in listed and beside not in listed
+    inst = env.ec2.describe_instances(InstanceIds=[beside])["Reservations"][0]["Instances"][0]
+    tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
+    assert tags[OWNER_TAG] == CLUSTER and tags["karpenter.sh/nodepool"] == "default"
+    assert tags[f"kubernetes.io/cluster/{CLUSTER}"] == "owned" and tags["karpenter.sh/nodeclaim"] == "default-b"
+
+
 def test_failing_ice_cache_write_never_fails_a_launched_instance(launch_env):
     """The fleet launched an instance and reported ICE for another offering; the cache table is unreachable."""
     le, env = launch_env, launch_env["env"]
@@ -125,3 +142,7 @@ def test_aws_clients_retry_and_time_out(monkeypatch):
         runtime.Config.from_env({**env, "KARPENTER_LAMBDA_AWS_MAX_ATTEMPTS": "zero"})
     with pytest.raises(ValueError, match="KARPENTER_LAMBDA_AWS_RETRY_MODE must be standard or adaptive"):
         runtime.Config.from_env({**env, "KARPENTER_LAMBDA_AWS_RETRY_MODE": "legacy"})
+    assert runtime.Config.from_env({**env, "KARPENTER_LAMBDA_BESIDE_KARPENTER": "true"}).beside_karpenter
+    assert not runtime.Config.from_env(env).beside_karpenter
+    with pytest.raises(ValueError, match="KARPENTER_LAMBDA_BESIDE_KARPENTER must be true or false"):
+        runtime.Config.from_env({**env, "KARPENTER_LAMBDA_BESIDE_KARPENTER": "yes please"})

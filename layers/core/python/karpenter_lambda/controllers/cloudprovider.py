@@ -55,8 +55,9 @@ class NotOwned(Exception):
 
 class AWSCloudProvider:
     def __init__(self, ec2, ssm, iam, cluster, *, region: str = "us-east-1", unavailable=None, pricing=None,
-                 price_cache=None, catalog_loader: Callable[..., list] | None = None):
+                 price_cache=None, catalog_loader: Callable[..., list] | None = None, beside_karpenter: bool = False):
         self.ec2, self.ssm, self.iam = ec2, ssm, iam
+        self.beside_karpenter = beside_karpenter  # instances without the tag keys upstream Karpenter lists by
         self.cluster = cluster  # environment.ClusterDescription-like: name, endpoint, ca_b64, version, service_cidr
         self.region = region
         self.unavailable = unavailable
@@ -67,7 +68,8 @@ class AWSCloudProvider:
     @classmethod
     def from_environment(cls, env) -> "AWSCloudProvider":
         return cls(env.ec2, env.ssm, env.iam, env.cluster, region=env.config.region, unavailable=env.unavailable,
-                   pricing=env.pricing, price_cache=env.price_cache)
+                   pricing=env.pricing, price_cache=env.price_cache,
+                   beside_karpenter=bool(getattr(env.config, "beside_karpenter", False)))
 
     # -- EC2NodeClass ----------------------------------------------------------------------------
     def resolve(self, nodeclass):

@@ -77,7 +77,8 @@ def launch(provider, request, on_retry=None) -> Instance:
         taints = list(np.taints)
         startup = list(np.startup_taints)
         lts = LaunchTemplates(provider.ec2, cluster.name)
-        fleet = FleetLauncher(provider.ec2, cluster.name, provider.unavailable)
+        fleet = FleetLauncher(provider.ec2, cluster.name, provider.unavailable,
+                              beside_karpenter=bool(getattr(provider, "beside_karpenter", False)))
         types_by_name = {it.name: it for it in plan.instance_types}
     except Exception as e:
         raise LaunchFailed(f"launch of NodeClaim {request.name} not prepared: {e}") from e

@@ -81,6 +81,8 @@ class Config:
     aws_max_attempts: int = 3          # in all, the first call included
     aws_connect_timeout: float = 3.0
     aws_read_timeout: float = 15.0
+    # running beside upstream Karpenter (a migration): instances are launched without the tag keys it lists by
+    beside_karpenter: bool = False
 
     @classmethod
     def from_env(cls, env=None) -> "Config":
@@ -108,6 +110,11 @@ def _aws_settings(env) -> dict:
     ``KARPENTER_LAMBDA_AWS_MAX_ATTEMPTS``, ``KARPENTER_LAMBDA_AWS_CONNECT_TIMEOUT_SECONDS``,
     ``KARPENTER_LAMBDA_AWS_READ_TIMEOUT_SECONDS``; a bad value is an error naming the variable."""
     out: dict = {}
+    beside = (env.get("KARPENTER_LAMBDA_BESIDE_KARPENTER") or "").strip().lower()
+    if beside:
+        if beside not in ("true", "false"):
+            raise ValueError(f"environment variable KARPENTER_LAMBDA_BESIDE_KARPENTER must be true or false, not {beside!r}")
+        out["beside_karpenter"] = beside == "true"
     mode = env.get("KARPENTER_LAMBDA_AWS_RETRY_MODE")
     if mode:
         if mode not in ("standard", "adaptive"):

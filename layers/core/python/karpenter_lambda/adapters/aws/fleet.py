@@ -14,7 +14,9 @@ Request (what Karpenter sends):
   ``karpenter.k8s.aws/ec2nodeclass``, ``eks:eks-cluster-name``, ``karpenter-lambda.io/cluster=<c>``
   (:data:`~karpenter_lambda.api.labels.OWNER_TAG`: what this deployment lists, garbage-collects and
   terminates by; upstream Karpenter sets the others too) (ours win) and ``Name`` = the NodeClaim name
-  unless the EC2NodeClass sets one;
+  unless the EC2NodeClass sets one.  Beside upstream Karpenter (``beside_karpenter``, a migration) the
+  ``eks:eks-cluster-name`` and ``karpenter.k8s.aws/ec2nodeclass`` keys are left off (:data:`UPSTREAM_LIST_KEYS`):
+  Karpenter lists its instances by them, and would garbage-collect ours as NodeClaims it lost;
 * ``ClientToken``: from the request's ``client_token`` (the launcher's token, unique per launch attempt and
   recorded on the NodeClaim before the call), the capacity type and the override set: botocore's own
   retries of one call are idempotent at EC2, a retry after marking offerings unavailable (different
@@ -142,7 +144,12 @@ def subnet_per_zone(subnets) -> dict[str, str]:
     return {z: s["id"] for z, s in best.items()}
 
 
-def fleet_tags(cluster_name: str, req: LaunchRequest) -> dict[str, str]:
+# Tag keys upstream Karpenter lists its instances by (with karpenter.sh/nodepool): left off when this deployment runs
+# beside it (``beside_karpenter``), so its garbage collection never sees these instances as NodeClaims it lost.
+UPSTREAM_LIST_KEYS = ("eks:eks-cluster-name", wk.EC2NODECLASS)
+
+
+def fleet_tags(cluster_name: str, req: LaunchRequest, beside_karpenter: bool = False) -> dict[str, str]:
     tags = dict(req.tags or {})
     tags.setdefault("Name", req.nodeclaim_name)
     tags.update(
@@ -155,6 +162,9 @@ def fleet_tags(cluster_name: str, req: LaunchRequest) -> dict[str, str]:
             wk.OWNER_TAG: cluster_name,
         }
     )
+    if beside_karpenter:
+        for k in UPSTREAM_LIST_KEYS:
+            tags.pop(k, None)
     return tags
 
 
@@ -164,10 +174,11 @@ def _code(e: Exception) -> tuple[str, str]:
 
 
 class FleetLauncher:
-    def __init__(self, ec2, cluster_name: str, unavailable=None):
+    def __init__(self, ec2, cluster_name: str, unavailable=None, beside_karpenter: bool = False):
         self.ec2 = ec2
         self.cluster_name = cluster_name
         self.unavailable = unavailable
+        self.beside_karpenter = beside_karpenter
 
     # -- request --------------------------------------------------------------------
     def plan_overrides(self, req: LaunchRequest, unavailable: set | None = None) -> list[dict]:
@@ -205,7 +216,7 @@ class FleetLauncher:
             if r["image_id"]:
                 o["ImageId"] = r["image_id"]
             configs.setdefault(r["lt"], []).append(o)
-        tags = [{"Key": k, "Value": v} for k, v in sorted(fleet_tags(self.cluster_name, req).items())]
+        tags = [{"Key": k, "Value": v} for k, v in sorted(fleet_tags(self.cluster_name, req, self.beside_karpenter).items())]
         params = {
             "Type": "instant",
             "ClientToken": self.client_token(req, rows),
