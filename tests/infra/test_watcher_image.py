@@ -175,3 +175,22 @@ def test_app_leaves_messages_to_the_cdk_cli():
     assert app.run_by_cdk_cli({"CDK_CLI_VERSION": "2.1000.0"}) and not app.run_by_cdk_cli({})
     assert app.outdir_for({"CDK_OUTDIR": "/tmp/x"}) is None          # the App reads CDK_OUTDIR itself
     assert app.outdir_for({}) == str(REPO / "cdk.out")
+
+
+def test_app_prints_warnings_and_counts_errors(tmp_path):
+    """print_messages: every warning and error annotation of the assembly, one line each; errors make app.py exit 1."""
+    import io
+
+    import aws_cdk as cdk
+
+    sys.path.insert(0, str(REPO))
+    import app
+
+    a = cdk.App(outdir=str(tmp_path / "out"))
+    stack = cdk.Stack(a, "S")
+    cdk.Annotations.of(stack).add_warning_v2("t:w", "a warning")
+    cdk.Annotations.of(stack).add_error("an error")
+    cdk.Annotations.of(stack).add_info("an info")
+    out = io.StringIO()
+    assert app.print_messages(a.synth(), out) == 1
+    assert out.getvalue().splitlines() == ["[Warning at /S] a warning [ack: t:w]", "[Error at /S] an error"]
