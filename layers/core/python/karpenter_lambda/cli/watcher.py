@@ -25,7 +25,7 @@ from ..api import roles
 DEFAULT_MANIFESTS = Path(__file__).resolve().parents[5] / "watcher" / "manifests"
 CONTAINER = "watcher"
 REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]$")
-SQS_URL_RE = re.compile(r"^https://sqs\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/[0-9]{12}/[A-Za-z0-9_-]{1,80}$")
+SQS_URL_RE = re.compile(r"^https://sqs\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/[0-9]{12}/[A-Za-z0-9_.-]{1,80}$")
 # stack output keys (infra/stack.py) -> the values they fill
 OUTPUT_KEYS = {"image": "WatcherImageUri", "pod_queue_url": "PodQueueUrl", "region": "Region", "cluster": "ClusterName"}
 
