@@ -53,3 +53,15 @@ def test_no_check_when_the_stack_generates_the_role_name():
     docs = [{"kind": "EC2NodeClass", "metadata": {"name": "x"}, "spec": {"role": "anything"}}]
     assert node_role_warnings(docs, "c" * 45) == []
     assert len(node_role_warnings(docs, "c" * 45, node_role="GivenRole")) == 1
+
+
+def test_a_load_result_reports_file_document_and_line():
+    from karpenter_lambda.api.manifests import load_text
+
+    text = "---\n# first document: a NodePool-less comment\n---\n" + NODECLASS.format(
+        name="upstream", field="role", role="KarpenterNodeRole-demo")
+    result = load_text(text, "classes.yaml")
+    assert result.ok, result.issues
+    (issue,) = node_role_warnings(result, "demo")
+    assert (issue.file, issue.doc_index, issue.name, issue.path) == ("classes.yaml", 1, "upstream", "spec.role")
+    assert issue.line == text.splitlines().index("  role: KarpenterNodeRole-demo") + 1

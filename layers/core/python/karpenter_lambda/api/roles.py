@@ -51,7 +51,8 @@ def _doc(item: Any) -> dict | None:
 def node_role_warnings(nodeclasses: Iterable[Any], cluster: str, *, node_role: str | None = None) -> list[ValidationIssue]:
     """EC2NodeClasses whose ``spec.role`` is not this deployment's node role, one issue each (path ``spec.role``).
 
-    ``nodeclasses``: ``(file, doc_index, doc)`` tuples, or bare documents (a mapping or a KubeObject; reported as
+    ``nodeclasses``: a ``manifests.LoadResult`` (each object reported at its file, document and the line of its
+    ``spec.role``), ``(file, doc_index, doc)`` tuples, or bare documents (a mapping or a KubeObject; reported as
     ``<input>:0``); other kinds and classes without a string ``spec.role`` (e.g. ``spec.instanceProfile``) are
     ignored. ``node_role`` overrides ``node_role_name(cluster)``; with neither (a cluster name too long for the
     fixed name) nothing can be checked and the list is empty. A role ARN is compared by its last path segment.
@@ -59,8 +60,14 @@ def node_role_warnings(nodeclasses: Iterable[Any], cluster: str, *, node_role: s
     role = node_role or node_role_name(cluster)
     if not role:
         return []
+    lines: list[int] = []
+    origins = getattr(nodeclasses, "origins", None)
+    if origins is not None:   # a LoadResult: objects with their (file, doc_index) and lines
+        objects = list(nodeclasses.objects)
+        lines = [nodeclasses.line_of(i, "spec.role") for i in range(len(objects))]
+        nodeclasses = [(f, i, o) for o, (f, i) in zip(objects, origins)]
     issues = []
-    for item in nodeclasses:
+    for n, item in enumerate(nodeclasses):
         if isinstance(item, tuple) and len(item) == 3:
             file, index, doc = item[0], item[1], _doc(item[2])
         else:
@@ -75,5 +82,6 @@ def node_role_warnings(nodeclasses: Iterable[Any], cluster: str, *, node_role: s
             str(file), int(index), "EC2NodeClass", str(meta.get("name", "")), "spec.role",
             f"{spec_role!r} is not this stack's node role: the functions may only pass {role!r} to EC2 "
             f"(iam:PassRole), so nodes of this class could never launch; set spec.role: {role}",
+            lines[n] if n < len(lines) else 0,
         ))
     return issues
