@@ -141,8 +141,9 @@ def test_several_stacks_need_cluster(cli, tmp_path):
     (["--image", "r/w:1", "--pod-queue-url", QUEUE, "--cluster", "bad name"], "--cluster: 'bad name' is not an EKS cluster name"),
     (["--stack-outputs", "/nonexistent/outputs.json"], "--stack-outputs: cannot read /nonexistent/outputs.json"),
 ])
-def test_bad_or_missing_values_are_usage_errors(cli, args, message, monkeypatch):
+def test_bad_or_missing_values_are_usage_errors(cli, args, message, monkeypatch, tmp_path):
     monkeypatch.delenv("KARPENTER_LAMBDA_CLUSTER", raising=False)
+    monkeypatch.chdir(tmp_path)   # no cdk.json with a clusterName
     rc, out, err = cli("watcher", "manifest", *args)
     assert rc == 2 and out == ""
     assert message in err, err
@@ -164,3 +165,28 @@ def test_a_service_account_other_than_the_stacks_is_refused(cli, tmp_path):
     f.write_text(json.dumps({"KarpenterLambda-prod": OUTPUTS}))
     rc, _, err = cli("watcher", "manifest", "--stack-outputs", str(f), "--manifests", str(manifests))
     assert rc == 2 and "runs as karpenter-lambda/default" in err
+
+
+def test_cluster_from_cdk_json_context(cli, tmp_path, monkeypatch):
+    """With no --cluster anywhere, the cluster `cdk deploy` would use (cdk.json context clusterName)."""
+    from karpenter_lambda.cli.watcher import known_cluster
+
+    monkeypatch.delenv("KARPENTER_LAMBDA_CLUSTER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    queue = f"https://sqs.us-east-2.amazonaws.com/{ACCOUNT}/pods"
+    args = ["watcher", "manifest", "--image", "r.example.com/w:1", "--pod-queue-url", queue]
+    rc, _, err = cli(*args)
+    assert rc == 2 and "missing --cluster (output ClusterName)" in err
+    (tmp_path / "cdk.json").write_text(json.dumps({"app": "python3 app.py", "context": {"clusterName": "from-cdk-json"}}))
+    rc, out, err = cli(*args)
+    assert rc == 0, err
+    assert _env(_docs(out))["CLUSTER_NAME"] == "from-cdk-json"
+
+    class Args:
+        cluster = "default"
+    assert known_cluster(Args()) == "from-cdk-json"
+    Args.cluster = "explicit"
+    assert known_cluster(Args()) == "explicit"
+    (tmp_path / "cdk.json").write_text("{not json")
+    Args.cluster = "default"
+    assert known_cluster(Args()) is None

@@ -47,7 +47,8 @@ def register(sub) -> None:
     m.add_argument("--pod-queue-url", help="the pod queue's URL (output PodQueueUrl)")
     # own dests: the global --cluster/--region have defaults, which must not hide the stack outputs
     m.add_argument("--cluster", dest="watcher_cluster", metavar="NAME",
-                   help="EKS cluster name (output ClusterName; else the global --cluster / KARPENTER_LAMBDA_CLUSTER)")
+                   help="EKS cluster name (output ClusterName; else the global --cluster / KARPENTER_LAMBDA_CLUSTER, else "
+                        "clusterName in ./cdk.json's context)")
     m.add_argument("--region", dest="watcher_region", metavar="REGION",
                    help="AWS region (output Region; else the pod queue URL's region, else the global --region)")
     m.add_argument("--event-queue-url", help="optional EVENT_QUEUE_URL (node and pod-bound events, docs/watcher.md)")
@@ -161,8 +162,23 @@ def _check(*, image, pod_queue_url, region, cluster, event_queue_url) -> None:
             raise RenderError(f"{flag}: the queue is in {m.group('region')}, but the region is {region} (--region)")
 
 
+def known_cluster(args, cwd: Path | None = None) -> str | None:
+    """The deployment's cluster when the user told it: the global ``--cluster`` (or $KARPENTER_LAMBDA_CLUSTER), else
+    ``clusterName`` in ./cdk.json's context (what ``cdk deploy`` uses); None when only the placeholder default is
+    known. Shared with ``validate`` (the node-role check needs the stack's cluster)."""
+    if getattr(args, "cluster", "default") != "default" or "KARPENTER_LAMBDA_CLUSTER" in os.environ:
+        return args.cluster
+    try:
+        context = json.loads(((cwd or Path.cwd()) / "cdk.json").read_text(encoding="utf-8")).get("context") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    name = context.get("clusterName") if isinstance(context, dict) else None
+    return str(name).strip() if isinstance(name, str) and name.strip() else None
+
+
 def resolve(args) -> dict:
-    """The values from the flags, else --stack-outputs, else (cluster, region) the global options."""
+    """The values from the flags, else --stack-outputs, else (cluster) the global option or cdk.json, (region) the
+    queue URL's region or the global option."""
     outputs: dict[str, str] = {}
     if args.stack_outputs:
         try:
@@ -172,8 +188,7 @@ def resolve(args) -> dict:
         outputs = read_stack_outputs(text, args.watcher_cluster)
     values = {k: getattr(args, k if k not in ("cluster", "region") else f"watcher_{k}") or outputs.get(key)
               for k, key in OUTPUT_KEYS.items()}
-    if not values["cluster"] and (args.cluster != "default" or "KARPENTER_LAMBDA_CLUSTER" in os.environ):
-        values["cluster"] = args.cluster
+    values["cluster"] = values["cluster"] or known_cluster(args)
     if not values["region"] and values["pod_queue_url"] and SQS_URL_RE.match(values["pod_queue_url"]):
         values["region"] = SQS_URL_RE.match(values["pod_queue_url"]).group("region")
     values["region"] = values["region"] or args.region
