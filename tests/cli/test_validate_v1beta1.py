@@ -118,7 +118,28 @@ def test_plan_takes_v1beta1(cli, manifests):
     f = manifests("v1beta1.yaml", PAIR)
     rc, out, err = cli("plan", "-f", f, "-f", "examples/workloads/web.yaml", "--json")
     assert rc == 0, err
+    assert f"{f}:0: NodePool/default: warning: converted from karpenter.sh/v1beta1" in err
+    assert f"{f}:1: EC2NodeClass/default: warning: converted from karpenter.k8s.aws/v1beta1" in err
     plan = json.loads(out)
     assert plan["nodeClaims"] and all(c["nodePool"] == "default" for c in plan["nodeClaims"])
     assert all(c["instanceType"].split(".")[0] in ("m5", "c5", "r5") for c in plan["nodeClaims"])
     assert all(c["zone"] in ("us-east-1a", "us-east-1b") for c in plan["nodeClaims"])
+
+
+def test_apply_stores_the_v1_objects(cli, manifests):
+    from moto import mock_aws
+
+    from karpenter_lambda.adapters.store import Store
+
+    f = manifests("v1beta1.yaml", PAIR)
+    with mock_aws():
+        Store("default").ensure_table()
+        rc, out, err = cli("apply", "-f", f)
+        assert rc == 0, err
+        assert out.splitlines() == ["ec2nodeclass/default created", "nodepool/default created"]
+        assert err.count("warning: converted from") == 2
+        rc, out, _ = cli("get", "ec2nodeclass", "default", "-o", "yaml")
+        nc = yaml.safe_load(out)
+        assert nc["apiVersion"] == "karpenter.k8s.aws/v1" and nc["spec"]["kubelet"] == {"maxPods": 58}
+        rc, out, _ = cli("get", "nodepool", "default", "-o", "yaml")
+        assert yaml.safe_load(out)["spec"]["template"]["spec"]["expireAfter"] == "720h"

@@ -30,6 +30,7 @@ import time
 from karpenter_lambda.api.manifests import load_files
 from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodePool
 from karpenter_lambda.api.workloads import expand
+from karpenter_lambda.cli.validate import print_warnings
 
 from .table import render_table
 
@@ -75,6 +76,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     from karpenter_lambda.scheduling.inputs import scheduling_input
 
     loaded = load_files(files, allow_other_kinds=True)
+    print_warnings(loaded)  # v1beta1 objects converted to v1: one line each on stderr
     if loaded.issues:
         raise PlanError("\n".join(str(i) for i in loaded.issues))
     nodepools = [o for o in loaded.objects if isinstance(o, NodePool)]

@@ -76,6 +76,12 @@ def run(args) -> int:
         sys.stderr.write("karpenter-lambda simulate: at least one manifest FILE is required (e.g. examples/demo/)\n"
                          "Run 'karpenter-lambda simulate --help' for usage.\n")
         return 2
+    from pathlib import Path
+
+    from ..api.manifests import load_files
+    from .validate import print_warnings
+
+    print_warnings(load_files([f for f in files if Path(f).exists()], allow_other_kinds=True))  # v1beta1 converted
     try:
         until = parse_duration(args.until) if args.until else None
     except ValueError as e:

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import yaml
 
 from .table import render_table
-from .validate import InputError, load_inputs
+from .validate import InputError, load_inputs, print_warnings
 
 KIND_ORDER = ("EC2NodeClass", "NodePool", "NodeClaim", "OffPeakSchedule")  # apply order: what others refer to comes first
 KIND_PLURAL = {"NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses", "NodeClaim": "nodeclaims",
@@ -107,6 +107,7 @@ def run_apply(args: argparse.Namespace) -> int:
     except InputError as e:
         sys.stderr.write(f"apply: {e}\n")
         return 2
+    print_warnings(result)  # v1beta1 objects converted to v1: one warning line each
     if result.issues:
         for issue in result.issues:
             sys.stderr.write(f"{issue}\n")

@@ -137,6 +137,13 @@ def summary(result: LoadResult, files: list[str]) -> str:
     return line
 
 
+def print_warnings(result: LoadResult, out=None) -> None:
+    """One line per warning (a v1beta1 object converted to v1) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
+    out = out or sys.stderr
+    for w in result.warnings:
+        out.write(format_issue(w, "warning") + "\n")
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         result, files = load_inputs(args.files, accept_kinds=simulate_kinds())
@@ -155,8 +162,7 @@ def run(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0 if result.ok else 1
-    for issue in result.warnings:
-        sys.stderr.write(format_issue(issue, "warning") + "\n")
+    print_warnings(result)
     for issue in result.skipped + result.issues:
         sys.stderr.write(format_issue(issue) + "\n")
     line = summary(result, files)
