@@ -7,14 +7,18 @@ from :mod:`.interruption_messages`.  Per kind (docs/interruption.md), as Karpent
   replacement capacity for the node's reschedulable pods (and the pods nominated to it): ``simulate_removal`` with the
   node as the candidate on a snapshot whose catalog is loaded *after* the mark, each new NodeClaim through the
   :class:`~.launcher.Launcher`; then taint the node (``karpenter.sh/disrupted:NoSchedule``, Karpenter v1's cordon)
-  and request the NodeClaim's deletion (:class:`~.termination.Terminator`: drain, then the instance).  No waiting for
-  the replacements to initialize: the instance is going away.
+  and request the NodeClaim's deletion (:class:`~.termination.Terminator`: drain, then the instance); the drain's
+  first step (evictions of the first group) runs in the same invocation, as the 2-minute notice leaves no time to
+  wait for the lifecycle sweep.  No waiting for the replacements to initialize: the instance is going away.
 * **ScheduledChange** (AWS Health, EC2 ``scheduledChange``, every affected instance) and **StateChange** to
   ``stopping``/``stopped``/``shutting-down``: taint and request deletion; ``terminated``: the NodeClaim is removed at
   once (``Terminator.finalize``); other states are acknowledged and ignored.
 * **RebalanceRecommendation** -- recorded (``rebalance``; the handler's ``RebalanceRecommendations`` metric) and
   nothing else, unless the NodePool carries ``karpenter-lambda.io/rebalance-replace: "true"``: then, within the
-  NodePool's disruption budget (:func:`allowed_disruptions`), replacement first, then deletion.
+  NodePool's disruption budget, replacement first, then deletion.  The budget is taken through the sweeps' ledger
+  (:class:`~.disruption_state.DisruptionLedger`, the same conditional reservation, reason
+  ``RebalanceRecommendation``: budgets without ``reasons`` apply), so the sweeps and the interruption handler
+  together never exceed it; the entry lives until the NodeClaim is gone.
 * **CapacityReservationInterruption** -- mark the reservation unavailable (ICE cache entry
   ``(<reservation id>, <zone>, "reserved")``), taint, request deletion.
 
@@ -43,6 +47,7 @@ from ..scheduling.solver import ExistingNode
 from . import interruption_messages as im
 from . import runtime
 from .cloudprovider import AWSCloudProvider
+from .disruption_state import DELETING, DisruptionLedger, Entry
 from .launcher import Launcher, nodeclaim_name
 from .snapshot import SnapshotLoader
 from .termination import DELETION_REASON_ANNOTATION, Terminator
@@ -130,8 +135,11 @@ class InterruptionReport:
 
 class Interruption:
     def __init__(self, store, kube, cloud, claims=None, clock: Callable[[], float] | None = None, logger=None, *,
-                 unavailable=None):
+                 unavailable=None, ledger: DisruptionLedger | None = None):
         self.store, self.kube, self.cloud, self.claims = store, kube, cloud, claims
+        if ledger is None and claims is not None and getattr(claims, "ddb", None) is not None:
+            ledger = DisruptionLedger(claims.ddb, claims.cluster, claims.table)
+        self.ledger = ledger
         self.clock = clock or runtime.clock_proxy
         self.logger = logger or log
         self.unavailable = unavailable if unavailable is not None else getattr(cloud, "unavailable", None)
@@ -210,12 +218,19 @@ class Interruption:
         if m.kind == im.SPOT_INTERRUPTION:
             ours = (nc.annotations or {}).get(DELETION_REASON_ANNOTATION) == REASONS[m.kind]
             replaced, unschedulable = [], []
+            errors = len(report.errors)
             if not mark_failed and (not deleting or ours):  # a redelivery retries a replacement that failed
                 replaced, unschedulable = self._replace(m, iid, nc, snap, report)
+            # the drain starts now, unless a replacement launch failed: then with the redelivery that retries it
+            # (draining first would leave that retry nothing to replace)
+            drain = len(report.errors) == errors
             if deleting:
                 self._ignore(report, m, iid, nc, "NodeClaim already deleting", replacements=replaced)
+                node = snap.node_of_nodeclaim(nc.name)
+                if ours and drain and node is not None:
+                    self._drain_now(nc, node["metadata"]["name"], iid)
                 return
-            self._disrupt(m, iid, nc, snap, report, REASONS[m.kind], replaced, unschedulable)
+            self._disrupt(m, iid, nc, snap, report, REASONS[m.kind], replaced, unschedulable, drain=drain)
         elif m.kind == im.REBALANCE_RECOMMENDATION:
             self._rebalance(m, iid, nc, snap, report, deleting)
         elif m.kind == im.STATE_CHANGE:
@@ -251,13 +266,45 @@ class Interruption:
         if deleting:
             self._ignore(report, m, iid, nc, "NodeClaim already deleting")
             return
-        allowed, why = allowed_disruptions(np, snap.nodeclaims_of_nodepool(pool), snap.now)
-        if allowed <= 0:
+        entry, why = self._reserve_budget(nc, np, snap)
+        if entry is None:
             report.rebalance[-1]["replace"] = False
             self._ignore(report, m, iid, nc, f"rebalance replacement blocked by the disruption budget ({why})")
             return
-        replaced, unschedulable = self._replace(m, iid, nc, snap, report)
-        self._disrupt(m, iid, nc, snap, report, REASONS[m.kind], replaced, unschedulable)
+        try:
+            replaced, unschedulable = self._replace(m, iid, nc, snap, report)
+            self._disrupt(m, iid, nc, snap, report, REASONS[m.kind], replaced, unschedulable)
+        except Exception:
+            if entry is not True and not (self.store.get("NodeClaim", nc.name) or nc).metadata.get("deletionTimestamp"):
+                self.ledger.release(entry)   # nothing started: the budget slot goes back
+            raise
+
+    def _reserve_budget(self, nc, np, snap):
+        """Take one slot of the NodePool's disruption budget in the sweeps' ledger: (entry, "") or (None, why).
+        ``True`` instead of an entry when there is no ledger (no state table): the allowance is computed only."""
+        from ..disruption.plan import SweepBudgets, external_disrupting
+
+        reason = REASONS[im.REBALANCE_RECOMMENDATION]
+        pool = np.name
+        if self.ledger is None:
+            allowed, why = allowed_disruptions(np, snap.nodeclaims_of_nodepool(pool), snap.now)
+            return (True, "") if allowed > 0 else (None, why)
+        live = {n: e for n, e in self.ledger.entries().items() if n in snap.nodeclaims}
+        if nc.name in live:
+            return None, f"already being disrupted ({live[nc.name].reason}, {live[nc.name].sweep})"
+        budgets = SweepBudgets(snap, {n: e.nodepool for n, e in live.items()})
+        recorded = {n for n, e in live.items() if e.nodepool == pool}
+        limit = budgets.limit(pool, reason)
+        external = external_disrupting(snap, pool, recorded)
+        max_before = None if limit is None else limit - external - 1
+        entry = Entry(nodeclaim=nc.name, nodepool=pool, reason=reason, sweep="interruption", state=DELETING,
+                      proposed_at=snap.now, since=snap.now, detail="rebalance recommendation",
+                      instance_type=nc.labels.get(wk.INSTANCE_TYPE, ""), zone=nc.labels.get(wk.ZONE, ""),
+                      capacity_type=nc.labels.get(wk.CAPACITY_TYPE, ""))
+        if self.ledger.reserve(entry, max_before):
+            return entry, ""
+        return None, (f"{budgets.message(pool, reason)}: {len(recorded)} in flight, {external} NotReady or deleting"
+                      if limit is not None else "taken by a concurrent disruption")
 
     # -- actions -------------------------------------------------------------------------------------------------
     def _mark_spot(self, nc, report) -> None:
@@ -285,7 +332,7 @@ class Interruption:
         self._decision("unavailable", f"capacity reservation {rid} marked unavailable", nodeclaim=nc.name,
                        capacityReservationId=rid)
 
-    def _disrupt(self, m, iid, nc, snap, report, reason: str, replacements=(), unschedulable=()) -> None:
+    def _disrupt(self, m, iid, nc, snap, report, reason: str, replacements=(), unschedulable=(), drain=False) -> None:
         """Taint the node (Karpenter v1's cordon), then request the NodeClaim's deletion (the drain follows)."""
         node = snap.node_of_nodeclaim(nc.name)
         if node is not None:
@@ -295,9 +342,26 @@ class Interruption:
             self._ignore(report, m, iid, nc, "NodeClaim gone")
             return
         snap.nodeclaims[nc.name] = updated
+        if drain and m.kind == im.SPOT_INTERRUPTION and node is not None:
+            self._drain_now(updated, node["metadata"]["name"], iid)
         report.disrupted.append(self._entry(m, iid, nc, node, reason, replacements, unschedulable))
         self._decision("disrupt", f"NodeClaim {nc.name} deleting: {reason} ({len(replacements)} replacements)",
                        nodeclaim=nc.name, reason=reason, instanceId=iid, replacements=list(replacements))
+
+    def _drain_now(self, nc, node_name: str, iid: str) -> None:
+        """The drain's first step in this invocation (two minutes' notice: no waiting for the lifecycle sweep).
+        Best effort: a failure is logged and the lifecycle sweep carries on the drain; the instance is not
+        terminated here (the sweep does it once the node is drained)."""
+        try:
+            node = self.kube.get_node(node_name)   # as it is now: tainted a moment ago
+            if node is None:
+                return
+            outcome = self.terminator.drain(nc, node)
+            self._decision("drain", f"NodeClaim {nc.name}: drain started at the spot warning ({outcome})",
+                           nodeclaim=nc.name, instanceId=iid, outcome=outcome)
+        except Exception as e:   # noqa: BLE001 - the deletion is requested; the lifecycle sweep drains
+            self.logger.warning(f"drain of NodeClaim {nc.name} at the spot warning failed (the lifecycle sweep "
+                                f"continues it): {e}", extra={"nodeClaim": nc.name, "instanceId": iid})
 
     def _remove_now(self, m, iid, nc, snap, report, reason: str, deleting: bool) -> None:
         node = snap.node_of_nodeclaim(nc.name)

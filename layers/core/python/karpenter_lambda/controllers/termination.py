@@ -220,6 +220,13 @@ class Terminator:
         except DurationError:
             return None
 
+    def drain(self, nodeclaim, node: dict) -> str:
+        """One drain step now ("draining" | "drained"), for a deletion already requested; the instance and the
+        records are left to :meth:`finalize` (the interruption handler starts a spot node's drain at the warning)."""
+        if not nodeclaim.metadata.get("deletionTimestamp"):
+            raise ValueError(f"NodeClaim {nodeclaim.name}: drain before its deletion was requested")
+        return self._drain(nodeclaim, node)
+
     def _drain(self, nodeclaim, node: dict) -> str:
         """One pass of the drain: ``"drained"`` when no pod is left to wait for, else ``"draining"``."""
         name = node["metadata"]["name"]
