@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-MAX_BATCH = 10                      # SendMessageBatch limit
+MAX_BATCH = 10                      # SendMessageBatch: at most 10 entries
+MAX_BATCH_BYTES = 256 * 1024        # SendMessageBatch: the entries' bodies together (and one message) <= 256 KiB
 
 
 def _slim(pod: dict) -> dict:
@@ -30,17 +31,35 @@ class PodQueue:
         return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def send_pods(self, pods: list[dict]) -> tuple[int, list[str]]:
-        """(messages sent, [problems]).  A failed entry is reported, not raised (the next run sends it again)."""
+        """(messages sent, [problems]).  A failed entry is reported, not raised (the next run sends it again).
+
+        Batches hold at most 10 entries and 256 KiB of bodies together (SQS's limits); a pod whose message alone is
+        over 256 KiB is not sent and is reported by name and size (the provisioner gets it from the watcher's
+        resync, which slims pods the same way)."""
         sent, problems = 0, []
-        for i in range(0, len(pods), MAX_BATCH):
-            chunk = pods[i:i + MAX_BATCH]
-            entries = [{"Id": str(n), "MessageBody": json.dumps({"type": "pod", "cluster": self.cluster,
-                                                                  "sentAt": self._now(), "pod": _slim(p)})}
-                       for n, p in enumerate(chunk)]
-            resp = self.client.send_message_batch(QueueUrl=self.url, Entries=entries)
-            sent += len(resp.get("Successful") or [])
-            for f in resp.get("Failed") or []:
-                pod = chunk[int(f["Id"])]
-                m = pod.get("metadata") or {}
-                problems.append(f"pod {m.get('namespace')}/{m.get('name')}: SQS {f.get('Code')}: {f.get('Message')}")
+        batch: list[tuple[dict, str]] = []
+        size = 0
+        for p in pods:
+            body = json.dumps({"type": "pod", "cluster": self.cluster, "sentAt": self._now(), "pod": _slim(p)})
+            n = len(body.encode())
+            if n > MAX_BATCH_BYTES:
+                m = p.get("metadata") or {}
+                problems.append(f"pod {m.get('namespace')}/{m.get('name')}: message of {n} bytes is over SQS's "
+                                f"{MAX_BATCH_BYTES}-byte limit; not sent")
+                continue
+            if batch and (len(batch) == MAX_BATCH or size + n > MAX_BATCH_BYTES):
+                sent += self._send(batch, problems)
+                batch, size = [], 0
+            batch.append((p, body))
+            size += n
+        if batch:
+            sent += self._send(batch, problems)
         return sent, problems
+
+    def _send(self, batch: list[tuple[dict, str]], problems: list[str]) -> int:
+        entries = [{"Id": str(n), "MessageBody": body} for n, (_p, body) in enumerate(batch)]
+        resp = self.client.send_message_batch(QueueUrl=self.url, Entries=entries)
+        for f in resp.get("Failed") or []:
+            m = batch[int(f["Id"])][0].get("metadata") or {}
+            problems.append(f"pod {m.get('namespace')}/{m.get('name')}: SQS {f.get('Code')}: {f.get('Message')}")
+        return len(resp.get("Successful") or [])
