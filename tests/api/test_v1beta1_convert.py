@@ -194,3 +194,21 @@ def test_cdk_nodepools_folder_takes_v1beta1(tmp_path):
     (tmp_path / "pools.yaml").write_text(DOCS_NODEPOOL + "---\n" + DOCS_NODECLASS)
     objs = load_node_pools(tmp_path)
     assert sorted((o.kind, o.api_version) for o in objs) == [("EC2NodeClass", "karpenter.k8s.aws/v1"), ("NodePool", "karpenter.sh/v1")]
+
+
+def test_other_versions_get_a_hint():
+    r = load_text("apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: p}\n---\n"
+                  "apiVersion: karpenter.sh/v1beta1\nkind: NodeClaim\nmetadata: {name: c}\n---\n"
+                  "apiVersion: karpenter.k8s.aws/v1alpha1\nkind: EC2NodeClass\nmetadata: {name: n}\n", "old.yaml")
+    assert [(i.kind, i.path, i.line) for i in r.issues] == [("Provisioner", "kind", 2), ("NodeClaim", "apiVersion", 5),
+                                                          ("EC2NodeClass", "apiVersion", 9)]
+    assert "v1alpha5 Provisioner became the v1beta1 NodePool" in r.issues[0].message
+    assert "NodeClaims are made by the controller" in r.issues[1].message
+    assert "expected karpenter.k8s.aws/v1; karpenter.sh/v1beta1 NodePools and karpenter.k8s.aws/v1beta1 EC2NodeClasses are converted" in r.issues[2].message
+
+
+def test_a_v1beta1_object_invalid_in_v1_says_so():
+    r = load_text(DOCS_NODEPOOL.replace("limits:\n    cpu: 100", "limits:\n    cpu: lots"))
+    assert [i.path for i in r.issues] == ["spec.limits[cpu]"]
+    assert r.issues[0].message.endswith("(in the v1 form converted from v1beta1)")
+    assert r.issues[0].line == DOCS_NODEPOOL.splitlines().index("    cpu: 100") + 1

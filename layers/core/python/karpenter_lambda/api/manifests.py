@@ -15,6 +15,7 @@ found in the YAML, else of the document's first line (0 when unknown).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +103,23 @@ def foreign_node_class(data: dict) -> bool:
     return group not in KARPENTER_GROUPS and "karpenter" in group.split(".")
 
 
+#: Karpenter's pre-v1beta1 kinds and what they became.
+_ALPHA_KINDS = {"Provisioner": "NodePool", "AWSNodeTemplate": "EC2NodeClass", "Machine": "NodeClaim"}
+
+
+def _version_hint(api_version, kind: str) -> str:
+    """What to do with another version of a kind we know (or one of Karpenter's alpha kinds)."""
+    if kind in _ALPHA_KINDS:
+        return (f" (Karpenter's v1alpha5 {kind} became the v1beta1 {_ALPHA_KINDS[kind]}: migrate it to v1beta1 as Karpenter's "
+                f"v1beta1 migration guide says; v1beta1 NodePools and EC2NodeClasses are then converted to v1 here)")
+    cls = KIND_BY_NAME.get(kind)
+    if cls is None or kind not in ("NodePool", "EC2NodeClass", "NodeClaim"):
+        return ""
+    if kind == "NodeClaim" and isinstance(api_version, str) and api_version.endswith("/v1beta1"):
+        return f" (expected {cls.api_version}; NodeClaims are made by the controller: give the NodePool instead)"
+    return f" (expected {cls.api_version}; karpenter.sh/v1beta1 NodePools and karpenter.k8s.aws/v1beta1 EC2NodeClasses are converted to v1)"
+
+
 def object_from_dict(doc: dict, path_prefix: str = "") -> tuple[KubeObject | None, list[FieldError]]:
     """Validate one Karpenter object dict and apply defaults; returns (object, errors)."""
     from .validation import validate_and_default  # heavy schema tables, imported on first use
@@ -109,7 +127,7 @@ def object_from_dict(doc: dict, path_prefix: str = "") -> tuple[KubeObject | Non
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     cls = KINDS.get((api_version, kind))
     if cls is None:
-        return None, [FieldError("apiVersion", f"unsupported apiVersion/kind {api_version}/{kind}")]
+        return None, [FieldError("apiVersion", f"unsupported apiVersion/kind {api_version}/{kind}{_version_hint(api_version, kind)}")]
     defaulted, errors = validate_and_default(kind, doc)
     if errors:
         return None, errors
@@ -155,17 +173,19 @@ class _Source:
         return line
 
 
+_PATH_TOKEN = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
+
+
 def _path_parts(path: str) -> list:
-    """``spec.requirements[2].key`` -> ["spec", "requirements", 2, "key"] (best effort: keys may hold dots)."""
+    """``spec.requirements[2].key`` -> ["spec", "requirements", 2, "key"]; ``spec.limits[cpu]`` -> [..., "limits", "cpu"]
+    (a map key in brackets may hold dots, e.g. ``labels[karpenter.sh/capacity-type]``)."""
     parts: list = []
-    for piece in path.split(".") if path else []:
-        name, _, rest = piece.partition("[")
+    for bracket, name in _PATH_TOKEN.findall(path or ""):
         if name:
             parts.append(name)
-        for idx in ("[" + rest).split("[")[1:] if rest else []:
-            idx = idx.rstrip("]")
-            if idx.isdigit():
-                parts.append(int(idx))
+        else:
+            key = bracket.strip("'\"")
+            parts.append(int(key) if key.isdigit() else key)
     return parts
 
 
@@ -231,8 +251,9 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
         origin = (d.source.filename, d.index)
         if kind in KIND_BY_NAME:
             obj, errors = object_from_dict(data)
+            note = " (in the v1 form converted from v1beta1)" if pos in conversion.converted else ""
             for err in errors:
-                result.issues.append(d.issue(kind, name, err.path, err.message))
+                result.issues.append(d.issue(kind, name, err.path, err.message + note))
             if obj is not None:
                 result.objects.append(obj)
                 result.origins.append(origin)
@@ -249,7 +270,7 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
             expected = "karpenter.sh/v1 NodePool or NodeClaim, karpenter.k8s.aws/v1 EC2NodeClass, or karpenter-lambda.io/v1alpha1 OffPeakSchedule"
             if accept_kinds:
                 expected += f", or one of {', '.join(sorted(accept_kinds))}"
-            result.issues.append(d.issue(kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected {expected}"))
+            result.issues.append(d.issue(kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected {expected}{_version_hint(data.get('apiVersion'), kind)}"))
 
 
 def load_text(text: str, filename: str = "<input>", allow_other_kinds: bool = False, accept_kinds=None) -> LoadResult:
