@@ -11,7 +11,7 @@ rounds); then the counters, from ground truth.  What is injected and how each co
 
 Prints one line per seed (``--verbose``) and a summary; with ``--json`` one JSON object whose keys are a contract:
 faults_injected, leaked_instances, lost_pods, stuck_pods, stranded_taints, budget_overruns, double_launches
-(plus seeds, faults_by_kind, seconds, failing_seeds).  Exit 1 when a loss counter is not 0.
+(plus seeds, faults_by_kind, crash_coverage, seconds, failing_seeds).  Exit 1 when a loss counter is not 0.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
     total = Counter()
     kinds = Counter()
     failing = []
+    points: dict = {}
+    most: Counter = Counter()
     t0 = time.perf_counter()
     for s in seeds:
         t = time.perf_counter()
@@ -41,6 +43,10 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
         for k in COUNTER_KEYS:
             total[k] += r[k]
         kinds.update(r["faults"])
+        for name, n in r["crash_points"]:
+            points.setdefault(name, set()).add(n)
+        for name, n in r["calls_seen"].items():
+            most[name] = max(most[name], n)
         bad = {k: r[k] for k in LOSS_KEYS if r[k]}
         if bad:
             failing.append({"seed": s, **bad, "detail": r["detail"]})
@@ -52,6 +58,8 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
     out = {k: total[k] for k in COUNTER_KEYS}
     out.update({"seeds": len(seeds), "first_seed": seeds[0] if seeds else None, "rounds": rounds,
                 "faults_by_kind": dict(sorted(kinds.items())), "seconds": round(time.perf_counter() - t0, 1),
+                "crash_coverage": {name: {"positions_crashed": len(points.get(name, ())), "max_external_calls": most[name]}
+                                   for name in sorted(most)},
                 "failing_seeds": failing})
     return out
 

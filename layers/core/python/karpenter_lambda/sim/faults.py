@@ -152,6 +152,7 @@ class FaultInjector:
         self.counts: Counter = Counter()
         self.calls_seen: Counter = Counter()     # max external calls seen per invocation name
         self.log: list[str] = []
+        self.crash_points: set = set()          # (invocation name, external call number) where a crash hit
         self._inv = _Inv()
         self._lock = threading.RLock()           # moto is not thread-safe: every request atomic (as real AWS)
         self._saved: list = []
@@ -215,6 +216,7 @@ class FaultInjector:
         if plan.crash_at is not None and inv.calls == plan.crash_at:
             inv.dead = True
             self.counts["crash"] += 1
+            self.crash_points.add((inv.name, inv.calls))
             self.log.append(f"crash {inv.name} at call {inv.calls} {'after' if plan.crash_after else 'before'} {what[0]}.{what[1]}")
             if plan.crash_after:
                 call()
@@ -484,6 +486,8 @@ class FaultRun:
                 result = self.measure()
                 result["faults"] = dict(inj.counts)
                 result["faults_injected"] = inj.total
+                result["crash_points"] = sorted(inj.crash_points)
+                result["calls_seen"] = dict(inj.calls_seen)
         return result
 
     def _settle(self) -> None:
