@@ -65,7 +65,7 @@ def node_role_warnings(nodeclasses: Iterable[Any], cluster: str, *, node_role: s
     if origins is not None:   # a LoadResult: objects with their (file, doc_index) and lines
         objects = list(nodeclasses.objects)
         lines = [nodeclasses.line_of(i, "spec.role") for i in range(len(objects))]
-        nodeclasses = [(f, i, o) for o, (f, i) in zip(objects, origins)]
+        nodeclasses = [(*origins[i], o) if i < len(origins) else o for i, o in enumerate(objects)]
     issues = []
     for n, item in enumerate(nodeclasses):
         if isinstance(item, tuple) and len(item) == 3:

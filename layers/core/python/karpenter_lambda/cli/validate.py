@@ -20,6 +20,8 @@ from pathlib import Path
 
 from ..api.errors import ValidationIssue
 from ..api.manifests import LoadResult, load_files, load_text
+from ..api.roles import node_role_warnings
+from .watcher import known_cluster
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -152,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     result.issues.extend(content_issues(result))
     result.issues.extend(empty_inputs(args.files, result))
+    cluster = known_cluster(args)  # its stack passes one node role: EC2NodeClasses naming another never launch
+    if cluster:
+        result.warnings.extend(node_role_warnings(result, cluster))
     if args.json:
         doc = {
             "valid": result.ok,
