@@ -13,6 +13,8 @@ Environment:
   RESYNC_SECONDS     (optional, default 60; 0 disables) re-send pods still pending this long after
                      their last send, marked "resync": true
   RESYNC_MAX_PODS    (optional, default 50000) bound of the map of pending pods kept for resync
+  SUBMIT_QUEUE_MAX   (optional, default 10000) messages waiting for the SQS sender at most; beyond,
+                     new ones are dropped, counted (submit_dropped) and logged by pod (resync re-sends them)
   WATCH_TIMEOUT_SECONDS, FLUSH_INTERVAL_SECONDS, DEDUPE_SIZE (optional tuning)
 """
 
@@ -121,6 +123,7 @@ def main(argv=None) -> int:
     try:
         resync_seconds = _env_number("RESYNC_SECONDS", "60")
         resync_max_pods = _env_number("RESYNC_MAX_PODS", "50000", int, 1)
+        submit_queue_max = _env_number("SUBMIT_QUEUE_MAX", "10000", int, 1)
     except ValueError as e:
         log.error(str(e))
         return 2
@@ -147,6 +150,7 @@ def main(argv=None) -> int:
         dedupe_size=int(os.environ.get("DEDUPE_SIZE", "10000")),
         resync_seconds=resync_seconds,
         resync_max_pods=resync_max_pods,
+        submit_queue_max=submit_queue_max,
         stats=stats,
     )
     return 0

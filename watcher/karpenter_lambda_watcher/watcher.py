@@ -61,6 +61,7 @@ class Stats:
         "batches_sent",
         "entries_retried",
         "messages_dropped",
+        "submit_dropped",  # of which: the bounded submit queue was full (resync re-sends those pods)
         "lists",
         "relists_410",
         "watch_restarts",
@@ -257,6 +258,15 @@ def _node_digest(summary: dict) -> str:
 # ----------------------------------------------------------------------------- SQS sender
 
 
+def _name_in(body: str) -> str:
+    """``namespace/name`` of the pod in a message body (for the drop log), or ""."""
+    try:
+        meta = (json.loads(body).get("pod") or {}).get("metadata") or {}
+    except (ValueError, AttributeError):
+        return ""
+    return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("name") else ""
+
+
 class SqsBatchSender:
     """Batches message bodies per queue into SendMessageBatch calls.
 
@@ -265,6 +275,13 @@ class SqsBatchSender:
     that fail server-side are retried with backoff (``max_attempts``); entries
     that still fail are reported to ``on_drop`` (the watcher forgets their
     dedupe key so a later relist sends them again).
+
+    The submit queue is bounded (``max_queue`` messages): when SQS is slower than
+    the watch for long, :meth:`submit` drops the message instead of growing without
+    limit, counts it (``messages_dropped``, ``submit_dropped``) and logs the pods it
+    dropped (one warning per ``drop_log_interval`` seconds, naming up to 50); the
+    drops go to ``on_drop`` from the sender thread.  A dropped pod is still in the
+    watcher's resync map, so the next resync re-sends it while it is pending.
     """
 
     def __init__(
@@ -276,7 +293,11 @@ class SqsBatchSender:
         backoff_base: float = 0.2,
         backoff_cap: float = 5.0,
         on_drop: Callable[[str, str], None] | None = None,
+        max_queue: int = 10000,
+        drop_log_interval: float = 5.0,
     ) -> None:
+        if not isinstance(max_queue, int) or isinstance(max_queue, bool) or max_queue < 1:
+            raise ValueError(f"max_queue (SUBMIT_QUEUE_MAX) must be an integer >= 1, got {max_queue!r}")
         self.sqs = sqs_client
         self.stats = stats
         self.flush_interval = flush_interval
@@ -284,7 +305,14 @@ class SqsBatchSender:
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.on_drop = on_drop
-        self._q: queue.Queue = queue.Queue()
+        self.max_queue = max_queue
+        self.drop_log_interval = drop_log_interval
+        self._q: queue.Queue = queue.Queue(maxsize=max_queue)
+        self._drop_lock = threading.Lock()
+        self._dropped: list[tuple[str, str]] = []   # (url, key) for on_drop, handed over by the sender thread
+        self._dropped_names: list[str] = []         # not yet logged
+        self._dropped_unlogged = 0
+        self._last_drop_log = float("-inf")
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sqs-sender", daemon=True)
         self._pending: dict[str, list[tuple[str, str]]] = {}
@@ -296,8 +324,41 @@ class SqsBatchSender:
         self._thread.start()
         return self
 
-    def submit(self, queue_url: str, body: str, key: str = "") -> None:
-        self._q.put((queue_url, body, key))
+    def submit(self, queue_url: str, body: str, key: str = "", name: str = "") -> bool:
+        """Queue a message for sending; False (and counted, logged) when the bounded queue is full.
+        ``name`` (e.g. ``namespace/pod``) is what the drop log calls it; read from the body when not given."""
+        try:
+            self._q.put_nowait((queue_url, body, key))
+            return True
+        except queue.Full:
+            pass
+        self.stats.inc("messages_dropped")
+        self.stats.inc("submit_dropped")
+        with self._drop_lock:
+            self._dropped.append((queue_url, key))
+            self._dropped_names.append(name or _name_in(body) or key)
+            self._dropped_unlogged += 1
+        self._log_drops()
+        return False
+
+    def _log_drops(self, force: bool = False) -> None:
+        now = time.monotonic()
+        with self._drop_lock:
+            if not self._dropped_unlogged or (not force and now - self._last_drop_log < self.drop_log_interval):
+                return
+            names, count = self._dropped_names[:50], self._dropped_unlogged
+            self._dropped_names, self._dropped_unlogged, self._last_drop_log = [], 0, now
+        log.warning(f"submit queue full ({self.max_queue} messages): dropped {count} message(s); pods still "
+                    f"pending are re-sent by the resync", extra={"json": {"dropped": count, "pods": names,
+                                                                          "queueMax": self.max_queue}})
+
+    def _hand_over_drops(self) -> None:
+        with self._drop_lock:
+            dropped, self._dropped = self._dropped, []
+        if self.on_drop:
+            for url, key in dropped:
+                self.on_drop(url, key)
+        self._log_drops()
 
     def backlog(self) -> int:
         """Messages submitted but not yet taken by the sender thread (approximate)."""
@@ -328,9 +389,13 @@ class SqsBatchSender:
                         self._add(*rest)
                 for url in list(self._pending):
                     self._flush(url)
+                self._hand_over_drops()
+                self._log_drops(force=True)
                 return
             if item:
                 self._add(*item)
+            if self._dropped or self._dropped_unlogged:
+                self._hand_over_drops()
             now = time.monotonic()
             for url in [u for u, t in self._first_at.items() if now - t >= self.flush_interval]:
                 self._flush(url)
@@ -871,6 +936,7 @@ def run(
     resync_seconds: float = 60.0,
     resync_max_pods: int = 50000,
     resync_poll: float = 1.0,
+    submit_queue_max: int = 10000,
     clock: Callable[[], float] = time.monotonic,
     stats: Stats | None = None,
 ) -> Stats:
@@ -880,6 +946,8 @@ def run(
     ``resync_seconds``: re-send pods still pending this long after their last send (0 = never);
     the map of pending pods holds at most ``resync_max_pods``; ``clock`` (seconds, monotonic)
     decides when a re-send is due and is checked every ``resync_poll`` real seconds.
+    ``submit_queue_max``: messages waiting for the SQS sender at most; beyond, new ones are dropped,
+    counted and logged by pod name (the resync re-sends pods still pending).
     Returns the :class:`Stats` (pass your own to watch progress from another thread).
     """
     if not queue_url:
@@ -893,7 +961,8 @@ def run(
     if not isinstance(resync_poll, (int, float)) or resync_poll <= 0:
         raise ValueError(f"resync_poll must be a number > 0, got {resync_poll!r}")
     stats = stats or Stats()
-    sender = SqsBatchSender(sqs_client, stats, flush_interval=flush_interval, max_attempts=send_attempts)
+    sender = SqsBatchSender(sqs_client, stats, flush_interval=flush_interval, max_attempts=send_attempts,
+                            max_queue=submit_queue_max)
     pods = _PodHandler(cluster, sender, queue_url, event_queue_url, stats, dedupe_size, resync_seconds=resync_seconds, resync_max_pods=resync_max_pods, clock=clock)
     sender.on_drop = pods.forget
     sender.start()
