@@ -95,3 +95,17 @@ def test_packaged_catalog_builds_the_same_instance_types(monkeypatch):
     packaged = load_catalog(None, "us-west-2", source="moto-bundled")
     assert [(t.name, t.labels, t.offerings) for t in packaged] == [(t.name, t.labels, t.offerings) for t in with_moto]
     assert any(t.offerings for t in packaged)
+
+
+def test_the_packaged_data_is_in_the_wheel_and_sim_is_an_extra():
+    """pyproject's package-data patterns take data/ec2-catalog.json.gz; [sim] brings moto (checked on a real
+    `pip wheel` + `pip install` into a fresh venv without moto: plan printed $0.1897/h, simulate exit 2)."""
+    import fnmatch
+    import tomllib
+
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = conf["tool"]["setuptools"]["package-data"]["karpenter_lambda"]
+    rel = os.path.relpath(PACKAGED_CATALOG, REPO / "layers" / "core" / "python" / "karpenter_lambda")
+    assert any(fnmatch.fnmatch(rel, p) for p in patterns), (rel, patterns)
+    assert any(req.startswith("moto") for req in conf["project"]["optional-dependencies"]["sim"])
+    assert not any(req.startswith("moto") for req in conf["project"]["dependencies"])
