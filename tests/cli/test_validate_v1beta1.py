@@ -143,3 +143,15 @@ def test_apply_stores_the_v1_objects(cli, manifests):
         assert nc["apiVersion"] == "karpenter.k8s.aws/v1" and nc["spec"]["kubelet"] == {"maxPods": 58}
         rc, out, _ = cli("get", "nodepool", "default", "-o", "yaml")
         assert yaml.safe_load(out)["spec"]["template"]["spec"]["expireAfter"] == "720h"
+
+
+def test_convert_reads_stdin_and_refuses_empty_input(cli, manifests, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(PAIR))
+    rc, out, err = cli("convert", "-")
+    assert rc == 0 and "<stdin>:0: NodePool/default: warning: converted from karpenter.sh/v1beta1" in err
+    assert [d["apiVersion"] for d in yaml.safe_load_all(out)] == ["karpenter.sh/v1", "karpenter.k8s.aws/v1"]
+    f = manifests("empty.yaml", "")
+    rc, out, err = cli("convert", "-f", f)
+    assert rc == 1 and out == "" and f"no Kubernetes objects in {f} (empty file)" in err

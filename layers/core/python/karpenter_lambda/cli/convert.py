@@ -17,7 +17,7 @@ import yaml
 
 from ..api.convert import convert_documents
 from ..api.manifests import _decode, parse_documents
-from .validate import MANIFEST_SUFFIXES, InputError, format_issue, load_inputs, print_warnings, simulate_kinds
+from .validate import MANIFEST_SUFFIXES, InputError, empty_inputs, format_issue, load_inputs, print_warnings, simulate_kinds
 
 
 def _documents(paths: list[str]) -> list:
@@ -56,6 +56,7 @@ def run(args) -> int:
     except InputError as e:
         sys.stderr.write(f"karpenter-lambda convert: {e}\n")
         return 2
+    result.issues.extend(empty_inputs(paths, result))
     print_warnings(result)
     if result.issues:
         for issue in result.issues:
