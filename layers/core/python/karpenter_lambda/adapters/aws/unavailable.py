@@ -59,10 +59,12 @@ class UnavailableOfferings:
             raise ValueError(f"ttl_seconds must be positive, got {ttl_seconds!r}")
         self.clock = clock
         self.cluster_name = cluster_name or os.environ.get(CLUSTER_ENV) or "default"
-        if client is None:
+        if client is None:  # the controllers pass theirs (controllers/environment.py); same botocore settings here
             import boto3
+            from botocore.config import Config
 
-            kwargs = {}
+            kwargs = {"config": Config(retries={"mode": "standard", "total_max_attempts": 3},
+                                       connect_timeout=3, read_timeout=15)}
             if region:
                 kwargs["region_name"] = region
             if endpoint_url:
