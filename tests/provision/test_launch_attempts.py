@@ -72,3 +72,26 @@ def test_throttled_create_fleet_fails_the_records_and_marks_nothing(world):
     world.ec2.meta.events.unregister("before-call.ec2.CreateFleet", throttle)
     assert world.provision(event) == {"batchItemFailures": []}
     assert len(world.instances()) == 1
+
+
+def test_attempt_names_repeat_on_the_simulators_clock_and_not_on_the_wall_clock():
+    """Names stay reproducible in `simulate` (virtual clock: the time since the run's start) but differ per attempt."""
+    from karpenter_lambda.controllers import runtime
+    from karpenter_lambda.controllers.launcher import launch_token, nodeclaim_name
+    from karpenter_lambda.sim.clock import VirtualClock
+
+    names = []
+    try:
+        for start in (1_000_000.0, 2_000_000.0):       # two runs started at different times
+            clock = VirtualClock(start)
+            runtime.set_clock(clock)
+            clock.advance(90)
+            stamp = runtime.attempt_stamp(clock())
+            names.append((nodeclaim_name("default", ["u1"], attempt=stamp), launch_token("default-x", clock())))
+            clock.advance(60)                          # a later attempt of the same run
+            assert nodeclaim_name("default", ["u1"], attempt=runtime.attempt_stamp(clock())) != names[-1][0]
+        runtime.set_clock(lambda: 1_500_000.0)
+        assert runtime.attempt_stamp() == repr(1_500_000.0)
+    finally:
+        runtime.set_clock(None)
+    assert names[0] == names[1]

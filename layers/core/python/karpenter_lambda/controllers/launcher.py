@@ -84,9 +84,10 @@ class LaunchOutcome:
 
 def nodeclaim_name(nodepool: str, pod_uids: list[str], previous: list[str] | tuple = (), attempt: str | None = None) -> str:
     """The NodePool name + a hash of the pods the NodeClaim was made for, of the NodeClaims whose nominations of
-    those pods no longer hold and of ``attempt`` (the launcher passes the launch time, so a later re-plan of the
-    same pods gets a new name even while an instance tagged with the old one still lives; the simulator's virtual
-    clock keeps its runs reproducible).  Without ``attempt``: deterministic in the pods and ``previous``."""
+    those pods no longer hold and of ``attempt`` (the launcher passes the launch time,
+    :func:`~karpenter_lambda.controllers.runtime.attempt_stamp`, so a later re-plan of the same pods gets a new name
+    even while an instance tagged with the old one still lives; on the simulator's virtual clock it is the time since
+    the run's start, so runs stay reproducible).  Without ``attempt``: deterministic in the pods and ``previous``."""
     text = "\n".join(sorted(pod_uids))
     if previous:
         text += "\nafter:" + ",".join(sorted(set(previous)))
@@ -98,7 +99,7 @@ def nodeclaim_name(nodepool: str, pod_uids: list[str], previous: list[str] | tup
 
 def launch_token(name: str, now: float) -> str:
     """Unique per launch attempt (the NodeClaim and the time it was written): the CreateFleet ClientToken base."""
-    return hashlib.sha256(f"{name}\n{now!r}".encode()).hexdigest()[:24]
+    return hashlib.sha256(f"{name}\n{runtime.attempt_stamp(now)}".encode()).hexdigest()[:24]
 
 
 def condition(type_: str, status: str, reason: str, message: str, now: float) -> dict:
@@ -165,7 +166,7 @@ class Launcher:
         uids = sorted(pod_uid(p) for p in pods)
         keys = [pod_key(p) for p in pods]
         takeover = {u: c for u, c in (takeover or {}).items() if u in set(uids)}
-        name = name or nodeclaim_name(nodepool.name, uids, list(takeover.values()), attempt=repr(float(self.clock())))
+        name = name or nodeclaim_name(nodepool.name, uids, list(takeover.values()), attempt=runtime.attempt_stamp(self.clock()))
         out = LaunchOutcome(name=name)
         limits = limits_of(nodepool)
         if self.claims is not None:

@@ -33,6 +33,15 @@ def clock_proxy() -> float:
     return _clock()
 
 
+def attempt_stamp(ts: float | None = None) -> str:
+    """A launch attempt's time as text, for names and tokens that must differ per attempt: seconds since the clock's
+    ``start`` when it has one (the simulator's virtual clock, so a run repeats its NodeClaim names run after run),
+    else epoch seconds."""
+    t = now() if ts is None else ts
+    start = getattr(_clock, "start", None)
+    return repr(float(t) - float(start)) if isinstance(start, (int, float)) else repr(float(t))
+
+
 # Callbacks receiving each controller report (the simulator listens here; Lambda has none).
 REPORT_HOOKS: list[Callable[[str, object], None]] = []
 
