@@ -178,3 +178,16 @@ def test_release_and_adjust_race_without_losing_counts(ddb):
 def test_release_of_a_missing_claim_is_false(ddb):
     c = LaunchClaims(ddb, "c1", TABLE)
     assert c.release("np", "never") is False
+
+
+def test_a_claim_written_by_the_older_layout_is_still_listed_and_released(ddb):
+    # the layout before issue 21: the claim as an attribute of the NodePool usage item
+    ddb.put_item(TableName=TABLE, Item={
+        "pk": {"S": "c1#NodePoolUsage"}, "sk": {"S": "np"}, "usage:cpu": {"N": "3000"}, "usage:nodes": {"N": "2"},
+        "claim:old-1": {"S": json.dumps({"resources": {"cpu": 2000, "nodes": 1}, "pods": ["u-old"], "at": 5.0})}})
+    c = LaunchClaims(ddb, "c1", TABLE)
+    assert c.commit("np", "new-1", {"cpu": 1000, "nodes": 1}, {"cpu": 5000}, ["u-new"]).ok
+    assert set(c.all_usage()["np"][1]) == {"old-1", "new-1"}
+    assert c.release("np", "old-1") is True and c.release("np", "old-1") is False
+    totals, claims = c.usage("np")
+    assert totals == {"cpu": 2000, "nodes": 2} and list(claims) == ["new-1"]

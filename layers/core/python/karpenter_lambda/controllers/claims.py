@@ -23,6 +23,7 @@ raised (the SQS record fails and is redelivered, which is safe: the names are de
 
 :meth:`LaunchClaims.release` and :meth:`LaunchClaims.adjust` change the claim item and the counters in one
 transaction conditional on the claim's ``rev``, retried in a loop (not by recursion) when a concurrent writer won.
+Claims an older version wrote into the usage item (``claim:<nodeclaim>`` attributes) are still listed and released.
 """
 
 from __future__ import annotations
@@ -93,6 +94,12 @@ class LaunchClaims:
         return {k[len("usage:"):]: int(v["N"]) for k, v in item.items() if k.startswith("usage:")}
 
     @staticmethod
+    def _legacy(item: dict) -> dict[str, dict]:
+        """Claims an older version kept inside the usage item (``claim:<nodeclaim>`` JSON attributes): read so they
+        can still be released (their usage is in the counters), never written any more."""
+        return {k[len("claim:"):]: {**json.loads(v["S"]), "legacy": True} for k, v in item.items() if k.startswith("claim:")}
+
+    @staticmethod
     def _claim(item: dict) -> dict:
         return {"resources": json.loads(item["resources"]["S"]), "pods": json.loads(item["pods"]["S"]),
                 "at": float(item["at"]["N"]), "rev": int(item["rev"]["N"])}
@@ -100,7 +107,7 @@ class LaunchClaims:
     def usage(self, nodepool: str) -> tuple[dict[str, int], dict[str, dict]]:
         """(totals per resource, claims by NodeClaim name) for one NodePool."""
         item = self.ddb.get_item(TableName=self.table, Key=self._usage_key(nodepool), ConsistentRead=True).get("Item") or {}
-        claims = {}
+        claims = self._legacy(item)
         for it in self._query(f"{self.cluster}#{CLAIM_KIND}", prefix=f"{nodepool}#"):
             claims[it["sk"]["S"][len(nodepool) + 1:]] = self._claim(it)
         return self._totals(item), claims
@@ -108,7 +115,7 @@ class LaunchClaims:
     def all_usage(self) -> dict[str, tuple[dict[str, int], dict[str, dict]]]:
         out: dict[str, tuple[dict[str, int], dict[str, dict]]] = {}
         for item in self._query(f"{self.cluster}#{USAGE_KIND}"):
-            out[item["sk"]["S"]] = (self._totals(item), {})
+            out[item["sk"]["S"]] = (self._totals(item), self._legacy(item))
         for it in self._query(f"{self.cluster}#{CLAIM_KIND}"):
             nodepool, _, name = it["sk"]["S"].partition("#")
             out.setdefault(nodepool, ({}, {}))[1][name] = self._claim(it)
@@ -282,6 +289,33 @@ class LaunchClaims:
         raise ClaimsUnavailable(f"{what} of NodeClaim {nodeclaim} (NodePool {nodepool}): the claim changed "
                                 f"concurrently {REWRITE_ATTEMPTS} times in a row; retry later")
 
+    def _release_legacy(self, nodepool: str, nodeclaim: str) -> tuple[bool, dict | None]:
+        """Remove a claim an older version wrote into the usage item, decrementing the counters (conditional on the
+        attribute being unchanged; re-read in a loop)."""
+        for _ in range(REWRITE_ATTEMPTS):
+            item = self.ddb.get_item(TableName=self.table, Key=self._usage_key(nodepool), ConsistentRead=True).get("Item") or {}
+            raw = item.get(_attr_name("claim", nodeclaim))
+            if raw is None:
+                return False, None
+            claim = json.loads(raw["S"])
+            names = {"#c": _attr_name("claim", nodeclaim)}
+            values = {":old": raw}
+            adds = []
+            for i, (r, amount) in enumerate(sorted((claim.get("resources") or {}).items())):
+                names[f"#u{i}"] = _attr_name("usage", r)
+                values[f":d{i}"] = {"N": str(-int(amount))}
+                adds.append(f"#u{i} :d{i}")
+            expr = "REMOVE #c" + (" ADD " + ", ".join(adds) if adds else "")
+            try:
+                self.ddb.update_item(TableName=self.table, Key=self._usage_key(nodepool), UpdateExpression=expr,
+                                     ConditionExpression="#c = :old", ExpressionAttributeNames=names,
+                                     ExpressionAttributeValues=values)
+                return True, claim
+            except self.ddb.exceptions.ConditionalCheckFailedException:
+                continue
+        raise ClaimsUnavailable(f"releasing the legacy launch claim of NodeClaim {nodeclaim} (NodePool {nodepool}): "
+                                f"changed concurrently {REWRITE_ATTEMPTS} times in a row; retry later")
+
     def adjust(self, nodepool: str, nodeclaim: str, actual: dict[str, int]) -> None:
         """Replace a claim's reserved resources by what was really launched (never above the reservation)."""
         def change(claim):
@@ -296,6 +330,8 @@ class LaunchClaims:
         released, claim = self._rewrite(
             nodepool, nodeclaim, lambda c: (None, {r: -int(a) for r, a in c["resources"].items()}),
             "releasing the launch claim")
+        if claim is None:
+            released, claim = self._release_legacy(nodepool, nodeclaim)
         for uid in (claim or {}).get("pods", []):
             try:
                 self.ddb.delete_item(TableName=self.table, Key=self._reservation_key(uid),
