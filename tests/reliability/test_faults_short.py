@@ -14,7 +14,7 @@ def test_short_fault_run_loses_nothing():
     t0 = time.perf_counter()
     total = 0
     for seed in (1, 2):
-        r = run_seed(seed, rounds=6, settle_rounds=30, rate=0.9)
+        r = run_seed(seed, rounds=5, settle_rounds=30, rate=0.9)
         assert r["faults_injected"] > 0, r
         total += r["faults_injected"]
         assert r["detail"]["settled"], r["detail"]

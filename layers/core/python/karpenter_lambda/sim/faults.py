@@ -460,6 +460,15 @@ class FaultRun:
     # -- set-up ------------------------------------------------------------------------------------------------
     def run(self, before_measure=None) -> dict:
         """``before_measure(self)`` runs after the settle, before the counters (tests plant losses with it)."""
+        import sys
+
+        saved = sys.stdout
+        try:
+            return self._run(before_measure)
+        finally:
+            sys.stdout = saved   # handlers redirect stdout; two at once in threads can leave it redirected
+
+    def _run(self, before_measure) -> dict:
         from .world import World
 
         text = MANIFESTS % {"budget": BUDGET, "cpu_limit": CPU_LIMIT}
@@ -542,11 +551,15 @@ class FaultRun:
         def go(i):
             outs[i] = self._invoke(calls[i][0], calls[i][1], plans[i] or FaultPlan())
 
+        import sys
+
+        saved = sys.stdout
         threads = [threading.Thread(target=go, args=(i,)) for i in range(len(calls))]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        sys.stdout = saved        # redirect_stdout is not thread-safe: two handlers at once may leave it swapped
         self.inj.count("concurrent_invocations")
         return outs
 
@@ -561,6 +574,8 @@ class FaultRun:
             self.wc.scale("Deployment", "default", name, self.deploys[name])
             self.wc.reconcile()
             w.schedule()
+        if self.faults_on and rng.random() < 0.06:         # a NodePool change: every node drifts (replacements)
+            self._drift_nodepool()
         self._provision()
         self._kubelets()
         self._invoke("lifecycle", w.sweep)
@@ -581,6 +596,15 @@ class FaultRun:
         self._pod_gc()
         w.clock.advance(ROUND_SECONDS)
         return self._signature()
+
+    def _drift_nodepool(self) -> None:
+        self.generation = getattr(self, "generation", 0) + 1
+
+        def mutate(np):
+            labels = np.spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})
+            labels["faults.example.com/generation"] = str(self.generation)
+
+        self.w.store.update("NodePool", "default", mutate)
 
     def _provision(self) -> None:
         w, rng = self.w, self.rng
