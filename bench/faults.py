@@ -11,7 +11,7 @@ rounds); then the counters, from ground truth.  What is injected and how each co
 
 Prints one line per seed (``--verbose``) and a summary; with ``--json`` one JSON object whose keys are a contract:
 faults_injected, leaked_instances, lost_pods, stuck_pods, stranded_taints, budget_overruns, double_launches
-(plus seeds, faults_by_kind, crash_coverage, seconds, failing_seeds).  Exit 1 when a loss counter is not 0.
+(plus seeds, faults_by_kind, crash_coverage, crash_sites, seconds, failing_seeds).  Exit 1 when a loss counter is not 0.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
     failing = []
     points: dict = {}
     most: Counter = Counter()
+    sites: Counter = Counter()
     t0 = time.perf_counter()
     for s in seeds:
         t = time.perf_counter()
@@ -45,6 +46,7 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
         kinds.update(r["faults"])
         for name, n in r["crash_points"]:
             points.setdefault(name, set()).add(n)
+        sites.update(r["crash_sites"])
         for name, n in r["calls_seen"].items():
             most[name] = max(most[name], n)
         bad = {k: r[k] for k in LOSS_KEYS if r[k]}
@@ -60,6 +62,7 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
                 "faults_by_kind": dict(sorted(kinds.items())), "seconds": round(time.perf_counter() - t0, 1),
                 "crash_coverage": {name: {"positions_crashed": len(points.get(name, ())), "max_external_calls": most[name]}
                                    for name in sorted(most)},
+                "crash_sites": dict(sorted(sites.items())),
                 "failing_seeds": failing})
     return out
 

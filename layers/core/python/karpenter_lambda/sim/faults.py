@@ -153,6 +153,7 @@ class FaultInjector:
         self.calls_seen: Counter = Counter()     # max external calls seen per invocation name
         self.log: list[str] = []
         self.crash_points: set = set()          # (invocation name, external call number) where a crash hit
+        self.crash_sites: Counter = Counter()   # "provisioner after ec2.CreateFleet": how often
         self._inv = _Inv()
         self._lock = threading.RLock()           # moto is not thread-safe: every request atomic (as real AWS)
         self._saved: list = []
@@ -217,6 +218,7 @@ class FaultInjector:
             inv.dead = True
             self.counts["crash"] += 1
             self.crash_points.add((inv.name, inv.calls))
+            self.crash_sites[f"{inv.name} {'after' if plan.crash_after else 'before'} {what[0]}.{what[1]}"] += 1
             self.log.append(f"crash {inv.name} at call {inv.calls} {'after' if plan.crash_after else 'before'} {what[0]}.{what[1]}")
             if plan.crash_after:
                 call()
@@ -497,6 +499,7 @@ class FaultRun:
                 result["faults_injected"] = inj.total
                 result["crash_points"] = sorted(inj.crash_points)
                 result["calls_seen"] = dict(inj.calls_seen)
+                result["crash_sites"] = dict(inj.crash_sites)
         return result
 
     def _settle(self) -> None:
