@@ -691,7 +691,8 @@ class _PodHandler:
         oldest first, keeping the sender's backlog under ``max_backlog``.  Returns how many."""
         if not self.resync_seconds:
             return 0
-        budget = max_backlog - self.sender.backlog()
+        # never more than the sender's bounded queue can take (the surplus would only be dropped)
+        budget = min(max_backlog, getattr(self.sender, "max_queue", max_backlog)) - self.sender.backlog()
         if budget <= 0:
             return 0
         now = self.clock()
