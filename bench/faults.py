@@ -37,6 +37,8 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
     points: dict = {}
     most: Counter = Counter()
     sites: Counter = Counter()
+    wpoints: dict = {}
+    wmost: Counter = Counter()
     t0 = time.perf_counter()
     for s in seeds:
         t = time.perf_counter()
@@ -47,6 +49,10 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
         for name, n in r["crash_points"]:
             points.setdefault(name, set()).add(n)
         sites.update(r["crash_sites"])
+        for name, n in r["write_crash_points"]:
+            wpoints.setdefault(name, set()).add(n)
+        for name, n in r["writes_seen"].items():
+            wmost[name] = max(wmost[name], n)
         for name, n in r["calls_seen"].items():
             most[name] = max(most[name], n)
         bad = {k: r[k] for k in LOSS_KEYS if r[k]}
@@ -60,7 +66,9 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
     out = {k: total[k] for k in COUNTER_KEYS}
     out.update({"seeds": len(seeds), "first_seed": seeds[0] if seeds else None, "rounds": rounds,
                 "faults_by_kind": dict(sorted(kinds.items())), "seconds": round(time.perf_counter() - t0, 1),
-                "crash_coverage": {name: {"positions_crashed": len(points.get(name, ())), "max_external_calls": most[name]}
+                "crash_coverage": {name: {"positions_crashed": len(points.get(name, ())), "max_external_calls": most[name],
+                                          "write_positions_crashed": len(wpoints.get(name, ())),
+                                          "max_write_calls": wmost[name]}
                                    for name in sorted(most)},
                 "crash_sites": dict(sorted(sites.items())),
                 "failing_seeds": failing})

@@ -48,6 +48,7 @@ class InjectedCrash(BaseException):
 class FaultPlan:
     crash_at: int | None = None
     crash_after: bool = False
+    crash_at_write: int | None = None   # crash at the N-th state-changing call instead (CreateFleet, PutItem, PATCH, ...)
     aws_errors: dict = field(default_factory=dict)      # (service, op) -> [kind, times]
     kube_faults: list = field(default_factory=list)     # (status, times, method)
 
@@ -55,6 +56,8 @@ class FaultPlan:
         parts = []
         if self.crash_at:
             parts.append(f"crash@{self.crash_at}{'+' if self.crash_after else ''}")
+        if self.crash_at_write:
+            parts.append(f"crash@write{self.crash_at_write}{'+' if self.crash_after else ''}")
         parts += [f"{k[0]}.{k[1]}:{v[0]}x{v[1]}" for k, v in self.aws_errors.items()]
         parts += [f"kube{s}x{t}{'/' + m if m else ''}" for s, t, m in self.kube_faults]
         return ",".join(parts) or "none"
@@ -136,9 +139,20 @@ def _ddb_error(name: str, message: str, extra: dict | None = None) -> tuple:
     return 400, {"Content-Type": "application/x-amz-json-1.0"}, json.dumps(doc)
 
 
+WRITE_OPS = {"ec2": ("Create", "Run", "Terminate", "Delete", "Modify"),
+             "dynamodb": ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"),
+             "sqs": ("SendMessage", "DeleteMessage", "ChangeMessageVisibility"),
+             "kube": ("BIND", "CREATE", "DELETE", "EVICT", "PATCH", "PUT")}
+
+
+def is_write(what: tuple) -> bool:
+    return str(what[1]).startswith(WRITE_OPS.get(what[0], ()))
+
+
 class _Inv(threading.local):
     plan: FaultPlan | None = None
     calls: int = 0
+    writes: int = 0
     dead: bool = False
     name: str = ""
     bypass: bool = False
@@ -151,8 +165,10 @@ class FaultInjector:
         self.w = world
         self.counts: Counter = Counter()
         self.calls_seen: Counter = Counter()     # max external calls seen per invocation name
+        self.writes_seen: Counter = Counter()    # max state-changing calls seen per invocation name
         self.log: list[str] = []
         self.crash_points: set = set()          # (invocation name, external call number) where a crash hit
+        self.write_crash_points: set = set()    # (invocation name, state-changing call number)
         self.crash_sites: Counter = Counter()   # "provisioner after ec2.CreateFleet": how often
         self._inv = _Inv()
         self._lock = threading.RLock()           # moto is not thread-safe: every request atomic (as real AWS)
@@ -214,10 +230,15 @@ class FaultInjector:
             raise InjectedCrash(f"{inv.name}: process already dead ({what[0]}.{what[1]})")
         inv.calls += 1
         plan = inv.plan
-        if plan.crash_at is not None and inv.calls == plan.crash_at:
+        write = is_write(what)
+        inv.writes += write
+        if (plan.crash_at is not None and inv.calls == plan.crash_at) or \
+                (write and plan.crash_at_write is not None and inv.writes == plan.crash_at_write):
             inv.dead = True
             self.counts["crash"] += 1
             self.crash_points.add((inv.name, inv.calls))
+            if write:
+                self.write_crash_points.add((inv.name, inv.writes))
             self.crash_sites[f"{inv.name} {'after' if plan.crash_after else 'before'} {what[0]}.{what[1]}"] += 1
             self.log.append(f"crash {inv.name} at call {inv.calls} {'after' if plan.crash_after else 'before'} {what[0]}.{what[1]}")
             if plan.crash_after:
@@ -307,7 +328,7 @@ class FaultInjector:
     def invocation(self, name: str, plan: FaultPlan | None):
         """Run the body as one invocation under ``plan``; yields a dict whose ``crashed`` says how it ended."""
         inv = self._inv
-        inv.plan, inv.calls, inv.dead, inv.name = (plan or FaultPlan()), 0, False, name
+        inv.plan, inv.calls, inv.writes, inv.dead, inv.name = (plan or FaultPlan()), 0, 0, False, name
         server = self.w.server
         before = []
         for status, times, method in (plan.kube_faults if plan else []):
@@ -323,13 +344,14 @@ class FaultInjector:
             out["error"] = f"{type(e).__name__}: {e}"
         finally:
             self.calls_seen[name] = max(self.calls_seen[name], inv.calls)
+            self.writes_seen[name] = max(self.writes_seen[name], inv.writes)
             for f, (status, times, _m) in zip(before, plan.kube_faults if plan else []):
                 taken = times - max(f["times"], 0)
                 if taken:
                     self.counts[f"kube_{status}"] += taken
             if before:
                 server.clear_faults()
-            inv.plan, inv.calls, inv.dead, inv.name = None, 0, False, ""
+            inv.plan, inv.calls, inv.writes, inv.dead, inv.name = None, 0, 0, False, ""
 
     def count(self, kind: str, n: int = 1) -> None:
         self.counts[kind] += n
@@ -339,14 +361,19 @@ class FaultInjector:
         return sum(self.counts.values())
 
 
-def random_plan(rng: random.Random, name: str, seen_calls: int, rate: float = 0.6) -> FaultPlan | None:
-    """A plan for one invocation of ``name``: nothing (1 - rate), a crash at a random external call, or errors."""
+def random_plan(rng: random.Random, name: str, seen_calls: int, rate: float = 0.6, seen_writes: int = 0) -> FaultPlan | None:
+    """A plan for one invocation of ``name``: nothing (1 - rate), a crash at a random external call (half the time
+    at a random state-changing one, where a crash splits state: before/after CreateFleet, a store write, a PATCH),
+    or errors."""
     if rng.random() > rate:
         return None
     plan = FaultPlan()
     r = rng.random()
     if r < 0.5:
-        plan.crash_at = rng.randint(1, max(seen_calls, 8))
+        if rng.random() < 0.5:
+            plan.crash_at_write = rng.randint(1, max(seen_writes, 3))
+        else:
+            plan.crash_at = rng.randint(1, max(seen_calls, 8))
         plan.crash_after = rng.random() < 0.5
     elif r < 0.62 and name in ("provisioner", "consolidation", "drift", "interruption"):
         plan.aws_errors[("ec2", "CreateFleet")] = ["ice", rng.randint(1, 3)]
@@ -499,6 +526,8 @@ class FaultRun:
                 result["faults_injected"] = inj.total
                 result["crash_points"] = sorted(inj.crash_points)
                 result["calls_seen"] = dict(inj.calls_seen)
+                result["writes_seen"] = dict(inj.writes_seen)
+                result["write_crash_points"] = sorted(inj.write_crash_points)
                 result["crash_sites"] = dict(inj.crash_sites)
         return result
 
@@ -536,7 +565,7 @@ class FaultRun:
     def _plan(self, name: str):
         if not self.faults_on:
             return None
-        return random_plan(self.rng, name, self.inj.calls_seen[name], self.rate)
+        return random_plan(self.rng, name, self.inj.calls_seen[name], self.rate, self.inj.writes_seen[name])
 
     def _invoke(self, name: str, fn, plan=None) -> dict:
         with self.inj.invocation(name, plan if plan is not None else self._plan(name)) as out:
