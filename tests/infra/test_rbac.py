@@ -94,6 +94,7 @@ KUBE_CALLS = {
     "update_node": lambda kc: kc.update_node("n1", lambda node: {"metadata": {"labels": {"u": "1"}}}),
     "create_event": lambda kc: kc.create_event({**NODE, "apiVersion": "v1", "kind": "Node"}, "Reason", "message"),
     "evict_pod": lambda kc: kc.evict_pod("dev", "p1"),
+    "evict": lambda kc: kc.evict("dev", "p1"),
     "delete_pod": lambda kc: kc.delete_pod("dev", "p1"),
     "delete_node": lambda kc: kc.delete_node("n1"),
     "list_deployments": lambda kc: kc.list_deployments(),
@@ -201,10 +202,10 @@ def test_every_function_is_checked():
 
 
 def test_the_scan_finds_the_known_calls():
-    assert {"list_pods", "list_nodes", "evict_pod", "delete_node", "patch_node_taints", "create_event"} <= \
+    assert {"list_pods", "list_nodes", "evict", "delete_node", "patch_node_taints", "create_event"} <= \
         function_kube_methods("drift")
     assert function_kube_methods("offpeak") >= {"scale_workload", "patch_hpa", "list_pods"}
-    assert not function_kube_methods("offpeak") & {"evict_pod", "delete_node", "delete_pod", "patch_node_taints"}
+    assert not function_kube_methods("offpeak") & {"evict_pod", "evict", "delete_node", "delete_pod", "patch_node_taints"}
 
 
 def test_offpeak_terminator_makes_no_kube_call():

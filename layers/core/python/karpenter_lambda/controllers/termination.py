@@ -52,50 +52,6 @@ DISRUPTED_TAINT = dict(eviction.DISRUPTED_NO_SCHEDULE)
 log = logging.getLogger(__name__)
 
 
-def evict(kube, namespace: str, name: str) -> tuple[bool, str]:
-    """One policy/v1 Eviction through ``kube`` (the adapters' KubeClient): (True, "") when evicted or already gone;
-    (False, "pdb") when a PodDisruptionBudget refused it; (False, "throttled[ Retry-After N]") for any other 429
-    (API Priority and Fairness).  The client's ``evict_pod`` answers False for every 429, so the first attempt is
-    made here to read the answer's Status; a 5xx goes on through ``evict_pod`` (its retries); another error raises
-    the client's ``KubeError``."""
-    import json
-
-    core = getattr(kube, "core", None)
-    if core is None:
-        return (True, "") if kube.evict_pod(namespace, name) else (False, "pdb")
-    from kubernetes.client.exceptions import ApiException
-
-    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-    try:
-        resp = core.create_namespaced_pod_eviction(name, namespace, body, _preload_content=False,
-                                                   _request_timeout=getattr(kube, "request_timeout", (5, 30)))
-        try:
-            resp.data   # read the answer, so the pooled connection is clean for the next call
-        finally:
-            resp.release_conn()
-        return True, ""
-    except ApiException as e:
-        if e.status == 404:
-            return True, ""
-        try:
-            status = json.loads(e.body) if e.body else {}
-        except (ValueError, TypeError):
-            status = {}
-        status = status if isinstance(status, dict) else {}
-        if e.status != 429 and (e.status or 0) < 500:
-            from ..adapters.kube.client import KubeError
-
-            raise KubeError(f"EVICT pods {namespace}/{name}", e.status or 0, str(status.get("reason") or e.reason or ""),
-                            str(status.get("message") or "")) from None
-        if e.status != 429:   # 5xx: the client's retries
-            return (True, "") if kube.evict_pod(namespace, name) else (False, "pdb")
-        if eviction.refused_by_budget(status, str(e.body or "")[:300]):
-            return False, "pdb"
-        headers = e.headers or {}
-        ra = headers.get("Retry-After") if hasattr(headers, "get") else None
-        return False, "throttled" + (f" Retry-After {ra}s" if ra else "")
-
-
 def _not_found(e: Exception) -> bool:
     from ..adapters.store import NotFound
 
@@ -305,7 +261,7 @@ class Terminator:
             ns, pn = (p["metadata"].get("namespace") or "default"), p["metadata"]["name"]
             if is_terminating(p):
                 continue
-            ok, refusal = evict(self.kube, ns, pn)
+            ok, refusal = self.kube.evict(ns, pn)   # a PDB refusal and API-server throttling told apart
             if not ok and refusal.startswith("throttled"):
                 # API Priority and Fairness: the API server is busy, the pod's PDBs were not even asked
                 why = f"API server throttling (429{refusal[len('throttled'):].replace(' Retry-After', ', Retry-After')})"

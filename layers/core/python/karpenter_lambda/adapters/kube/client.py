@@ -52,12 +52,15 @@ KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL = "keda.sh", "v1alpha1", "scaledobjects"
 class KubeError(Exception):
     """A failed Kubernetes API call: ``status`` (0 for a connection failure), ``reason``, ``op``."""
 
-    def __init__(self, op: str, status: int, reason: str, message: str):
+    def __init__(self, op: str, status: int, reason: str, message: str, body: dict | None = None,
+                 retry_after: str | None = None):
         super().__init__(f"{op}: {status or 'connection'} {reason}: {message}".rstrip(": "))
         self.op = op
         self.status = status
         self.reason = reason
         self.message = message
+        self.body = body or {}              # the answer's Status object, when it sent one
+        self.retry_after = retry_after      # the Retry-After header, when it sent one
 
 
 class Conflict(KubeError):
@@ -69,17 +72,21 @@ def _error_from(op: str, exc) -> KubeError:
     reason = getattr(exc, "reason", "") or ""
     message = ""
     body = getattr(exc, "body", None)
+    doc: dict = {}
     if body:
         try:
             doc = json.loads(body)
             message = doc.get("message") or ""
             reason = doc.get("reason") or reason
         except (ValueError, AttributeError):
+            doc = {}
             message = str(body)[:300]
     if not status:
         message = f"{type(exc).__name__}: {exc}"
+    headers = getattr(exc, "headers", None) or {}
+    retry_after = headers.get("Retry-After") if hasattr(headers, "get") else None
     cls = Conflict if status == 409 else KubeError
-    return cls(op, status, str(reason), message)
+    return cls(op, status, str(reason), message, doc if isinstance(doc, dict) else {}, retry_after)
 
 
 class KubeClient:
@@ -456,6 +463,26 @@ class KubeClient:
             if e.status == 404:
                 return True
             raise
+
+    def evict(self, namespace: str, name: str) -> tuple[bool, str]:
+        """policy/v1 Eviction, telling the two 429s apart: (True, "") when evicted or already gone; (False, "pdb") when
+        a PodDisruptionBudget refused it; (False, "throttled[ Retry-After N]") for any other 429 (API Priority and
+        Fairness: the budgets were not even asked).  5xx are retried; another error raises ``KubeError``."""
+        from ...disruption.eviction import refused_by_budget
+
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        try:
+            self._call(f"EVICT pods {namespace}/{name}", self.core.create_namespaced_pod_eviction, name, namespace, body,
+                       retry_429=False)
+            return True, ""
+        except KubeError as e:
+            if e.status == 404:
+                return True, ""
+            if e.status != 429:
+                raise
+            if refused_by_budget(e.body, e.message):
+                return False, "pdb"
+            return False, "throttled" + (f" Retry-After {e.retry_after}s" if e.retry_after else "")
 
     def delete_pod(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> bool:
         """True when deleted (or marked for deletion); False when it did not exist."""
