@@ -7,11 +7,13 @@ Per seed: a NodePool (spot + on-demand, WhenEmptyOrUnderutilized, budget 2 nodes
 rounds of one virtual minute each (Deployments scaled, pods sent to the provisioner, kubelets join, lifecycle,
 consolidation and drift sweeps, spot interruptions) with faults on; then faults off and the same rounds until the
 cluster is quiet, 16 virtual minutes on (past the registration timeout and GC), quiet again (at most ``--settle``
-rounds); then the counters, from ground truth.  What is injected and how each counter is computed: docs/reliability.md and karpenter_lambda/sim/faults.py.
+rounds); then the counters, from ground truth.  What is injected and how each counter is computed:
+docs/reliability.md and karpenter_lambda/sim/faults.py.
 
 Prints one line per seed (``--verbose``) and a summary; with ``--json`` one JSON object whose keys are a contract:
 faults_injected, leaked_instances, lost_pods, stuck_pods, stranded_taints, budget_overruns, double_launches
-(plus seeds, faults_by_kind, crash_coverage, crash_sites, seconds, failing_seeds).  Exit 1 when a loss counter is not 0.
+(plus seeds, faults_by_kind, crash_coverage, crash_sites, seconds, unsettled_seeds, failing_seeds).
+Exit 1 when a loss counter is not 0.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
     total = Counter()
     kinds = Counter()
     failing = []
+    unsettled = []
     points: dict = {}
     most: Counter = Counter()
     sites: Counter = Counter()
@@ -55,6 +58,8 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
             wmost[name] = max(wmost[name], n)
         for name, n in r["calls_seen"].items():
             most[name] = max(most[name], n)
+        if not r["detail"]["settled"]:
+            unsettled.append(s)
         bad = {k: r[k] for k in LOSS_KEYS if r[k]}
         if bad:
             failing.append({"seed": s, **bad, "detail": r["detail"]})
@@ -71,7 +76,7 @@ def run(seeds: list[int], rounds: int, settle: int, rate: float, verbose: bool =
                                           "max_write_calls": wmost[name]}
                                    for name in sorted(most)},
                 "crash_sites": dict(sorted(sites.items())),
-                "failing_seeds": failing})
+                "unsettled_seeds": unsettled, "failing_seeds": failing})
     return out
 
 

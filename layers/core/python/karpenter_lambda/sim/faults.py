@@ -834,8 +834,9 @@ class FaultRun:
                "double_launches": sum(v - 1 for v in double.values())}
         out["detail"] = {"leaked": leaked, "lost": lost, "stuck": stuck[:20], "stranded": stranded, "double": double,
                          "overruns": self.overrun_detail[:10], "errors": dict(self.errors.most_common(10)),
-                         "settled": self.settled, "settle_rounds": getattr(self, "settle_count", 0), "instances": len(running), "nodeclaims": len(claims), "virtual_minutes": round(w.clock.elapsed / 60, 1)
-                         if hasattr(w.clock, "elapsed") else None}
+                         "settled": self.settled, "settle_rounds": getattr(self, "settle_count", 0),
+                         "instances": len(running), "nodeclaims": len(claims),
+                         "virtual_minutes": round(w.clock.elapsed / 60, 1)}
         return out
 
 
