@@ -1,4 +1,4 @@
-"""`karpenter-lambda simulate FILE... [--until DURATION] [--json]`: the embedded default.
+"""`karpenter-lambda simulate FILE... [--until DURATION] [--json] [--report PATH]`: the embedded default.
 
 Runs the real provisioner and lifecycle handlers against in-process moto (EC2, SSM, DynamoDB, SQS,
 IAM, EKS) and a local Kubernetes API that the real watcher and kubernetes client talk to, on a
@@ -38,6 +38,9 @@ def register(sub) -> None:
     p.add_argument("--join-delay", type=float, default=30.0, metavar="SECONDS", help="virtual seconds from launch to node join (default 30)")
     p.add_argument("--ready-delay", type=float, default=15.0, metavar="SECONDS", help="virtual seconds from join to Ready (default 15)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--report", metavar="PATH",
+                   help="also write a self-contained HTML page (inline SVG, no network): nodes and cost over time, "
+                        "a lifeline per NodeClaim, the events table")
     p.set_defaults(func=run)
 
 
@@ -60,6 +63,17 @@ def _timeline(events, out) -> None:
             for x in events[i:j]:
                 out.write(f"{('+' + format_elapsed(x.time)):>{tw}}  {x.type:<{yw}} {x.object:<40} {x.message}\n")
         i = j
+
+
+def _last_per_time(timeline: list[dict]) -> list[dict]:
+    """One entry per distinct time (the last state at that time), in time order."""
+    out: list[dict] = []
+    for c in timeline:
+        if out and abs(out[-1]["time"] - c["time"]) < 1e-6:
+            out[-1] = c
+        else:
+            out.append(c)
+    return out
 
 
 def run(args) -> int:
@@ -104,6 +118,16 @@ def run(args) -> int:
     except SimulationError as e:
         sys.stderr.write(f"karpenter-lambda simulate: {e}\n")
         return 2
+    if getattr(args, "report", None):
+        from ..sim.report import render_report
+
+        try:
+            with open(args.report, "w", encoding="utf-8") as fh:
+                fh.write(render_report(result.to_dict()))
+        except OSError as e:
+            sys.stderr.write(f"karpenter-lambda simulate: --report: cannot write {args.report}: {e.strerror or e}\n")
+            return 2
+        sys.stderr.write(f"report written to {args.report}\n")
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -116,7 +140,7 @@ def run(args) -> int:
             from .table import render_table as _rt
 
             out.write(_rt(["TIME", "NODES", "COST/H"], [[f"+{format_elapsed(c['time'])}", str(c["nodes"]),
-                                                          f"${c['costPerHour']:.4f}"] for c in result.cost_timeline]).rstrip("\n") + "\n")
+                                                          f"${c['costPerHour']:.4f}"] for c in _last_per_time(result.cost_timeline)]).rstrip("\n") + "\n")
         if result.offpeak:
             out.write("\nOff-peak windows\n")
             from .table import render_table as _rt
