@@ -25,7 +25,8 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m karpenter_lambda demo
-	$(PY) -m karpenter_lambda simulate examples/demo/nodepools.yaml examples/demo/workloads.yaml examples/demo/scenario.yaml
+	@mkdir -p .demo
+	$(PY) -m karpenter_lambda simulate examples/demo/nodepools.yaml examples/demo/workloads.yaml examples/demo/scenario.yaml --report .demo/report.html
 
 bench: $(STAMP)
 	@mkdir -p .bench-out
@@ -41,4 +42,4 @@ synth: $(STAMP)
 	CDK_CONTEXT_JSON='$(SYNTH_CONTEXT)' $(PY) app.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache cdk.out .cdk-home .bench-out
+	rm -rf $(VENV) .pytest_cache cdk.out .cdk-home .bench-out .demo
