@@ -49,6 +49,7 @@ class FaultPlan:
     crash_at: int | None = None
     crash_after: bool = False
     crash_at_write: int | None = None   # crash at the N-th state-changing call instead (CreateFleet, PutItem, PATCH, ...)
+    crash_on: tuple | None = None       # or at the first call of this (service, operation prefix), e.g. ("ec2", "CreateFleet")
     aws_errors: dict = field(default_factory=dict)      # (service, op) -> [kind, times]
     kube_faults: list = field(default_factory=list)     # (status, times, method)
 
@@ -56,6 +57,8 @@ class FaultPlan:
         parts = []
         if self.crash_at:
             parts.append(f"crash@{self.crash_at}{'+' if self.crash_after else ''}")
+        if self.crash_on:
+            parts.append(f"crash@{self.crash_on[0]}.{self.crash_on[1]}{'+' if self.crash_after else ''}")
         if self.crash_at_write:
             parts.append(f"crash@write{self.crash_at_write}{'+' if self.crash_after else ''}")
         parts += [f"{k[0]}.{k[1]}:{v[0]}x{v[1]}" for k, v in self.aws_errors.items()]
@@ -233,7 +236,8 @@ class FaultInjector:
         write = is_write(what)
         inv.writes += write
         if (plan.crash_at is not None and inv.calls == plan.crash_at) or \
-                (write and plan.crash_at_write is not None and inv.writes == plan.crash_at_write):
+                (write and plan.crash_at_write is not None and inv.writes == plan.crash_at_write) or \
+                (plan.crash_on is not None and what[0] == plan.crash_on[0] and str(what[1]).startswith(plan.crash_on[1])):
             inv.dead = True
             self.counts["crash"] += 1
             self.crash_points.add((inv.name, inv.calls))
@@ -361,17 +365,26 @@ class FaultInjector:
         return sum(self.counts.values())
 
 
+# the calls where a crash splits state between EC2, DynamoDB and Kubernetes (a crash plan may aim at one of them)
+CRITICAL_CALLS = [("ec2", "CreateFleet"), ("ec2", "TerminateInstances"), ("dynamodb", "TransactWriteItems"),
+                  ("dynamodb", "PutItem"), ("dynamodb", "DeleteItem"), ("kube", "EVICT"), ("kube", "DELETE nodes"),
+                  ("kube", "PATCH nodes")]
+
+
 def random_plan(rng: random.Random, name: str, seen_calls: int, rate: float = 0.6, seen_writes: int = 0) -> FaultPlan | None:
-    """A plan for one invocation of ``name``: nothing (1 - rate), a crash at a random external call (half the time
-    at a random state-changing one, where a crash splits state: before/after CreateFleet, a store write, a PATCH),
-    or errors."""
+    """A plan for one invocation of ``name``: nothing (1 - rate), a crash, or errors.  A crash lands at a random
+    external call (45%), a random state-changing one (30%), or the first of one of CRITICAL_CALLS (25%: before or
+    after CreateFleet, TerminateInstances, a store transaction, an eviction, a Node write), where a crash splits state."""
     if rng.random() > rate:
         return None
     plan = FaultPlan()
     r = rng.random()
     if r < 0.5:
-        if rng.random() < 0.5:
+        mode = rng.random()
+        if mode < 0.3:
             plan.crash_at_write = rng.randint(1, max(seen_writes, 3))
+        elif mode < 0.55:
+            plan.crash_on = rng.choice(CRITICAL_CALLS)
         else:
             plan.crash_at = rng.randint(1, max(seen_calls, 8))
         plan.crash_after = rng.random() < 0.5
