@@ -5,7 +5,7 @@ from html.parser import HTMLParser
 
 
 from karpenter_lambda.cli.main import main
-from karpenter_lambda.cli.simulate import _last_per_time
+from karpenter_lambda.cli.simulate import _last_per_time, cost_table
 from karpenter_lambda.sim.report import lifelines, render_report
 
 EVIL = "<script>alert('x')</script> & \"quoted\""
@@ -126,6 +126,9 @@ def test_cost_table_one_row_per_time():
     tl = [{"time": 0.0, "costPerHour": 0.1, "nodes": 1}, {"time": 30.0, "costPerHour": 0.2, "nodes": 2},
           {"time": 30.0, "costPerHour": 0.3, "nodes": 3}, {"time": 60.0, "costPerHour": 0.1, "nodes": 1}]
     assert _last_per_time(tl) == [tl[0], tl[2], tl[3]]
+    rows = cost_table(tl).splitlines()[1:]
+    rows = [r for r in rows if r.strip() and not set(r.strip()) <= set("-+ ")]
+    assert [r.split() for r in rows] == [["+0.0s", "1", "$0.1000"], ["+30.0s", "3", "$0.3000"], ["+1m00.0s", "1", "$0.1000"]]
 
 
 SCENARIO = """
@@ -186,3 +189,5 @@ def test_cli_report_unwritable_path_exit_2(tmp_path, capsys):
     code = main(["simulate", str(src), "--until", "10s", "--quiet", "--report", str(tmp_path / "no-such-dir" / "r.html")])
     assert code == 2
     assert "--report: cannot write" in capsys.readouterr().err
+    assert main(["simulate", str(src), "--quiet", "--report", str(tmp_path)]) == 2   # a directory
+    assert "is a directory" in capsys.readouterr().err

@@ -76,6 +76,14 @@ def _last_per_time(timeline: list[dict]) -> list[dict]:
     return out
 
 
+def cost_table(timeline: list[dict]) -> str:
+    """The human output's "Cost over time" table: one row per distinct time."""
+    from .table import render_table
+
+    return render_table(["TIME", "NODES", "COST/H"], [[f"+{format_elapsed(c['time'])}", str(c["nodes"]), f"${c['costPerHour']:.4f}"]
+                                                       for c in _last_per_time(timeline)]).rstrip("\n") + "\n"
+
+
 def run(args) -> int:
     import importlib.util
 
@@ -100,6 +108,11 @@ def run(args) -> int:
         until = parse_duration(args.until) if args.until else None
     except ValueError as e:
         sys.stderr.write(f"karpenter-lambda simulate: --until: {e}\n")
+        return 2
+    report = getattr(args, "report", None)
+    if report and not (Path(report).resolve().parent.is_dir() and not Path(report).is_dir()):
+        sys.stderr.write(f"karpenter-lambda simulate: --report: cannot write {report}: "
+                         f"{'is a directory' if Path(report).is_dir() else 'no such directory ' + str(Path(report).parent)}\n")
         return 2
     progress = (lambda m: None) if args.quiet else (lambda m: sys.stderr.write(f"[simulate] {m}\n"))
 
@@ -137,10 +150,7 @@ def run(args) -> int:
         _timeline(result.events, out)
         if len(result.cost_timeline) > 0:
             out.write("\nCost over time\n")
-            from .table import render_table as _rt
-
-            out.write(_rt(["TIME", "NODES", "COST/H"], [[f"+{format_elapsed(c['time'])}", str(c["nodes"]),
-                                                          f"${c['costPerHour']:.4f}"] for c in _last_per_time(result.cost_timeline)]).rstrip("\n") + "\n")
+            out.write(cost_table(result.cost_timeline))
         if result.offpeak:
             out.write("\nOff-peak windows\n")
             from .table import render_table as _rt
