@@ -101,6 +101,18 @@ def test_capacity_reservation_interruption_marks_the_reservation_and_deletes(iw)
     assert deleting_reason(w, name) == "CapacityReservationInterrupted" and tainted(w, a["node"]["metadata"]["name"])
 
 
+def test_the_interruptions_metric_counts_events_about_our_nodes(iw):
+    """The dashboard's "Interruptions" graph: events about one of our NodeClaims, not events about other instances."""
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iid = a["instance"]["InstanceId"]
+    assert iw.deliver(rebalance(iid, w.clock.isoformat())) == {"batchItemFailures": []}
+    assert iw.report.metric_counts()["Interruptions"] == 1
+    assert iw.deliver(rebalance("i-0000000000000dead", w.clock.isoformat())) == {"batchItemFailures": []}
+    counts = iw.report.metric_counts()
+    assert counts["Interruptions"] == 0 and counts["InterruptionMessagesReceived"] == 1
+
+
 def test_rebalance_without_opt_in_is_only_recorded(iw):
     w = iw.w
     (a,) = iw.nodes_with_pods([1])

@@ -128,7 +128,9 @@ class InterruptionReport:
         return {k: getattr(self, k) for k in keys}
 
     def metric_counts(self) -> dict[str, float]:
-        return {"InterruptionMessagesReceived": len(self.received), "NodesDisrupted": len(self.disrupted),
+        # Interruptions (the dashboard's graph): received events about one of this deployment's NodeClaims
+        return {"InterruptionMessagesReceived": len(self.received),
+                "Interruptions": sum(1 for r in self.received if r.get("nodeClaim")), "NodesDisrupted": len(self.disrupted),
                 "RebalanceRecommendations": len(self.rebalance), "ReplacementsLaunched": len(self.replacements),
                 "InterruptionMessagesMalformed": len(self.malformed), "InterruptionErrors": len(self.errors)}
 
