@@ -46,6 +46,10 @@ def run(args) -> int:
         now = runtime.now()
         rows = DisruptionSweep.from_environment(env, "consolidation").preview(now)
     except Exception as e:  # the store, the cluster or EC2 could not be read: say what to fix
+        from .main import aws_environment_error
+
+        if aws_environment_error(e):  # no credentials/region: main prints one line, exit 2
+            raise
         sys.stderr.write(f"disruption plan: cannot read the cluster state: {e}\n"
                          "Check --cluster/--region/--endpoint-url, AWS credentials, and that the Kubernetes API is "
                          "reachable (--kube-endpoint).\n")

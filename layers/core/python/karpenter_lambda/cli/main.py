@@ -58,6 +58,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+NO_CREDENTIALS = ("no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+                  "or use --endpoint-url (any values work for moto_server)")
+NO_REGION = "no AWS region: pass --region or set AWS_REGION"
+
+
+def aws_environment_error(e: BaseException) -> str | None:
+    """The one-line message when ``e`` (or what it was raised from) is a missing AWS credential or region, else None.
+
+    Commands that catch broad errors to explain them re-raise when this is not None, so every command that needs
+    AWS exits 2 with the same line (docs/cli.md: no credentials is an environment problem)."""
+    try:
+        from botocore.exceptions import NoCredentialsError, NoRegionError
+    except ImportError:  # pragma: no cover - botocore is a dependency
+        return None
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, NoCredentialsError):
+            return NO_CREDENTIALS
+        if isinstance(cur, NoRegionError):
+            return NO_REGION
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -68,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as e:
+        message = aws_environment_error(e)
+        if message is None:
+            raise
+        sys.stderr.write(f"{parser.prog}: {message}\n")
+        return 2
 
 
 if __name__ == "__main__":

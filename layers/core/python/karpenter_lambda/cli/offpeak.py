@@ -57,6 +57,10 @@ def _controller(args):
 
 
 def _fail(cmd: str, e: Exception) -> int:
+    from .main import aws_environment_error
+
+    if aws_environment_error(e):  # no credentials/region: main prints one line, exit 2
+        raise e
     sys.stderr.write(f"offpeak {cmd}: cannot read the cluster state: {e}\n"
                      "Check --cluster/--region/--endpoint-url, AWS credentials, and that the Kubernetes API is "
                      "reachable (--kube-endpoint).\n")
