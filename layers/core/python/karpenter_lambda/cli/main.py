@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="AWS region (env AWS_REGION, default us-east-1)")
     parser.add_argument("--endpoint-url", default=os.environ.get("KARPENTER_LAMBDA_ENDPOINT_URL"),
                         help="AWS endpoint, e.g. http://127.0.0.1:5000 for moto_server (env KARPENTER_LAMBDA_ENDPOINT_URL)")
+    parser.add_argument("--state", metavar="DIR", default=None,
+                        help="read a simulation saved by `simulate --save-state DIR` instead of AWS and the cluster "
+                             "(get, disruption plan, offpeak status; env KARPENTER_LAMBDA_STATE_DIR)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for mod_name in COMMAND_MODULES:
@@ -84,10 +87,38 @@ def aws_environment_error(e: BaseException) -> str | None:
     return None
 
 
+def _reads_state(args) -> bool:
+    return (args.command == "get" or (args.command == "disruption" and getattr(args, "disruption_command", None) == "plan")
+            or (args.command == "offpeak" and getattr(args, "offpeak_command", None) == "status"))
+
+
+def _run_on_saved_state(args, state_dir: str) -> int:
+    """Run the command unchanged against in-process moto + a local Kubernetes API seeded from a saved simulation."""
+    from ..sim.state_io import StateDirError, serve_state
+
+    try:
+        with serve_state(state_dir) as served:
+            if args.cluster == "default":  # the saved cluster unless one was named
+                args.cluster = served["cluster"]
+            args.region = served["region"]
+            args.endpoint_url = None
+            if hasattr(args, "kube_endpoint"):
+                args.kube_endpoint = served["kubeEndpoint"]
+            return int(args.func(args) or 0)
+    except StateDirError as e:
+        sys.stderr.write(f"karpenter-lambda: {e}\n")
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        state_dir = args.state or os.environ.get("KARPENTER_LAMBDA_STATE_DIR")
+        if state_dir and _reads_state(args):
+            return _run_on_saved_state(args, state_dir)
+        if args.state:
+            parser.error("--state works with get, disruption plan and offpeak status only")
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

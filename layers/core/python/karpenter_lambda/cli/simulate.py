@@ -41,6 +41,9 @@ def register(sub) -> None:
     p.add_argument("--report", metavar="PATH",
                    help="also write a self-contained HTML page (inline SVG, no network): nodes and cost over time, "
                         "a lifeline per NodeClaim, the events table")
+    p.add_argument("--save-state", metavar="DIR",
+                   help="at the end, save the simulated cluster (DynamoDB state, Kubernetes objects, EC2 instances) as JSON "
+                        "files in DIR; read it back with e.g. `karpenter-lambda --state DIR disruption plan`")
     p.set_defaults(func=run)
 
 
@@ -116,7 +119,20 @@ def run(args) -> int:
         return 2
     progress = (lambda m: None) if args.quiet else (lambda m: sys.stderr.write(f"[simulate] {m}\n"))
 
+    save_dir = getattr(args, "save_state", None)
+    if save_dir and Path(save_dir).exists() and not Path(save_dir).is_dir():
+        sys.stderr.write(f"karpenter-lambda simulate: --save-state: {save_dir} is not a directory\n")
+        return 2
+    save_errors: list[str] = []
+
     def on_event(ev):
+        if save_dir and ev.type == "Done":  # emitted at the end of the run, while moto and the local API still hold it
+            from ..sim.state_io import save_state
+
+            try:
+                save_state(sim, save_dir)
+            except OSError as e:
+                save_errors.append(f"--save-state: cannot write {save_dir}: {e.strerror or e}")
         if not args.quiet and ev.type in ("NodeClaimLaunched", "NodeReady", "NodeClaimInitialized", "Done", "ProvisionerInvoked",
                                            "OffPeakStarted", "OffPeakEnded", "WorkloadScaled"):
             sys.stderr.write(f"[simulate] +{format_elapsed(ev.time)} {ev.type} {ev.object}\n")
@@ -131,6 +147,11 @@ def run(args) -> int:
     except SimulationError as e:
         sys.stderr.write(f"karpenter-lambda simulate: {e}\n")
         return 2
+    if save_dir:
+        if save_errors or not (Path(save_dir) / "state.json").exists():
+            sys.stderr.write(f"karpenter-lambda simulate: {save_errors[0] if save_errors else '--save-state: nothing saved'}\n")
+            return 2
+        sys.stderr.write(f"state saved to {save_dir} (read it with: karpenter-lambda --state {save_dir} get nodeclaims)\n")
     if getattr(args, "report", None):
         from ..sim.report import render_report
 
