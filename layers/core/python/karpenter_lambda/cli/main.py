@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 NO_CREDENTIALS = ("no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
-                  "or use --endpoint-url (any values work for moto_server)")
+                  "or use --endpoint-url (any values work for moto_server) or --state DIR (a saved simulation)")
 NO_REGION = "no AWS region: pass --region or set AWS_REGION"
 
 
