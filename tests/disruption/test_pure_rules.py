@@ -96,3 +96,18 @@ def test_do_not_disrupt_values():
     assert do_not_disrupt_until(p) == MON_10 + 1800
     p["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "soon"}
     assert do_not_disrupt_until(p) is None
+
+
+def test_budget_message_says_when_earlier_candidates_hold_what_is_left():
+    """Issue 23: "DisruptionBlocked ... budget 1 of 1 left" read as if the budget had room; the candidates the sweep put
+    first hold it."""
+    from karpenter_lambda.api.snapshot import ClusterSnapshot
+    from karpenter_lambda.disruption.plan import SweepBudgets
+
+    snap = ClusterSnapshot(nodepools={"p": np_([{"nodes": "1"}])}, now=MON_10)
+    b = SweepBudgets(snap, {})
+    assert b.message("p", "Underutilized") == 'budget Underutilized 1 of 1 left (budgets[0] nodes="1")'
+    held = b.message("p", "Underutilized", ahead=1)
+    assert "1 of 1 left" in held and "held by the 1 candidate(s) of NodePool p considered before this one" in held
+    b.take("p", "Underutilized")
+    assert b.message("p", "Underutilized", ahead=1).startswith("budget Underutilized 0 of 1 left")

@@ -23,7 +23,6 @@ from .candidates import build_candidates, graceful_blockers, make_candidate
 from .replace import removal_plan
 from .types import BLOCK_PODS_WOULD_NOT_FIT, FORCEFUL, UNDERUTILIZED, Blocked, Command, DisruptionPlan
 
-PRICE_EPSILON = 1e-9
 # Every consolidation validity test is one scheduling simulation over the whole cluster (about 0.5 s on 1,000
 # nodes / 20,000 pods, one core): a sweep runs at most this many, whatever the methods (Karpenter bounds its
 # single-node method by a 3-minute timeout; a count keeps the plan pure and reproducible).
@@ -89,10 +88,17 @@ class SweepBudgets:
     def take(self, nodepool: str, reason: str) -> None:
         self.taken[nodepool] = self.taken.get(nodepool, 0) + 1
 
-    def message(self, nodepool: str, reason: str) -> str:
+    def message(self, nodepool: str, reason: str, ahead: int = 0) -> str:
+        """Why a candidate is held by the budget.  ``ahead``: candidates of the same NodePool this method already put
+        before it in this sweep (they hold what is left, though the budget has not been taken yet)."""
         a = self.allowance(nodepool, reason)
         limit = "unlimited" if a.limit is None else str(a.limit)
-        return f"budget {reason} {self.left(nodepool, reason)} of {limit} left" + (f" ({a.budget})" if a.budget else "")
+        src = f" ({a.budget})" if a.budget else ""
+        left = self.left(nodepool, reason)
+        if ahead and left:
+            return (f"budget {reason} {left} of {limit} left{src}, held by the {ahead} candidate(s) of NodePool "
+                    f"{nodepool} considered before this one in this sweep")
+        return f"budget {reason} {left} of {limit} left{src}"
 
 
 def plan_sweep(snap: ClusterSnapshot, methods: list, budgets: SweepBudgets) -> DisruptionPlan:
@@ -206,8 +212,8 @@ def revalidate(snap: ClusterSnapshot, method, names: list[str], budgets: SweepBu
         if not result.all_rescheduled:
             pod, why = next(iter(result.unschedulable.items()))
             return None, f"{BLOCK_PODS_WOULD_NOT_FIT}: pod {pod}: {why}"
-        if planned_price is not None and result.price > planned_price + PRICE_EPSILON:
-            return None, f"replacement price changed: ${result.price:.4f}/h now vs ${planned_price:.4f}/h planned"
+        # drift replaces whatever the replacement now costs, as Karpenter does: only consolidation (``validate``
+        # above) must stay cheaper, so a dearer replacement than planned is not a reason to cancel a drift
         cmd.replacements = list(result.new_nodeclaims)
         cmd.savings_per_hour = round(cmd.savings_per_hour - result.price, 6)
     return cmd, ""

@@ -68,7 +68,8 @@ class _Underutilized:
         for c in cands:
             np = c.nodepool_name
             if taken.get(np, 0) >= budgets.left(np, UNDERUTILIZED):
-                blocked.append(Blocked(c.name, "budget", budgets.message(np, UNDERUTILIZED), UNDERUTILIZED))
+                blocked.append(Blocked(c.name, "budget", budgets.message(np, UNDERUTILIZED, ahead=taken.get(np, 0)),
+                                       UNDERUTILIZED))
                 continue
             taken[np] = taken.get(np, 0) + 1
             out.append(c)
