@@ -21,6 +21,7 @@ from pathlib import Path
 from ..api.errors import ValidationIssue
 from ..api.manifests import LoadResult, load_files, load_text
 from ..api.roles import node_role_warnings
+from ..api.text import plural
 from .watcher import known_cluster
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -120,17 +121,13 @@ def format_issue(issue: ValidationIssue, label: str = "") -> str:
     return text
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def summary(result: LoadResult, files: list[str]) -> str:
     """One line: ``valid: 3 objects in 2 files`` or ``invalid: 4 errors in 1 file (2 valid objects)``."""
     if result.issues:
         bad_files = len({i.file for i in result.issues})
-        return (f"invalid: {_plural(len(result.issues), 'error')} in {_plural(bad_files, 'file')} "
-                f"({_plural(len(result.objects), 'valid object')})")
-    line = f"valid: {_plural(len(result.objects), 'object')} in {_plural(len(set(files)), 'file')}"
+        return (f"invalid: {plural(len(result.issues), 'error')} in {plural(bad_files, 'file')} "
+                f"({plural(len(result.objects), 'valid object')})")
+    line = f"valid: {plural(len(result.objects), 'object')} in {plural(len(set(files)), 'file')}"
     if result.skipped:
         line += f" ({len(result.skipped)} skipped: another provider's node class)"
     converted = sum(1 for w in result.warnings if w.message.startswith("converted from "))
