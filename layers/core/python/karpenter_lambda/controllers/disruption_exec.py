@@ -24,10 +24,12 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..api import events as ev
 from ..disruption.consolidation import apply_option
 from ..disruption.plan import SweepBudgets, revalidate
 from ..scheduling.inputs import REPLACES_ANNOTATION
 from ..scheduling.reschedule import DISRUPTED_TAINT
+from . import runtime
 from .disruption_state import DELETING, PROPOSED, REPLACING, Entry
 
 REPLACEMENT_TIMEOUT = 10 * 60.0   # seconds a command waits for its replacements to initialize (Karpenter: 10 min)
@@ -111,6 +113,8 @@ class Executor:
             self.s.ledger.advance(e)
         report.replacing.append({"nodeClaim": lead.nodeclaim, "nodeClaims": [e.nodeclaim for e in group],
                                  "replacements": names})
+        for e in group:
+            self._node_event(e, snap, report, ev.DISRUPTION_LAUNCHING, ev.disruption_launching_message(e.reason))
         self.s._decision("replace", f"{', '.join(e.nodeclaim for e in group)}: launched replacements "
                                     f"{', '.join(names)}; draining once they are initialized",
                          nodeclaims=[e.nodeclaim for e in group], replacements=names)
@@ -217,10 +221,22 @@ class Executor:
                                  "instanceType": e.instance_type, "zone": e.zone, "capacityType": e.capacity_type,
                                  "replacements": list(e.replacements), "savingsPerHour": round(e.savings_per_hour, 6),
                                  "detail": e.detail})
+        self._node_event(e, snap, report, ev.DISRUPTION_TERMINATING, ev.disruption_terminating_message(e.reason))
         self.s._decision("disrupt", f"{e.reason} NodeClaim {e.nodeclaim}: deletion requested"
                                     + (f" (replaced by {', '.join(e.replacements)})" if e.replacements else ""),
                          nodeclaim=e.nodeclaim, reason=e.reason, replacements=e.replacements,
                          savingsPerHour=e.savings_per_hour)
+
+    def _node_event(self, e: Entry, snap, report, reason: str, message: str) -> None:
+        """Karpenter's decision Event on the candidate's Node (best effort: the command goes on regardless)."""
+        node = snap.node_of_nodeclaim(e.nodeclaim)
+        if node is None:
+            return
+        try:
+            self.s.kube.create_event({**node, "apiVersion": "v1", "kind": "Node"}, reason, message, source=ev.SOURCE,
+                                     now=runtime.iso(snap.now))
+        except Exception as ex:
+            report.errors.append(f"event {reason} on node {(node.get('metadata') or {}).get('name')}: {ex}")
 
     def taint(self, node_name: str | None, add: bool) -> None:
         if not node_name:

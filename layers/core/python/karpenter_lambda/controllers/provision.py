@@ -11,6 +11,9 @@
    pod reservations; a duplicate plan is refused there), the NodeClaim record, CreateFleet with
    insufficient-capacity fallback.  Pods taken by a concurrent invocation or a limit changed meanwhile:
    re-plan (at most 3 rounds).
+5. Tell each pod, as Karpenter's Events (:mod:`karpenter_lambda.api.events`): ``Nominated`` naming the NodeClaim or
+   Node it should schedule on, or a ``FailedScheduling`` Warning with the reason.  Best effort: at most
+   ``MAX_POD_EVENTS_PER_ROUND``, one per pod and round; a failed write is logged and the round stands.
 
 Idempotency and concurrency are described in docs/provisioning.md.
 """
@@ -22,6 +25,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..api import events as ev
 from ..api.kube import is_daemon_pod, is_terminal, pod_key, pod_uid
 from ..scheduling.inputs import (  # noqa: F401  (re-exported: scheduling_taints, EPHEMERAL_TAINT_KEYS, limits_of)
     EPHEMERAL_TAINT_KEYS,
@@ -118,7 +122,43 @@ class Provisioner:
         else:
             for p in pending:
                 report.unschedulable.append({"pod": pod_key(p), "reason": "conflicting concurrent provisioning; will retry"})
+        self._pod_events(report, snap)
         return report
+
+    # -- Kubernetes Events on the pods (best effort) ------------------------------------------------
+    def _pod_events(self, report: ProvisionReport, snap) -> None:
+        todo: dict[str, tuple[str, str, str]] = {}   # pod key -> (type, reason, message); first outcome wins
+        for x in report.launched:
+            for key in x.pods:
+                todo.setdefault(key, (ev.NORMAL, ev.NOMINATED, ev.nominated_message("nodeclaim", x.nodeclaim)))
+        for name, keys in report.existing.items():
+            kind = "node" if name in snap.node_by_name or name not in snap.nodeclaims else "nodeclaim"
+            for key in keys:
+                todo.setdefault(key, (ev.NORMAL, ev.NOMINATED, ev.nominated_message(kind, name)))
+        for u in report.unschedulable:
+            todo.setdefault(u["pod"], (ev.WARNING, ev.FAILED_SCHEDULING, ev.failed_scheduling_message(u["reason"])))
+        if not todo:
+            return
+        pods = {pod_key(p): p for p in snap.pods_by_uid.values()}
+        written, failed = 0, 0
+        for key, (type_, reason, message) in todo.items():
+            pod = pods.get(key)
+            if pod is None:
+                continue
+            if written + failed >= ev.MAX_POD_EVENTS_PER_ROUND:
+                self._decision("events-capped", f"{len(todo) - written - failed} pod events not written: "
+                                                f"at most {ev.MAX_POD_EVENTS_PER_ROUND} per round",
+                               limit=ev.MAX_POD_EVENTS_PER_ROUND)
+                break
+            try:
+                self.kube.create_event({**pod, "apiVersion": "v1", "kind": "Pod"}, reason, message, type=type_,
+                                       source=ev.SOURCE, now=runtime.iso(snap.now))
+                written += 1
+            except Exception as ex:  # an explanation only: the round's decisions stand
+                failed += 1
+                self.logger.warning("event %s on pod %s not written: %s", reason, key, ex)
+        if failed:
+            self._decision("events-failed", f"{failed} of {written + failed} pod events not written", failed=failed)
 
     def _pods_to_schedule(self, pods, snap, held, report) -> list[dict]:
         out, seen = [], set()

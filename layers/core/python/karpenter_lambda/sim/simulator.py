@@ -518,7 +518,10 @@ class Simulation:
     def _invoke_provisioner(self, sqs, batch: list[dict]) -> None:
         records = [_sqs_record(m, self.account.queue_url, self.region) for m in batch]
         self.emit("ProvisionerInvoked", "function/provisioner", f"SQS batch of {len(records)} messages")
-        response = self._call(self.provisioner.handler, {"Records": records}, "provisioner")
+        try:
+            response = self._call(self.provisioner.handler, {"Records": records}, "provisioner")
+        finally:
+            self._surface_pod_events()
         failed = {f["itemIdentifier"] for f in (response or {}).get("batchItemFailures", [])}
         for m in batch:
             mid = m["MessageId"]
@@ -534,6 +537,32 @@ class Simulation:
                     self.emit("RecordFailed", f"message/{mid}", "reported in batchItemFailures: will be redelivered")
                 continue
             sqs.delete_message(QueueUrl=self.account.queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+    def _surface_pod_events(self) -> None:
+        """The provisioner's new pod Events in the local API server (``Nominated``, ``FailedScheduling``) as
+        ``PodNominated`` / ``PodFailedScheduling``: one line per distinct message, naming its pods (``pods``); a pod's
+        outcome repeated by a later round is not repeated."""
+        from ..api import events as kev
+
+        seen = self.__dict__.setdefault("_pod_events_seen", set())
+        types = {kev.NOMINATED: "PodNominated", kev.FAILED_SCHEDULING: "PodFailedScheduling"}
+        groups: dict[tuple[str, str], list[str]] = {}
+        for e in self.server.store.list("events"):
+            meta, ref = e.get("metadata") or {}, e.get("involvedObject") or {}
+            ident = (meta.get("namespace"), meta.get("name"))
+            if ident in seen or ref.get("kind") != "Pod" or e.get("reason") not in types:
+                continue
+            seen.add(ident)
+            key = f"{ref.get('namespace') or 'default'}/{ref.get('name')}"
+            last = self.__dict__.setdefault("_pod_event_last", {})
+            if last.get(key) == (e["reason"], e.get("message")):   # a redelivery repeating the same outcome
+                continue
+            last[key] = (e["reason"], e.get("message"))
+            groups.setdefault((types[e["reason"]], e.get("message") or ""), []).append(key)
+        for (type_, message), pods in groups.items():
+            pods = sorted(set(pods))
+            obj = f"pod/{pods[0]}" if len(pods) == 1 else f"pods/{len(pods)}"
+            self.emit(type_, obj, message if len(pods) == 1 else f"{len(pods)} pods: {message}", pods=pods)
 
     def _invoke_scheduled(self, name: str, mod) -> None:
         event = {"version": "0", "id": "sim", "detail-type": "Scheduled Event", "source": "aws.events",
