@@ -28,6 +28,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from ..api import events as ev
 from ..api import labels as wk
 from ..disruption.candidates import LAST_POD_EVENT
 from ..disruption.drift import Drift, drift_reason
@@ -36,7 +37,7 @@ from ..disruption.expiration import Expiration
 from ..disruption.repack import Repack
 from ..disruption.underutilized import MultiNodeConsolidation, SingleNodeConsolidation
 from ..disruption.plan import SweepBudgets, external_disrupting, plan_sweep, revalidate
-from ..disruption.types import DRIFTED, EXPIRED, Command
+from ..disruption.types import DRIFTED, EMPTY, EXPIRED, UNDERUTILIZED, Command
 from . import runtime
 from .cloudprovider import AWSCloudProvider
 from .disruption_exec import REPLACES_ANNOTATION, Executor
@@ -344,7 +345,7 @@ class DisruptionSweep:
         node = snap.node_of_nodeclaim(nc.name)
         if node is not None:   # the explanation on the Node too, as Karpenter's events (best effort)
             try:
-                kind = "Unconsolidatable" if b["reason"] in ("Empty", "Underutilized") else "DisruptionBlocked"
+                kind = ev.UNCONSOLIDATABLE if b["reason"] in (EMPTY, UNDERUTILIZED) else ev.DISRUPTION_BLOCKED
                 self.kube.create_event({**node, "apiVersion": "v1", "kind": "Node"}, kind,
                                        f"{b['reason']}: {b['message']}", source="karpenter-lambda",
                                        now=runtime.iso(snap.now))

@@ -27,6 +27,7 @@ from typing import Callable
 
 from ..api import events as ev
 from ..api.kube import is_daemon_pod, is_terminal, pod_key, pod_uid
+from ..api.text import plural
 from ..scheduling.inputs import (  # noqa: F401  (re-exported: scheduling_taints, EPHEMERAL_TAINT_KEYS, limits_of)
     EPHEMERAL_TAINT_KEYS,
     NOMINATED_UIDS_ANNOTATION,
@@ -247,7 +248,7 @@ class Provisioner:
         report.launched.append(launched)
         keys = [pod_key(p) for p in plan_pods]
         self._decision("launch", f"launched {launched.instance_type} {launched.capacity_type} in {launched.zone} "
-                                 f"({launched.instance_id}) for {len(keys)} pods as NodeClaim {name}",
+                                 f"({launched.instance_id}) for {plural(len(keys), 'pod')} as NodeClaim {name}",
                        nodeclaim=name, nodepool=np.name, instanceId=launched.instance_id,
                        instanceType=launched.instance_type, zone=launched.zone, capacityType=launched.capacity_type,
                        pricePerHour=launched.price, pods=keys, why=getattr(plan, "reason", ""))

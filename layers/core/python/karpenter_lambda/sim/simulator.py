@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..api.text import plural
 from .clock import VirtualClock, format_elapsed
 
 UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}  # kubelet registers with it (userData)
@@ -304,8 +305,8 @@ class Simulation:
                 for step in (self.scenario.steps if self.scenario is not None else []):
                     self._schedule(step.at, "step", {"step": step})
                 self.pods_total = len(wl.pods)
-                self.emit("Applied", "manifests", f"{len(nodepools)} NodePools, {len(nodeclasses)} EC2NodeClasses, "
-                                                  f"{len(wl.pods)} pods, {len(wl.daemonsets)} DaemonSets")
+                self.emit("Applied", "manifests", f"{plural(len(nodepools), 'NodePool')}, {plural(len(nodeclasses), 'EC2NodeClass', 'EC2NodeClasses')}, "
+                                                  f"{plural(len(wl.pods), 'pod')}, {plural(len(wl.daemonsets), 'DaemonSet')}")
                 if self.setup_hook:
                     self.setup_hook(self)
                 root = repo_root()
@@ -477,7 +478,7 @@ class Simulation:
         self._track_replicas()
         changed = self.workload_controller.reconcile()
         if changed:
-            self.emit("WorkloadsReconciled", "workloads", f"{changed} pods created or deleted to match the replicas")
+            self.emit("WorkloadsReconciled", "workloads", f"{plural(changed, 'pod')} created or deleted to match the replicas")
 
         before = {p["metadata"]["uid"]: p for p in self.server.store.list("pods")}
         kubescheduler.schedule_pending(self.server)
@@ -608,7 +609,7 @@ class Simulation:
                 self._launched.add(x.nodeclaim)
                 self._disrupted.discard(x.nodeclaim)
                 self.emit("NodeClaimLaunched", f"nodeclaim/{x.nodeclaim}",
-                          f"{x.instance_type} {x.capacity_type} in {x.zone} ${x.price:.4f}/h ({x.instance_id}) for {len(x.pods)} pods")
+                          f"{x.instance_type} {x.capacity_type} in {x.zone} ${x.price:.4f}/h ({x.instance_id}) for {plural(len(x.pods), 'pod')}")
                 for pod in x.pods:  # an earlier "unschedulable" no longer holds
                     self.reasons.pop(pod, None)
             for pods in report.existing.values():
@@ -621,7 +622,7 @@ class Simulation:
             for d in report.duplicates:
                 self.emit("DuplicateSkipped", f"nodeclaim/{d}", "already provisioned: nothing launched")
             for node, pods in report.existing.items():
-                self.emit("PodsNominated", f"node/{node}", f"{len(pods)} pods fit existing or in-flight capacity")
+                self.emit("PodsNominated", f"node/{node}", f"{plural(len(pods), 'pod')} fit existing or in-flight capacity")
         elif kind == "lifecycle":
             for r in report.registered:
                 self.emit("NodeClaimRegistered", f"nodeclaim/{r['nodeClaim']}", f"node {r['node']} registered")
@@ -994,7 +995,7 @@ class Simulation:
             raise SimulationError(f"Scenario step {step.index} ({step.describe()}): {e.args[0]}") from None
         changed = self.workload_controller.reconcile()
         if changed:
-            self.emit("WorkloadsReconciled", "workloads", f"{changed} pods created or deleted to match the replicas")
+            self.emit("WorkloadsReconciled", "workloads", f"{plural(changed, 'pod')} created or deleted to match the replicas")
 
     # -- interruptions ---------------------------------------------------------------------------------
     def _interrupt(self, a: dict) -> None:
