@@ -28,7 +28,7 @@ moves per sweep) and ``cost_vs_bound_final``.  ``lower_bound_cost_with_blocked``
 (``blocked_for_good``, ``blocked_for_good_cost``) kept and paid, plus the fit-aware LP bound of every other pod,
 which may also use the blocked nodes' free room at no price (a lower bound on any cluster valid consolidation can
 reach); ``lower_bound_cost_with_blocked_naive`` the same without that room; ``ratio_to_bound_with_blocked`` the
-final cost over it (``cost_vs_bound_with_blocked_after``: one sweep's ``cost_after`` over it).
+final cost over it (``cost_vs_bound_with_blocked_after``: one sweep's ``cost_after`` over it); ``decisions_sha256``: a digest of every sweep's decisions (equal when two code versions decide the same).
 """
 
 from __future__ import annotations
@@ -302,6 +302,20 @@ def fit_lower_bound_with_blocked(types, snap, blocked) -> dict:
     return {"naive": None if naive is None else naive + fixed, "spare": spare, "fixed": fixed}
 
 
+def decisions_digest(plans: list) -> str:
+    """sha256 of every sweep's decisions (reason, candidates, replacements with their pods, savings, blocked causes):
+    two code versions that make the same decisions give the same digest (the refactor check of issue 22)."""
+    import hashlib
+    import json as _json
+    rows = []
+    for p in plans:
+        rows.append({
+            "commands": [{"reason": c.reason, "candidates": c.names, "savings": round(c.savings_per_hour, 6),
+                          "replacements": [r.to_dict() for r in c.replacements]} for c in p.commands],
+            "blocked": sorted([b.nodeclaim, b.cause, b.reason] for b in p.blocked)})
+    return hashlib.sha256(_json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def _cost(snap) -> float:
     return sum(float(nc.annotations["karpenter-lambda.io/price-per-hour"]) for nc in snap.nodeclaims.values())
 
@@ -331,6 +345,7 @@ def run(a) -> dict:
     by_name = {t.name: t for t in types}
     n_new = [0]
     current = plan
+    plans = [plan]
     cancelled = 0
     sweep_seconds = [round(seconds, 3)]
 
@@ -347,6 +362,7 @@ def run(a) -> dict:
         gc.collect()
         t1 = time.perf_counter()
         current = plan_sweep(snap, list(SWEEP_METHODS["consolidation"]), SweepBudgets(snap, {}))
+        plans.append(current)
         sweep_seconds.append(round(time.perf_counter() - t1, 3))
         progress(len(sweep_seconds), current, sweep_seconds[-1])
         later.append({"seconds": sweep_seconds[-1], "nodes": len(snap.nodeclaims), "cost": round(_cost(snap), 4),
@@ -395,6 +411,8 @@ def run(a) -> dict:
         "ratio_to_bound_with_blocked": round(_cost(snap) / wb["spare"], 4) if wb["spare"] else None,
         "cost_vs_bound_with_blocked_after": round(cost_after / wb["spare"], 4) if wb["spare"] else None,
         "lower_bound_cost_with_blocked_naive": round(wb["naive"], 4) if wb["naive"] else None,
+        # sha256 of every sweep's decisions (decisions_digest): equal before and after a refactor
+        "decisions_sha256": decisions_digest(plans),
     }
 
 

@@ -1,0 +1,125 @@
+"""Behaviour fingerprint of the code in this checkout: the refactor check of issue 22.
+
+    python bench/equivalence.py [--quick] [--out FILE] [--compare FILE]
+
+Prints JSON (a contract: keys are added, never renamed):
+
+- ``plans``: for every example set, the sha256 of ``karpenter-lambda plan --json`` over it (the repo's
+  ``examples/`` NodePool files each with ``examples/workloads/web.yaml``, and the demo, off-peak and spread sets);
+- ``consolidation``: ``decisions_sha256`` (every sweep's commands, replacements and blocked causes) and the end
+  state of ``bench/consolidation.py`` at 200 nodes x 3 sweeps and 1,000 nodes x 1 sweep (``--quick``: the first only);
+- ``demo``: how the demo simulation ends (cost, node count, the nodes' type/zone/capacity type, event counts by type).
+
+``--compare FILE`` compares with an earlier output (e.g. one made on a worktree of the commit before a refactor)
+and exits 1 naming every difference.  The CLI runs with this checkout's package first on ``PYTHONPATH``, so the
+script measures the code beside it even where another checkout is installed in the venv.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EX = ROOT / "examples"
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "layers" / "core" / "python"), str(ROOT / "bench"),
+                                         env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def _run(args: list[str]) -> str:
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, env=_env(), capture_output=True, text=True)
+    if out.returncode not in (0, 1):   # plan exits 1 when some pod cannot be placed: still a plan
+        raise SystemExit(f"{' '.join(args)} failed ({out.returncode}): {out.stderr[-2000:]}")
+    return out.stdout
+
+
+def example_sets() -> dict[str, list[Path]]:
+    sets = {}
+    for f in sorted(EX.glob("*.yaml")):
+        sets[f.stem] = [f, EX / "workloads" / "web.yaml"]
+    for d in ("demo", "offpeak", "spread"):
+        sets[d] = [f for f in sorted((EX / d).glob("*.yaml")) if f.name not in ("scenario.yaml", "schedule.yaml")]
+    return sets
+
+
+def plans() -> dict[str, str]:
+    out = {}
+    for name, files in example_sets().items():
+        args = ["-m", "karpenter_lambda", "plan", "--json"]
+        for f in files:
+            args += ["-f", str(f)]
+        out[name] = hashlib.sha256(_run(args).encode()).hexdigest()
+    return out
+
+
+def consolidation(quick: bool) -> dict:
+    runs = {"200x3": ["--nodes", "200", "--pods", "4000", "--sweeps", "3"]}
+    if not quick:
+        runs["1000x1"] = ["--nodes", "1000", "--pods", "20000", "--sweeps", "1"]
+    out = {}
+    for name, args in runs.items():
+        d = json.loads(_run([str(ROOT / "bench" / "consolidation.py"), *args, "--json"]))
+        out[name] = {k: d.get(k) for k in ("decisions_sha256", "nodes_final", "cost_final", "moves", "cancelled")}
+    return out
+
+
+def demo() -> dict:
+    d = json.loads(_run(["-m", "karpenter_lambda", "simulate", *(str(EX / "demo" / f) for f in
+                         ("nodepools.yaml", "workloads.yaml", "scenario.yaml")), "--json"]))
+    return {"costPerHour": d["costPerHour"], "nodes": len(d["nodeClaims"]),
+            "nodeShapes": sorted(f"{n['nodePool']}/{n['instanceType']}/{n['zone']}/{n['capacityType']}"
+                                 for n in d["nodeClaims"]),
+            "events": dict(sorted(collections.Counter(e["type"] for e in d["events"]).items())),
+            "unschedulable": len(d["unschedulable"]), "simulatedSeconds": d["simulatedSeconds"],
+            "stoppedBecause": d["stoppedBecause"]}
+
+
+def diff(a, b, path="") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += diff(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+        return out
+    return [] if a == b else [f"{path}: {a!r} -> {b!r}"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="the small consolidation run only")
+    ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--compare", help="an earlier output to compare with (exit 1 on any difference)")
+    a = ap.parse_args(argv)
+    print("plan --json over every example set ...", file=sys.stderr, flush=True)
+    result = {"plans": plans()}
+    print("consolidation benchmark ...", file=sys.stderr, flush=True)
+    result["consolidation"] = consolidation(a.quick)
+    print("demo simulation ...", file=sys.stderr, flush=True)
+    result["demo"] = demo()
+    text = json.dumps(result, indent=2, sort_keys=True)
+    print(text)
+    if a.out:
+        Path(a.out).write_text(text + "\n")
+    if a.compare:
+        before = json.loads(Path(a.compare).read_text())
+        if a.quick:
+            before.get("consolidation", {}).pop("1000x1", None)
+        changes = diff(before, result)
+        for c in changes:
+            print(f"DIFFERENT {c}", file=sys.stderr)
+        print(f"{len(changes)} difference(s) from {a.compare}", file=sys.stderr)
+        return 1 if changes else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
