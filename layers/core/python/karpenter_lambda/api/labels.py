@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 # --- core Kubernetes / Karpenter -------------------------------------------------
 ARCH = "kubernetes.io/arch"
 OS = "kubernetes.io/os"
@@ -120,6 +122,52 @@ NODECLAIM_MIN_VALUES_RELAXED = "karpenter.sh/nodeclaim-min-values-relaxed"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
+NODECLAIM_TAG = "karpenter.sh/nodeclaim"                      # EC2 tag: the NodeClaim an instance belongs to
+DISCOVERY_TAG = "karpenter.sh/discovery"                      # the tag Karpenter's examples select subnets by
+EXCLUDE_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
+DISRUPTED_TAINT = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}   # copy before handing it to a client
+
+
+def has_disrupted_taint(node: dict | None) -> bool:
+    """The Node carries ``karpenter.sh/disrupted:NoSchedule`` (a disruption or termination has begun)."""
+    return any(t.get("key") == DISRUPTED_TAINT_KEY and t.get("effect") == "NoSchedule"
+               for t in ((node or {}).get("spec") or {}).get("taints") or [])
+
+
+# --- karpenter-lambda's own annotations, taints and API group -----------------------------
+PROJECT = "karpenter-lambda.io/"
+PROJECT_API_VERSION = PROJECT + "v1alpha1"                    # OffPeakSchedule, Scenario, off-peak records
+PRICE_ANNOTATION = PROJECT + "price-per-hour"                 # on a NodeClaim: the offering's price at launch
+NOMINATED_PODS_ANNOTATION = PROJECT + "nominated-pods"        # JSON list of "ns/name"
+NOMINATED_UIDS_ANNOTATION = PROJECT + "nominated-pod-uids"    # JSON list of pod uids (launch order)
+LAUNCH_TOKEN_ANNOTATION = PROJECT + "launch-token"            # CreateFleet ClientToken base of this attempt
+SUBNET_ANNOTATION = PROJECT + "subnet-id"
+SECURITY_GROUPS_ANNOTATION = PROJECT + "security-group-ids"   # JSON list, sorted
+REPLACES_ANNOTATION = PROJECT + "replaces"                    # JSON list of the NodeClaims a replacement replaces
+DELETION_REASON_ANNOTATION = PROJECT + "deletion-reason"
+REBALANCE_ANNOTATION = PROJECT + "rebalance-replace"          # on a NodePool: "true" opts in
+OFFPEAK_ORIGINAL_ANNOTATION = PROJECT + "offpeak-original-replicas"
+OFFPEAK_HELD_BY_ANNOTATION = PROJECT + "offpeak-held-by"
+PLANNED_TAINT = {"key": PROJECT + "planned-replacement", "effect": "NoSchedule"}   # consolidation's what-if nodes
+
+
+def encode_replaces(names) -> str:
+    """The ``replaces`` annotation's one format: a sorted JSON list of NodeClaim names."""
+    return json.dumps(sorted({str(n) for n in names}))
+
+
+def decode_replaces(raw: str | None) -> list[str]:
+    """The NodeClaims a replacement replaces; also reads the bare name interruption wrote before the format was
+    one (records launched by older versions)."""
+    if not raw:
+        return []
+    if raw.startswith("["):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return []
+        return [str(v) for v in value] if isinstance(value, list) else []
+    return [raw]
 
 # Resource names.
 RESOURCE_CPU = "cpu"
