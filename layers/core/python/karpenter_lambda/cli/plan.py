@@ -27,6 +27,7 @@ import json
 import sys
 import time
 
+from karpenter_lambda.api.kube import pod_key
 from karpenter_lambda.api.manifests import load_files
 from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodePool
 from karpenter_lambda.api.workloads import expand
@@ -55,11 +56,6 @@ class PlanError(Exception):
 
 class PlanEnvironmentError(PlanError):
     """The environment cannot answer (e.g. no offline instance data for the region): exit 2."""
-
-
-def _pod_key(pod: dict) -> str:
-    m = pod.get("metadata") or {}
-    return f"{m.get('namespace') or 'default'}/{m.get('name', '')}"
 
 
 def build_plan(files: list[str], region: str, endpoint_url: str | None = None, live: bool = False, progress=None,
