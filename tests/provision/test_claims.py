@@ -6,7 +6,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from karpenter_lambda.controllers.claims import LaunchClaims
+from karpenter_lambda.adapters.store.claims import LaunchClaims
 
 TABLE = "state-claims-test"
 

@@ -15,7 +15,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
-from karpenter_lambda.controllers.claims import ClaimsUnavailable, LaunchClaims
+from karpenter_lambda.adapters.store.claims import ClaimsUnavailable, LaunchClaims
 
 TABLE = "state-claims-scale"
 

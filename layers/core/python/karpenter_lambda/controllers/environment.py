@@ -16,6 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
 
+from ..adapters import store as state_store
+from ..adapters.aws import clients
+from ..adapters.aws.pricing import pricing_api_region
+from ..adapters.aws.pricing_cache import PriceCache
+from ..adapters.aws.unavailable import UnavailableOfferings
+from ..adapters.kube.client import KubeClient
+from ..adapters.kube.token import TokenProvider
+from ..adapters.store.claims import LaunchClaims
 from . import runtime
 
 
@@ -37,24 +45,17 @@ class Environment:
     # -- AWS ---------------------------------------------------------------------------------
     @cached_property
     def session(self):
-        import boto3
-
-        return boto3.session.Session(region_name=self.config.region)
+        return clients.make_session(self.config.region)
 
     @cached_property
     def botocore_config(self):
         """Every client's botocore settings: standard (or adaptive) retries, connect/read timeouts below the
         functions' timeouts (``runtime.Config.aws_*``)."""
-        from botocore.config import Config
-
         c = self.config
-        return Config(retries={"mode": c.aws_retry_mode, "total_max_attempts": int(c.aws_max_attempts)},
-                      connect_timeout=c.aws_connect_timeout, read_timeout=c.aws_read_timeout)
+        return clients.botocore_config(c.aws_retry_mode, c.aws_max_attempts, c.aws_connect_timeout, c.aws_read_timeout)
 
     def client(self, service: str, **kwargs):
-        if self.config.endpoint_url:
-            kwargs.setdefault("endpoint_url", self.config.endpoint_url)
-        return self.session.client(service, config=self.botocore_config, **kwargs)
+        return clients.make_client(self.session, service, self.botocore_config, self.config.endpoint_url, **kwargs)
 
     @cached_property
     def ec2(self):
@@ -79,8 +80,6 @@ class Environment:
     @cached_property
     def pricing(self):
         """The Pricing API client (us-east-1, or cn-northwest-1 for China), None where it cannot be reached (GovCloud)."""
-        from ..adapters.aws.pricing import pricing_api_region
-
         api_region = pricing_api_region(self.config.region)
         if api_region is None:
             return None
@@ -89,30 +88,22 @@ class Environment:
     @cached_property
     def price_cache(self):
         """Fetched on-demand/spot prices in the cache table (fresh 12 h / 1 h), shared by every invocation."""
-        from ..adapters.aws.pricing_cache import PriceCache
-
         return PriceCache(self.dynamodb, self.config.cache_table, now=runtime.clock_proxy)
 
     @cached_property
     def store(self):
-        from ..adapters.store import Store
-
-        return Store(self.config.cluster, table_name=self.config.state_table, region=self.config.region,
+        return state_store.Store(self.config.cluster, table_name=self.config.state_table, region=self.config.region,
                      endpoint_url=self.config.endpoint_url,
                      clock=lambda: datetime.fromtimestamp(runtime.now(), tz=timezone.utc))
 
     @cached_property
     def unavailable(self):
-        from ..adapters.aws.unavailable import UnavailableOfferings
-
         return UnavailableOfferings(table_name=self.config.cache_table, region=self.config.region,
                                     endpoint_url=self.config.endpoint_url, clock=runtime.clock_proxy,
                                     cluster_name=self.config.cluster, client=self.dynamodb)
 
     @cached_property
     def claims(self):
-        from .claims import LaunchClaims
-
         return LaunchClaims(self.dynamodb, self.config.cluster, self.config.state_table, clock=runtime.clock_proxy)
 
     # -- the cluster ---------------------------------------------------------------------------
@@ -131,9 +122,6 @@ class Environment:
 
     @cached_property
     def kube(self):
-        from ..adapters.kube.client import KubeClient
-        from ..adapters.kube.token import TokenProvider
-
         provider = TokenProvider(self.config.cluster, self.config.region, self.session)
         return KubeClient.from_endpoint(self.cluster.endpoint, self.cluster.ca_b64, provider.token)
 

@@ -6,14 +6,17 @@ See docs/state.md for the tables, keys and environment variables.
 
 from __future__ import annotations
 
+import importlib
+
 _EXPORTS = {
     "Store": "state", "resolve_kind": "state", "merge_patch": "state", "KIND_ALIASES": "state",
     "StoreError": "errors", "NotFound": "errors", "AlreadyExists": "errors", "Conflict": "errors",
     "StoreUnavailable": "errors",
-    "state_model": "models", "state_table_name": "models", "cache_table_name": "models",
+    "state_model": "models", "state_table_name": "tables", "cache_table_name": "tables",
     "resolve_region": "models", "resolve_endpoint": "models",
-    "STATE_TABLE_ENV": "models", "DEFAULT_STATE_TABLE": "models",
-    "CACHE_TABLE_ENV": "models", "DEFAULT_CACHE_TABLE": "models",
+    "STATE_TABLE_ENV": "tables", "DEFAULT_STATE_TABLE": "tables",
+    "CACHE_TABLE_ENV": "tables", "DEFAULT_CACHE_TABLE": "tables",
+    "LaunchClaims": "claims", "CommitResult": "claims", "ClaimsUnavailable": "claims",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -23,8 +26,6 @@ def __getattr__(name: str):
     mod = _EXPORTS.get(name)
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
     globals()[name] = value
     return value

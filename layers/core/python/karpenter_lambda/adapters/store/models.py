@@ -35,20 +35,17 @@ from urllib.parse import urlparse
 from pynamodb.attributes import JSONAttribute, UnicodeAttribute, VersionAttribute
 from pynamodb.models import Model
 
-STATE_TABLE_ENV = "KARPENTER_LAMBDA_STATE_TABLE"
-DEFAULT_STATE_TABLE = "karpenter-lambda-state"
-CACHE_TABLE_ENV = "KARPENTER_LAMBDA_CACHE_TABLE"
-DEFAULT_CACHE_TABLE = "karpenter-lambda-cache"
+from .tables import (  # noqa: F401  (re-exported)
+    CACHE_TABLE_ENV,
+    DEFAULT_CACHE_TABLE,
+    DEFAULT_STATE_TABLE,
+    STATE_TABLE_ENV,
+    cache_table_name,
+    state_table_name,
+)
+
 ENDPOINT_ENVS = ("KARPENTER_LAMBDA_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL")
 DEFAULT_REGION = "us-east-1"
-
-
-def state_table_name(table_name: str | None = None) -> str:
-    return table_name or os.environ.get(STATE_TABLE_ENV) or DEFAULT_STATE_TABLE
-
-
-def cache_table_name(table_name: str | None = None) -> str:
-    return table_name or os.environ.get(CACHE_TABLE_ENV) or DEFAULT_CACHE_TABLE
 
 
 def resolve_region(region: str | None = None) -> str:
