@@ -1,0 +1,447 @@
+"""The object store behind the local API server: objects, resourceVersions, the watch history, subresources.
+
+Thread-safe and in memory; every method takes a resource's plural and returns deep copies.  PodDisruptionBudgets
+are counted by :mod:`karpenter_lambda.disruption.pdb` (the one rule the disruption sweeps use too).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ...api.times import format_time, to_epoch
+from ...disruption.pdb import blocking_pdb, disruptions_allowed
+from .patches import json_patch, merge_patch, strategic_merge_patch
+from .resources import DEFAULT_NAMESPACES, RESOURCES, SCALABLE, ResourceType, StoreError
+from .selectors import match_field_selector, match_label_selector, parse_field_selector, parse_label_selector, selector_string
+
+
+def _to_epoch(value: Any) -> float:
+    epoch = to_epoch(value)
+    if epoch is None:
+        raise ValueError(f"the API server's clock gave {value!r}, not a time")
+    return epoch
+
+
+@dataclass
+@dataclass
+class _Event:
+    rv: int
+    type: str
+    plural: str
+    namespace: str
+    obj: dict
+
+
+
+def _namespace_name_label(ns: dict) -> None:
+    """The API server's immutable ``kubernetes.io/metadata.name`` label on every Namespace (so selectors can use it)."""
+    meta = ns["metadata"]
+    if not isinstance(meta.get("labels"), dict):
+        meta["labels"] = {}
+    meta["labels"]["kubernetes.io/metadata.name"] = meta["name"]
+
+
+def _scale_of(obj: dict) -> dict:
+    meta = obj["metadata"]
+    spec = obj.get("spec") or {}
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta},
+        "spec": {"replicas": spec.get("replicas", 1)},
+        "status": {"replicas": int((obj.get("status") or {}).get("replicas") or 0), "selector": selector_string(spec.get("selector"))},
+    }
+
+
+class ObjectStore:
+    """Thread-safe in-memory objects with resourceVersions and a bounded event history.
+
+    Every method takes the resource's plural (``"pods"``, ``"nodes"``, ...) and
+    returns deep copies, so callers may mutate what they get.  Errors raise
+    :class:`StoreError` (``code`` 404 NotFound, 409 AlreadyExists/Conflict, 422
+    Invalid, 429 TooManyRequests for a blocked eviction).
+    """
+
+    def __init__(self, clock: Callable[[], Any] | None = None, history_size: int = 10000, strict_namespaces: bool = False,
+                 uid_seed: str | None = None):
+        self._clock = clock or time.time
+        # With a seed, uids are uuid5(seed, kind/namespace/name#n): the same run gives the same uids
+        # (the simulator uses this so NodeClaim names, derived from pod uids, repeat run to run).
+        self.uid_seed = uuid.uuid5(uuid.NAMESPACE_URL, uid_seed) if uid_seed is not None else None
+        self._creates = 0
+        self.history_size = max(1, int(history_size))
+        self.strict_namespaces = strict_namespaces
+        self.mark_bound_pods_running = True
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self._objects: dict[str, dict[tuple[str, str], dict]] = {p: {} for p in RESOURCES}
+        self._history: deque[_Event] = deque()
+        self._rv = 0
+        self.compacted_rv = 0  # events with rv <= this are gone from the history
+        for ns in DEFAULT_NAMESPACES:
+            self.create("namespaces", {"metadata": {"name": ns}})
+
+    # -- helpers --------------------------------------------------------------------
+    def now(self) -> float:
+        return _to_epoch(self._clock())
+
+    def now_str(self) -> str:
+        return format_time(self.now())
+
+    @property
+    def resource_version(self) -> int:
+        with self.lock:
+            return self._rv
+
+    @staticmethod
+    def rtype(plural: str) -> ResourceType:
+        rt = RESOURCES.get(plural)
+        if rt is None:
+            raise StoreError(404, "NotFound", f"the server could not find the requested resource ({plural})")
+        return rt
+
+    def _key(self, rt: ResourceType, name: str, namespace: str | None) -> tuple[str, str]:
+        if rt.namespaced:
+            return (namespace or "default", name)
+        return ("", name)
+
+    def _record(self, etype: str, rt: ResourceType, obj: dict) -> None:
+        self._history.append(_Event(self._rv, etype, rt.plural, obj["metadata"].get("namespace", ""), copy.deepcopy(obj)))
+        while len(self._history) > self.history_size:
+            self.compacted_rv = self._history.popleft().rv
+        self.cond.notify_all()
+
+    def _bump(self, obj: dict) -> None:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+
+    def compact(self) -> None:
+        """Forget the whole event history (any watch from an older resourceVersion gets 410 Gone)."""
+        with self.lock:
+            self._history.clear()
+            self.compacted_rv = self._rv
+            self.cond.notify_all()
+
+    # -- CRUD -----------------------------------------------------------------------
+    def create(self, plural: str, obj: dict, namespace: str | None = None) -> dict:
+        rt = self.rtype(plural)
+        if not isinstance(obj, dict):
+            raise StoreError(400, "BadRequest", f"{rt.kind} body must be a JSON object")
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise StoreError(422, "Invalid", f"{rt.kind}: metadata must be an object")
+        with self.lock:
+            if rt.namespaced:
+                ns = meta.get("namespace") or namespace or "default"
+                if namespace and meta.get("namespace") and meta["namespace"] != namespace:
+                    raise StoreError(400, "BadRequest", f"the namespace of the object ({meta['namespace']}) does not match the namespace on the request ({namespace})")
+                meta["namespace"] = ns
+                if ("", ns) not in self._objects["namespaces"]:
+                    if self.strict_namespaces:
+                        raise StoreError(404, "NotFound", f'namespaces "{ns}" not found')
+                    self.create("namespaces", {"metadata": {"name": ns}})
+            else:
+                meta.pop("namespace", None)
+            if not meta.get("name"):
+                if meta.get("generateName"):
+                    meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+                else:
+                    raise StoreError(422, "Invalid", f"{rt.kind}: metadata.name: Required value: name or generateName is required")
+            name = meta["name"]
+            if not isinstance(name, str) or len(name) > 253 or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", name):
+                raise StoreError(422, "Invalid", f"{rt.kind} {name!r}: metadata.name: Invalid value: must be a lowercase RFC 1123 subdomain")
+            key = self._key(rt, name, meta.get("namespace"))
+            if key in self._objects[plural]:
+                raise StoreError(409, "AlreadyExists", f'{plural} "{name}" already exists')
+            obj["apiVersion"] = rt.api_version
+            obj["kind"] = rt.kind
+            self._creates += 1
+            if self.uid_seed is not None:
+                meta["uid"] = str(uuid.uuid5(self.uid_seed, f"{plural}/{meta.get('namespace', '')}/{name}#{self._creates}"))
+            else:
+                meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = self.now_str()
+            meta.pop("deletionTimestamp", None)
+            meta.setdefault("generation", 1)
+            if plural == "pods":
+                spec = obj.setdefault("spec", {})
+                spec.setdefault("schedulerName", "default-scheduler")
+                spec.setdefault("priority", 0)
+                status = obj.setdefault("status", {})
+                status.setdefault("phase", "Pending")
+            if plural == "namespaces":
+                obj.setdefault("status", {}).setdefault("phase", "Active")
+                _namespace_name_label(obj)
+            self._bump(obj)
+            self._objects[plural][key] = obj
+            self._record("ADDED", rt, obj)
+            return copy.deepcopy(obj)
+
+    def get(self, plural: str, name: str, namespace: str | None = None) -> dict | None:
+        rt = self.rtype(plural)
+        with self.lock:
+            obj = self._objects[plural].get(self._key(rt, name, namespace))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def must_get(self, plural: str, name: str, namespace: str | None = None) -> dict:
+        obj = self.get(plural, name, namespace)
+        if obj is None:
+            raise StoreError(404, "NotFound", f'{plural} "{name}" not found')
+        return obj
+
+    def list(self, plural: str, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
+        """Objects sorted by (namespace, name); selectors are the API's string syntax."""
+        rt = self.rtype(plural)
+        lterms = parse_label_selector(label_selector)
+        fterms = parse_field_selector(field_selector)
+        with self.lock:
+            out = []
+            for key in sorted(self._objects[plural]):
+                if rt.namespaced and namespace and key[0] != namespace:
+                    continue
+                obj = self._objects[plural][key]
+                if match_label_selector(lterms, obj["metadata"].get("labels")) and match_field_selector(fterms, obj):
+                    out.append(copy.deepcopy(obj))
+            return out
+
+    def _store_modified(self, rt: ResourceType, key, new: dict) -> dict:
+        """Save ``new`` (already holding the right identity) as MODIFIED, or finish a pending deletion."""
+        meta = new["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._bump(new)
+            del self._objects[rt.plural][key]
+            self._record("DELETED", rt, new)
+            return copy.deepcopy(new)
+        self._bump(new)
+        self._objects[rt.plural][key] = new
+        self._record("MODIFIED", rt, new)
+        return copy.deepcopy(new)
+
+    def _identity(self, rt: ResourceType, old: dict, new: dict, check_rv: bool) -> dict:
+        if not isinstance(new, dict):
+            raise StoreError(422, "Invalid", f"{rt.kind}: the result must be an object")
+        meta = new.get("metadata")
+        if meta is None:
+            meta = new["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise StoreError(422, "Invalid", f"{rt.kind}: metadata must be an object")
+        om = old["metadata"]
+        if check_rv and meta.get("resourceVersion") and meta["resourceVersion"] != om["resourceVersion"]:
+            raise StoreError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {rt.plural} "{om["name"]}": the object has been modified; please apply your changes to the latest version and try again',
+            )
+        if meta.get("name") not in (None, om["name"]):
+            raise StoreError(400, "BadRequest", f"{rt.kind}: metadata.name cannot be changed (was {om['name']!r})")
+        for k in ("name", "namespace", "uid", "creationTimestamp"):
+            if k in om:
+                meta[k] = om[k]
+        if om.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = om["deletionTimestamp"]
+        elif "deletionTimestamp" in meta:
+            meta.pop("deletionTimestamp")
+        new["apiVersion"] = rt.api_version
+        new["kind"] = rt.kind
+        if rt.plural == "namespaces":
+            _namespace_name_label(new)
+        if new.get("spec") != old.get("spec"):
+            meta["generation"] = int(om.get("generation", 1)) + 1
+        return new
+
+    def update(self, plural: str, obj: dict, namespace: str | None = None, subresource: str | None = None) -> dict:
+        """PUT: replace the object (or only its status with ``subresource="status"``)."""
+        rt = self.rtype(plural)
+        name = ((obj or {}).get("metadata") or {}).get("name")
+        with self.lock:
+            key = self._key(rt, name or "", (obj.get("metadata") or {}).get("namespace") or namespace)
+            old = self._objects[plural].get(key)
+            if old is None:
+                raise StoreError(404, "NotFound", f'{plural} "{name}" not found')
+            if subresource == "status":
+                new = copy.deepcopy(old)
+                new["status"] = copy.deepcopy(obj.get("status") or {})
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if rv:
+                    new["metadata"]["resourceVersion"] = rv
+            else:
+                new = copy.deepcopy(obj)
+            new = self._identity(rt, old, new, check_rv=True)
+            return self._store_modified(rt, key, new)
+
+    def patch(self, plural: str, name: str, patch: Any, namespace: str | None = None, patch_type: str = "merge", subresource: str | None = None) -> dict:
+        """PATCH with ``patch_type`` ``merge`` | ``strategic`` | ``json``."""
+        rt = self.rtype(plural)
+        with self.lock:
+            key = self._key(rt, name, namespace)
+            old = self._objects[plural].get(key)
+            if old is None:
+                raise StoreError(404, "NotFound", f'{plural} "{name}" not found')
+            if patch_type == "json":
+                new = json_patch(old, patch)
+            elif patch_type == "strategic":
+                if not isinstance(patch, dict):
+                    raise StoreError(400, "BadRequest", "strategic merge patch body must be a JSON object")
+                new = strategic_merge_patch(old, patch)
+            elif patch_type == "merge":
+                if not isinstance(patch, dict):
+                    raise StoreError(400, "BadRequest", "merge patch body must be a JSON object")
+                new = merge_patch(old, patch)
+            else:
+                raise StoreError(415, "UnsupportedMediaType", f"unsupported patch type {patch_type!r}")
+            if subresource == "status":
+                keep = copy.deepcopy(old)
+                keep["status"] = new.get("status") or {}
+                keep["metadata"]["resourceVersion"] = (new.get("metadata") or {}).get("resourceVersion", old["metadata"]["resourceVersion"])
+                new = keep
+            new = self._identity(rt, old, new, check_rv=True)
+            return self._store_modified(rt, key, new)
+
+    def delete(self, plural: str, name: str, namespace: str | None = None) -> dict:
+        """Delete; with finalizers only mark ``deletionTimestamp``.  Returns the object's last state."""
+        rt = self.rtype(plural)
+        with self.lock:
+            key = self._key(rt, name, namespace)
+            old = self._objects[plural].get(key)
+            if old is None:
+                raise StoreError(404, "NotFound", f'{plural} "{name}" not found')
+            if old["metadata"].get("finalizers"):
+                if old["metadata"].get("deletionTimestamp"):
+                    return copy.deepcopy(old)
+                new = copy.deepcopy(old)
+                new["metadata"]["deletionTimestamp"] = self.now_str()
+                new["metadata"]["deletionGracePeriodSeconds"] = 0
+                return self._store_modified(rt, key, new)
+            self._bump(old)
+            del self._objects[plural][key]
+            self._record("DELETED", rt, old)
+            if plural == "namespaces":
+                for p, objs in self._objects.items():
+                    if RESOURCES[p].namespaced:
+                        for k in [k for k in objs if k[0] == name]:
+                            o = objs.pop(k)
+                            self._bump(o)
+                            self._record("DELETED", RESOURCES[p], o)
+            return copy.deepcopy(old)
+
+    # -- the scale subresource -------------------------------------------------------------
+    def get_scale(self, plural: str, name: str, namespace: str | None = None) -> dict:
+        """``{deployments,statefulsets,replicasets}/{name}/scale``: the workload as an autoscaling/v1 Scale."""
+        if plural not in SCALABLE:
+            raise StoreError(404, "NotFound", f"the server could not find the requested resource ({plural}/scale)")
+        return _scale_of(self.must_get(plural, name, namespace))
+
+    def update_scale(self, plural: str, name: str, scale: Any, namespace: str | None = None, patch_type: str | None = None) -> dict:
+        """PUT (``patch_type`` None: ``scale`` is the whole Scale) or PATCH the Scale; only ``spec.replicas`` reaches
+        the workload.  A ``metadata.resourceVersion`` in the result must be the workload's (409 otherwise)."""
+        rt = self.rtype(plural)
+        with self.lock:
+            cur = self.get_scale(plural, name, namespace)
+            if patch_type is None:
+                if not isinstance(scale, dict):
+                    raise StoreError(400, "BadRequest", "Scale body must be a JSON object")
+                new = copy.deepcopy(scale)
+            elif patch_type == "json":
+                new = json_patch(cur, scale)
+            elif not isinstance(scale, dict):
+                raise StoreError(400, "BadRequest", f"{patch_type} merge patch body must be a JSON object")
+            else:
+                new = (strategic_merge_patch if patch_type == "strategic" else merge_patch)(cur, scale)
+            if not isinstance(new, dict) or not isinstance(new.get("spec") or {}, dict):
+                raise StoreError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: the result must be an object with a spec')
+            replicas = (new.get("spec") or {}).get("replicas")
+            if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+                raise StoreError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '
+                                                 f"{json.dumps(replicas)}: must be an integer greater than or equal to 0")
+            rv = (new.get("metadata") or {}).get("resourceVersion") if isinstance(new.get("metadata"), dict) else None
+            obj = self.must_get(plural, name, namespace)
+            if rv and rv != obj["metadata"]["resourceVersion"]:
+                raise StoreError(409, "Conflict", f'Operation cannot be fulfilled on {rt.plural} "{name}": the object has been '
+                                                  "modified; please apply your changes to the latest version and try again")
+            if (obj.get("spec") or {}).get("replicas") != replicas:
+                obj.setdefault("spec", {})["replicas"] = replicas
+                key = self._key(rt, name, namespace)
+                obj = self._store_modified(rt, key, self._identity(rt, self._objects[plural][key], obj, check_rv=False))
+            return _scale_of(obj)
+
+    # -- pod subresources ------------------------------------------------------------------
+    def bind(self, namespace: str, name: str, node_name: str, mark_running: bool | None = None) -> dict:
+        """``pods/{name}/binding``: set spec.nodeName and PodScheduled=True (409 when already bound).
+
+        ``mark_running`` (default: the store's ``mark_bound_pods_running``) also makes the pod
+        Running and Ready, standing in for the kubelet."""
+        if mark_running is None:
+            mark_running = self.mark_bound_pods_running
+        if not node_name:
+            raise StoreError(422, "Invalid", "Binding: target.name: Required value")
+        with self.lock:
+            pod = self.must_get("pods", name, namespace)
+            cur = (pod.get("spec") or {}).get("nodeName")
+            if cur:
+                raise StoreError(409, "Conflict", f"pod {name} is already assigned to node \"{cur}\"")
+            if pod["metadata"].get("deletionTimestamp"):
+                raise StoreError(409, "Conflict", f"pod {name} is being deleted, cannot be assigned to a host")
+            now = self.now_str()
+            conds = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
+            status: dict = {"conditions": conds}
+            if mark_running:
+                conds.append({"type": "Ready", "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
+                status["phase"] = "Running"
+                status["startTime"] = now
+            return self.patch("pods", name, {"spec": {"nodeName": node_name}, "status": status}, namespace, "merge")
+
+    def pdb_disruptions_allowed(self, pdb: dict) -> int:
+        """Evictions ``pdb`` allows now (:func:`karpenter_lambda.disruption.pdb.disruptions_allowed`: the budget's
+        ``status.disruptionsAllowed`` when it has one, else computed from its spec and the namespace's pods)."""
+        with self.lock:
+            ns = pdb["metadata"].get("namespace", "default")
+            return disruptions_allowed(pdb, [p for p in self._objects["pods"].values() if p["metadata"]["namespace"] == ns])
+
+    def evict(self, namespace: str, name: str) -> dict:
+        """policy/v1 Eviction: 429 when a PodDisruptionBudget would be violated, else delete the pod."""
+        with self.lock:
+            pod = self.must_get("pods", name, namespace)
+            if pod["metadata"].get("deletionTimestamp"):
+                return pod
+            ns = pod["metadata"]["namespace"]
+            pdb = blocking_pdb(pod, [b for b in self._objects["poddisruptionbudgets"].values()
+                                     if b["metadata"].get("namespace") == ns],
+                               [p for p in self._objects["pods"].values() if p["metadata"]["namespace"] == ns])
+            if pdb is not None:
+                # as the API server's eviction handler: the DisruptionBudget cause names the budget
+                # (APF throttling, by contrast, is a 429 with Retry-After and no cause: add_fault(429))
+                raise StoreError(
+                    429,
+                    "TooManyRequests",
+                    f"Cannot evict pod as it would violate the pod's disruption budget {pdb['metadata']['name']}.",
+                    retry_after=10,
+                    causes=[{"reason": "DisruptionBudget",
+                             "message": f"The disruption budget {pdb['metadata']['name']} allows "
+                                        f"{max(0, self.pdb_disruptions_allowed(pdb))} disruptions now"}],
+                )
+            return self.delete("pods", name, namespace)
+
+    def events_after(self, rv: int) -> list[_Event] | None:
+        """Events with resourceVersion > ``rv``; ``None`` when they are no longer retained (410)."""
+        with self.lock:
+            if rv < self.compacted_rv:
+                return None
+            out = []
+            for ev in reversed(self._history):
+                if ev.rv <= rv:
+                    break
+                out.append(ev)
+            out.reverse()
+            return out
+
+
