@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["tolerates", "untolerated", "format_taint"]
+__all__ = ["tolerates", "untolerated", "format_taint", "tolerates_taint", "untolerated_hard", "HARD_EFFECTS"]
+
+# the effects the kube-scheduler filters on (PreferNoSchedule only scores)
+HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 def format_taint(t: dict) -> str:
@@ -39,3 +42,14 @@ def untolerated(tolerations: list[dict] | None, taints: list[dict] | None, toler
 
 def tolerates(tolerations: list[dict] | None, taints: list[dict] | None) -> bool:
     return untolerated(tolerations, taints) is None
+
+
+def tolerates_taint(tolerations: list[dict] | None, taint: dict) -> bool:
+    """Is this one taint tolerated (whatever its effect)?"""
+    return untolerated(tolerations, [taint]) is None
+
+
+def untolerated_hard(tolerations: list[dict] | None, taints: list[dict] | None) -> dict | None:
+    """The first NoSchedule / NoExecute taint the tolerations do not tolerate, or None (the kube-scheduler's
+    TaintToleration filter)."""
+    return untolerated(tolerations, [t for t in taints or () if t.get("effect") in HARD_EFFECTS])

@@ -42,11 +42,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from karpenter_lambda.api.kube import node_ready as _ready
+from karpenter_lambda.api.kube import pod_key as _key
 from karpenter_lambda.api.quantity import parse_resource_list
+from karpenter_lambda.scheduling import predicates as P
 from karpenter_lambda.scheduling.resources import add as _add
 from karpenter_lambda.scheduling.resources import pod_requests as _pod_requests
-from karpenter_lambda.scheduling.taints import untolerated as _untolerated
-from karpenter_lambda.scheduling.topology import Selector as _Selector
 
 __all__ = ["ScheduleResult", "schedule_pending", "pod_requests", "tolerates", "node_affinity_matches"]
 
@@ -66,46 +67,13 @@ def pod_requests(pod: dict) -> dict[str, int]:
     return _pod_requests(pod)
 
 
-def tolerates(tolerations: list[dict] | None, taint: dict) -> bool:
-    return _untolerated(tolerations, [taint]) is None
-
-
-def _expr_matches(expr: dict, value: str | None) -> bool:
-    op = expr.get("operator")
-    vals = expr.get("values") or []
-    if op == "In":
-        return value is not None and value in vals
-    if op == "NotIn":
-        return value is None or value not in vals
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt"):
-        try:
-            v, bound = int(value), int(vals[0])  # type: ignore[arg-type]
-        except (TypeError, ValueError, IndexError):
-            return False
-        return v > bound if op == "Gt" else v < bound
-    return False
+tolerates = P.tolerates_taint
 
 
 def node_affinity_matches(pod: dict, node: dict) -> bool:
-    aff = (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    if not aff:
-        return True
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    name = (node.get("metadata") or {}).get("name")
-    for term in aff.get("nodeSelectorTerms") or []:
-        exprs = term.get("matchExpressions") or []
-        fields_ = term.get("matchFields") or []
-        if not exprs and not fields_:
-            continue  # an empty term matches nothing
-        if all(_expr_matches(e, labels.get(e.get("key"))) for e in exprs) and all(
-            _expr_matches(f, name if f.get("key") == "metadata.name" else None) for f in fields_
-        ):
-            return True
-    return False
+    """The pod's required node affinity against ``node`` (``scheduling.predicates.node_affinity_matches``)."""
+    meta = node.get("metadata") or {}
+    return P.node_affinity_matches(pod, meta.get("labels") or {}, meta.get("name"))
 
 
 def _host_ports(pod: dict) -> set[tuple[str, int]]:
@@ -118,45 +86,16 @@ def _host_ports(pod: dict) -> set[tuple[str, int]]:
     return out
 
 
-def _ready(node: dict) -> bool:
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return c.get("status") == "True"
-    return False
-
-
-def _key(pod: dict) -> str:
-    m = pod.get("metadata") or {}
-    return f"{m.get('namespace', 'default')}/{m.get('name')}"
-
-
 # ----------------------------------------------------------------------------- inter-pod constraints
-
-
-def _selector_matches(sel: dict | None, labels: dict, extra: dict | None = None) -> bool:
-    """A metav1.LabelSelector: ``None`` matches nothing, ``{}`` everything (the solver's Selector semantics)."""
-    try:
-        return _Selector(sel, extra).matches(labels)
-    except ValueError:  # an unknown operator matches nothing, as the API server would have refused it
-        return False
-
-
-def _ns(pod: dict) -> str:
-    return (pod.get("metadata") or {}).get("namespace") or "default"
+# (the predicates are the solver's: scheduling.predicates; a namespaceSelector selects every namespace here,
+# namespace labels not being modelled)
+_selector_matches = P.label_selector_matches
+_ns = P.pod_namespace
+_term_matches = P.affinity_term_matches
 
 
 def _labels(obj: dict) -> dict:
     return (obj.get("metadata") or {}).get("labels") or {}
-
-
-def _term_matches(term: dict, owner_ns: str, pod: dict) -> bool:
-    """Does ``pod`` match an affinity term declared by a pod of namespace ``owner_ns``?"""
-    nss = term.get("namespaceSelector")
-    listed = term.get("namespaces") or []
-    if nss is None and _ns(pod) not in (listed or [owner_ns]):
-        return False
-    # with a namespaceSelector every namespace is selected (namespace labels are not modelled)
-    return _selector_matches(term.get("labelSelector"), _labels(pod))
 
 
 def _required_terms(pod: dict, kind: str) -> list[dict]:
@@ -247,13 +186,11 @@ class _InterPod:
 
 
 def _node_selects(pod: dict, spec: dict, node: dict) -> bool:
-    labels = _labels(node)
-    return all(labels.get(k) == v for k, v in (spec.get("nodeSelector") or {}).items()) and node_affinity_matches(pod, node)
+    return P.node_selector_matches(spec, _labels(node)) and node_affinity_matches(pod, node)
 
 
 def _taints_tolerated(spec: dict, node: dict) -> bool:
-    return all(t.get("effect") not in ("NoSchedule", "NoExecute") or tolerates(spec.get("tolerations"), t)
-               for t in (node.get("spec") or {}).get("taints") or [])
+    return P.untolerated_hard(spec.get("tolerations"), (node.get("spec") or {}).get("taints")) is None
 
 
 # ----------------------------------------------------------------------------- access
@@ -398,14 +335,11 @@ def _filter(pod, spec, req, want_ports, node, alloc, used, used_ports) -> str | 
         return "node(s) were not ready"
     if nspec.get("unschedulable"):
         return "node(s) were unschedulable"
-    for k, v in (spec.get("nodeSelector") or {}).items():
-        if labels.get(k) != v:
-            return "node(s) didn't match Pod's node affinity/selector"
-    if not node_affinity_matches(pod, node):
+    if not P.node_selector_matches(spec, labels) or not node_affinity_matches(pod, node):
         return "node(s) didn't match Pod's node affinity/selector"
-    for t in nspec.get("taints") or []:
-        if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(spec.get("tolerations"), t):
-            return f"node(s) had untolerated taint {{{t.get('key')}: {t.get('value') or ''}}}"
+    t = P.untolerated_hard(spec.get("tolerations"), nspec.get("taints"))
+    if t is not None:
+        return f"node(s) had untolerated taint {{{t.get('key')}: {t.get('value') or ''}}}"
     if want_ports & used_ports:
         return "node(s) didn't have free ports for the requested pod ports"
     for r in sorted(req):
