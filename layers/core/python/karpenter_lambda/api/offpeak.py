@@ -22,9 +22,9 @@ spec:
 ```
 
 The typed object is :class:`~.objects.OffPeakSchedule` (defined in :mod:`.objects` next to the Karpenter kinds so
-that ``objects.KINDS`` registers it without an import cycle; re-exported here).  Its accessors give
-:class:`WorkloadTarget` and :class:`NodePoolOverride`.  The window arithmetic (DST) is in
-``disruption/offpeak_window.py``.
+that ``objects.KINDS`` registers it; re-exported here).  Its accessors give :class:`WorkloadTarget` and
+:class:`NodePoolOverride` (defined in :mod:`.offpeak_types`, below both modules; re-exported here).  The window
+arithmetic (DST) and the plan are the pure package ``karpenter_lambda.offpeak``.
 
 Validation (``api.validation.validate_and_default("OffPeakSchedule", doc)``, which uses :func:`spec_schema`)
 reports every problem with its field path, e.g. ``spec.workloads[0].replicas``, ``spec.nodePools[0].limits.cpu``:
@@ -50,15 +50,17 @@ beyond ``zoneinfo`` reading the time-zone database.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
 from .cron import CronError, parse_cron
-from .durations import DURATION_RE, NILLABLE_DURATION_RE, DurationError, parse_duration
+from .durations import DURATION_RE, NILLABLE_DURATION_RE, DurationError
 from .errors import FieldError
 from .objects import OffPeakSchedule
+from .offpeak_types import (MAX_DURATION_SECONDS, WORKLOAD_KINDS, NodePoolOverride, WorkloadTarget,
+                            parse_window_duration, selector_matches, time_zone_problem)
 from .quantity import QuantityError, parse_quantity
 from .schema import AnyValue, Bool, Int, List, Map, Obj, Str, describe, index, join
+from .selectors import OPERATORS as SELECTOR_OPERATORS
+from .validators import (BUDGET, CONSOLIDATION_POLICIES, DNS1123_SUBDOMAIN_RE, NILLABLE_DURATION_MSG,
+                         dns_subdomain_check, label_key_problem, label_value_check)
 
 __all__ = [
     "API_VERSION",
@@ -74,103 +76,8 @@ __all__ = [
     "spec_schema",
 ]
 
-API_VERSION = OffPeakSchedule.api_version          # "karpenter-lambda.io/v1alpha1"
+API_VERSION = OffPeakSchedule.api_version          # "karpenter-lambda.io/v1alpha1" (labels.PROJECT_API_VERSION)
 KIND = OffPeakSchedule.kind_name                   # "OffPeakSchedule"
-WORKLOAD_KINDS = ("Deployment", "StatefulSet")
-MAX_DURATION_SECONDS = 7 * 24 * 3600
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-
-
-# ----------------------------------------------------------------------------- typed views
-def selector_matches(selector: dict | None, labels: dict) -> bool:
-    """A metav1.LabelSelector against labels: ``None`` or ``{}`` matches everything (as in a workload target)."""
-    if not selector:
-        return True
-    labels = labels or {}
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions") or []:
-        k, op, values = e.get("key"), e.get("operator"), set(e.get("values") or ())
-        if op == "In" and labels.get(k) not in values:
-            return False
-        if op == "NotIn" and k in labels and labels[k] in values:
-            return False
-        if op == "Exists" and k not in labels:
-            return False
-        if op == "DoesNotExist" and k in labels:
-            return False
-    return True
-
-
-@dataclass(frozen=True)
-class WorkloadTarget:
-    """One ``spec.workloads`` entry: which Deployments/StatefulSets to hold and at how many replicas."""
-
-    namespaces: tuple[str, ...] = ()            # empty = any namespace (subject to namespace_selector)
-    namespace_selector: dict | None = None      # label selector on the Namespace's labels
-    selector: dict | None = None                # label selector on the workload's metadata.labels; None = all
-    kinds: tuple[str, ...] = WORKLOAD_KINDS
-    replicas: int = 0
-
-    @classmethod
-    def from_spec(cls, entry: dict) -> "WorkloadTarget":
-        return cls(
-            namespaces=tuple(entry.get("namespaces") or ()),
-            namespace_selector=entry.get("namespaceSelector"),
-            selector=entry.get("selector"),
-            kinds=tuple(entry.get("kinds") or WORKLOAD_KINDS),
-            replicas=int(entry.get("replicas") or 0),
-        )
-
-    def matches(self, workload: dict, namespace_labels: dict) -> bool:
-        """All given conditions hold (kind, namespace list, namespace selector, workload selector)."""
-        if workload.get("kind") not in self.kinds:
-            return False
-        meta = workload.get("metadata") or {}
-        if self.namespaces and (meta.get("namespace") or "default") not in self.namespaces:
-            return False
-        if self.namespace_selector is not None and not selector_matches(self.namespace_selector, namespace_labels):
-            return False
-        return selector_matches(self.selector, meta.get("labels") or {})
-
-
-@dataclass(frozen=True)
-class NodePoolOverride:
-    """One ``spec.nodePools`` entry."""
-
-    name: str
-    limits: dict | None = None          # e.g. {"cpu": "16"}; replaces spec.limits during the window
-    disruption: dict | None = None      # merged into spec.disruption during the window
-    drain: bool = False                 # True: held at zero (limits cpu/memory 0) and its nodes drained
-
-    @classmethod
-    def from_spec(cls, entry: dict) -> "NodePoolOverride":
-        return cls(name=entry.get("name", ""), limits=entry.get("limits"), disruption=entry.get("disruption"),
-                   drain=bool(entry.get("drain", False)))
-
-
-def parse_window_duration(text) -> int:
-    """``"12h"`` -> 43200; raises :class:`DurationError` unless 0 < seconds <= 168h."""
-    seconds = parse_duration(text)
-    if seconds <= 0:
-        raise DurationError(f"duration {text!r} must be longer than 0")
-    if seconds > MAX_DURATION_SECONDS:
-        raise DurationError(f"duration {text!r} is longer than 7 days (168h)")
-    return seconds
-
-
-def time_zone_problem(name) -> str | None:
-    """Why ``name`` is not a usable IANA time zone, or None."""
-    if not isinstance(name, str) or not name.strip():
-        return "must be an IANA time zone name such as Europe/Berlin or UTC, got an empty value"
-    if name == "localtime":
-        return "'localtime' depends on the machine: use an IANA name such as Europe/Berlin"
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        return f"unknown time zone {name!r}: expected an IANA name such as Europe/Berlin, America/New_York or UTC"
-    return None
 
 
 # ----------------------------------------------------------------------------- validation rules
@@ -207,8 +114,6 @@ def _duration_check(value, path, errors):
 
 def _limits_check(value, path, errors):
     """Resource name -> non-negative quantity; paths are ``limits.cpu`` (as the design's contract says)."""
-    from .validation import label_key_problem
-
     if not isinstance(value, dict):
         errors.append(FieldError(path, f"must be a mapping of resource name to quantity, got {describe(value)}"))
         return
@@ -232,8 +137,6 @@ def _limits_check(value, path, errors):
 
 
 def _label_selector() -> Obj:
-    from .validation import _label_value_check, label_key_problem
-
     def expression_check(e, path, errors):
         op, values = e.get("operator"), e.get("values")
         if op in ("In", "NotIn") and not values:
@@ -246,7 +149,7 @@ def _label_selector() -> Obj:
 
     return Obj(
         {
-            "matchLabels": Map(Str(max_len=63, checks=[_label_value_check]), key_check=label_key_problem),
+            "matchLabels": Map(Str(max_len=63, checks=[label_value_check]), key_check=label_key_problem),
             "matchExpressions": List(
                 Obj({"key": Str(not_empty=True), "operator": Str(enum=SELECTOR_OPERATORS), "values": List(Str())},
                     required=("key", "operator"), checks=[expression_check])
@@ -256,8 +159,6 @@ def _label_selector() -> Obj:
 
 
 def _namespace_name_check(value, path, errors):
-    from .validation import DNS1123_SUBDOMAIN_RE
-
     if isinstance(value, str) and value and (len(value) > 63 or "." in value or not DNS1123_SUBDOMAIN_RE.match(value)):
         errors.append(FieldError(path, f"invalid namespace name {value!r}: must be a lowercase DNS-1123 label (a-z, 0-9, '-', at most 63 characters)"))
 
@@ -295,11 +196,7 @@ def _spec_check(spec, path, errors):
 def spec_schema() -> Obj:
     """The ``spec`` schema; ``validation.SCHEMAS["OffPeakSchedule"]`` wraps it with apiVersion/kind/metadata.
 
-    Built on validation.py's pieces (label checks, budgets), imported here at call time: validation.py calls
-    this at its own import, so a module-level import would be a cycle.
-    """
-    from .validation import BUDGET, CONSOLIDATION_POLICIES, NILLABLE_DURATION_MSG, _dns_subdomain_check
-
+    Built on the shared pieces of :mod:`.validators` (label checks, budgets)."""
     disruption = Obj(        # the NodePool's disruption block without its defaults: only what is given is merged
         {
             "consolidateAfter": Str(pattern=NILLABLE_DURATION_RE.pattern, pattern_msg=NILLABLE_DURATION_MSG),
@@ -319,7 +216,7 @@ def spec_schema() -> Obj:
     )
     nodepool = Obj(
         {
-            "name": Str(not_empty=True, checks=[_dns_subdomain_check]),
+            "name": Str(not_empty=True, checks=[dns_subdomain_check]),
             "limits": AnyValue(checks=[_limits_check]),
             "disruption": disruption,
             "drain": Bool(default=False),

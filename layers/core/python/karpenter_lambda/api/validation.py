@@ -19,12 +19,15 @@ import ipaddress
 import re
 
 from . import labels as L
-from .cron import CronError, parse_cron
-from .durations import BUDGET_DURATION_RE, DURATION_RE, NILLABLE_DURATION_RE, DurationError, parse_go_duration
+from .durations import DURATION_RE, NILLABLE_DURATION_RE, DurationError, parse_go_duration
 from .errors import FieldError
 from .objects import ALIAS_FAMILIES
+from .offpeak import spec_schema as _offpeak_spec_schema
 from .quantity import QuantityError, parse_quantity
-from .schema import AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Str, index, join, key
+from .schema import AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Str, describe, index, join, key
+from .validators import (BUDGET, CONSOLIDATION_POLICIES, DISRUPTION_REASONS, DNS1123_SUBDOMAIN_RE,  # noqa: F401
+                         NILLABLE_DURATION_MSG, DURATION_MSG, dns_subdomain_check, label_key_problem,
+                         label_value_check, label_value_problem)
 
 __all__ = [
     "validate_and_default",
@@ -44,8 +47,6 @@ __all__ = [
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 NUMERIC_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced")
-DISRUPTION_REASONS = ("Underutilized", "Empty", "Drifted")
 AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025")
 WINDOWS_ALIASES = ("windows2019", "windows2022", "windows2025")
 EVICTION_SIGNALS = ("memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "pid.available")
@@ -73,49 +74,12 @@ _K8S_IO_ALLOWED = frozenset(
 )
 _AWS_ALLOWED = L.AWS_WELL_KNOWN | {INSTANCE_TENANCY}
 
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS1123_SUBDOMAIN_RE = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
-_NAME_PART_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _PERCENT_RE = re.compile(r"^(\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%$")
 _VOLUME_SIZE_RE = re.compile(r"^([0-9]+)(Gi|G|Ti|T)$")
 _VOLUME_SIZE_MAX = {"Gi": 59000, "G": 64000, "Ti": 58, "T": 64}
 
 
 # ----------------------------------------------------------------------------- label helpers
-def label_key_problem(k: str) -> str | None:
-    """Kubernetes qualified-name syntax: ``[prefix/]name``, prefix a DNS subdomain <= 253, name <= 63."""
-    if k == "":
-        return "label key must not be empty"
-    parts = k.split("/")
-    if len(parts) > 2:
-        return f"invalid label key {k!r}: at most one '/' (an optional DNS-subdomain prefix, then a name)"
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if prefix == "":
-            return f"invalid label key {k!r}: the prefix before '/' must not be empty"
-        if len(prefix) > 253:
-            return f"invalid label key {k!r}: the prefix must be at most 253 characters"
-        if not DNS1123_SUBDOMAIN_RE.match(prefix):
-            return f"invalid label key {k!r}: the prefix must be a lowercase DNS subdomain (a-z, 0-9, '-', '.')"
-    if name == "":
-        return f"invalid label key {k!r}: the name part must not be empty"
-    if len(name) > 63:
-        return f"invalid label key {k!r}: the name part must be at most 63 characters (got {len(name)})"
-    if not _NAME_PART_RE.match(name):
-        return f"invalid label key {k!r}: the name must start and end with a letter or digit and contain only letters, digits, '-', '_' and '.'"
-    return None
-
-
-def label_value_problem(v: str) -> str | None:
-    if len(v) > 63:
-        return f"invalid label value {v!r}: must be at most 63 characters (got {len(v)})"
-    if not _LABEL_VALUE_RE.match(v):
-        return f"invalid label value {v!r}: must be empty or start and end with a letter or digit, with only letters, digits, '-', '_' and '.' between"
-    return None
-
-
 def restricted_label_problem(k: str, *, allow_nodepool: bool = False) -> str | None:
     """Karpenter's restricted label domains (NodePool template labels and requirement keys)."""
     domain = k.split("/", 1)[0]
@@ -142,18 +106,11 @@ def _template_label_key(k: str) -> str | None:
     return label_key_problem(k) or restricted_label_problem(k)
 
 
-def _dns_subdomain_check(value, path, errors):
-    if isinstance(value, str) and value and (len(value) > 253 or not DNS1123_SUBDOMAIN_RE.match(value)):
-        errors.append(
-            FieldError(path, f"invalid name {value!r}: must be a lowercase DNS-1123 subdomain (a-z, 0-9, '-', '.', start and end alphanumeric, at most 253 characters)")
-        )
-
-
 def _quantity(nonneg: bool = False, allow_int: bool = True):
     def parse(value):
         if isinstance(value, bool) or not isinstance(value, (str, int, float)) or (isinstance(value, (int, float)) and not allow_int):
             what = "a string quantity such as 500m or 4Gi" if not allow_int else "a quantity such as 100, 500m or 4Gi"
-            return f"must be {what}, got {_describe(value)}"
+            return f"must be {what}, got {describe(value)}"
         try:
             q = parse_quantity(value)
         except QuantityError as e:
@@ -163,12 +120,6 @@ def _quantity(nonneg: bool = False, allow_int: bool = True):
         return None
 
     return parse
-
-
-def _describe(value) -> str:
-    from .schema import describe
-
-    return describe(value)
 
 
 def _resource_name_problem(k: str) -> str | None:
@@ -287,10 +238,6 @@ NODE_CLASS_REF = Obj(
     required=("group", "kind", "name"),
 )
 
-NILLABLE_DURATION_MSG = "must be a duration such as 30s, 10m, 720h or 1h30m (digits with units s, m, h), or Never"
-DURATION_MSG = "must be a duration such as 30s, 10m or 1h30m (digits with units s, m, h); Never is not allowed here"
-
-
 def _expire_after() -> Str:
     return Str(pattern=NILLABLE_DURATION_RE.pattern, pattern_msg=NILLABLE_DURATION_MSG, default="720h")
 
@@ -302,7 +249,7 @@ def _termination_grace_period() -> Str:
 def _metadata() -> Obj:
     return Obj(
         {
-            "name": Str(not_empty=True, checks=[_dns_subdomain_check]),
+            "name": Str(not_empty=True, checks=[dns_subdomain_check]),
             "generateName": Str(),
             "namespace": Str(),
             "uid": Str(),
@@ -311,7 +258,7 @@ def _metadata() -> Obj:
             "creationTimestamp": AnyValue(),
             "deletionTimestamp": AnyValue(),
             "deletionGracePeriodSeconds": Int(minimum=0),
-            "labels": Map(Str(max_len=63, checks=[_label_value_check]), key_check=label_key_problem),
+            "labels": Map(Str(max_len=63, checks=[label_value_check]), key_check=label_key_problem),
             "annotations": Map(Str(), key_check=_annotation_key_problem, checks=[_annotations_size]),
             "ownerReferences": List(AnyValue()),
             "finalizers": List(Str()),
@@ -320,13 +267,6 @@ def _metadata() -> Obj:
         },
         required=("name",),
     )
-
-
-def _label_value_check(value, path, errors):
-    if isinstance(value, str) and len(value) <= 63:
-        problem = label_value_problem(value)
-        if problem:
-            errors.append(FieldError(path, problem))
 
 
 def _annotation_key_problem(k: str) -> str | None:
@@ -342,32 +282,6 @@ def _annotations_size(value, path, errors):
 
 
 # ----------------------------------------------------------------------------- NodePool
-def _check_budget(b: dict, path: str, errors: list[FieldError]) -> None:
-    has_s, has_d = "schedule" in b, "duration" in b
-    if has_s != has_d:
-        missing = "duration" if has_s else "schedule"
-        errors.append(FieldError(join(path, missing), "Required value: 'schedule' must be set with 'duration' (set both or neither)"))
-
-
-def _check_schedule(value, path, errors):
-    if isinstance(value, str):
-        try:
-            parse_cron(value)
-        except CronError as e:
-            errors.append(FieldError(path, f"invalid schedule {value!r}: {e}"))
-
-
-BUDGET = Obj(
-    {
-        "nodes": Str(pattern=r"^((100|[0-9]{1,2})%|[0-9]+)$", pattern_msg="must be a node count (e.g. 5) or a percentage 0%-100% (e.g. 10%)", default="10%"),
-        "schedule": Str(checks=[_check_schedule]),
-        "duration": Str(pattern=BUDGET_DURATION_RE.pattern, pattern_msg="must be hours and/or minutes such as 30m, 8h or 1h30m (no seconds)"),
-        "reasons": List(Str(enum=DISRUPTION_REASONS), max_items=50),
-    },
-    required=("nodes",),
-    checks=[_check_budget],
-)
-
 DISRUPTION = Obj(
     {
         "consolidateAfter": Str(pattern=NILLABLE_DURATION_RE.pattern, pattern_msg=NILLABLE_DURATION_MSG),
@@ -407,7 +321,7 @@ NODEPOOL_SPEC = Obj(
             {
                 "metadata": Obj(
                     {
-                        "labels": Map(Str(max_len=63, checks=[_label_value_check]), key_check=_template_label_key, max_props=100),
+                        "labels": Map(Str(max_len=63, checks=[label_value_check]), key_check=_template_label_key, max_props=100),
                         "annotations": Map(Str(), key_check=_annotation_key_problem),
                     }
                 ),
@@ -755,9 +669,7 @@ SCHEMAS: dict[str, Obj] = {
     "NodeClaim": _top(NODECLAIM_SPEC),
 }
 
-# karpenter-lambda's own kind: its spec schema lives with its type (offpeak.py builds on the pieces above).
-from .offpeak import spec_schema as _offpeak_spec_schema  # noqa: E402
-
+# karpenter-lambda's own kind: its spec schema lives with its type (offpeak.py builds on validators.py).
 SCHEMAS["OffPeakSchedule"] = _top(_offpeak_spec_schema())
 
 
