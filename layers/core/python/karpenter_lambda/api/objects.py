@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any, ClassVar
 
+from .offpeak_types import NodePoolOverride, WorkloadTarget, parse_window_duration
+
 KARPENTER_GROUP = "karpenter.sh"
 AWS_GROUP = "karpenter.k8s.aws"
 
@@ -190,8 +192,8 @@ class NodeClaim(KubeObject):
 
 
 class OffPeakSchedule(KubeObject):
-    """An off-peak window (karpenter-lambda.io/v1alpha1).  Defined here so ``KINDS`` needs no import cycle;
-    the entry types, validation and docs are in :mod:`.offpeak` (imported at call time)."""
+    """An off-peak window (karpenter-lambda.io/v1alpha1).  Defined here so ``KINDS`` registers it; the entry types
+    are in :mod:`.offpeak_types`, the validation and docs in :mod:`.offpeak`."""
 
     api_version = "karpenter-lambda.io/v1alpha1"
     kind_name = "OffPeakSchedule"
@@ -206,20 +208,14 @@ class OffPeakSchedule(KubeObject):
 
     @property
     def duration_seconds(self) -> int:
-        from .offpeak import parse_window_duration
-
         return parse_window_duration(self.spec.get("duration"))
 
     @property
     def workloads(self) -> list:
-        from .offpeak import WorkloadTarget
-
         return [WorkloadTarget.from_spec(w) for w in self.spec.get("workloads") or []]
 
     @property
     def nodepools(self) -> list:
-        from .offpeak import NodePoolOverride
-
         return [NodePoolOverride.from_spec(n) for n in self.spec.get("nodePools") or []]
 
 
