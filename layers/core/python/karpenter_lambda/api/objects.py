@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any, ClassVar
 
+from .budgets import Budget, parse_budgets
 from .offpeak_types import NodePoolOverride, WorkloadTarget, parse_window_duration
 
 KARPENTER_GROUP = "karpenter.sh"
@@ -119,6 +120,13 @@ class NodePool(KubeObject):
     @property
     def disruption(self) -> dict:
         return self.spec.get("disruption") or {}
+
+    @property
+    def budgets(self) -> tuple[Budget, ...]:
+        """``spec.disruption.budgets`` as typed :class:`~.budgets.Budget` objects, defaulted (absent: one
+        ``nodes: "10%"``); an entry that does not parse carries its ``problem`` (the allowance is then 0).  Parsed
+        from the manifest on each access (``doc`` stays the CRD shape, so hashes and ``to_dict()`` do not move)."""
+        return parse_budgets(self.disruption)
 
     @property
     def limits(self) -> dict:

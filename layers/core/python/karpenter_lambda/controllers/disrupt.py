@@ -36,7 +36,8 @@ from ..disruption.emptiness import Emptiness
 from ..disruption.expiration import Expiration
 from ..disruption.repack import Repack
 from ..disruption.underutilized import MultiNodeConsolidation, SingleNodeConsolidation
-from ..disruption.plan import SweepBudgets, external_disrupting, plan_sweep, revalidate
+from ..disruption.budgets import count_nodes, reservation_limit
+from ..disruption.plan import SweepBudgets, plan_sweep, revalidate
 from ..disruption.types import DRIFTED, EMPTY, EXPIRED, UNDERUTILIZED, Command
 from . import runtime
 from .cloudprovider import AWSCloudProvider
@@ -288,9 +289,9 @@ class DisruptionSweep:
         key = key or hashlib.sha256(f"{','.join(sorted(cmd.names))}:{snap.now}".encode()).hexdigest()[:12]
         reserved: list[Entry] = []
         for c in cmd.candidates:
-            limit = budgets.limit(c.nodepool_name, cmd.reason)
             recorded = {n for n, e in live.items() if e.nodepool == c.nodepool_name}
-            max_before = None if limit is None else limit - external_disrupting(snap, c.nodepool_name, recorded) - 1
+            max_before = reservation_limit(budgets.allowance(c.nodepool_name, cmd.reason),
+                                           count_nodes(snap, c.nodepool_name, recorded))
             entry = Entry(nodeclaim=c.name, nodepool=c.nodepool_name, reason=cmd.reason, sweep=self.kind,
                           proposed_at=snap.now, since=snap.now, planned_price=planned,
                           savings_per_hour=round(cmd.savings_per_hour / len(cmd.candidates), 6), detail=cmd.detail,

@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Callable
 
 from ..api import labels as wk
 from ..api.kube import instance_id_of, node_allocatable, pod_key, pod_uid
+from ..disruption.budgets import count_nodes, nodepool_allowance, reservation_limit
+from ..disruption.plan import SweepBudgets
 from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs, price_of
 from ..scheduling.reschedule import DISRUPTED_TAINT, simulate_removal
 from ..scheduling.solver import ExistingNode
@@ -91,20 +91,6 @@ def is_transient(exc: BaseException | str | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
-
-
-def allowed_disruptions(nodepool, nodeclaims: list, now: float) -> tuple[int, str]:
-    """How many more NodeClaims of ``nodepool`` may start deleting now (reason ``Drifted``), and the budget that
-    decided it: the disruption budgets of :mod:`karpenter_lambda.disruption.budgets` over the NodePool's
-    NodeClaims, minus the ones already deleting."""
-    from ..disruption.budgets import allowed_disruptions as budget_allowance
-
-    total = len(nodeclaims)
-    deleting = sum(1 for nc in nodeclaims if nc.metadata.get("deletionTimestamp"))
-    a = budget_allowance(nodepool, "Drifted", total_nodes=total, disrupting=deleting, now=now)
-    if a.limit is None:
-        return total - deleting, "no budget applies"
-    return a.limit - deleting, f"{a.budget or 'budget'}: {a.limit} of {total} NodeClaims, {deleting} deleting"
 
 
 @dataclass
@@ -283,30 +269,28 @@ class Interruption:
 
     def _reserve_budget(self, nc, np, snap):
         """Take one slot of the NodePool's disruption budget in the sweeps' ledger: (entry, "") or (None, why).
-        ``True`` instead of an entry when there is no ledger (no state table): the allowance is computed only."""
-        from ..disruption.plan import SweepBudgets, external_disrupting
-
+        ``True`` instead of an entry when there is no ledger (no state table): the allowance is computed only, by
+        the same rule and counts (nothing recorded in flight)."""
         reason = REASONS[im.REBALANCE_RECOMMENDATION]
         pool = np.name
         if self.ledger is None:
-            allowed, why = allowed_disruptions(np, snap.nodeclaims_of_nodepool(pool), snap.now)
-            return (True, "") if allowed > 0 else (None, why)
+            allowance, _count = nodepool_allowance(snap, pool, reason)
+            return (True, "") if allowance.allowed > 0 else (None, allowance.message)
         live = {n: e for n, e in self.ledger.entries().items() if n in snap.nodeclaims}
         if nc.name in live:
             return None, f"already being disrupted ({live[nc.name].reason}, {live[nc.name].sweep})"
         budgets = SweepBudgets(snap, {n: e.nodepool for n, e in live.items()})
         recorded = {n for n, e in live.items() if e.nodepool == pool}
-        limit = budgets.limit(pool, reason)
-        external = external_disrupting(snap, pool, recorded)
-        max_before = None if limit is None else limit - external - 1
+        allowance = budgets.allowance(pool, reason)
+        count = count_nodes(snap, pool, recorded)
         entry = Entry(nodeclaim=nc.name, nodepool=pool, reason=reason, sweep="interruption", state=DELETING,
                       proposed_at=snap.now, since=snap.now, detail="rebalance recommendation",
                       instance_type=nc.labels.get(wk.INSTANCE_TYPE, ""), zone=nc.labels.get(wk.ZONE, ""),
                       capacity_type=nc.labels.get(wk.CAPACITY_TYPE, ""))
-        if self.ledger.reserve(entry, max_before):
+        if self.ledger.reserve(entry, reservation_limit(allowance, count)):
             return entry, ""
-        return None, (f"{budgets.message(pool, reason)}: {len(recorded)} in flight, {external} NotReady or deleting"
-                      if limit is not None else "taken by a concurrent disruption")
+        return None, (f"{budgets.message(pool, reason)}: {len(recorded)} in flight, {count.external} NotReady or "
+                      f"deleting" if allowance.limit is not None else "taken by a concurrent disruption")
 
     # -- actions -------------------------------------------------------------------------------------------------
     def _mark_spot(self, nc, report) -> None:
@@ -456,5 +440,5 @@ class Interruption:
                             initialized=True)
 
 
-__all__ = ["Interruption", "InterruptionReport", "allowed_disruptions", "is_transient", "REBALANCE_ANNOTATION",
+__all__ = ["Interruption", "InterruptionReport", "is_transient", "REBALANCE_ANNOTATION",
            "REPLACES_ANNOTATION", "ACTED_STATES", "REASONS"]

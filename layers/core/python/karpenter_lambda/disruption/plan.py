@@ -16,9 +16,8 @@ method, has no new blocker, and its pods still fit at no higher replacement pric
 
 from __future__ import annotations
 
-from ..api.kube import is_terminating, node_ready
 from ..api.snapshot import ClusterSnapshot
-from .budgets import allowed_disruptions
+from .budgets import nodepool_allowance
 from .candidates import build_candidates, graceful_blockers, make_candidate
 from .replace import removal_plan
 from .types import BLOCK_PODS_WOULD_NOT_FIT, FORCEFUL, UNDERUTILIZED, Blocked, Command, DisruptionPlan
@@ -27,25 +26,6 @@ from .types import BLOCK_PODS_WOULD_NOT_FIT, FORCEFUL, UNDERUTILIZED, Blocked, C
 # nodes / 20,000 pods, one core): a sweep runs at most this many, whatever the methods (Karpenter bounds its
 # single-node method by a 3-minute timeout; a count keeps the plan pure and reproducible).
 MAX_SWEEP_EVALUATIONS = 24
-
-
-def external_disrupting(snap: ClusterSnapshot, nodepool: str, recorded: set[str] | frozenset = frozenset()) -> int:
-    """Initialized nodes of a NodePool that are NotReady or deleting and NOT recorded in flight by a sweep."""
-    n = 0
-    for nc in snap.nodeclaims_of_nodepool(nodepool):
-        if nc.name in recorded:
-            continue
-        node = snap.node_of_nodeclaim(nc.name)
-        if node is None or not nc.is_true("Initialized"):
-            continue
-        if not node_ready(node) or nc.metadata.get("deletionTimestamp") or is_terminating(node):
-            n += 1
-    return n
-
-
-def total_nodes(snap: ClusterSnapshot, nodepool: str) -> int:
-    return sum(1 for nc in snap.nodeclaims_of_nodepool(nodepool)
-               if nc.is_true("Initialized") and snap.node_of_nodeclaim(nc.name) is not None)
 
 
 class SweepBudgets:
@@ -69,12 +49,9 @@ class SweepBudgets:
     def allowance(self, nodepool: str, reason: str):
         key = (nodepool, reason)
         if key not in self._cache:
-            np = self.snap.nodepools.get(nodepool)
             recorded = {n for n, p in self.inflight.items() if p == nodepool}
-            disrupting = external_disrupting(self.snap, nodepool, recorded) + len(recorded)
-            self._cache[key] = allowed_disruptions(np, reason, total_nodes=total_nodes(self.snap, nodepool),
-                                                   disrupting=disrupting, now=self.snap.now)
-        return self._cache[key]
+            self._cache[key] = nodepool_allowance(self.snap, nodepool, reason, recorded)
+        return self._cache[key][0]
 
     def limit(self, nodepool: str, reason: str) -> int | None:
         return self.allowance(nodepool, reason).limit
