@@ -6,42 +6,13 @@ import copy
 
 import yaml
 
+import manifests as shared
+
 DELETE = "__delete__"
 
-BASE_NODEPOOL = """
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: default
-"""
-
-BASE_EC2NODECLASS = """
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-my-cluster
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: my-cluster
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: my-cluster
-"""
+# the shared NodePool / EC2NodeClass (tests/manifests.py), in their smallest valid form
+BASE_NODEPOOL = shared.to_yaml(shared.nodepool(cpu_limit=None))
+BASE_EC2NODECLASS = shared.to_yaml(shared.nodeclass(role="KarpenterNodeRole-my-cluster", discovery="my-cluster"))
 
 BASE_NODECLAIM = """
 apiVersion: karpenter.sh/v1

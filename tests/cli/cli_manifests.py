@@ -1,40 +1,7 @@
-NODECLASS = """\
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test
-"""
+import manifests as shared
 
-NODEPOOL = """\
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: {name}
-spec:
-  weight: {weight}
-  limits:
-    cpu: "1000"
-  template:
-    spec:
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: default
-      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-"""
+# the shared NodePool / EC2NodeClass (tests/manifests.py) with the discovery tag "test"
+NODECLASS = shared.to_yaml(shared.nodeclass(discovery="test"))
 
 NODECLAIM = """\
 apiVersion: karpenter.sh/v1
@@ -68,7 +35,7 @@ BAD_YAML = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: [oops\
 
 
 def nodepool(name="default", weight=10):
-    return NODEPOOL.format(name=name, weight=weight)
+    return shared.to_yaml(shared.nodepool(name, weight=weight))
 
 
 def pair():

@@ -4,65 +4,15 @@ handlers, and the real drift / consolidation handlers invoked by name."""
 
 from __future__ import annotations
 
+import manifests as shared
 from karpenter_lambda.sim.world import World, make_pod
-
-MANIFESTS = """
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]
-        - key: karpenter.k8s.aws/instance-family
-          operator: In
-          values: ["m5", "c5", "m6i"]
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: default
-      expireAfter: %(expire_after)s
-%(tgp)s
-  disruption:
-    consolidationPolicy: %(policy)s
-    consolidateAfter: %(consolidate_after)s
-    budgets: %(budgets)s
-  limits:
-    cpu: "1000"
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: %(alias)s
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-  tags:
-    team: platform
-"""
-
 
 def manifests(*, policy="WhenEmpty", consolidate_after="60s", budgets='[{nodes: "100%"}]', expire_after="720h",
               tgp=None, alias="al2023@latest", capacity_types=("on-demand",), families=("m5", "c5", "m6i")) -> str:
-    text = MANIFESTS % {"policy": policy, "consolidate_after": consolidate_after, "budgets": budgets,
-                        "expire_after": expire_after, "alias": alias,
-                        "tgp": f"      terminationGracePeriod: {tgp}" if tgp else ""}
-    text = text.replace('values: ["on-demand"]', "values: [" + ", ".join(f'"{c}"' for c in capacity_types) + "]")
-    return text.replace('values: ["m5", "c5", "m6i"]', "values: [" + ", ".join(f'"{f}"' for f in families) + "]")
+    """The shared default NodePool + EC2NodeClass (tests/manifests.py) with the disruption settings under test."""
+    return shared.pair(capacity_types=capacity_types, families=families, expire_after=expire_after,
+                       termination_grace_period=tgp or None, policy=policy, consolidate_after=consolidate_after,
+                       budgets=budgets, nodeclass_kw={"alias": alias, "tags": {"team": "platform"}})
 
 
 class DisruptionWorld:

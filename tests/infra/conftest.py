@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import manifests as shared
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
@@ -33,30 +35,9 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "1")
 
 CLUSTER = "demo-cluster"
-NODEPOOLS_YAML = """\
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}
-  limits:
-    cpu: "1000"
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterLambdaNode-demo-cluster
-  amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
-  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
-"""
+# the shared NodePool / EC2NodeClass (tests/manifests.py) of the demo cluster: spot or on-demand, any arch
+NODEPOOLS_YAML = shared.pair(arch=None, capacity_types=["spot", "on-demand"],
+                             nodeclass_kw={"role": f"KarpenterLambdaNode-{CLUSTER}", "discovery": CLUSTER})
 
 
 @dataclass

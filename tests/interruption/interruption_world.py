@@ -8,60 +8,17 @@ import contextlib
 import json
 import uuid
 
+import manifests as shared
 from karpenter_lambda.controllers import runtime
 from karpenter_lambda.controllers.interruption_messages import EVENT_PATTERNS
 from karpenter_lambda.sim.simulator import _LambdaContext, _sqs_record, load_module, repo_root
 from karpenter_lambda.sim.world import World, make_pod
 
-MANIFESTS = """
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: spot
-  annotations: %(spot_annotations)s
-spec:
-  template:
-    spec:
-      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["spot"]
-        - key: karpenter.k8s.aws/instance-family
-          operator: In
-          values: ["m5", "c5", "m6i"]
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: default
-  disruption:
-    consolidateAfter: 10m
-    budgets: %(budgets)s
-  limits:
-    cpu: "1000"
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-"""
-
-
 def manifests(rebalance_replace: bool = False, budgets: str = '[{nodes: "10%"}]') -> str:
-    ann = '{"karpenter-lambda.io/rebalance-replace": "true"}' if rebalance_replace else "{}"
-    return MANIFESTS % {"spot_annotations": ann, "budgets": budgets}
+    """The shared NodePool (tests/manifests.py) named ``spot``, on spot capacity, and the default EC2NodeClass."""
+    ann = {"karpenter-lambda.io/rebalance-replace": "true"} if rebalance_replace else {}
+    return shared.pair(name="spot", annotations=ann, capacity_types=("spot",), families=("m5", "c5", "m6i"),
+                       consolidate_after="10m", budgets=budgets)
 
 
 # -- real-shaped EventBridge events: karpenter_lambda.sim.interruption_events (shared with the simulator) -----------

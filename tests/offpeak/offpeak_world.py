@@ -6,51 +6,11 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import manifests as shared
 from karpenter_lambda.sim.world import World
 
-NODEPOOL = """
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]
-        - key: karpenter.k8s.aws/instance-family
-          operator: In
-          values: ["m5", "c5"]
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: default
-  disruption:
-    consolidationPolicy: WhenEmpty
-    consolidateAfter: 5m
-  limits:
-    cpu: "1000"
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-"""
+# the shared NodePool + EC2NodeClass (tests/manifests.py): on-demand m5/c5, empty nodes consolidated after 5 minutes
+NODEPOOL = shared.pair(capacity_types=("on-demand",), families=("m5", "c5"), policy="WhenEmpty", consolidate_after="5m")
 
 NIGHTS = """
 apiVersion: karpenter-lambda.io/v1alpha1

@@ -6,55 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+import manifests as shared
 from karpenter_lambda.controllers.cloudprovider import AWSCloudProvider
 from karpenter_lambda.controllers.termination import Terminator
 from karpenter_lambda.sim.world import World, make_pod
 
-MANIFESTS = """
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      requirements:
-        - key: kubernetes.io/arch
-          operator: In
-          values: ["amd64"]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: ["on-demand"]
-        - key: karpenter.k8s.aws/instance-family
-          operator: In
-          values: ["m5", "c5"]
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: default
-      expireAfter: Never
-%(tgp)s
-  disruption:
-    consolidationPolicy: WhenEmpty
-    consolidateAfter: Never
-  limits:
-    cpu: "1000"
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-"""
+def manifests(tgp: str | None = None) -> str:
+    """The shared NodePool + EC2NodeClass (tests/manifests.py): on-demand m5/c5, never expiring or consolidated."""
+    return shared.pair(capacity_types=("on-demand",), families=("m5", "c5"), expire_after="Never",
+                       termination_grace_period=tgp or None, policy="WhenEmpty", consolidate_after="Never")
 
 
 class CountingCloud:
@@ -188,7 +148,7 @@ def make_world():
     worlds = []
 
     def make(tgp: str | None = None) -> TerminationWorld:
-        w = World(MANIFESTS % {"tgp": f"      terminationGracePeriod: {tgp}" if tgp else ""})
+        w = World(manifests(tgp))
         w.__enter__()
         worlds.append(w)
         return TerminationWorld(w)
