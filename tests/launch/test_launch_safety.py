@@ -11,7 +11,7 @@ from karpenter_lambda.adapters.aws.fleet import FleetLauncher, FleetLaunchError,
 from karpenter_lambda.adapters.aws.launch_templates import LaunchTemplateOptions, LaunchTemplates
 from karpenter_lambda.adapters.aws.unavailable import UnavailableOfferings
 from karpenter_lambda.api.labels import OWNER_TAG
-from karpenter_lambda.controllers.ec2_launch import candidates_for
+from karpenter_lambda.cloudprovider.launch import candidates_for
 
 from .conftest import CLUSTER, nodeclass, resolver
 from .test_fleet import Http, _request, launch_env  # noqa: F401  (fixture)

@@ -6,7 +6,8 @@ import json
 from botocore.awsrequest import AWSResponse
 
 from karpenter_lambda.adapters.aws.pricing_cache import PriceCache
-from karpenter_lambda.controllers import catalog_cache, provision
+from karpenter_lambda.cloudprovider import catalog as catalog_cache
+from karpenter_lambda.controllers import provision
 from karpenter_lambda.sim.world import make_pod
 
 

@@ -38,9 +38,9 @@ from ..api import labels as wk
 from ..api.kube import pod_key, pod_uid, provider_id
 from ..api.objects import NodeClaim
 from ..api.quantity import format_resource
+from ..cloudprovider.types import CreateRequest, LaunchFailed, NoCapacity
 from ..scheduling.inputs import NOMINATED_UIDS_ANNOTATION, PRICE_ANNOTATION, claim_request, limits_of
 from . import runtime
-from .cloud_types import CreateRequest, LaunchFailed, NoCapacity
 
 NOMINATED_PODS_ANNOTATION = "karpenter-lambda.io/nominated-pods"      # JSON list of "ns/name"
 LAUNCH_TOKEN_ANNOTATION = "karpenter-lambda.io/launch-token"          # CreateFleet ClientToken base of this attempt

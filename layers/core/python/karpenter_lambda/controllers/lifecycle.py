@@ -28,7 +28,7 @@
 * **Deletion**: every NodeClaim marked deleting (``deletionTimestamp``) is finalized (:class:`.termination.Terminator`):
   instance terminated, then Node and record removed once EC2 reports the instance gone.
 
-EC2 is reached only through the cloud provider (:mod:`.cloudprovider`).
+EC2 is reached only through the cloud provider (:mod:`karpenter_lambda.cloudprovider`).
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..api import labels as wk
+from ..api.labels import NODECLAIM_TAG
 from ..api.objects import NodeClaim, NodePool
 from ..api.quantity import parse_resource_list
+from ..cloudprovider import GONE_STATES, AWSCloudProvider, instance_state, instance_tags
 from . import runtime
-from .cloudprovider import GONE_STATES, NODECLAIM_TAG, AWSCloudProvider, instance_state, instance_tags
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
 from .termination import Terminator
 

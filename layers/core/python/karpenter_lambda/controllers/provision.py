@@ -28,6 +28,7 @@ from typing import Callable
 from ..api import events as ev
 from ..api.kube import is_daemon_pod, is_terminal, pod_key, pod_uid
 from ..api.text import plural
+from ..cloudprovider import AWSCloudProvider
 from ..scheduling.inputs import (  # noqa: F401  (re-exported: scheduling_taints, EPHEMERAL_TAINT_KEYS, limits_of)
     EPHEMERAL_TAINT_KEYS,
     NOMINATED_UIDS_ANNOTATION,
@@ -38,8 +39,6 @@ from ..scheduling.inputs import (  # noqa: F401  (re-exported: scheduling_taints
     scheduling_taints,
 )
 from . import runtime
-from .catalog_cache import CATALOG_TTL_SECONDS, default_catalog_loader  # noqa: F401  (re-exported)
-from .cloudprovider import AWSCloudProvider
 from .cluster_state import as_dict
 from .launcher import NOMINATED_PODS_ANNOTATION, Launched, Launcher, Throttled, nodeclaim_name  # noqa: F401  (re-exported)
 from .snapshot import SnapshotLoader

@@ -40,9 +40,9 @@ from typing import Callable
 from ..api import labels as wk
 from ..api.durations import DurationError, parse_duration
 from ..api.kube import instance_id_of, is_terminating, pod_key, pod_uid
+from ..cloudprovider import GONE_STATES, instance_state
 from ..disruption import eviction
 from . import runtime
-from .cloudprovider import GONE_STATES, instance_state
 from .cluster_state import as_dict
 
 DELETION_REASON_ANNOTATION = "karpenter-lambda.io/deletion-reason"

@@ -1,11 +1,17 @@
-"""The data the cloud-provider interface exchanges (:mod:`.cloudprovider`): a launch request, a launched instance,
-and the "nothing could be launched" error.  Its own module so implementations (``ec2_launch``) and callers share
-them without importing each other."""
+"""The data the cloud-provider interface exchanges (:mod:`.protocol`): a launch request, a launched instance, and
+the errors a launch or a termination reports.  Its own module so implementations (:mod:`.launch`,
+:mod:`.instance`) and callers share them without importing each other."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+from ..adapters.aws.nodeclass_resolver import ResolvedNodeClass
+from ..api.objects import EC2NodeClass, NodePool
+
+if TYPE_CHECKING:   # the scheduling package is large; a launch only reads a plan's fields
+    from ..scheduling import NodeClaimPlan
 
 
 @dataclass
@@ -13,11 +19,11 @@ class CreateRequest:
     """One NodeClaim to launch: its plan (instance type options, requirements), NodePool and EC2NodeClass."""
 
     name: str
-    plan: Any                      # scheduling.NodeClaimPlan
-    nodepool: Any                  # api.objects.NodePool
-    nodeclass: Any                 # api.objects.EC2NodeClass
-    resolved: Any                  # the provider's resolution of the nodeclass
-    labels: dict = field(default_factory=dict)
+    plan: NodeClaimPlan
+    nodepool: NodePool
+    nodeclass: EC2NodeClass
+    resolved: ResolvedNodeClass | None     # the provider's resolution of the nodeclass (:meth:`resolve`)
+    labels: dict[str, str] = field(default_factory=dict)
     client_token: str | None = None  # unique per launch attempt, recorded on the NodeClaim before the call
 
 
@@ -47,3 +53,7 @@ class LaunchFailed(Exception):
     def __init__(self, message: str, throttled: bool = False):
         super().__init__(message)
         self.throttled = throttled
+
+
+class NotOwned(Exception):
+    """An instance this deployment did not launch (no ``karpenter-lambda.io/cluster=<cluster>`` tag): never terminated."""
