@@ -14,7 +14,7 @@ See docs/scheduling.md.
 from .requirements import Requirement, RequirementError, Requirements
 from .reschedule import RescheduleResult, is_reschedulable, simulate_removal
 from .resources import pod_requests
-from .solver import (
+from .model import (
     ExistingNode,
     NodeClaimPlan,
     NodePoolInput,
@@ -22,8 +22,8 @@ from .solver import (
     SchedulingInput,
     SchedulingResult,
     Unschedulable,
-    solve,
 )
+from .solver import solve
 from .taints import tolerates, untolerated
 
 __all__ = [

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import topology as T
+from .predicates import host_ports
 from .resources import PodSpecError, pod_requests
 
 
@@ -30,8 +31,6 @@ class PodsOnNode:
 
 def summarize(pods) -> PodsOnNode | None:
     """The summary, or None when a pod's requests or host ports do not parse (the solver then reports that pod)."""
-    from .solver import _host_ports
-
     used: dict = {}
     ports: set = set()
     anti: list = []
@@ -42,7 +41,7 @@ def summarize(pods) -> PodsOnNode | None:
         try:
             for k, v in pod_requests(p).items():
                 used[k] = used.get(k, 0) + v
-            ports |= _host_ports(p.get("spec") or {})
+            ports |= host_ports(p.get("spec") or {})
         except (PodSpecError, ValueError, AttributeError):
             return None
         try:

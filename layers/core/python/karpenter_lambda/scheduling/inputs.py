@@ -24,9 +24,10 @@ from ..api import labels as wk
 from ..api.kube import is_terminating, node_allocatable, node_name_of, node_ready, pod_uid
 from ..api.quantity import QuantityError, parse_resource_list, resource_value
 from ..api.snapshot import ClusterSnapshot
-from .resources import PodSpecError, add, fits, pod_requests, subtract
 from .existing_pods import facts_for
-from .solver import ExistingNode, NodePoolInput, SchedulingInput
+from .resources import PodSpecError, add, fits, pod_requests, subtract
+from .model import ExistingNode, NodePoolInput, SchedulingInput
+from .reschedule import is_reschedulable
 
 # snapshot attribute: the pods of each node summed once (existing_pods.facts_for), kept for every later simulation on
 # the same snapshot (consolidation's validity tests) and carried to the snapshots it derives (apply_option)
@@ -206,8 +207,6 @@ def replacement_placeholders(snap: ClusterSnapshot, exclude=frozenset()) -> dict
 
     A replaced node named in ``exclude`` is the subject of the caller's own simulation (its pods are being placed):
     its pods are not held a second time."""
-    from .reschedule import is_reschedulable
-
     out: dict[str, list[dict]] = {}
     for nc in snap.nodeclaims.values():
         raw = (nc.annotations or {}).get(REPLACES_ANNOTATION)

@@ -19,10 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..api import labels as L
+from ..api.kube import pod_key
 from ..api.quantity import resource_value
 from . import topology as T
 from .existing_pods import matches
-from .solver import ExistingNode, SchedulingError, SchedulingInput, solve
+from .model import ExistingNode, SchedulingError, SchedulingInput
+from .solver import solve
 from .taints import tolerates
 
 __all__ = ["simulate_removal", "RescheduleResult", "is_reschedulable", "DISRUPTED_TAINT"]
@@ -81,11 +83,6 @@ def is_reschedulable(pod: dict) -> bool:
     if meta.get("deletionTimestamp") and "StatefulSet" not in owners:
         return False
     return not tolerates((pod.get("spec") or {}).get("tolerations"), [DISRUPTED_TAINT])
-
-
-def _pod_key(pod: dict) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
 
 
 def _as_pending(pod: dict) -> dict:
@@ -157,7 +154,7 @@ def simulate_removal(candidates, *, others, nodepools, daemonsets=(), usage=None
     gone = {n.name for n in candidates}
     keep = [n for n in others if not (isinstance(n, ExistingNode) and n.name in gone)]
     moved = [_as_pending(p) for n in candidates for p in (n.pods or []) if isinstance(p, dict) and is_reschedulable(p)]
-    moved_keys = [_pod_key(p) for p in moved]
+    moved_keys = [pod_key(p) for p in moved]
     pending = list(pending)
     freed = _freed_usage(usage, candidates, nodepools, dict(capacity or {}))
     res = solve(SchedulingInput(pods=pending + moved, nodepools=list(nodepools), existing_nodes=keep,
@@ -207,10 +204,10 @@ def _spread_recheck(candidates, keep, moved, res) -> dict:
             continue
         for con, sel, nss in cons:
             if con.kind == T.SPREAD and con.required and con.key != L.HOSTNAME and con.group_key not in rules:
-                rules[con.group_key] = (con, T.Group(con.kind, con.key, nss, sel), p, _pod_key(p))
+                rules[con.group_key] = (con, T.Group(con.kind, con.key, nss, sel), p, pod_key(p))
     if not rules:
         return {}
-    by_key = {_pod_key(p): p for p in moved}
+    by_key = {pod_key(p): p for p in moved}
     new_labels = {}
     for plan in res.nodeclaims:
         labels = dict(plan.labels)

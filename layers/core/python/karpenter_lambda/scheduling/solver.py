@@ -22,16 +22,20 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import replace
 
 from ..api import labels as L
-from ..api.objects import NodePool
+from ..api.kube import is_daemon_pod, pod_key
 from ..api.quantity import format_resource, resource_value
 from ..catalog.types import InstanceType
 from . import topology as T
+from .cover import min_cost_cover
+from .existing_pods import matches, summarize
+from .model import (EXOTIC_KEYS, EXOTIC_RESOURCES, INF, INV, TYPE_KEYS, ExistingNode, NodeClaimPlan, NodePoolInput,
+                    SchedulingError, SchedulingInput, SchedulingResult, Unschedulable)
+from .predicates import host_ports, labels_match, node_terms, ports_conflict
 from .requirements import IN, Requirement, RequirementError, Requirements, node_selector_term
 from .resources import PodSpecError, pod_requests
-from .cover import min_cost_cover
 from .spread import SpreadRule, domain_shares
 from .taints import format_taint, untolerated
 
@@ -45,113 +49,6 @@ __all__ = [
     "Unschedulable",
     "SchedulingError",
 ]
-
-INF = 1 << 60
-EXOTIC_RESOURCES = (L.RESOURCE_NVIDIA_GPU, L.RESOURCE_AMD_GPU, L.RESOURCE_NEURON, L.RESOURCE_NEURON_CORE,
-                    L.RESOURCE_HABANA_GAUDI)
-EXOTIC_KEYS = (L.INSTANCE_GPU_NAME, L.INSTANCE_GPU_COUNT, L.INSTANCE_GPU_MANUFACTURER, L.INSTANCE_GPU_MEMORY,
-               L.INSTANCE_ACCELERATOR_NAME, L.INSTANCE_ACCELERATOR_COUNT, L.INSTANCE_ACCELERATOR_MANUFACTURER)
-# instance-type label keys that are "DoesNotExist" on a type without the label
-TYPE_KEYS = tuple(k for k in L.AWS_WELL_KNOWN if k.startswith(L.AWS + "instance-"))
-INV = "inverse-anti-affinity"
-
-
-class SchedulingError(ValueError):
-    """Bad scheduling input (names the object and field)."""
-
-
-# --------------------------------------------------------------------------------------------------------
-# public data types
-# --------------------------------------------------------------------------------------------------------
-@dataclass
-class NodePoolInput:
-    nodepool: NodePool
-    instance_types: list[InstanceType]
-
-
-@dataclass
-class ExistingNode:
-    name: str
-    labels: dict = field(default_factory=dict)
-    taints: list = field(default_factory=list)
-    allocatable: dict = field(default_factory=dict)
-    pods: list = field(default_factory=list)
-    nodepool: str | None = None
-    in_flight: bool = False
-    instance_type: str | None = None
-    price: float | None = None
-    zone: str | None = None
-    capacity_type: str | None = None
-    initialized: bool = True  # False: registered/launched but not Initialized (disruption won't rely on it)
-    # what the pods on it add up to (existing_pods.PodsOnNode), when the caller keeps it; used only if made from
-    # exactly ``pods``, else summed again
-    pod_facts: object = field(default=None, repr=False, compare=False)
-
-
-@dataclass
-class SchedulingInput:
-    pods: list
-    nodepools: list = field(default_factory=list)
-    existing_nodes: list = field(default_factory=list)
-    daemonsets: list = field(default_factory=list)
-    nodepool_usage: dict = field(default_factory=dict)
-    max_instance_types: int = 60
-
-
-@dataclass
-class NodeClaimPlan:
-    name: str
-    nodepool: str
-    requirements: Requirements
-    instance_types: list
-    instance_type: str
-    zone: str
-    capacity_type: str
-    price: float
-    pods: list
-    requests: dict
-    reason: str
-    labels: dict = field(default_factory=dict)
-    taints: list = field(default_factory=list)
-    startup_taints: list = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "nodePool": self.nodepool,
-            "instanceTypes": [it.name for it in self.instance_types],
-            "instanceType": self.instance_type,
-            "zone": self.zone,
-            "capacityType": self.capacity_type,
-            "pricePerHour": round(self.price, 6),
-            "pods": list(self.pods),
-            "requests": {k: format_resource(k, v) for k, v in sorted(self.requests.items())},
-            "requirements": self.requirements.to_list(),
-            "reason": self.reason,
-        }
-
-
-@dataclass
-class Unschedulable:
-    pod: str
-    reason: str
-
-
-@dataclass
-class SchedulingResult:
-    nodeclaims: list = field(default_factory=list)
-    existing: dict = field(default_factory=dict)
-    unschedulable: list = field(default_factory=list)
-    cost_per_hour: float = 0.0
-
-    def to_dict(self) -> dict:
-        return {
-            "nodeClaims": [n.to_dict() for n in self.nodeclaims],
-            "existing": {k: list(v) for k, v in self.existing.items()},
-            "unschedulable": [{"pod": u.pod, "reason": u.reason} for u in self.unschedulable],
-            "costPerHour": round(self.cost_per_hour, 6),
-        }
-
 
 # --------------------------------------------------------------------------------------------------------
 # internal structures
@@ -227,12 +124,12 @@ class _Pool:
             # a daemon pod does not respect PreferNoSchedule (Karpenter adds that toleration for it)
             if untolerated((pod["spec"].get("tolerations")), self.taints, True):
                 continue
-            dreqs_terms = _node_terms(pod)
+            dreqs_terms = node_terms(pod)
             if dreqs_terms and all(self.reqs.compatible(t) for t in dreqs_terms):
                 continue
             for k, v in pod_requests(pod).items():
                 self.daemon[k] = self.daemon.get(k, 0) + v
-            self.daemon_ports = self.daemon_ports | _host_ports(pod["spec"])
+            self.daemon_ports = self.daemon_ports | host_ports(pod["spec"])
         # limits
         self.limits: dict[str, int] = {}
         for k, q in (np_.limits or {}).items():
@@ -402,68 +299,13 @@ class _Class:
         return r is not None and not r.complement
 
 
-def _node_terms(pod: dict) -> list[Requirements]:
-    """Required node-affinity terms (ORed), each intersected with the nodeSelector; [] when none."""
-    spec = pod.get("spec") or {}
-    base = Requirements.from_labels(spec.get("nodeSelector"))
-    na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
-    req = (na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
-    if not req:
-        return [base] if len(base) else []
-    return [base.intersection(node_selector_term(t)) for t in req]
-
-
-def _host_ports(spec: dict) -> frozenset:
-    """(hostIP, protocol, hostPort) of every container and init container port with a hostPort."""
-    ports = set()
-    for ctr in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
-        for p in ctr.get("ports") or []:
-            if p.get("hostPort"):
-                try:
-                    port = int(p["hostPort"])
-                except (TypeError, ValueError):
-                    raise ValueError(f"spec.containers[].ports[].hostPort: not an integer: {p['hostPort']!r}") from None
-                ports.add((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", port))
-    return frozenset(ports)
-
-
-_ANY_IP = ("0.0.0.0", "::", "")
-
-
-def _ports_conflict(a, b):
-    """The first port of ``b`` that clashes with one of ``a`` (same port and protocol, and the same host IP or
-    either one unspecified, as the kube-scheduler's NodePorts filter), else None."""
-    if not a or not b:
-        return None
-    for ip, proto, port in b:
-        for ip2, proto2, port2 in a:
-            if port == port2 and proto == proto2 and (ip == ip2 or ip in _ANY_IP or ip2 in _ANY_IP):
-                return (ip, proto, port)
-    return None
-
-
 def _facts(en: ExistingNode):
     """The node's pods summed (``existing_pods.PodsOnNode``): the caller's when made from exactly ``en.pods``, else
     summed here (and kept on ``en``); None when a pod does not parse (the caller then reports it pod by pod)."""
-    from .existing_pods import matches, summarize
-
     f = en.pod_facts
     if not matches(f, en.pods):
         f = en.pod_facts = summarize(en.pods or ())
     return f
-
-
-def _pod_key(pod: dict) -> str:
-    meta = pod.get("metadata") or {}
-    ns = meta.get("namespace") or "default"
-    return f"{ns}/{meta.get('name', '')}"
-
-
-def _owned_by_daemonset(pod: dict) -> bool:
-    for o in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if o.get("kind") == "DaemonSet" or o.get("kind") == "Node":
-            return True
-    return False
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -520,7 +362,7 @@ class _Solver:
         for i, pod in enumerate(pods):
             if not isinstance(pod, dict):
                 raise SchedulingError(f"pods[{i}]: must be a Pod object (dict)")
-            if _owned_by_daemonset(pod):
+            if is_daemon_pod(pod):
                 continue
             meta = pod.get("metadata") or {}
             spec = pod.get("spec") or {}
@@ -537,7 +379,7 @@ class _Solver:
                     c.req = pod_requests(pod)
                     shape = shapes.get(skey)
                     if shape is None:
-                        terms = _node_terms(pod)
+                        terms = node_terms(pod)
                         na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
                         prefs = []
                         for j, p in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
@@ -545,9 +387,9 @@ class _Solver:
                         prefs.sort(key=lambda x: -x[0])
                         shape = shapes[skey] = (terms, prefs, T.pod_constraints(pod), [])
                     c.terms, c.preferred, cons, eff = shape
-                    c.ports = _host_ports(spec)
+                    c.ports = host_ports(spec)
                 except (PodSpecError, RequirementError, ValueError) as e:
-                    self.unsched.append(Unschedulable(_pod_key(pod), f"invalid pod: {e}"))
+                    self.unsched.append(Unschedulable(pod_key(pod), f"invalid pod: {e}"))
                     continue
                 c.pods, c.keys = [], []
                 c.ns, c.labels = ns, labels
@@ -562,7 +404,7 @@ class _Solver:
                 c.errors = {}
                 c.zmap = self._zone_map
                 c.sort_key = (-c.req.get("cpu", 0), -c.req.get("memory", 0), meta.get("creationTimestamp") or "",
-                              meta.get("uid") or _pod_key(pod))
+                              meta.get("uid") or pod_key(pod))
                 if not eff:
                     r = c.effective_reqs()
                     eff.extend((r, r.signature()))
@@ -570,7 +412,7 @@ class _Solver:
                 by_key[key] = c
                 classes.append(c)
             c.pods.append(pod)
-            c.keys.append(_pod_key(pod))
+            c.keys.append(pod_key(pod))
         for c in classes:
             c.limit = len(c.pods)  # how many of its pods may be placed now (lowered while a zone's share is placed)
         classes.sort(key=lambda c: c.sort_key)
@@ -621,9 +463,9 @@ class _Solver:
                             used[self.rpos[k]] += v
                         else:
                             extra_used[k] = extra_used.get(k, 0) + v
-                    ports |= _host_ports(p.get("spec") or {})
+                    ports |= host_ports(p.get("spec") or {})
                 except (PodSpecError, ValueError, AttributeError) as e:
-                    raise SchedulingError(f"{where}: pods[{j}] {_pod_key(p) if isinstance(p, dict) else ''}: {e}") from None
+                    raise SchedulingError(f"{where}: pods[{j}] {pod_key(p) if isinstance(p, dict) else ''}: {e}") from None
             labels = dict(en.labels or {})
             labels = {L.normalize_key(k): str(v) for k, v in labels.items()}
             labels.setdefault(L.HOSTNAME, en.name)
@@ -774,7 +616,7 @@ class _Solver:
                     out.update(r.values)
         for n in self.existing_nodes:
             v = n.labels.get(con.key)
-            if v is not None and pr.has(v) and _labels_match(c.reqs, n.labels) is None:
+            if v is not None and pr.has(v) and labels_match(c.reqs, n.labels) is None:
                 if honor and untolerated(c.tolerations, n.taints, c.tolerate_pns):
                     continue
                 out.add(v)
@@ -932,13 +774,13 @@ class _Solver:
                 return 0
             n = self._fit_count(c.vec, node.cap, node.used)
         if c.ports:
-            if _ports_conflict(node.ports, c.ports):
+            if ports_conflict(node.ports, c.ports):
                 return 0
             n = 1
         if node.fixed:
             if untolerated(c.tolerations, node.taints, c.tolerate_pns):
                 return 0
-            if _labels_match(c.reqs, node.labels) is not None:
+            if labels_match(c.reqs, node.labels) is not None:
                 return 0
             new_reqs = None
         else:
@@ -1043,7 +885,7 @@ class _Solver:
             why.append(f"NodePool {pool.name}: {c.reqs.get(L.HOSTNAME)}: a new node's hostname is not known in advance")
             return 0
         if c.ports and pool.daemon_ports:
-            clash = _ports_conflict(pool.daemon_ports, c.ports)
+            clash = ports_conflict(pool.daemon_ports, c.ports)
             if clash:
                 why.append(f"NodePool {pool.name}: host port {clash[2]}/{clash[1]} is used by a DaemonSet")
                 return 0
@@ -1368,7 +1210,7 @@ class _Solver:
         NodePool with a fitting instance type offered there."""
         for n in self.existing_nodes:
             if n.labels.get(key) == d and self._fit_count(c.vec, n.cap, n.used) > 0 \
-                    and not untolerated(c.tolerations, n.taints, c.tolerate_pns) and _labels_match(c.reqs, n.labels) is None:
+                    and not untolerated(c.tolerations, n.taints, c.tolerate_pns) and labels_match(c.reqs, n.labels) is None:
                 return True
         pin = Requirement(key, False, (d,))
         for pool in self.pools:
@@ -1907,19 +1749,6 @@ def _wants_exotic_uncached(c: _Class) -> bool:
     return False
 
 
-def _labels_match(reqs: Requirements, labels: dict) -> str | None:
-    """Does a node with exactly these labels satisfy ``reqs``?"""
-    for r in reqs:
-        v = labels.get(r.key)
-        if v is None:
-            if r.operator in ("NotIn", "DoesNotExist"):
-                continue
-            return f"node has no label {r.key}"
-        if not r.has(v):
-            return f"{r.key}={v} does not satisfy {r}"
-    return None
-
-
 def _describe(reqs: Requirements) -> str:
     parts = []
     for r in reqs:
@@ -2263,8 +2092,6 @@ def _solve_within_limits_unconstrained(inp: SchedulingInput) -> SchedulingResult
     its cheapest, is both cheaper and within the limits (every NodeClaim charged its largest remaining option,
     what the provisioner reserves).  None when it would not fit, or when minValues forbid trimming.
     """
-    from dataclasses import replace
-
     limits: dict[str, dict[str, int]] = {}
     pools = []
     for npi in inp.nodepools:
@@ -2304,3 +2131,8 @@ def _solve_within_limits_unconstrained(inp: SchedulingInput) -> SchedulingResult
             plan.requirements = plan.requirements.copy().add(
                 Requirement(L.INSTANCE_TYPE, False, {it.name for it in kept}))
     return res
+
+
+# the private names other modules import from here (until their owners move to the public ones)
+_labels_match = labels_match
+_host_ports = host_ports

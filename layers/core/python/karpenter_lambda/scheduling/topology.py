@@ -17,56 +17,12 @@ selector matches it.  Karpenter's rules:
 from __future__ import annotations
 
 from ..api import labels as L
+from ..api.selectors import Selector
+from .predicates import term_namespaces
 
 __all__ = ["Selector", "Group", "Constraint", "pod_constraints", "SPREAD", "AFFINITY", "ANTI"]
 
 SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
-
-
-class Selector:
-    """A metav1.LabelSelector (matchLabels + matchExpressions). ``None`` matches nothing, ``{}`` everything."""
-
-    __slots__ = ("labels", "exprs", "none", "sig")
-
-    def __init__(self, sel: dict | None, extra: dict | None = None):
-        self.none = sel is None
-        sel = sel or {}
-        self.labels = dict(sel.get("matchLabels") or {})
-        if extra:
-            self.labels.update(extra)
-        exprs = []
-        for e in sel.get("matchExpressions") or []:
-            op = e.get("operator")
-            if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-                raise ValueError(f"labelSelector.matchExpressions: unknown operator {op!r}")
-            exprs.append((e.get("key"), op, frozenset(str(v) for v in e.get("values") or ())))
-        self.exprs = tuple(sorted(exprs, key=lambda x: (x[0], x[1], sorted(x[2]))))
-        self.sig = (self.none, tuple(sorted(self.labels.items())), tuple((k, o, tuple(sorted(v))) for k, o, v in self.exprs))
-
-    def matches(self, labels: dict) -> bool:
-        if self.none:
-            return False
-        for k, v in self.labels.items():
-            if labels.get(k) != v:
-                return False
-        for k, op, vals in self.exprs:
-            if op == "In":
-                if labels.get(k) not in vals:
-                    return False
-            elif op == "NotIn":
-                if k in labels and labels[k] in vals:
-                    return False
-            elif op == "Exists":
-                if k not in labels:
-                    return False
-            elif k in labels:
-                return False
-        return True
-
-    def __str__(self) -> str:
-        parts = [f"{k}={v}" for k, v in sorted(self.labels.items())]
-        parts += [f"{k} {op} [{' '.join(sorted(v))}]" if v else f"{k} {op}" for k, op, v in self.exprs]
-        return ",".join(parts) or ("<none>" if self.none else "<all>")
 
 
 class Group:
@@ -106,14 +62,6 @@ class Constraint:
         self.weight = weight
         self.text = text
         self.node_taints_honor = node_taints_honor
-
-
-def _namespaces(term: dict, pod_ns: str) -> frozenset | None:
-    ns = term.get("namespaces") or []
-    nss = term.get("namespaceSelector")
-    if nss is not None and not (nss.get("matchLabels") or nss.get("matchExpressions")):
-        return None  # {} selects every namespace
-    return frozenset(ns) if ns else frozenset([pod_ns])
 
 
 def pod_constraints(pod: dict) -> list[tuple]:
@@ -156,6 +104,6 @@ def _term_constraint(kind, term, ns, plabels, required, weight):
         raise ValueError(f"spec.affinity: pod {kind} term needs a topologyKey")
     extra = {k: plabels[k] for k in term.get("matchLabelKeys") or [] if k in plabels}
     sel = Selector(term.get("labelSelector"), extra)
-    nss = _namespaces(term, ns)
+    nss = term_namespaces(term, ns)
     text = f"{'' if required else 'preferred '}pod {kind} {key} selector {sel}"
     return Constraint(kind, key, (kind, key, nss, sel.sig), 1, None, required, weight, text), sel, nss
