@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# pytest workers: 2 cores here; override with `make test PYTEST_WORKERS=0` to run serially.
+# pytest workers: 2 cores here; override with `make test PYTEST_WORKERS=0` to run serially.  --dist loadgroup keeps
+# the tests sharing a module/session fixture on one worker and starts the slowest first (tests/conftest.py).
 PYTEST_WORKERS ?= 2
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
@@ -21,7 +22,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(PY) -m karpenter_lambda demo

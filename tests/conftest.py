@@ -22,3 +22,47 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
+
+
+# -- scheduling on xdist workers (`make test`: -n 2 --dist loadgroup --no-loadscope-reorder) ----------------------
+# A module- or session-scoped fixture is computed once per worker that runs one of its tests: the tests sharing one
+# (a simulation run once per module, the CDK synth, moto's EC2 catalog, the moto_server) are kept on one worker by
+# an ``xdist_group`` named after the fixture's home; every other test is scheduled on its own.  The slowest
+# modules (measured: ``pytest --durations=150`` at 65e50bd) start first, so the two workers finish together.
+SLOW_FIRST = (
+    "tests/offpeak/test_offpeak_simulation.py", "tests/sim/test_timers_and_events.py",
+    "tests/reliability/test_faults_short.py", "tests/sim/test_spread_scenario.py", "tests/sim/test_disruption_run.py",
+    "tests/sim/test_scenario.py", "tests/provision/test_claims_scale.py", "tests/disruption/test_consolidation_bench.py",
+    "tests/sim/test_simulate.py", "tests/sim/test_no_pod_left_waiting.py", "tests/cli/test_offline_state.py",
+    "tests/sim/test_workload_scale_api.py", "tests/sim/test_pod_events_sim.py", "tests/termination/test_crash.py",
+    "tests/termination/test_drain.py", "tests/disruption/test_consolidation.py", "tests/infra/",
+)
+
+
+def _shared_fixture_group(item) -> str | None:
+    """The home (conftest directory or test module) of the widest-scoped project fixture the test uses."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    best = None
+    for defs in info.name2fixturedefs.values():
+        d = defs[-1]
+        if d.scope not in ("module", "session") or not d.baseid.startswith("tests"):
+            continue
+        home = d.baseid if d.scope == "session" else item.nodeid.split("::", 1)[0]
+        if best is None or (d.scope == "session" and best[0] != "session"):
+            best = (d.scope, home)
+    return best[1] if best else None
+
+
+def _slow_rank(item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return next((i for i, p in enumerate(SLOW_FIRST) if path.startswith(p)), len(SLOW_FIRST))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = _shared_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=_slow_rank)   # stable: the order inside a module is kept
