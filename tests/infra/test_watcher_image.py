@@ -20,7 +20,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 WATCHER = REPO / "watcher"
 CONTEXT_FILES = {"Dockerfile", ".dockerignore", "requirements.txt", "karpenter_lambda_watcher/__init__.py",
-                 "karpenter_lambda_watcher/__main__.py", "karpenter_lambda_watcher/watcher.py"}
+                 "karpenter_lambda_watcher/__main__.py", "karpenter_lambda_watcher/watcher.py",
+                 # the modules watcher.py was split into (issue 22)
+                 "karpenter_lambda_watcher/handlers.py", "karpenter_lambda_watcher/messages.py",
+                 "karpenter_lambda_watcher/reflector.py", "karpenter_lambda_watcher/sender.py",
+                 "karpenter_lambda_watcher/stats.py"}
 
 
 def _docker_assets(outdir: Path, stack: str) -> dict:

@@ -26,15 +26,16 @@ import os
 import signal
 import sys
 import threading
-import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
+from .messages import iso_time
 from .watcher import Stats, run
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created)),
+            "time": iso_time(record.created, millis=False),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -58,8 +59,6 @@ def setup_logging(level: str = "INFO") -> None:
 
 
 def _health_server(port: int, stats: Stats, stop: threading.Event):
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
     class H(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
             ok = self.path.startswith("/healthz") and not stop.is_set() and stats.lists > 0
