@@ -1,4 +1,4 @@
-"""The pure core (api, scheduling, catalog, disruption) never imports I/O layers or clients."""
+"""The pure core (api, scheduling, catalog, disruption, offpeak) never imports I/O layers or clients."""
 
 import ast
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "layers" / "core" / "python" / "karpenter_lambda"
-PURE = ["api", "scheduling", "catalog", "disruption"]
+PURE = ["api", "scheduling", "catalog", "disruption", "offpeak"]
 FORBIDDEN_PKGS = {"boto3", "botocore", "kubernetes", "pynamodb", "moto", "aws_lambda_powertools", "requests", "urllib3"}
 FORBIDDEN_INTERNAL = {"adapters", "controllers", "sim", "cli"}
 

@@ -1,11 +1,11 @@
-"""kube-downscaler annotations (disruption/downscaler.py): the time-spec grammar, namespace vs workload,
+"""kube-downscaler annotations (offpeak/downscaler.py): the time-spec grammar, namespace vs workload,
 exclude / exclude-until, downtime-replicas, and errors reported (never raised) by downscaler_decision."""
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from karpenter_lambda.disruption.downscaler import (
+from karpenter_lambda.offpeak.downscaler import (
     AbsoluteRange,
     DownscalerError,
     RecurringRange,

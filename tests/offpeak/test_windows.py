@@ -1,4 +1,4 @@
-"""Off-peak windows in wall-clock time (disruption/offpeak_window.py): DST in Europe/Berlin, weekday schedules,
+"""Off-peak windows in wall-clock time (offpeak/window.py): DST in Europe/Berlin, weekday schedules,
 exact boundaries (start inclusive, end exclusive), macros, UTC."""
 
 from datetime import datetime, timedelta, timezone
@@ -9,7 +9,7 @@ from cronsim import CronSim
 
 from karpenter_lambda.api.cron import CronError, parse_cron
 from karpenter_lambda.api.manifests import load_text
-from karpenter_lambda.disruption.offpeak_window import Window, localize, next_window, window_at
+from karpenter_lambda.offpeak.window import Window, localize, next_window, window_at
 
 BERLIN = "Europe/Berlin"
 B = ZoneInfo(BERLIN)

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Callable
 
-API_VERSION = "karpenter-lambda.io/v1alpha1"
+from .labels import PROJECT_API_VERSION
+from .times import to_datetime, to_epoch
+
+API_VERSION = PROJECT_API_VERSION          # the old name, kept
 KIND = "Scenario"
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
 SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
@@ -174,9 +176,8 @@ def parse_scenario(doc: dict, file: str = "<input>", index: int = 0) -> Scenario
     problems += [f"spec.{k}: unknown field" for k in sorted(set(spec) - {"startTime", "steps"})]
     start = None
     if spec.get("startTime") is not None:
-        try:
-            start = datetime.fromisoformat(str(spec["startTime"]).replace("Z", "+00:00")).timestamp()
-        except ValueError:
+        start = to_epoch(to_datetime(str(spec["startTime"])))     # text only (a bare number is not a time)
+        if start is None:
             problems.append(f"spec.startTime: not an RFC 3339 time: {spec['startTime']!r}")
     steps_in = spec.get("steps") or []
     if not isinstance(steps_in, list):

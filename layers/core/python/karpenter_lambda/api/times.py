@@ -12,9 +12,10 @@ from functools import lru_cache
 RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 
 
-def to_datetime(value) -> datetime | None:
+def to_datetime(value, *, require_offset: bool = False) -> datetime | None:
     """An aware UTC-or-offset datetime from RFC 3339 text, a datetime (naive = UTC) or epoch seconds; ``None`` for
-    empty or unparseable input."""
+    empty or unparseable input.  ``require_offset``: text without a UTC offset (``Z`` or ``+02:00``) is refused
+    (``None``) instead of read as UTC."""
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
@@ -24,6 +25,8 @@ def to_datetime(value) -> datetime | None:
     try:
         dt = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
     except ValueError:
+        return None
+    if dt.tzinfo is None and require_offset:
         return None
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 

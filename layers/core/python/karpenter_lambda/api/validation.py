@@ -25,9 +25,8 @@ from .objects import ALIAS_FAMILIES
 from .offpeak import spec_schema as _offpeak_spec_schema
 from .quantity import QuantityError, parse_quantity
 from .schema import AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Str, describe, index, join, key
-from .validators import (BUDGET, CONSOLIDATION_POLICIES, DISRUPTION_REASONS, DNS1123_SUBDOMAIN_RE,  # noqa: F401
-                         NILLABLE_DURATION_MSG, DURATION_MSG, dns_subdomain_check, label_key_problem,
-                         label_value_check, label_value_problem)
+from .validators import (BUDGET, CONSOLIDATION_POLICIES, DISRUPTION_REASONS, DURATION_MSG, NILLABLE_DURATION_MSG,
+                         dns_subdomain_check, label_key_problem, label_value_check, label_value_problem)
 
 __all__ = [
     "validate_and_default",

@@ -25,6 +25,11 @@ import json
 import os
 import sys
 
+from ..api.times import to_datetime
+from ..offpeak import schedule_states
+from .main import aws_environment_error
+from .table import render_table
+
 
 def register(sub) -> None:
     p = sub.add_parser("offpeak", help="off-peak scale-down schedules (status, run)", description=__doc__.split("\n\n")[0])
@@ -43,6 +48,7 @@ def register(sub) -> None:
 
 
 def _controller(args):
+    # the controllers (boto3, the Kubernetes client) load only when a command runs (see cli/main.py)
     from ..controllers import environment, runtime
     from ..controllers.offpeak import OffPeakController
 
@@ -57,8 +63,6 @@ def _controller(args):
 
 
 def _fail(cmd: str, e: Exception) -> int:
-    from .main import aws_environment_error
-
     if aws_environment_error(e):  # no credentials/region: main prints one line, exit 2
         raise e
     sys.stderr.write(f"offpeak {cmd}: cannot read the cluster state: {e}\n"
@@ -68,14 +72,10 @@ def _fail(cmd: str, e: Exception) -> int:
 
 
 def status_rows(controller, now: float, name: str | None = None) -> list[dict]:
-    from ..disruption.offpeak import schedule_states
-
     schedules = controller.store.list("OffPeakSchedule")
     records = controller.records()
     out = []
-    from datetime import datetime, timezone
-
-    for st in schedule_states(schedules, datetime.fromtimestamp(now, tz=timezone.utc)):
+    for st in schedule_states(schedules, to_datetime(now)):
         if name is not None and st.name != name:
             continue
         holder = f"OffPeakSchedule/{st.name}"
@@ -103,8 +103,6 @@ def run_status(args) -> int:
     if args.json:
         print(json.dumps({"time": runtime.iso(now), "schedules": rows}, indent=2))
         return 0
-    from .table import render_table
-
     if not rows:
         print("no OffPeakSchedules (add one: karpenter-lambda apply -f schedule.yaml)")
         return 0
@@ -147,8 +145,6 @@ def run_run(args) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=str))
         return 1 if report.failed or report.errors else 0
-    from .table import render_table
-
     changes = report.scaled + report.autoscalers + report.nodepools
     verb = "would change" if args.dry_run else "changed"
     if changes:

@@ -5,7 +5,7 @@ window's start and end (in the schedule's time zone) and by a periodic reconcile
 
 1. **Observe**: the OffPeakSchedules and NodePools (DynamoDB), the Deployments, StatefulSets, Namespaces, HPAs and
    KEDA ScaledObjects (Kubernetes), and the records (DynamoDB, kind ``OffPeakRecord``).
-2. **Plan** (:func:`~karpenter_lambda.disruption.offpeak.plan_offpeak`, pure).
+2. **Plan** (:func:`~karpenter_lambda.offpeak.plan_offpeak`, pure).
 3. **Act**, record first: each new or changed record is written before its workload is touched; the workload is
    annotated with its original replicas, then scaled (the ``scale`` subresource); autoscalers pinned/paused;
    NodePool overrides written.  Restores scale back to the recorded count, put the autoscalers back, and only
@@ -22,22 +22,29 @@ window's start and end (in the schedule's time zone) and by a periodic reconcile
 from __future__ import annotations
 
 import copy
-import json
 import logging
+import os
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
+from ..adapters.aws.sqs import PodQueue
+from ..api import labels as wk
 from ..api.kube import is_daemon_pod, is_terminal, is_terminating
+from ..api.labels import OFFPEAK_HELD_BY_ANNOTATION, OFFPEAK_ORIGINAL_ANNOTATION, PROJECT_API_VERSION
+from ..api.objects import KubeObject
 from ..api.offpeak import KIND as SCHEDULE_KIND
-from ..disruption.offpeak import (DOWNSCALER_ORIGINAL, HELD_BY_ANNOTATION, ORIGINAL_ANNOTATION, OffPeakInput,
-                                  OffPeakPlan, WORKLOAD_KINDS, plan_offpeak)
-from ..disruption.offpeak_window import window_at
+from ..api.times import to_datetime
+from ..offpeak import DOWNSCALER_ORIGINAL, WORKLOAD_KINDS, OffPeakInput, OffPeakPlan, plan_offpeak, window_at
 from . import runtime
+from .base import Controller
+from .termination import Terminator
 
 log = logging.getLogger(__name__)
 RECORD_KIND = "OffPeakRecord"
-RECORD_API_VERSION = "karpenter-lambda.io/v1alpha1"
+RECORD_API_VERSION = PROJECT_API_VERSION          # the old name, kept
 HANDOFF_SECONDS = 30 * 60
+#: the annotations a released workload loses (ours, and kube-downscaler's record of a workload it scaled down)
+_RELEASED = {OFFPEAK_ORIGINAL_ANNOTATION: None, OFFPEAK_HELD_BY_ANNOTATION: None, DOWNSCALER_ORIGINAL: None}
 DRAIN_REASON = "OffPeakDrain"
 
 
@@ -75,38 +82,23 @@ class OffPeakReport:
                 "PodsHandedOff": self.handed_off}
 
 
-def _dt(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, tz=timezone.utc)
+class OffPeakController(Controller):
+    log_fields = {"sweep": "offpeak"}
 
-
-class OffPeakController:
     def __init__(self, store, kube, terminator=None, pod_queue=None, clock=None, logger=None):
+        super().__init__(clock, logger or log)
         self.store = store
         self.kube = kube
         self.terminator = terminator
         self.pod_queue = pod_queue
-        self.clock = clock or runtime.clock_proxy
-        self.logger = logger or log
 
     @classmethod
     def from_environment(cls, env, logger=None) -> "OffPeakController":
-        import os
-
-        from ..adapters.aws.sqs import PodQueue
-        from .termination import Terminator
-
         url = os.environ.get("KARPENTER_LAMBDA_POD_QUEUE_URL")
         queue = PodQueue(env.client("sqs"), url, env.config.cluster, runtime.clock_proxy) if url else None
         # request() only marks the NodeClaim deleting; the lifecycle sweep (with the cloud provider) finalizes
         terminator = Terminator(env.store, env.kube, None, env.claims, runtime.clock_proxy)
         return cls(env.store, env.kube, terminator, queue, runtime.clock_proxy, logger=logger)
-
-    def _decision(self, decision: str, message: str, **fields) -> None:
-        extra = {"decision": decision, "sweep": "offpeak", **fields}
-        try:
-            self.logger.info(message, extra=extra)
-        except TypeError:
-            self.logger.info("%s %s", message, json.dumps(extra, default=str))
 
     # -- observe -----------------------------------------------------------------------------------
     def records(self) -> list[dict]:
@@ -121,7 +113,7 @@ class OffPeakController:
         return OffPeakInput(
             schedules=self.store.list(SCHEDULE_KIND), workloads=workloads, namespaces=self.kube.list_namespaces(),
             hpas=self.kube.list_hpas(), scaledobjects=self.kube.list_scaledobjects(), records=self.records(),
-            nodepools=self.store.list("NodePool"), now=_dt(now))
+            nodepools=self.store.list("NodePool"), now=to_datetime(now))
 
     def plan(self, now: float) -> tuple[OffPeakInput, OffPeakPlan]:
         inp = self.observe(now)
@@ -183,8 +175,6 @@ class OffPeakController:
             doc = {"apiVersion": RECORD_API_VERSION, "kind": RECORD_KIND,
                    "metadata": {"name": record_name(rec["key"])}, "spec": rec}
             try:
-                from ..api.objects import KubeObject
-
                 self.store.put(KubeObject(doc))
             except Exception as e:           # never act on a workload whose original is not recorded
                 failed.add(rec["key"])
@@ -206,16 +196,15 @@ class OffPeakController:
     def _apply(self, ch, report: OffPeakReport) -> None:
         if ch.kind in WORKLOAD_KINDS:
             if ch.action in ("scale-down", "rescale"):
-                self.kube.patch_workload(ch.kind, ch.namespace, ch.name, {"metadata": {"annotations": {
-                    ORIGINAL_ANNOTATION: str(self._original(ch)), HELD_BY_ANNOTATION: ",".join(ch.holders)}}})
+                held = {OFFPEAK_ORIGINAL_ANNOTATION: str(self._original(ch)),
+                        OFFPEAK_HELD_BY_ANNOTATION: ",".join(ch.holders)}
+                self.kube.patch_workload(ch.kind, ch.namespace, ch.name, {"metadata": {"annotations": held}})
                 self.kube.scale_workload(ch.kind, ch.namespace, ch.name, ch.to)
             elif ch.action == "restore":
                 self.kube.scale_workload(ch.kind, ch.namespace, ch.name, ch.to)
-                self.kube.patch_workload(ch.kind, ch.namespace, ch.name, {"metadata": {"annotations": {
-                    ORIGINAL_ANNOTATION: None, HELD_BY_ANNOTATION: None, DOWNSCALER_ORIGINAL: None}}})
+                self.kube.patch_workload(ch.kind, ch.namespace, ch.name, {"metadata": {"annotations": dict(_RELEASED)}})
             elif ch.action == "forget-annotation":
-                self.kube.patch_workload(ch.kind, ch.namespace, ch.name, {"metadata": {"annotations": {
-                    ORIGINAL_ANNOTATION: None, HELD_BY_ANNOTATION: None, DOWNSCALER_ORIGINAL: None}}})
+                self.kube.patch_workload(ch.kind, ch.namespace, ch.name, {"metadata": {"annotations": dict(_RELEASED)}})
         elif ch.kind == "HorizontalPodAutoscaler":
             self.kube.patch_hpa(ch.namespace, ch.name, ch.to)
         elif ch.kind == "ScaledObject":
@@ -242,8 +231,6 @@ class OffPeakController:
     def _drain(self, plan: OffPeakPlan, report: OffPeakReport) -> None:
         if not plan.drain_nodepools or self.terminator is None:
             return
-        from ..api import labels as wk
-
         for nc in self.store.list("NodeClaim"):
             if nc.labels.get(wk.NODEPOOL) not in plan.drain_nodepools or nc.metadata.get("deletionTimestamp"):
                 continue
@@ -258,7 +245,7 @@ class OffPeakController:
     def _handoff_active(self, inp: OffPeakInput, plan: OffPeakPlan, now: float) -> bool:
         if plan.restored_nodepools:
             return True
-        t = _dt(now)
+        t = to_datetime(now)
         for s in inp.schedules:
             if not any(o.drain for o in s.nodepools):
                 continue

@@ -13,14 +13,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from ..api.times import to_datetime
+from ..offpeak import next_window, window_at
 
 
 def window_edges(schedules: list, start: float, until: float | None) -> list[tuple[float, str, str, dict]]:
     """[(seconds since start, schedule name, "start"|"end", window dict)] in time order."""
-    from ..disruption.offpeak_window import next_window, window_at
-
-    t0 = datetime.fromtimestamp(start, tz=timezone.utc)
+    t0 = to_datetime(start)
     out = []
     for s in schedules:
         try:

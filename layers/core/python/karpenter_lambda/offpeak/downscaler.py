@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ..api.times import to_datetime
+
 __all__ = [
     "DownscalerError",
     "TimeSpec",
@@ -142,7 +144,9 @@ def parse_timespec(text: str) -> TimeSpec:
             continue
         m = _ABSOLUTE.match(part)
         if m:
-            start, end = (datetime.fromisoformat(g.replace("Z", "+00:00")) for g in m.groups())
+            start, end = (to_datetime(g) for g in m.groups())      # the pattern requires the offset
+            if start is None or end is None:                         # e.g. month 13: not a date
+                raise DownscalerError(f"time spec {text!r}: {part!r} is not a valid time range ({_FORMAT_HINT})")
             ranges.append(AbsoluteRange(start, end))
             continue
         raise DownscalerError(f"time spec {text!r}: {part!r} does not match the format ({_FORMAT_HINT})")
@@ -183,11 +187,8 @@ def parse_exclude_until(text: str) -> datetime:
             return datetime.strptime(value, fmt).replace(tzinfo=timezone.utc)
         except ValueError:
             pass
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        parsed = None
-    if parsed is not None and parsed.tzinfo is not None:
+    parsed = to_datetime(value, require_offset=True)
+    if parsed is not None:
         return parsed
     raise DownscalerError(f"{EXCLUDE_UNTIL} {text!r}: expected 2024-04-05, 2024-04-05 08:00, 2024-04-05T08:00, "
                           f"2024-04-05T08:00:00Z or an RFC 3339 time with an offset")
@@ -250,7 +251,7 @@ def _annotations(obj: dict | None) -> dict:
 
 
 def _aware(t: datetime) -> datetime:
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t
+    return to_datetime(t)          # naive = UTC
 
 
 def _lookup(key: str, w_ann: dict, ns_ann: dict, w_label: str, ns_label: str) -> tuple[str | None, str]:

@@ -3,7 +3,7 @@
 ``plan_offpeak(OffPeakInput) -> OffPeakPlan``.  Every invocation computes what should hold at ``now`` from the
 schedules, kube-downscaler annotations and what was recorded, so a missed or doubled invocation changes nothing:
 
-* **Holds.** A Deployment/StatefulSet is *held* when an active :class:`~..api.offpeak.OffPeakSchedule` selects
+* **Holds.** A Deployment/StatefulSet is *held* when an active :class:`~..api.objects.OffPeakSchedule` selects
   it (``spec.workloads``) or its kube-downscaler annotations (or its Namespace's) say it is down now
   (:mod:`.downscaler`).  Several holds on one workload: the **lowest replica count wins**.  A schedule does not
   take a workload created after its window started (it is left alone until the next window); a downscaler
@@ -35,16 +35,20 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
-from .downscaler import downscaler_decision
-from .offpeak_window import Window, next_window, window_at
+from ..api.labels import OFFPEAK_HELD_BY_ANNOTATION, OFFPEAK_ORIGINAL_ANNOTATION
+from ..api.offpeak_types import WORKLOAD_KINDS
+from ..api.quantity import parse_quantity
+from ..api.times import format_time, to_datetime
+from .downscaler import ORIGINAL_REPLICAS, downscaler_decision
+from .window import Window, next_window, window_at
 
-ORIGINAL_ANNOTATION = "karpenter-lambda.io/offpeak-original-replicas"
-HELD_BY_ANNOTATION = "karpenter-lambda.io/offpeak-held-by"
+ORIGINAL_ANNOTATION = OFFPEAK_ORIGINAL_ANNOTATION      # the names the off-peak code has always used
+HELD_BY_ANNOTATION = OFFPEAK_HELD_BY_ANNOTATION
 KEDA_PAUSED = "autoscaling.keda.sh/paused-replicas"
-DOWNSCALER_ORIGINAL = "downscaler/original-replicas"   # kube-downscaler's own record (a team switching over)
-WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+DOWNSCALER_ORIGINAL = ORIGINAL_REPLICAS                # kube-downscaler's own record (a team switching over)
 DOWNSCALER = "downscaler"
 DRAIN_LIMITS = {"cpu": "0", "memory": "0"}
 
@@ -60,17 +64,6 @@ def workload_key(kind: str, namespace: str, name: str) -> str:
 def key_of(obj: dict) -> str:
     m = _meta(obj)
     return workload_key(obj.get("kind", ""), m.get("namespace") or "default", m.get("name", ""))
-
-
-def _ts(value) -> datetime | None:
-    if not value:
-        return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def replicas_of(obj: dict) -> int:
@@ -102,7 +95,7 @@ class ScheduleState:
 
     def to_dict(self) -> dict:
         def w(x: Window | None):
-            return None if x is None else {"start": _iso(x.start), "end": _iso(x.end),
+            return None if x is None else {"start": format_time(x.start), "end": format_time(x.end),
                                            "startLocal": _local(x.start, self.time_zone),
                                            "endLocal": _local(x.end, self.time_zone)}
         return {"name": self.name, "timeZone": self.time_zone, "active": self.active, "window": w(self.window),
@@ -143,13 +136,7 @@ class OffPeakPlan:
                 "skipped": self.skipped}
 
 
-def _iso(t: datetime) -> str:
-    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _local(t: datetime, tz: str) -> str:
-    from zoneinfo import ZoneInfo
-
     return t.astimezone(ZoneInfo(tz)).isoformat()
 
 
@@ -187,7 +174,7 @@ def _holds(inp: OffPeakInput, states: dict[str, ScheduleState], ns_index: dict[s
         key = key_of(w)
         ns_obj = ns_index.get(ns)
         ns_labels = (_meta(ns_obj).get("labels") or {}) if ns_obj else {}
-        created = _ts(m.get("creationTimestamp"))
+        created = to_datetime(m.get("creationTimestamp"))
         for s in inp.schedules:
             st = states.get(s.name)
             if st is None or not st.active:
@@ -199,8 +186,8 @@ def _holds(inp: OffPeakInput, states: dict[str, ScheduleState], ns_index: dict[s
                 rec = recorded.get(key)
                 already = rec is not None and holder in (rec.get("holders") or [])
                 if not already and created is not None and created > st.window.start:
-                    skipped.append({"object": key, "reason": f"created {_iso(created)}, after {holder}'s window "
-                                                              f"started {_iso(st.window.start)}: left alone"})
+                    skipped.append({"object": key, "reason": f"created {format_time(created)}, after {holder}'s window "
+                                                              f"started {format_time(st.window.start)}: left alone"})
                     break
                 add(key, target.replicas, holder)
                 break
@@ -289,7 +276,7 @@ def plan_offpeak(inp: OffPeakInput) -> OffPeakPlan:
             target = min(target, int(rec["originalReplicas"]) if rec else current)
             rec = copy.deepcopy(rec) if rec else {"key": key, "kind": kind, "namespace": ns, "name": name,
                                                   "uid": m.get("uid"), "originalReplicas": current,
-                                                  "since": _iso(now)}
+                                                  "since": format_time(now)}
             rec.pop("fromAnnotation", None)
             changed = new or sorted(rec.get("holders") or []) != sorted(holders) or rec.get("target") != target
             rec["holders"], rec["target"] = sorted(holders), target
@@ -359,8 +346,6 @@ def _release_autoscalers(plan: OffPeakPlan, rec: dict, hpa: dict | None, so: dic
 
 # -- NodePools -----------------------------------------------------------------------------------------------
 def _min_quantity(a: str, b: str) -> str:
-    from ..api.quantity import parse_quantity
-
     try:
         return a if parse_quantity(str(a)) <= parse_quantity(str(b)) else b
     except ValueError:
@@ -411,7 +396,7 @@ def _plan_nodepools(inp: OffPeakInput, states: dict[str, ScheduleState], plan: O
         if name in want:
             w = want[name]
             if rec is None:
-                rec = {"key": key, "kind": "NodePool", "name": name, "since": _iso(inp.now),
+                rec = {"key": key, "kind": "NodePool", "name": name, "since": format_time(inp.now),
                        "original": {"limits": copy.deepcopy(spec.get("limits")),
                                     "disruption": copy.deepcopy(spec.get("disruption"))}}
             target = {}
