@@ -1,16 +1,21 @@
 """The scheduler's data model: its input (NodePools with their instance types, existing and in-flight nodes), its
-result (NodeClaim plans, placements on existing nodes, unschedulable pods) and the constants the solver's modules
-share.  Plain data; no scheduling logic (Karpenter: the types of ``scheduler.go`` / ``nodeclaim.go``)."""
+result (NodeClaim plans, placements on existing nodes, unschedulable pods), the solver's node (:class:`SimNode`: an
+existing or in-flight node, or a NodeClaim planned in this round) and the constants the solver's modules share.
+Plain data and arithmetic; no scheduling decision here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..api import labels as L
 from ..api.objects import NodePool
 from ..api.quantity import format_resource
 from ..catalog.types import InstanceType
 from .requirements import Requirements
+
+if TYPE_CHECKING:  # the instance-type options live with the NodeClaim templates (nodeclaim.py imports this module)
+    from .nodeclaim import InstanceTypeOption
 
 __all__ = [
     "SchedulingInput",
@@ -25,6 +30,8 @@ __all__ = [
     "EXOTIC_KEYS",
     "TYPE_KEYS",
     "INV",
+    "SimNode",
+    "fit_count",
 ]
 
 INF = 1 << 60
@@ -131,3 +138,68 @@ class SchedulingResult:
             "costPerHour": round(self.cost_per_hour, 6),
         }
 
+
+class SimNode:
+    """An existing / in-flight node (fixed) or a NodeClaim planned in this round."""
+
+    __slots__ = ("id", "fixed", "pool", "reqs", "labels", "taints", "cap", "used", "pods", "target", "ports",
+                 "limit_snapshot", "existing", "order", "keys", "dcache", "launch", "block")
+
+    def __init__(self, id_, fixed, pool, reqs, labels, taints, cap, used):
+        self.id = id_
+        self.fixed = fixed
+        self.pool = pool
+        self.reqs = reqs
+        self.labels = labels
+        self.taints = taints
+        self.cap = cap
+        self.used = used
+        self.pods: list[str] = []
+        self.keys: list[str] = []
+        self.target: InstanceTypeOption | None = None  # a planned node: the type it is sized on
+        self.ports: set = set()
+        self.limit_snapshot: dict = {}
+        self.existing = None
+        self.order = 0
+        self.dcache = None
+        self.launch = None
+        self.block = None
+
+    def domains(self, key: str):
+        """Possible domains of this node for ``key`` (a tuple), () when the node has no such label."""
+        if key == L.HOSTNAME:
+            return (self.id,) if not self.fixed else ((self.labels.get(L.HOSTNAME, self.id)),)
+        if self.fixed:
+            v = self.labels.get(key)
+            return (v,) if v is not None else ()
+        r = self.reqs.get(key)
+        if key in (L.ZONE, L.CAPACITY_TYPE):
+            t = self.target
+            dc = self.dcache
+            if dc is not None and dc[0] is self.reqs and dc[1] is t and dc[2] == key:
+                return dc[3]
+            attr = "zone" if key == L.ZONE else "capacity_type"
+            z = self.reqs.get(L.ZONE)
+            ct = self.reqs.get(L.CAPACITY_TYPE)
+            vals = {getattr(o, attr) for o in t.offers if z.has(o.zone) and ct.has(o.capacity_type)}
+            out = tuple(sorted(vals))
+            self.dcache = (self.reqs, t, key, out)
+            return out
+        if not r.complement:
+            return tuple(sorted(r.values))
+        if key in self.labels:
+            return (self.labels[key],)
+        return ()
+
+
+def fit_count(vec, cap, used) -> int:
+    """How many of a request vector ``vec`` fit in ``cap`` minus ``used`` (INF when it asks nothing)."""
+    n = INF
+    for v, a, u in zip(vec, cap, used):
+        if v:
+            k = (a - u) // v
+            if k < n:
+                n = k
+                if n <= 0:
+                    return 0
+    return n

@@ -225,6 +225,12 @@ class Requirements:
         r._reqs = dict(self._reqs)
         return r
 
+    def without(self, *keys: str) -> "Requirements":
+        """A copy without the requirements for ``keys`` (a key not present is ignored)."""
+        r = Requirements()
+        r._reqs = {k: v for k, v in self._reqs.items() if k not in keys}
+        return r
+
     def add(self, req: Requirement) -> "Requirements":
         cur = self._reqs.get(req.key)
         self._reqs[req.key] = req if cur is None else cur.intersection(req)

@@ -16,6 +16,18 @@ Design (see docs/scheduling.md):
   or stand-alone cost; both planned, the cheaper kept), each step opens the type whose simulated fill is
   worth the most per dollar and repeats that fill while the pods last.
 * A class that cannot be placed is relaxed one preference at a time in Karpenter's order, and retried.
+
+The scheduler's modules, along Karpenter's seams (pkg/controllers/provisioning/scheduling):
+
+* ``model``: input, result and plan types, the solver's node (``SimNode``);
+* ``podfacts``: pod classes (``queue.go``'s order); ``predicates``: node affinity, taints, host ports, selectors;
+* ``nodeclaim``: NodeClaim templates, one per NodePool (``nodeclaim.go``'s instance-type filtering and sizing);
+* ``existing``: existing and in-flight nodes, one ``can_add`` (``existingnode.go``);
+* ``tracker``: the topology tracker that owns the domain counts (``topology.go``; rules in ``topology``);
+* ``preferences``: relaxation (``preferences.go``);
+* this module: ``solve()``, the orchestration (``_Solver.run``), the placement of one class onto nodes
+  (``scheduler.go``'s add), spread classes by domain shares, the bulk packer of unconstrained classes, the
+  NodeClaim plans and the unlimited-first pass under NodePool limits.
 """
 
 from __future__ import annotations
@@ -23,21 +35,23 @@ from __future__ import annotations
 import gc
 import hashlib
 from dataclasses import replace
+from typing import Callable
 
 from ..api import labels as L
-from ..api.kube import is_daemon_pod, pod_key
 from ..api.quantity import format_resource, resource_value
-from ..catalog.types import InstanceType
 from . import topology as T
 from .cover import min_cost_cover
-from .existing_pods import matches, summarize
-from .model import (EXOTIC_KEYS, EXOTIC_RESOURCES, INF, INV, TYPE_KEYS, ExistingNode, NodeClaimPlan, NodePoolInput,
-                    SchedulingError, SchedulingInput, SchedulingResult, Unschedulable)
-from .predicates import host_ports, labels_match, node_terms, ports_conflict
-from .requirements import IN, Requirement, RequirementError, Requirements, node_selector_term
-from .resources import PodSpecError, pod_requests
+from .existing import build_existing_nodes, can_add
+from .model import (EXOTIC_KEYS, EXOTIC_RESOURCES, INF, ExistingNode, NodeClaimPlan, NodePoolInput, SchedulingError,
+                    SchedulingInput, SchedulingResult, SimNode, Unschedulable, fit_count)
+from .nodeclaim import InstanceTypeOption, NodeClaimTemplate, describe, truncate
+from .podfacts import PodClass, build_classes
+from .predicates import host_ports, labels_match, ports_conflict
+from .preferences import relax
+from .requirements import Requirement, Requirements
 from .spread import SpreadRule, domain_shares
 from .taints import format_taint, untolerated
+from .tracker import TopologyTracker
 
 __all__ = [
     "solve",
@@ -48,276 +62,19 @@ __all__ = [
     "NodeClaimPlan",
     "Unschedulable",
     "SchedulingError",
+    "LIMITED_OPTION_SPREAD",
 ]
 
-# --------------------------------------------------------------------------------------------------------
-# internal structures
-# --------------------------------------------------------------------------------------------------------
-class _Type:
-    __slots__ = ("it", "name", "reqs", "avail", "cap", "exotic", "offers", "min_price", "zc")
 
-    def __init__(self, it: InstanceType, avail: tuple, cap: dict):
-        self.it = it
-        self.name = it.name
-        self.avail = avail  # allocatable minus the pool's daemonset overhead, as a vector
-        self.cap = cap
-        labels = it.labels
-        self.exotic = bool(labels.get(L.INSTANCE_GPU_COUNT) or labels.get(L.INSTANCE_ACCELERATOR_COUNT)
-                           or "metal" in labels.get(L.INSTANCE_SIZE, "")  # metal, metal-24xl, metal-48xl, ...
-                           or any(it.capacity.get(r, 0) > 0 for r in EXOTIC_RESOURCES))
-        self.offers = [o for o in it.offerings if o.available]
-        self.min_price = min((o.price for o in self.offers), default=INF)
-        self.zc = frozenset((o.zone, o.capacity_type) for o in self.offers)
-        zids = frozenset(o.zone_id for o in self.offers if o.zone_id)
-        # the requirements an instance type offers depend only on its labels and offerings: cached on the object
-        ck = (tuple(sorted(labels.items())), self.zc, zids)
-        cached = it.__dict__.get("_scheduling_reqs")
-        if cached is not None and cached[0] == ck:
-            self.reqs = cached[1]
-            return
-        reqs = Requirements()
-        for k in TYPE_KEYS:
-            if k not in labels:
-                reqs.add(Requirement(k, False))
-        for k, v in labels.items():
-            reqs.add(Requirement(L.normalize_key(k), False, (str(v),)))
-        reqs.add(Requirement(L.INSTANCE_TYPE, False, (it.name,)))
-        reqs.add(Requirement(L.ZONE, False, {o.zone for o in self.offers}))
-        reqs.add(Requirement(L.CAPACITY_TYPE, False, {o.capacity_type for o in self.offers}))
-        if zids:
-            reqs.add(Requirement(L.ZONE_ID, False, zids))
-        self.reqs = reqs
-        it.__dict__["_scheduling_reqs"] = (ck, reqs)
-
-    def cheapest(self, reqs: Requirements):
-        z = reqs.get(L.ZONE)
-        ct = reqs.get(L.CAPACITY_TYPE)
-        best = None
-        for o in self.offers:
-            if z.has(o.zone) and ct.has(o.capacity_type) and (best is None or o.price < best.price):
-                best = o
-        return best
-
-
-class _Pool:
-    def __init__(self, npi: NodePoolInput, rindex: dict, daemonsets: list, usage: dict):
-        np_ = npi.nodepool
-        self.np = np_
-        self.name = np_.name
-        self.weight = np_.weight
-        try:
-            reqs = Requirements.from_list(np_.requirements)
-        except RequirementError as e:
-            raise SchedulingError(f"NodePool/{self.name}: spec.template.spec.requirements: {e}") from None
-        reqs.add_all(Requirements.from_labels(np_.template_labels))
-        reqs.add(Requirement(L.NODEPOOL, False, (self.name,)))
-        self.reqs = reqs
-        self.taints = list(np_.taints)
-        self.startup_taints = list(np_.startup_taints)
-        self.has_min_values = any(r.min_values for r in reqs)
-        # daemonset overhead
-        self.daemon: dict[str, int] = {}
-        self.daemon_ports: frozenset = frozenset()
-        for ds in daemonsets:
-            tpl = ((ds.get("spec") or {}).get("template") or {})
-            pod = {"metadata": tpl.get("metadata") or {}, "spec": tpl.get("spec") or {}}
-            # a daemon pod does not respect PreferNoSchedule (Karpenter adds that toleration for it)
-            if untolerated((pod["spec"].get("tolerations")), self.taints, True):
-                continue
-            dreqs_terms = node_terms(pod)
-            if dreqs_terms and all(self.reqs.compatible(t) for t in dreqs_terms):
-                continue
-            for k, v in pod_requests(pod).items():
-                self.daemon[k] = self.daemon.get(k, 0) + v
-            self.daemon_ports = self.daemon_ports | host_ports(pod["spec"])
-        # limits
-        self.limits: dict[str, int] = {}
-        for k, q in (np_.limits or {}).items():
-            try:
-                self.limits[k] = resource_value(k, q)
-            except ValueError as e:
-                raise SchedulingError(f"NodePool/{self.name}: spec.limits.{k}: {e}") from None
-        self.remaining = {k: v - (usage or {}).get(k, 0) for k, v in self.limits.items()}
-        # instance types compatible with the NodePool and launchable under its zone / capacity-type constraints
-        dvec = [self.daemon.get(r, 0) for r in rindex]
-        types = []
-        for it in npi.instance_types:
-            alloc = it.allocatable
-            avail = tuple(alloc.get(r, 0) - d for r, d in zip(rindex, dvec))
-            t = _Type(it, avail, it.capacity)
-            if t.reqs.intersects(reqs) is None and t.cheapest(reqs) is not None:
-                types.append(t)
-        types.sort(key=lambda t: (t.cheapest(reqs).price, t.name))
-        self.types = types
-        self._compat: dict = {}
-        self.fit_cache: dict = {}
-        self._priced: dict = {}
-        self._price_of: dict = {}
-        self._union: dict = {}
-        self._blocks: dict = {}
-
-    def compat_types(self, reqs: Requirements) -> list[_Type]:
-        """Pool types compatible with ``reqs`` (which already include the pool's) with an offering allowed by them."""
-        sig = reqs.signature()
-        hit = self._compat.get(sig)
-        if hit is None:
-            hit = [t for t in self.types if t.reqs.intersects(reqs) is None and t.cheapest(reqs) is not None]
-            self._compat[sig] = hit
-        return hit
-
-    def priced(self, reqs: Requirements) -> list:
-        """[(price, cheapest offering, type)] for the compatible types, cheapest first (cached per signature)."""
-        sig = reqs.signature()
-        hit = self._priced.get(sig)
-        if hit is None:
-            hit = []
-            for t in self.compat_types(reqs):
-                o = t.cheapest(reqs)
-                hit.append((o.price, o, t))
-            hit.sort(key=lambda x: (x[0], x[2].name))
-            self._priced[sig] = hit
-        return hit
-
-    def priced_fitting(self, reqs: Requirements, cpu: int, mem: int, pods: int):
-        """Iterate ``priced(reqs)`` skipping blocks of 32 types none of which has the cpu / memory / pods."""
-        sig = reqs.signature()
-        blocks = self._blocks.get(sig)
-        pr = self.priced(reqs)
-        if blocks is None:
-            blocks = []
-            for i in range(0, len(pr), 32):
-                chunk = pr[i:i + 32]
-                blocks.append((max(x[2].avail[0] for x in chunk), max(x[2].avail[1] for x in chunk),
-                               max(x[2].avail[2] for x in chunk), i, i + len(chunk)))
-            self._blocks[sig] = blocks
-        for mc, mm, mp, i, j in blocks:
-            if mc >= cpu and mm >= mem and mp >= pods:
-                for k in range(i, j):
-                    yield pr[k]
-
-    def union(self, reqs: Requirements) -> "_Union":
-        sig = reqs.signature()
-        hit = self._union.get(sig)
-        if hit is None:
-            hit = _Union([t for _, _, t in self.priced(reqs)])
-            self._union[sig] = hit
-        return hit
-
-    def price_of(self, reqs: Requirements) -> dict:
-        sig = reqs.signature()
-        hit = self._price_of.get(sig)
-        if hit is None:
-            hit = {t.name: p for p, _, t in self.priced(reqs)}
-            self._price_of[sig] = hit
-        return hit
-
-    def limit_ok(self, t: _Type) -> str | None:
-        for k, rem in self.remaining.items():
-            need = 1 if k == "nodes" else t.cap.get(k, 0)
-            if need > rem:
-                return k
-        return None
-
-
-class _Node:
-    """An existing / in-flight node (fixed) or a NodeClaim planned in this round."""
-
-    __slots__ = ("id", "fixed", "pool", "reqs", "labels", "taints", "cap", "used", "pods", "target", "ports",
-                 "limit_snapshot", "existing", "order", "keys", "dcache", "launch", "block")
-
-    def __init__(self, id_, fixed, pool, reqs, labels, taints, cap, used):
-        self.id = id_
-        self.fixed = fixed
-        self.pool = pool
-        self.reqs = reqs
-        self.labels = labels
-        self.taints = taints
-        self.cap = cap
-        self.used = used
-        self.pods: list[str] = []
-        self.keys: list[str] = []
-        self.target: _Type | None = None
-        self.ports: set = set()
-        self.limit_snapshot: dict = {}
-        self.existing = None
-        self.order = 0
-        self.dcache = None
-        self.launch = None
-        self.block = None
-
-    def domains(self, key: str):
-        """Possible domains of this node for ``key`` (a tuple), () when the node has no such label."""
-        if key == L.HOSTNAME:
-            return (self.id,) if not self.fixed else ((self.labels.get(L.HOSTNAME, self.id)),)
-        if self.fixed:
-            v = self.labels.get(key)
-            return (v,) if v is not None else ()
-        r = self.reqs.get(key)
-        if key in (L.ZONE, L.CAPACITY_TYPE):
-            t = self.target
-            dc = self.dcache
-            if dc is not None and dc[0] is self.reqs and dc[1] is t and dc[2] == key:
-                return dc[3]
-            attr = "zone" if key == L.ZONE else "capacity_type"
-            z = self.reqs.get(L.ZONE)
-            ct = self.reqs.get(L.CAPACITY_TYPE)
-            vals = {getattr(o, attr) for o in t.offers if z.has(o.zone) and ct.has(o.capacity_type)}
-            out = tuple(sorted(vals))
-            self.dcache = (self.reqs, t, key, out)
-            return out
-        if not r.complement:
-            return tuple(sorted(r.values))
-        if key in self.labels:
-            return (self.labels[key],)
-        return ()
-
-
-class _Class:
-    __slots__ = ("pods", "keys", "ns", "labels", "req", "vec", "terms", "term_idx", "preferred", "pref_drop",
-                 "tolerations", "tolerate_pns", "cons", "dropped", "ports", "reqs", "sig", "member", "placed",
-                 "sort_key", "simple", "relaxed", "spread_eligible", "errors", "inv", "zmap", "limit")
-
-    def effective_reqs(self) -> Requirements:
-        r = Requirements()
-        if self.terms:
-            r.add_all(self.terms[self.term_idx])
-        if self.pref_drop < len(self.preferred):
-            r.add_all(self.preferred[self.pref_drop][1])
-        if L.ZONE_ID in r:
-            # topology.k8s.aws/zone-id names one zone: also constrain the zone, so offerings, domains and the
-            # plan's zone follow it (the map comes from the offerings' zone ids)
-            m = self.zmap()
-            if m:
-                zr = r.get(L.ZONE_ID)
-                r.add(Requirement(L.ZONE, False, {z for zid, z in m.items() if zr.has(zid)}))
-        return r
-
-    def hostname_blocks(self) -> bool:
-        """A pod requiring kubernetes.io/hostname In [...] (or DoesNotExist) can only go to existing nodes: a new
-        node's hostname is not known in advance (Karpenter gives each new NodeClaim a placeholder hostname)."""
-        r = self.reqs.get(L.HOSTNAME) if L.HOSTNAME in self.reqs else None
-        return r is not None and not r.complement
-
-
-def _facts(en: ExistingNode):
-    """The node's pods summed (``existing_pods.PodsOnNode``): the caller's when made from exactly ``en.pods``, else
-    summed here (and kept on ``en``); None when a pod does not parse (the caller then reports it pod by pod)."""
-    f = en.pod_facts
-    if not matches(f, en.pods):
-        f = en.pod_facts = summarize(en.pods or ())
-    return f
-
-
-# --------------------------------------------------------------------------------------------------------
-# the solver
-# --------------------------------------------------------------------------------------------------------
 class _Solver:
+    """One provisioning round: the state the placement, spread, packer and finalize mixins share."""
+
     def __init__(self, inp: SchedulingInput):
         self.inp = inp
         self.max_types = max(1, int(inp.max_instance_types or 60))
         self.share_factor = 4
         self.unsched: list[Unschedulable] = []
-        self._build_classes(inp.pods)
+        self.classes = build_classes(inp.pods, self._zone_map, self.unsched)
         rset = {"cpu", "memory", "pods"}
         for c in self.classes:
             rset.update(c.req)
@@ -326,100 +83,32 @@ class _Solver:
         self.rpos = {r: i for i, r in enumerate(self.rindex)}
         for c in self.classes:
             c.vec = tuple(c.req.get(r, 0) for r in self.rindex)
-        self._exotic_idx = [self.rpos[r] for r in EXOTIC_RESOURCES if r in self.rpos]
         pools = []
         seen = set()
         for npi in inp.nodepools:
             if npi.nodepool.name in seen:
                 raise SchedulingError(f"NodePool/{npi.nodepool.name}: duplicate NodePool name")
             seen.add(npi.nodepool.name)
-            pools.append(_Pool(npi, self.rindex, self.daemonsets, (inp.nodepool_usage or {}).get(npi.nodepool.name)))
+            pools.append(NodeClaimTemplate(npi, self.rindex, self.daemonsets, (inp.nodepool_usage or {}).get(npi.nodepool.name)))
         pools.sort(key=lambda p: (-p.weight, p.name))
         self.pools = pools
         self.pool_by_name = {p.name: p for p in pools}
-        self.nodes: list[_Node] = []  # existing first, then planned in creation order
-        self.planned: list[_Node] = []
-        self.open: list[_Node] = []
-        self.groups: dict = {}
+        self.planned: list[SimNode] = []
+        self.open: list[SimNode] = []
         self.node_by_id: dict = {}
-        self._elig: dict = {}
+        self.counter = 0
+        self.min_vec: list = []
+        self._blocks: list = []
+        self._blocked = 0
         self._pruned_at = 0
         self._final_cache: dict = {}
         self._reqs_exotic: dict = {}
         self._text_cache: dict = {}
-        self._counter = 0
-        self._build_existing(inp.existing_nodes or [])
-        self._build_groups()
-        self._no_limits = not any(p.remaining for p in self.pools)
-        self._blocks: list = []
-        self._blocked = 0
-
-    # -- input ------------------------------------------------------------------------------------------
-    def _build_classes(self, pods):
-        by_key: dict = {}
-        shapes: dict = {}
-        classes = []
-        for i, pod in enumerate(pods):
-            if not isinstance(pod, dict):
-                raise SchedulingError(f"pods[{i}]: must be a Pod object (dict)")
-            if is_daemon_pod(pod):
-                continue
-            meta = pod.get("metadata") or {}
-            spec = pod.get("spec") or {}
-            labels = meta.get("labels") or {}
-            ns = meta.get("namespace") or "default"
-            key = (ns, repr(sorted(labels.items())), repr(spec))
-            c = by_key.get(key)
-            if c is None:
-                c = _Class()
-                # classes that differ only in requests share their constraints: parsed once per shape
-                skey = (key[0], key[1], repr(spec.get("nodeSelector")), repr(spec.get("affinity")),
-                        repr(spec.get("topologySpreadConstraints")))
-                try:
-                    c.req = pod_requests(pod)
-                    shape = shapes.get(skey)
-                    if shape is None:
-                        terms = node_terms(pod)
-                        na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                        prefs = []
-                        for j, p in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
-                            prefs.append((int(p.get("weight", 1)), node_selector_term(p.get("preference"))))
-                        prefs.sort(key=lambda x: -x[0])
-                        shape = shapes[skey] = (terms, prefs, T.pod_constraints(pod), [])
-                    c.terms, c.preferred, cons, eff = shape
-                    c.ports = host_ports(spec)
-                except (PodSpecError, RequirementError, ValueError) as e:
-                    self.unsched.append(Unschedulable(pod_key(pod), f"invalid pod: {e}"))
-                    continue
-                c.pods, c.keys = [], []
-                c.ns, c.labels = ns, labels
-                c.term_idx = 0
-                c.pref_drop = 0
-                c.tolerations = spec.get("tolerations") or []
-                c.tolerate_pns = False
-                c.cons = cons
-                c.dropped = set()
-                c.placed = 0
-                c.relaxed = []
-                c.errors = {}
-                c.zmap = self._zone_map
-                c.sort_key = (-c.req.get("cpu", 0), -c.req.get("memory", 0), meta.get("creationTimestamp") or "",
-                              meta.get("uid") or pod_key(pod))
-                if not eff:
-                    r = c.effective_reqs()
-                    eff.extend((r, r.signature()))
-                c.reqs, c.sig = eff
-                by_key[key] = c
-                classes.append(c)
-            c.pods.append(pod)
-            c.keys.append(pod_key(pod))
-        for c in classes:
-            c.limit = len(c.pods)  # how many of its pods may be placed now (lowered while a zone's share is placed)
-        classes.sort(key=lambda c: c.sort_key)
-        self.classes = classes
-
-    def _vec(self, d: dict) -> list:
-        return [d.get(r, 0) for r in self.rindex]
+        self._exotic_idx = [self.rpos[r] for r in EXOTIC_RESOURCES if r in self.rpos]
+        self.existing_nodes = build_existing_nodes(inp.existing_nodes or [], self.rindex, self.rpos, self.pool_by_name)
+        self.nodes: list[SimNode] = list(self.existing_nodes)  # existing first, then planned in creation order
+        self.topology = TopologyTracker(self.pools, self.existing_nodes, self.classes)
+        self.no_limits = not any(p.remaining for p in self.pools)
 
     def _zone_map(self) -> dict:
         """{zone id: zone} over every offering of the NodePools' instance types (computed on first use)."""
@@ -434,319 +123,47 @@ class _Solver:
             self._zmap = m
         return m
 
-    def _build_existing(self, existing):
-        for i, en in enumerate(existing):
-            if not isinstance(en, ExistingNode):
-                raise SchedulingError(f"existing_nodes[{i}]: must be an ExistingNode")
-            alloc = {}
-            where = f"existing_nodes[{i}] ({en.name})"
-            for k, v in (en.allocatable or {}).items():
-                try:
-                    alloc[k] = v if isinstance(v, int) else resource_value(k, v)
-                except ValueError as e:
-                    raise SchedulingError(f"{where}: allocatable.{k}: {e}") from None
-            used = [0] * len(self.rindex)
-            extra_used = {}
-            ports = set()
-            facts = _facts(en)
-            if facts is not None:
-                for k, v in facts.used.items():
-                    if k in self.rpos:
-                        used[self.rpos[k]] += v
-                    else:
-                        extra_used[k] = extra_used.get(k, 0) + v
-                ports = set(facts.ports)
-            for j, p in enumerate(() if facts is not None else en.pods or []):
-                try:
-                    for k, v in pod_requests(p).items():
-                        if k in self.rpos:
-                            used[self.rpos[k]] += v
-                        else:
-                            extra_used[k] = extra_used.get(k, 0) + v
-                    ports |= host_ports(p.get("spec") or {})
-                except (PodSpecError, ValueError, AttributeError) as e:
-                    raise SchedulingError(f"{where}: pods[{j}] {pod_key(p) if isinstance(p, dict) else ''}: {e}") from None
-            labels = dict(en.labels or {})
-            labels = {L.normalize_key(k): str(v) for k, v in labels.items()}
-            labels.setdefault(L.HOSTNAME, en.name)
-            if en.zone and L.ZONE not in labels:
-                labels[L.ZONE] = en.zone
-            if en.capacity_type and L.CAPACITY_TYPE not in labels:
-                labels[L.CAPACITY_TYPE] = en.capacity_type
-            if en.instance_type and L.INSTANCE_TYPE not in labels:
-                labels[L.INSTANCE_TYPE] = en.instance_type
-            if en.nodepool and L.NODEPOOL not in labels:
-                labels[L.NODEPOOL] = en.nodepool
-            n = _Node(en.name, True, self.pool_by_name.get(en.nodepool or labels.get(L.NODEPOOL, "")), None, labels,
-                      list(en.taints or []), tuple(alloc.get(r, 0) for r in self.rindex), used)
-            n.ports = ports
-            n.existing = en
-            self.nodes.append(n)
-        self.existing_nodes = list(self.nodes)
-
-    def _build_groups(self):
-        """Create every topology group (from pending classes and pods already on nodes) and count existing pods."""
-        groups = self.groups
-        owners = []  # (class-or-None, constraint, selector, namespaces)
-        for c in self.classes:
-            for con, sel, nss in c.cons:
-                owners.append((con, sel, nss))
-        existing_owned = []
-        for n in self.existing_nodes:
-            facts = _facts(n.existing)
-            if facts is not None:
-                for con, sel, nss in facts.anti:
-                    owners.append((con, sel, nss))
-                    existing_owned.append((n, con))
-                continue
-            for p in n.existing.pods or []:
-                try:
-                    for con, sel, nss in T.pod_constraints(p):
-                        if con.kind == T.ANTI and con.required:
-                            owners.append((con, sel, nss))
-                            existing_owned.append((n, con))
-                except ValueError:
-                    continue
-        for con, sel, nss in owners:
-            if con.group_key not in groups:
-                groups[con.group_key] = T.Group(con.kind, con.key, nss, sel)
-            if con.kind == T.ANTI and con.required:
-                ik = (INV,) + con.group_key
-                if ik not in groups:
-                    groups[ik] = T.Group(INV, con.key, nss, sel)
-        self.group_list = list(groups.values())
-        # memberships.  A group with matchLabels selects only pods carrying its first (sorted) pair: a pod's groups
-        # are looked for among the groups indexed under one of its pairs plus those without matchLabels -- the same
-        # answer as testing every group, in group_list order
-        position = {id(g): i for i, g in enumerate(self.group_list)}
-        loose = [g for g in self.group_list if not g.selector.labels]
-        indexed: dict = {}
-        for g in self.group_list:
-            if g.selector.labels:
-                indexed.setdefault(next(iter(sorted(g.selector.labels.items()))), []).append(g)
-        by_labels: dict = {}  # classes share label sets: membership computed once per (namespace, labels)
-        for c in self.classes:
-            lk = (c.ns, tuple(sorted(c.labels.items())))
-            hit = by_labels.get(lk)
-            if hit is None:
-                maybe = list(loose)
-                for pair in lk[1]:
-                    maybe.extend(indexed.get(pair, ()))
-                if len(maybe) > len(loose):
-                    maybe.sort(key=lambda g: position[id(g)])
-                hit = by_labels[lk] = (
-                    [g for g in maybe if g.kind != INV and g.matches(c.ns, c.labels)],
-                    [g for g in maybe if g.kind == INV and g.matches(c.ns, c.labels)])
-            c.member, c.inv = hit
-            # a class some pod's (anti-)affinity selects is placed in queue order (not bulk-packed after the
-            # constrained classes), so a smaller pod that prefers or refuses its node finds it already placed
-            c.simple = not c.cons and not c.ports and not c.inv and not any(
-                g.kind in (T.AFFINITY, T.ANTI) for g in c.member)
-            c.spread_eligible = {}
-        # counts from existing pods; the groups a pod belongs to depend only on its namespace and labels, so they
-        # are computed once per distinct (namespace, labels) and only among the groups whose first matchLabels
-        # pair the pod carries (plus the groups without matchLabels): the same answer as testing every group
-        direct = [g for g in self.group_list if g.kind != INV]
-        unindexed = [g for g in direct if not g.selector.labels]
-        by_pair: dict = {}
-        for g in direct:
-            if g.selector.labels:
-                by_pair.setdefault(next(iter(sorted(g.selector.labels.items()))), []).append(g)
-        member_of: dict = {}
-        for n in self.existing_nodes:
-            facts = _facts(n.existing)
-            if facts is not None:
-                sets = facts.labelsets
-            else:
-                sets = []
-                for p in n.existing.pods or []:
-                    meta = p.get("metadata") or {}
-                    ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
-                    sets.append((ns, tuple(sorted(labels.items())), labels, 1))
-            for ns, items, labels, count in sets:
-                lk = (ns, items)
-                hit = member_of.get(lk)
-                if hit is None:
-                    maybe = list(unindexed)
-                    for pair in items:
-                        maybe.extend(by_pair.get(pair, ()))
-                    hit = member_of[lk] = [g for g in maybe if g.matches(ns, labels)]
-                for g in hit:
-                    d = n.domains(g.key)
-                    if d:
-                        g.record(d[0], count)
-        for n, con in existing_owned:
-            d = n.domains(con.key)
-            if d:
-                groups[(INV,) + con.group_key].record(d[0])
-
-    # -- topology ----------------------------------------------------------------------------------------
-    def _active_constraints(self, c: _Class):
-        for i, (con, sel, nss) in enumerate(c.cons):
-            if i in c.dropped:
-                continue
-            yield con
-
-    def _eligible_domains(self, c: _Class, con) -> set:
-        """Domains of ``con.key`` a pod of class ``c`` could land in (nodeAffinityPolicy Honor; nodeTaintsPolicy
-        Ignore by default: a NodePool's domains count even when the pod does not tolerate its taints, as in
-        Karpenter; with ``nodeTaintsPolicy: Honor`` only NodePools and nodes whose taints it tolerates)."""
-        honor = con.node_taints_honor
-        sig = (con.key, c.sig, (repr(c.tolerations), c.tolerate_pns) if honor else None)
-        hit = self._elig.get(sig)
-        if hit is not None:
-            return hit
-        out = set()
-        pr = c.reqs.get(con.key)
-        for p in self.pools:
-            if p.reqs.compatible(c.reqs) is not None:
-                continue
-            if honor and untolerated(c.tolerations, p.taints, c.tolerate_pns):
-                continue
-            reqs = p.reqs.intersection(c.reqs)
-            if con.key in (L.ZONE, L.CAPACITY_TYPE):
-                z, ct = reqs.get(L.ZONE), reqs.get(L.CAPACITY_TYPE)
-                for t in p.compat_types(reqs):
-                    for o in t.offers:
-                        if z.has(o.zone) and ct.has(o.capacity_type):
-                            out.add(o.zone if con.key == L.ZONE else o.capacity_type)
-            else:
-                r = reqs.get(con.key)
-                if not r.complement:
-                    out.update(r.values)
-        for n in self.existing_nodes:
-            v = n.labels.get(con.key)
-            if v is not None and pr.has(v) and labels_match(c.reqs, n.labels) is None:
-                if honor and untolerated(c.tolerations, n.taints, c.tolerate_pns):
-                    continue
-                out.add(v)
-        self._elig[sig] = out
-        return out
-
-    def _topology(self, c: _Class, node: _Node, new: bool):
-        """(allowance, {key: domain}) for placing pods of ``c`` on ``node``; allowance 0 = not allowed.
-
-        The text of the blocking constraint is left in ``self._why`` when the allowance is 0.
-        """
-        allow = INF
-        chosen: dict[str, str] = {}
-        per_key: dict[str, list] = {}
-        for con in self._active_constraints(c):
-            per_key.setdefault(con.key, []).append(con)
-        inv = [g for g in c.inv if g.total]
-        for g in inv:
-            per_key.setdefault(g.key, [])
-        groups = self.groups
-        for key, cons in per_key.items():
-            options = node.domains(key)
-            valid = []
-            for d in options:
-                ok = True
-                for g in inv:
-                    if g.key == key and g.counts.get(d, 0) > 0:
-                        ok = False
+    def run(self) -> SchedulingResult:
+        if self.classes:
+            self.min_vec = [min(c.vec[i] for c in self.classes) for i in range(len(self.rindex))]
+        pending = list(self.classes)
+        progress = True
+        while pending and progress:
+            progress = False
+            hard = [c for c in pending if not c.simple]
+            simple = [c for c in pending if c.simple]
+            for c in hard:
+                before = c.placed
+                self.place_spread_shares(c)
+                while not self.schedule_class(c):
+                    step = relax(c)
+                    if step is None:
                         break
-                if not ok:
-                    continue
-                for con in cons:
-                    g = groups[con.group_key]
-                    cnt = g.counts.get(d, 0)
-                    if con.kind == T.SPREAD:
-                        if key == L.HOSTNAME:
-                            mn = 0
-                        else:
-                            elig = self._eligible_domains(c, con)
-                            if d not in elig:
-                                ok = False
-                                break
-                            mn = 0 if (con.min_domains and len(elig) < con.min_domains) else min(
-                                (g.counts.get(e, 0) for e in elig), default=0)
-                        if cnt + 1 - mn > con.max_skew:
-                            ok = False
-                    elif con.kind == T.AFFINITY:
-                        if cnt == 0 and not (g.total == 0 and g in c.member):
-                            ok = False
-                    else:  # anti-affinity
-                        if cnt > 0:
-                            ok = False
-                    if not ok:
-                        break
-                if ok:
-                    valid.append(d)
-            if not valid:
-                self._why = next((con.text for con in cons), f"pod anti-affinity of pods already placed ({key})")
-                sp = next((con for con in cons if con.kind == T.SPREAD), None)
-                if sp is not None and key != L.HOSTNAME and options:
-                    # name the counts: a domain no NodePool can reach for this pod (e.g. a zone only a tainted
-                    # NodePool offers) keeps the minimum at 0
-                    g = groups[sp.group_key]
-                    elig = sorted(self._eligible_domains(c, sp))
-                    cnt = " ".join(f"{d}={g.counts.get(d, 0)}" for d in elig[:8]) + (" ..." if len(elig) > 8 else "")
-                    self._why = f"{sp.text} (pods per domain: {cnt}; this node can be in {' '.join(options[:8])})"
-                if not options:
-                    self._why = f"node has no {key} label ({self._why})"
-                return 0, chosen
-            # choose: lowest count for the first spread constraint, else the first valid domain
-            spread = [con for con in cons if con.kind == T.SPREAD]
-            if spread:
-                g0 = groups[spread[0].group_key]
-                d = min(valid, key=lambda v: (g0.counts.get(v, 0), v))
-            else:
-                aff = [con for con in cons if con.kind == T.AFFINITY]
-                if aff:
-                    g0 = groups[aff[0].group_key]
-                    d = max(valid, key=lambda v: (g0.counts.get(v, 0), v))
-                else:
-                    d = valid[0]
-            chosen[key] = d
-            for con in cons:
-                g = groups[con.group_key]
-                if g not in c.member:
-                    continue
-                cnt = g.counts.get(d, 0)
-                if con.kind == T.SPREAD:
-                    if key == L.HOSTNAME:
-                        a = con.max_skew - cnt
-                    else:
-                        elig = self._eligible_domains(c, con)
-                        mn = 0 if (con.min_domains and len(elig) < con.min_domains) else min(
-                            (g.counts.get(e, 0) for e in elig), default=0)
-                        a = con.max_skew + mn - cnt
-                    allow = min(allow, max(a, 1))
-                elif con.kind == T.ANTI:
-                    allow = 1
-        return allow, chosen
+                    c.relaxed.append(step)
+                if c.placed > before:
+                    progress = True
+            if simple:
+                before = sum(c.placed for c in simple)
+                self.pack_simple(simple)
+                for c in simple:
+                    while c.placed < len(c.pods) and not self.schedule_class(c):
+                        step = relax(c)
+                        if step is None:
+                            break
+                        c.relaxed.append(step)
+                if sum(c.placed for c in simple) > before:
+                    progress = True
+            pending = [c for c in pending if c.placed < len(c.pods)]
+        return self.result(pending)
 
-    def _record(self, c: _Class, node: _Node, n: int):
-        doms: dict = {}
-        for g in c.member:
-            d = doms.get(g.key)
-            if d is None:
-                d = doms[g.key] = node.domains(g.key)
-            if len(d) == 1:
-                g.record(d[0], n)
-            elif g.kind == T.ANTI and d:
-                for x in d:
-                    g.record(x, n)
-        for con in self._active_constraints(c):
-            if con.kind == T.ANTI and con.required:
-                g = self.groups[(INV,) + con.group_key]
-                for x in node.domains(con.key):
-                    g.record(x, n)
+    def add_planned(self, node: SimNode) -> None:
+        """A new NodeClaim planned in this round."""
+        self.nodes.append(node)
+        self.planned.append(node)
+        self.open.append(node)
+        self.node_by_id[node.id] = node
 
-    # -- placement ---------------------------------------------------------------------------------------
-    def _fit_count(self, vec, cap, used) -> int:
-        n = INF
-        for v, a, u in zip(vec, cap, used):
-            if v:
-                k = (a - u) // v
-                if k < n:
-                    n = k
-                    if n <= 0:
-                        return 0
-        return n
-
-    def _place(self, c: _Class, node: _Node, n: int):
+    def place(self, c: PodClass, node: SimNode, n: int):
         node.launch = None
         if node.block is not None:
             node.block[1] = None
@@ -760,27 +177,25 @@ class _Solver:
                 used[i] += v * n
         if c.ports:
             node.ports |= c.ports
-        self._record(c, node, n)
+        self.topology.record(c, node, n)
 
-    def _try_node(self, c: _Class, node: _Node, limit: int = INF, grow: bool = False, over: _Type | None = None) -> int:
+    def try_node(self, c: PodClass, node: SimNode, limit: int = INF, grow: bool = False, over: InstanceTypeOption | None = None) -> int:
         """Place as many remaining pods of ``c`` as fit on ``node`` (at most ``limit``); returns how many.
 
         ``grow``: a planned node too small for one more pod may move to a larger compatible type.
         ``over``: place only within this type (the node's launch type) and make it the node's target."""
         remaining = min(c.limit - c.placed, limit)
-        n = self._fit_count(c.vec, node.cap if over is None else over.avail, node.used)
+        n = fit_count(c.vec, node.cap if over is None else over.avail, node.used)
         if n <= 0:
             if not grow or node.fixed or not self._grow(c, node):
                 return 0
-            n = self._fit_count(c.vec, node.cap, node.used)
+            n = fit_count(c.vec, node.cap, node.used)
         if c.ports:
             if ports_conflict(node.ports, c.ports):
                 return 0
             n = 1
         if node.fixed:
-            if untolerated(c.tolerations, node.taints, c.tolerate_pns):
-                return 0
-            if labels_match(c.reqs, node.labels) is not None:
+            if not can_add(node, c):
                 return 0
             new_reqs = None
         else:
@@ -796,7 +211,7 @@ class _Solver:
             else:
                 new_reqs = None
         if c.cons or c.inv:
-            allow, chosen = self._topology(c, node, False)
+            allow, chosen = self.topology.check(c, node, False)
             if allow <= 0:
                 return 0
             n = min(n, allow)
@@ -813,7 +228,7 @@ class _Solver:
         n = min(n, remaining)
         if not node.fixed and node.pool.has_min_values:
             used = [u + v * n for u, v in zip(node.used, c.vec)]
-            if self._min_values_error(node.pool, new_reqs or node.reqs, used) is not None:
+            if node.pool.min_values_error(new_reqs or node.reqs, used) is not None:
                 return 0
         if over is not None:
             fr = new_reqs if new_reqs is not None else node.reqs
@@ -823,10 +238,10 @@ class _Solver:
             node.cap = over.avail
         if new_reqs is not None and not node.fixed:
             node.reqs = new_reqs
-        self._place(c, node, n)
+        self.place(c, node, n)
         return n
 
-    def _grow(self, c: _Class, node: _Node) -> bool:
+    def _grow(self, c: PodClass, node: SimNode) -> bool:
         pool = node.pool
         need = [u + v for u, v in zip(node.used, c.vec)]
         reqs = node.reqs.intersection(c.reqs) if len(c.reqs) else node.reqs
@@ -848,34 +263,7 @@ class _Solver:
                 return True
         return False
 
-    def _min_values_error(self, pool: _Pool, reqs: Requirements, used) -> str | None:
-        types = [t for t in pool.compat_types(reqs) if all(a >= u for a, u in zip(t.avail, used))]
-        for r in reqs:
-            if r.min_values:
-                vals = {t.reqs.get(r.key).any_value() for t in types} - {None}
-                if len(vals) < r.min_values:
-                    return f"minValues {r.min_values} for {r.key} not met ({len(vals)} values left)"
-        return None
-
-    def _fitting(self, pool: _Pool, reqs: Requirements, c: _Class):
-        """(types compatible with ``reqs`` that hold one pod of ``c``, exotic ones dropped unless wanted, _Union)."""
-        key = (reqs.signature(), c.vec, _wants_exotic(c))
-        hit = pool.fit_cache.get(key)
-        if hit is None:
-            vec = c.vec
-            v0, v1 = vec[0], vec[1]
-            rest = [(i, v) for i, v in enumerate(vec) if i > 1 and v]
-            fitting = [t for p, _, t in pool.priced(reqs) if t.avail[0] >= v0 and t.avail[1] >= v1
-                       and all(t.avail[i] >= v for i, v in rest)]
-            if not key[2]:
-                plain = [t for t in fitting if not t.exotic]
-                if plain:
-                    fitting = plain
-            hit = (fitting, pool.union(reqs), {})
-            pool.fit_cache[key] = hit
-        return hit
-
-    def _new_node(self, c: _Class, pool: _Pool, why: list) -> int:
+    def _new_node(self, c: PodClass, pool: NodeClaimTemplate, why: list) -> int:
         """Open a NodeClaim on ``pool`` for class ``c``; returns pods placed (0 + reason in ``why`` if impossible)."""
         bad = untolerated(c.tolerations, pool.taints, c.tolerate_pns)
         if bad is not None:
@@ -898,14 +286,14 @@ class _Solver:
         else:
             reqs = pool.reqs
         vec = c.vec
-        fitting, union, best_cache = self._fitting(pool, reqs, c)
+        fitting, union, best_cache = pool.fitting(reqs, c.vec, c.wants_exotic())
         if not fitting:
             types = pool.compat_types(reqs)
             if not types:
-                why.append(f"no instance type in NodePool {pool.name} matches {_describe(c.reqs) or 'its requirements'}")
+                why.append(f"no instance type in NodePool {pool.name} matches {describe(c.reqs) or 'its requirements'}")
             else:
                 why.append(f"no instance type in NodePool {pool.name} has {self._blocking(c, types)}"
-                           + (f" with {_describe(c.reqs)}" if len(c.reqs) else ""))
+                           + (f" with {describe(c.reqs)}" if len(c.reqs) else ""))
             return 0
         limited = bool(pool.remaining)
         if limited:
@@ -917,19 +305,19 @@ class _Solver:
                 return 0
             fitting = within
         if pool.has_min_values:
-            err = self._min_values_error(pool, reqs, vec)
+            err = pool.min_values_error(reqs, vec)
             if err:
                 why.append(f"NodePool {pool.name}: {err}")
                 return 0
-        node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, None, [0] * len(vec))
+        node = SimNode(f"{pool.name}#{self.counter}", False, pool, reqs, {}, pool.taints, None, [0] * len(vec))
         node.ports = set(pool.daemon_ports)
         remaining = c.limit - c.placed
         allow = INF
         if c.cons or c.inv:
             node.target = union
-            allow, chosen = self._topology(c, node, True)
+            allow, chosen = self.topology.check(c, node, True)
             if allow <= 0:
-                why.append(f"NodePool {pool.name}: {self._why}")
+                why.append(f"NodePool {pool.name}: {self.topology.why}")
                 return 0
             extra = [Requirement(k, False, (d,)) for k, d in chosen.items() if k != L.HOSTNAME]
             if extra:
@@ -940,11 +328,11 @@ class _Solver:
                 if limited:
                     fitting = [t for t in fitting if t.cheapest(reqs) is not None]
                 else:
-                    fitting, union, best_cache = self._fitting(pool, reqs, c)
+                    fitting, union, best_cache = pool.fitting(reqs, c.vec, c.wants_exotic())
                 if not fitting:
-                    why.append(f"NodePool {pool.name}: no instance type offered in {_describe(Requirements(extra))}")
+                    why.append(f"NodePool {pool.name}: no instance type offered in {describe(Requirements(extra))}")
                     return 0
-        self._counter += 1
+        self.counter += 1
         k = max(1, min(remaining, allow, 1 if c.ports else INF))
         # a node limited by topology to a few pods of this class is sized for several, so that other
         # classes (and the bulk packing) can share it, as a NodeClaim that keeps larger types would; not under
@@ -960,7 +348,7 @@ class _Solver:
                 price = prices[t.name]
                 if bkey is not None and price / size_k > bkey[0]:
                     break
-                m = min(self._fit_count(vec, t.avail, zero), size_k)
+                m = min(fit_count(vec, t.avail, zero), size_k)
                 key = (price / m, -m, price)
                 if bkey is None or key < bkey:
                     best, bkey = t, key
@@ -971,15 +359,12 @@ class _Solver:
         node.limit_snapshot = dict(pool.remaining)
         for lk in pool.remaining:
             pool.remaining[lk] -= 1 if lk == "nodes" else best.cap.get(lk, 0)
-        n = min(self._fit_count(vec, best.avail, node.used), k)
-        self._place(c, node, n)
-        self.nodes.append(node)
-        self.planned.append(node)
-        self.open.append(node)
-        self.node_by_id[node.id] = node
+        n = min(fit_count(vec, best.avail, node.used), k)
+        self.place(c, node, n)
+        self.add_planned(node)
         return n
 
-    def _blocking(self, c: _Class, types) -> str:
+    def _blocking(self, c: PodClass, types) -> str:
         parts = []
         for i, r in enumerate(self.rindex):
             v = c.vec[i]
@@ -990,7 +375,7 @@ class _Solver:
                      + " together"]
         return ", ".join(parts) + " (+ daemonset overhead)"
 
-    def _schedule_class(self, c: _Class, window: int = 24, new_nodes: bool = True) -> bool:
+    def schedule_class(self, c: PodClass, window: int = 24, new_nodes: bool = True) -> bool:
         """One attempt for the remaining pods of ``c``; True if all are placed.  ``new_nodes`` False: only existing,
         in-flight and already planned nodes."""
         why: list[str] = []
@@ -999,7 +384,7 @@ class _Solver:
         for node in self.existing_nodes:
             if c.placed >= total:
                 return True
-            while c.placed < total and self._try_node(c, node):
+            while c.placed < total and self.try_node(c, node):
                 pass
         # NodeClaims planned in this round: for required hostname affinity the nodes already holding a match,
         # else a window of the most recent ones that still have room
@@ -1007,37 +392,37 @@ class _Solver:
             self._prune_open()
             cands = self.open[-window:] if window else []
             grow = False
-            for con in self._active_constraints(c):
+            for con in c.active_constraints():
                 if con.kind == T.AFFINITY and con.key == L.HOSTNAME:
-                    g = self.groups[con.group_key]
+                    g = self.topology.groups[con.group_key]
                     if g.total:
                         cands = [self.node_by_id[d] for d, k in g.counts.items() if k and d in self.node_by_id]
                         grow = True
                     break
             v0, v1 = c.vec[0], c.vec[1]
             # hostname anti-affinity / spread counts that already rule a planned node out (checked inline)
-            hchecks = [(self.groups[con.group_key].counts, 1 if con.kind == T.ANTI else con.max_skew)
-                       for con in self._active_constraints(c) if con.key == L.HOSTNAME and con.kind != T.AFFINITY]
+            hchecks = [(self.topology.groups[con.group_key].counts, 1 if con.kind == T.ANTI else con.max_skew)
+                       for con in c.active_constraints() if con.key == L.HOSTNAME and con.kind != T.AFFINITY]
             hchecks += [(g.counts, 1) for g in c.inv if g.key == L.HOSTNAME]
             # several passes: a node narrowed to one zone by a spread pod can take more once the other zones
             # caught up
             for _ in range(16):
                 start = c.placed
-                filt = self._domain_filter(c) if (c.cons or c.inv) else None
+                filt = self.topology.domain_filter(c) if (c.cons or c.inv) else None
                 for node in cands:
                     cap, used = node.cap, node.used
                     if cap[0] - used[0] < v0 or cap[1] - used[1] < v1 or cap[2] <= used[2]:
                         continue  # no room (checked inline: most windowed nodes are full for most classes)
                     if hchecks and any(cnt.get(node.id, 0) >= th for cnt, th in hchecks):
                         continue
-                    if filt and not self._domains_pass(node, filt):
+                    if filt and not self.topology.domains_pass(node, filt):
                         continue
                     before = c.placed
-                    while c.placed < total and self._try_node(c, node):
+                    while c.placed < total and self.try_node(c, node):
                         pass
                     if filt and c.placed > before:
-                        filt = self._domain_filter(c)
-                if not grow and c.placed < total and self._no_limits and len(self.open) > window:
+                        filt = self.topology.domain_filter(c)
+                if not grow and c.placed < total and self.no_limits and len(self.open) > window:
                     # older NodeClaims: only the free room of the type each would launch as now (cheapest holding
                     # what it has), which costs nothing more
                     for blk in self._older_blocks(window):
@@ -1049,7 +434,7 @@ class _Solver:
                         for node in blk[0]:
                             t0 = node.launch
                             if t0 is None:
-                                t0 = self._launch_type(node)
+                                t0 = self.launch_type(node)
                             if t0 is False:
                                 continue
                             cap, used = t0.avail, node.used
@@ -1057,13 +442,13 @@ class _Solver:
                                 continue
                             if hchecks and any(cnt.get(node.id, 0) >= th for cnt, th in hchecks):
                                 continue
-                            if filt and not self._domains_pass(node, filt):
+                            if filt and not self.topology.domains_pass(node, filt):
                                 continue
                             before = c.placed
-                            while c.placed < total and self._try_node(c, node, over=t0):
+                            while c.placed < total and self.try_node(c, node, over=t0):
                                 pass
                             if filt and c.placed > before:
-                                filt = self._domain_filter(c)
+                                filt = self.topology.domain_filter(c)
                             if c.placed >= total:
                                 break
                         if c.placed >= total:
@@ -1075,7 +460,7 @@ class _Solver:
             if grow and c.placed < total:
                 # no room left next to the pods it must join: grow the least loaded of those nodes
                 for node in sorted(cands, key=lambda n: (n.used[0], n.order)):
-                    while c.placed < total and self._try_node(c, node, grow=True):
+                    while c.placed < total and self.try_node(c, node, grow=True):
                         pass
                 if c.placed >= total:
                     return True
@@ -1098,46 +483,6 @@ class _Solver:
                 return False
         return c.placed >= total
 
-    def _domain_filter(self, c: _Class):
-        """[(key, allowed domains or None, forbidden domains)] for the non-hostname topology of ``c`` as the
-        counts stand: a planned node none of whose domains passes is refused by ``_topology`` too, so the
-        node scans skip it without the full check.  None when ``c`` has no such constraint."""
-        out: dict = {}
-        groups = self.groups
-        for con in self._active_constraints(c):
-            if con.key == L.HOSTNAME:
-                continue
-            g = groups[con.group_key]
-            allowed, forbidden = out.get(con.key, (None, set()))
-            if con.kind == T.SPREAD:
-                elig = self._eligible_domains(c, con)
-                mn = 0 if (con.min_domains and len(elig) < con.min_domains) else min(
-                    (g.counts.get(e, 0) for e in elig), default=0)
-                ok = {d for d in elig if g.counts.get(d, 0) + 1 - mn <= con.max_skew}
-                allowed = ok if allowed is None else allowed & ok
-            elif con.kind == T.AFFINITY:
-                if not (g.total == 0 and g in c.member):
-                    ok = {d for d, k in g.counts.items() if k > 0}
-                    allowed = ok if allowed is None else allowed & ok
-            else:
-                forbidden = forbidden | {d for d, k in g.counts.items() if k > 0}
-            out[con.key] = (allowed, forbidden)
-        for g in c.inv:
-            if g.key != L.HOSTNAME and g.total:
-                allowed, forbidden = out.get(g.key, (None, set()))
-                out[g.key] = (allowed, forbidden | {d for d, k in g.counts.items() if k > 0})
-        return [(k, a, f) for k, (a, f) in out.items()] or None
-
-    @staticmethod
-    def _domains_pass(node: _Node, filt) -> bool:
-        for key, allowed, forbidden in filt:
-            doms = node.domains(key)
-            if not doms:
-                continue  # left to _topology (it explains the missing label)
-            if not any((allowed is None or d in allowed) and d not in forbidden for d in doms):
-                return False
-        return True
-
     def _older_blocks(self, window: int) -> list:
         """Planned nodes older than the recent window, in blocks of 32: [[nodes], max free room of their
         launch types or None when a node in it changed]."""
@@ -1159,7 +504,7 @@ class _Solver:
         for node in blk[0]:
             t0 = node.launch
             if t0 is None:
-                t0 = self._launch_type(node)
+                t0 = self.launch_type(node)
             if t0 is False:
                 continue
             cap, used = t0.avail, node.used
@@ -1171,7 +516,7 @@ class _Solver:
 
     def _prune_open(self):
         if len(self.open) > 256 and len(self.open) > 2 * self._pruned_at:  # amortised: at most doubles between prunes
-            mins = self._min_vec
+            mins = self.min_vec
             keep = []
             for n in self.open:
                 if all(a - u >= m for a, u, m in zip(n.cap, n.used, mins) if m):
@@ -1179,23 +524,22 @@ class _Solver:
             self.open = keep
             self._pruned_at = len(keep)
 
-    # -- topology spread in bulk ----------------------------------------------------------------------------
-    def _spread_key(self, c: _Class):
+    def _spread_key(self, c: PodClass):
         """(key, [spread constraints on it]) when ``c`` can be placed by domain shares: an active spread constraint
         on a key other than the hostname that selects the class itself, no pod (anti-)affinity on that key, no host
         ports, and no NodePool limits (a limit could leave one domain short after the others took their share).
         Else None."""
-        if c.ports or not self._no_limits or c.hostname_blocks():
+        if c.ports or not self.no_limits or c.hostname_blocks():
             return None
         key = None
-        for con in self._active_constraints(c):
-            if con.kind == T.SPREAD and con.key != L.HOSTNAME and self.groups[con.group_key] in c.member:
+        for con in c.active_constraints():
+            if con.kind == T.SPREAD and con.key != L.HOSTNAME and self.topology.groups[con.group_key] in c.member:
                 key = con.key
                 break
         if key is None:
             return None
         cons = []
-        for con in self._active_constraints(c):
+        for con in c.active_constraints():
             if con.key != key:
                 continue
             if con.kind != T.SPREAD:
@@ -1205,12 +549,11 @@ class _Solver:
             return None
         return key, cons
 
-    def _domain_hosts(self, c: _Class, key: str, d: str) -> bool:
+    def _domain_hosts(self, c: PodClass, key: str, d: str) -> bool:
         """Whether one pod of ``c`` could be placed in domain ``d`` of ``key``: an existing node there with room, or a
         NodePool with a fitting instance type offered there."""
         for n in self.existing_nodes:
-            if n.labels.get(key) == d and self._fit_count(c.vec, n.cap, n.used) > 0 \
-                    and not untolerated(c.tolerations, n.taints, c.tolerate_pns) and labels_match(c.reqs, n.labels) is None:
+            if n.labels.get(key) == d and fit_count(c.vec, n.cap, n.used) > 0 and can_add(n, c):
                 return True
         pin = Requirement(key, False, (d,))
         for pool in self.pools:
@@ -1221,11 +564,11 @@ class _Solver:
                 continue
             reqs = reqs.copy()
             reqs.add(pin)
-            if self._fitting(pool, reqs, c)[0]:
+            if pool.fitting(reqs, c.vec, c.wants_exotic())[0]:
                 return True
         return False
 
-    def _place_spread_shares(self, c: _Class) -> None:
+    def place_spread_shares(self, c: PodClass) -> None:
         """Place the remaining pods of ``c`` domain by domain, each domain's share (``spread.domain_shares``) in bulk:
         pinned to the domain, the spread constraint is met by the shares, so one NodeClaim (or the bin packer's
         nodes) takes the whole share instead of one pod each.  What a domain cannot take is left to the pod-by-pod
@@ -1238,8 +581,8 @@ class _Solver:
         rules = []
         domains: set | None = None
         for con in cons:
-            g = self.groups[con.group_key]
-            elig = self._eligible_domains(c, con)
+            g = self.topology.groups[con.group_key]
+            elig = self.topology.eligible_domains(c, con)
             rules.append(SpreadRule(dict(g.counts), con.max_skew, set(elig), con.min_domains, g in c.member))
             domains = set(elig) if domains is None else domains & elig
         hosts = [d for d in sorted(domains or ()) if self._domain_hosts(c, key, d)]
@@ -1249,7 +592,7 @@ class _Solver:
         saved = (c.reqs, c.sig, c.dropped, c.limit, c.simple)
         idx = {i for i, (con, _, _) in enumerate(c.cons) if con in cons}
         c.dropped = set(c.dropped) | idx
-        c.simple = (not any(True for _ in self._active_constraints(c)) and not c.inv
+        c.simple = (not any(True for _ in c.active_constraints()) and not c.inv
                     and not any(g.kind in (T.AFFINITY, T.ANTI) for g in c.member))
         try:
             for d in sorted(shares, key=lambda x: (-shares[x], x)):
@@ -1262,45 +605,17 @@ class _Solver:
                 c.limit = c.placed + q
                 # the room existing and planned nodes have (older NodeClaims: only what their launch types leave), then
                 # new nodes: bin-packed when nothing else constrains the class, else sized for the whole share
-                if not self._schedule_class(c, window=0, new_nodes=False):
+                if not self.schedule_class(c, window=0, new_nodes=False):
                     if c.simple:
-                        self._pack_fresh([c])
+                        self.pack_fresh([c])
                     else:
-                        self._schedule_class(c)
+                        self.schedule_class(c)
                 if c.placed < c.limit:
                     break  # this domain fell short: the rest go pod by pod
         finally:
             c.reqs, c.sig, c.dropped, c.limit, c.simple = saved
 
-    # -- relaxation ---------------------------------------------------------------------------------------
-    def _relax(self, c: _Class) -> str | None:
-        if c.terms and c.term_idx < len(c.terms) - 1:
-            c.term_idx += 1
-            c.reqs = c.effective_reqs()
-            c.sig = c.reqs.signature()
-            return "required node affinity term dropped"
-        for kind, label in ((T.AFFINITY, "preferred pod affinity"), (T.ANTI, "preferred pod anti-affinity")):
-            cand = [(con.weight, -i, i) for i, (con, _, _) in enumerate(c.cons)
-                    if con.kind == kind and not con.required and i not in c.dropped]
-            if cand:
-                c.dropped.add(max(cand)[2])
-                return f"{label} dropped"
-        if c.pref_drop < len(c.preferred):
-            c.pref_drop += 1
-            c.reqs = c.effective_reqs()
-            c.sig = c.reqs.signature()
-            return "preferred node affinity dropped"
-        for i, (con, _, _) in enumerate(c.cons):
-            if con.kind == T.SPREAD and not con.required and i not in c.dropped:
-                c.dropped.add(i)
-                return "ScheduleAnyway topology spread dropped"
-        if not c.tolerate_pns:
-            c.tolerate_pns = True
-            return "PreferNoSchedule taints tolerated"
-        return None
-
-    # -- bulk packing of unconstrained classes -------------------------------------------------------------
-    def _pack_simple(self, classes: list[_Class]):
+    def pack_simple(self, classes: list[PodClass]):
         """Pack unconstrained classes: fill planned nodes' free room, then open LP-sized nodes."""
         # group by placement signature: requirements + tolerations
         groups: dict = {}
@@ -1310,7 +625,7 @@ class _Solver:
         for cl in groups.values():
             self._pack_group(cl)
 
-    def _pack_group(self, cl: list[_Class]):
+    def _pack_group(self, cl: list[PodClass]):
         def left(c):
             return c.limit - c.placed
         # 1. free room on existing nodes and planned nodes
@@ -1327,12 +642,12 @@ class _Solver:
                 continue
             # a planned NodeClaim: only the room its launch type leaves (filling it past that buys a larger type,
             # which on a real catalog costs more than packing the pods on nodes of their own)
-            t0 = node.launch if node.launch is not None else self._launch_type(node)
-            if t0 is not False and t0 is not None and self._fit_count(self._min_vec, t0.avail, node.used) > 0:
+            t0 = node.launch if node.launch is not None else self.launch_type(node)
+            if t0 is not False and t0 is not None and fit_count(self.min_vec, t0.avail, node.used) > 0:
                 self._fill(node, live, over=t0)
-        self._pack_fresh([c for c in cl if left(c)])
+        self.pack_fresh([c for c in cl if left(c)])
 
-    def _pack_fresh(self, live: list[_Class]):
+    def pack_fresh(self, live: list[PodClass]):
         """New nodes for the classes in ``live`` (one placement signature), then the per-class path for the rest."""
         def left(c):
             return c.limit - c.placed
@@ -1348,9 +663,9 @@ class _Solver:
         # 3. what is left goes through the per-class path (other NodePools, explanations)
         for c in live:
             if left(c):
-                self._schedule_class(c)
+                self.schedule_class(c)
 
-    def _pack_new(self, pool: _Pool, live: list):
+    def _pack_new(self, pool: NodeClaimTemplate, live: list):
         c = live[0]
         if untolerated(c.tolerations, pool.taints, c.tolerate_pns) or pool.reqs.compatible(c.reqs) is not None \
                 or c.hostname_blocks():
@@ -1363,7 +678,7 @@ class _Solver:
                 buckets.setdefault(x.vec, []).append(x)
         counts = {v: sum(x.limit - x.placed for x in cl) for v, cl in buckets.items()}
         minvec = [min(v[i] for v in counts) for i in range(nres)]
-        exotic_ok = any(_wants_exotic(x) for x in live)
+        exotic_ok = any(x.wants_exotic() for x in live)
         types = [(p, t) for p, _, t in pool.priced(reqs) if all(a >= v for a, v in zip(t.avail, minvec))]
         if not exotic_ok:
             types = [(p, t) for p, t in types if not t.exotic] or types
@@ -1372,24 +687,24 @@ class _Solver:
         # two ways to value a pod: its share of the 2-resource LP's dual prices of CPU and memory, and what it
         # costs packed alone; the packing is planned under each and the cheaper plan is kept
         # one request vector and no limits: the exact cheapest cover (the greedy fills below can only tie it)
-        exact = _cover_plan(types, counts, self._fit_count) if len(counts) == 1 and not pool.remaining else None
+        exact = cover_plan(types, counts, fit_count) if len(counts) == 1 and not pool.remaining else None
         plans = [exact] if exact is not None else []
         if exact is None:
             demand = [sum(v[i] * k for v, k in counts.items()) for i in range(2)]
-            y0, y1 = _lp_duals([(t, t.avail[0], t.avail[1], p) for p, t in types], max(1, demand[0]), max(1, demand[1]))
-            for values in ({v: y0 * v[0] + y1 * v[1] for v in counts}, _standalone_values(types, counts)):
+            y0, y1 = lp_duals([(t, t.avail[0], t.avail[1], p) for p, t in types], max(1, demand[0]), max(1, demand[1]))
+            for values in ({v: y0 * v[0] + y1 * v[1] for v in counts}, standalone_values(types, counts)):
                 values = {v: u for v, u in values.items() if u > 0}
                 if values:
                     plans.append(self._plan_new(pool, types, dict(counts), values))
         if not plans:
             return
         best = min(plans, key=lambda x: (-x[1], x[2]))  # most pods placed, then cheapest
-        plan = best[0] if pool.remaining else _repack(best[0], types)
+        plan = best[0] if pool.remaining else repack(best[0], types)
         for t, taken, reps in plan:
             for _ in range(reps):
-                node = _Node(f"{pool.name}#{self._counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * nres)
+                node = SimNode(f"{pool.name}#{self.counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * nres)
                 node.ports = set(pool.daemon_ports)
-                self._counter += 1
+                self.counter += 1
                 node.target = t
                 node.limit_snapshot = dict(pool.remaining)
                 for lk in pool.remaining:
@@ -1399,20 +714,17 @@ class _Solver:
                     while k:
                         x = cl[0]
                         m = min(k, x.limit - x.placed)
-                        self._place(x, node, m)
+                        self.place(x, node, m)
                         k -= m
                         if x.placed >= x.limit:
                             cl.pop(0)
-                self.nodes.append(node)
-                self.planned.append(node)
-                self.open.append(node)
-                self.node_by_id[node.id] = node
+                self.add_planned(node)
 
-    def _plan_new(self, pool: _Pool, types: list, counts: dict, values: dict):
+    def _plan_new(self, pool: NodeClaimTemplate, types: list, counts: dict, values: dict):
         """Plan new nodes for ``counts`` ({request vector: pods}) greedily: each step opens the type whose
         simulated fill is worth the most per dollar (pods valued at ``values``) and repeats that fill while the
         pods last.  Returns ([(type, {vector: pods per node}, nodes)], pods placed, cost); nothing is changed."""
-        ubs = _value_bounds(types, values)
+        ubs = value_bounds(types, values)
         short = sorted(((ubs[t.name] / p, p, t) for p, t in types if ubs[t.name] > 0), key=lambda x: (-x[0], x[1], x[2].name))
         remaining = dict(pool.remaining)
 
@@ -1432,7 +744,7 @@ class _Solver:
         while counts:
             sim = None
             if current is not None:
-                sim = _simulate(current[1].avail, counts, values, sims)
+                sim = simulate(current[1].avail, counts, values, sims)
                 if not sim[0] or sim[1] / current[0] < 0.97 * sel_eff:
                     current = None
             if current is None:
@@ -1450,7 +762,7 @@ class _Solver:
                         break
                     if remaining and not limit_ok(t):
                         continue
-                    s = _simulate(av, counts, values, sims)
+                    s = simulate(av, counts, values, sims)
                     if s[0] and (best is None or s[1] / p > best[0]):
                         best = (s[1] / p, (p, t), s)
                 if best is None:
@@ -1471,7 +783,7 @@ class _Solver:
                     continue
                 reps = n
             plan.append((t, taken, reps))
-            cost += _shrunk_price(types, taken, shrink) * reps
+            cost += shrunk_price(types, taken, shrink) * reps
             for v, k in taken.items():
                 counts[v] -= k * reps
                 placed += k * reps
@@ -1479,7 +791,7 @@ class _Solver:
                     del counts[v]
         return plan, placed, cost
 
-    def _fill(self, node: _Node, live: list, over: _Type | None = None):
+    def _fill(self, node: SimNode, live: list, over: InstanceTypeOption | None = None):
         """Fill ``node`` from the classes in ``live``: at each step the pods (grouped by request vector) that
         keep the node's free CPU and memory fractions closest, larger pods first.  ``over``: only within that type
         (a planned node's launch type)."""
@@ -1508,10 +820,10 @@ class _Solver:
                 return
             cls = buckets[best]
             c = cls[0]
-            nfit = self._fit_count(best, cap, used)
+            nfit = fit_count(best, cap, used)
             # chunk: a slice of what fits, so the balance can be corrected as the node fills
             want = min(nfit, max(1, nfit // 6), c.limit - c.placed)
-            got = self._try_node(c, node, want, over=over)
+            got = self.try_node(c, node, want, over=over)
             if not got:
                 blocked.add(best)
                 continue
@@ -1520,42 +832,7 @@ class _Solver:
                 if not cls:
                     del buckets[best]
 
-    # -- main -----------------------------------------------------------------------------------------------
-    def run(self) -> SchedulingResult:
-        self._inv_any = any(g.kind == INV for g in self.group_list)
-        if self.classes:
-            self._min_vec = [min(c.vec[i] for c in self.classes) for i in range(len(self.rindex))]
-        pending = list(self.classes)
-        progress = True
-        while pending and progress:
-            progress = False
-            hard = [c for c in pending if not c.simple]
-            simple = [c for c in pending if c.simple]
-            for c in hard:
-                before = c.placed
-                self._place_spread_shares(c)
-                while not self._schedule_class(c):
-                    step = self._relax(c)
-                    if step is None:
-                        break
-                    c.relaxed.append(step)
-                if c.placed > before:
-                    progress = True
-            if simple:
-                before = sum(c.placed for c in simple)
-                self._pack_simple(simple)
-                for c in simple:
-                    while c.placed < len(c.pods) and not self._schedule_class(c):
-                        step = self._relax(c)
-                        if step is None:
-                            break
-                        c.relaxed.append(step)
-                if sum(c.placed for c in simple) > before:
-                    progress = True
-            pending = [c for c in pending if c.placed < len(c.pods)]
-        return self._result(pending)
-
-    def _result(self, pending) -> SchedulingResult:
+    def result(self, pending) -> SchedulingResult:
         res = SchedulingResult()
         for n in self.existing_nodes:
             if n.pods:
@@ -1585,7 +862,7 @@ class _Solver:
         return res
 
     @staticmethod
-    def _option_bounds(node: _Node) -> dict | None:
+    def _option_bounds(node: SimNode) -> dict | None:
         """On a NodePool with limits: per limited resource, what this NodeClaim was charged (its sizing type's
         capacity; ``nodes`` 1).  No option of its plan may count more, so the largest option of every NodeClaim
         (what Karpenter subtracts, and what the provisioner reserves) still fits in the limits."""
@@ -1594,7 +871,7 @@ class _Solver:
         cap = node.target.cap
         return {k: (1 if k == "nodes" else cap.get(k, 0)) for k in node.limit_snapshot}
 
-    def _final_types(self, node: _Node, wants_exotic: bool):
+    def _final_types(self, node: SimNode, wants_exotic: bool):
         """([(price, offering, type)] that hold what was placed, cheapest first; the <= max_types kept)."""
         pool, reqs, used, lim = node.pool, node.reqs, node.used, self._option_bounds(node)
         u0, u1, u2 = used[0], used[1], used[2]
@@ -1613,10 +890,10 @@ class _Solver:
         priced = plain or exotic
         if not priced:
             return None
-        keep = _truncate([t for _, _, t in priced], reqs, self.max_types)
+        keep = truncate([t for _, _, t in priced], reqs, self.max_types)
         return priced[0], keep, Requirement(L.INSTANCE_TYPE, False, {t.name for t in keep})
 
-    def _final_lookup(self, node: _Node):
+    def _final_lookup(self, node: SimNode):
         """(cache key, wants exotic, cached final types or None) for a planned node as it stands."""
         reqs, used, lim = node.reqs, node.used, self._option_bounds(node)
         sig = reqs.signature()
@@ -1628,7 +905,7 @@ class _Solver:
         ck = (sig, tuple(used), tuple(sorted(lim.items())) if lim else None, wants_exotic)
         return ck, wants_exotic, self._final_cache.get(ck)
 
-    def _launch_type(self, node: _Node) -> _Type | None:
+    def launch_type(self, node: SimNode) -> InstanceTypeOption | None:
         """The type a planned node would launch as now, when it offers the same zones / capacity types as
         the node's current target (so topology domains are unchanged), else False; kept on the node until
         pods are placed on it (``_place`` resets it)."""
@@ -1649,7 +926,7 @@ class _Solver:
         node.launch = t0 if t0 is not None else False
         return node.launch
 
-    def _finalize(self, node: _Node) -> NodeClaimPlan:
+    def _finalize(self, node: SimNode) -> NodeClaimPlan:
         pool = node.pool
         reqs = node.reqs
         used = node.used
@@ -1684,82 +961,7 @@ class _Solver:
             requests=vals, reason=reason, labels=labels, taints=list(pool.taints), startup_taints=list(pool.startup_taints))
 
 
-class _ZC:
-    __slots__ = ("zone", "capacity_type")
-
-    def __init__(self, zone, capacity_type):
-        self.zone = zone
-        self.capacity_type = capacity_type
-
-
-class _Union:
-    """Stand-in target for a fresh node: the distinct (zone, capacity type) pairs the fitting types offer."""
-
-    def __init__(self, types):
-        pairs = set()
-        for zc in {t.zc for t in types}:
-            pairs |= zc
-        self.offers = [_ZC(z, ct) for z, ct in sorted(pairs)]
-
-
-def _truncate(types: list, reqs: Requirements, n: int) -> list:
-    """The cheapest ``n`` types, keeping enough distinct values for every minValues requirement."""
-    if len(types) <= n:
-        return types
-    keep = list(types[:n])
-    for r in reqs:
-        if not r.min_values:
-            continue
-        vals = {t.reqs.get(r.key).any_value() for t in keep}
-        if len(vals) >= r.min_values:
-            continue
-        for t in types[n:]:
-            v = t.reqs.get(r.key).any_value()
-            if v not in vals:
-                # replace the most expensive type whose value is duplicated
-                for j in range(len(keep) - 1, -1, -1):
-                    vj = keep[j].reqs.get(r.key).any_value()
-                    if sum(1 for x in keep if x.reqs.get(r.key).any_value() == vj) > 1:
-                        keep.pop(j)
-                        break
-                keep.append(t)
-                vals.add(v)
-                if len(vals) >= r.min_values:
-                    break
-    return keep
-
-
-def _wants_exotic(c: _Class) -> bool:
-    hit = c.errors.get("exotic")
-    if hit is not None and hit[0] is c.sig:
-        return hit[1]
-    v = _wants_exotic_uncached(c)
-    c.errors["exotic"] = (c.sig, v)
-    return v
-
-
-def _wants_exotic_uncached(c: _Class) -> bool:
-    if any(c.req.get(r, 0) for r in EXOTIC_RESOURCES):
-        return True
-    for k in EXOTIC_KEYS:
-        if k in c.reqs:
-            r = c.reqs.get(k)
-            if not r.is_empty() and r.operator not in ("NotIn", "DoesNotExist"):
-                return True
-    return False
-
-
-def _describe(reqs: Requirements) -> str:
-    parts = []
-    for r in reqs:
-        if r.operator == IN and len(r.values) == 1:
-            parts.append(f"{r.key}={next(iter(r.values))}")
-        else:
-            parts.append(str(r))
-    return ", ".join(sorted(parts))
-
-
-def _shrunk_price(types: list, taken: dict, cache: dict) -> float:
+def shrunk_price(types: list, taken: dict, cache: dict) -> float:
     """Price of the cheapest of ``types`` ([(price, type)], cheapest first) holding the pods ``taken``
     ({vector: count}): what the NodeClaim will launch (its plan keeps every type that holds what was placed)."""
     key = tuple(sorted(taken.items()))
@@ -1772,7 +974,7 @@ def _shrunk_price(types: list, taken: dict, cache: dict) -> float:
     return hit
 
 
-def _cover_plan(types: list, counts: dict, fit_count):
+def cover_plan(types: list, counts: dict, fit_count):
     """The exact cheapest nodes for one request vector (``cover.min_cost_cover``) in ``_plan_new``'s shape:
     ([(type, {vector: pods per node}, nodes)], pods placed, cost), or None."""
     (v, q), = counts.items()
@@ -1793,11 +995,11 @@ def _cover_plan(types: list, counts: dict, fit_count):
                 plan[-1] = (t, plan[-1][1], plan[-1][2] + 1)
             else:
                 plan.append((t, {v: take}, 1))
-            cost += _shrunk_price(types, {v: take}, shrink)
+            cost += shrunk_price(types, {v: take}, shrink)
     return plan, q, cost
 
 
-def _repack(plan: list, types: list) -> list:
+def repack(plan: list, types: list) -> list:
     """Empty the least efficient planned nodes into the room the others leave in their launch types.
 
     ``plan``: [(type, {vector: pods}, nodes)].  Nodes with the same fill form a group; each node launches as
@@ -1884,7 +1086,7 @@ def _repack(plan: list, types: list) -> list:
     return [(ttype[k], dict(k), n) for k, n in groups.items() if n]
 
 
-def _standalone_values(types: list, counts: dict) -> dict:
+def standalone_values(types: list, counts: dict) -> dict:
     """Value of one pod per request vector: what it costs packed alone, the lowest price per pod over the
     types each filled with that vector only.  A node whose fill is worth more than its price saves money
     against packing each vector apart."""
@@ -1905,7 +1107,7 @@ def _standalone_values(types: list, counts: dict) -> dict:
     return values
 
 
-def _value_bounds(types: list, values: dict) -> dict:
+def value_bounds(types: list, values: dict) -> dict:
     """Upper bound of the value one node of each type can hold (fractional knapsack, per resource: capacity
     times the best value per unit of it among the vectors that fit); 0 when no vector fits."""
     ubs = {}
@@ -1930,7 +1132,7 @@ def _value_bounds(types: list, values: dict) -> dict:
     return ubs
 
 
-def _simulate(cap, counts: dict, values: dict, cache: dict | None = None):
+def simulate(cap, counts: dict, values: dict, cache: dict | None = None):
     """Fill a node of capacity ``cap`` from ``counts`` ({request vector: pods left}); returns ({vector: pods
     taken}, value).  Two greedy fills are tried and the more valuable kept: one keeping the node's free CPU
     and memory fractions balanced (larger pods first), one taking the most valuable pods per share of the
@@ -1942,15 +1144,15 @@ def _simulate(cap, counts: dict, values: dict, cache: dict | None = None):
         hit = cache.get(key)
         if hit is not None:
             return hit
-    a = _simulate_fill(cap, counts, values, False)
-    b = _simulate_fill(cap, counts, values, True)
+    a = simulate_fill(cap, counts, values, False)
+    b = simulate_fill(cap, counts, values, True)
     out = a if a[1] >= b[1] else b
     if cache is not None:
         cache[key] = out
     return out
 
 
-def _simulate_fill(cap, counts: dict, values: dict, density: bool):
+def simulate_fill(cap, counts: dict, values: dict, density: bool):
     free = list(cap)
     c0, c1, c2 = float(cap[0] or 1), float(cap[1] or 1), float(cap[2] or 1)
     left = {v: k for v, k in counts.items() if v in values}
@@ -1997,9 +1199,9 @@ def _simulate_fill(cap, counts: dict, values: dict, density: bool):
     return taken, value
 
 
-def _lp_duals(items, C: float, M: float):
+def lp_duals(items, C: float, M: float):
     """Dual prices (per CPU unit, per memory unit) of the 2-resource covering LP."""
-    sol = _lp_pair(items, C, M)
+    sol = lp_pair(items, C, M)
     if len(sol) == 2:
         (a, _, _), (b, _, _) = sol
         pa = next(p for o, c, m, p in items if o is a)
@@ -2021,7 +1223,7 @@ def _lp_duals(items, C: float, M: float):
     return pa * (u0 / tot) / ca, pa * (u1 / tot) / ma
 
 
-def _lp_pair(items, C: float, M: float):
+def lp_pair(items, C: float, M: float):
     """Exact optimum of min sum(p x) s.t. sum(cpu x) >= C, sum(mem x) >= M, x >= 0 over ``items``
     ``(obj, cpu, mem, price)``: returns ``[(obj, x), ...]`` (one or two entries).  A basic optimal solution
     uses at most two types, and only types on the Pareto frontier of (cpu/price, mem/price) matter."""
@@ -2059,38 +1261,21 @@ def _lp_pair(items, C: float, M: float):
     return out or [(best[1][0][0], 1.0, 0)]
 
 
-def solve(inp: SchedulingInput) -> SchedulingResult:
-    """Run one provisioning round over ``inp`` (pure; no I/O). Raises SchedulingError on malformed input."""
-    if not isinstance(inp, SchedulingInput):
-        raise SchedulingError("solve() needs a SchedulingInput")
-    # the simulation allocates many small objects and frees them all at the end: the cyclic collector's
-    # passes over the (large) input would only cost time, so it is paused for the call and restored after
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        if any(npi.nodepool.limits for npi in inp.nodepools):
-            unlimited = _solve_within_limits_unconstrained(inp)
-            if unlimited is not None:
-                return unlimited
-        return _Solver(inp).run()
-    finally:
-        if enabled:
-            gc.enable()
-
-
 # A NodeClaim of a limited NodePool keeps only options up to this many times its cheapest option's capacity in
 # each limited resource, so what it counts against the limits (its largest option) stays close to what it uses.
 LIMITED_OPTION_SPREAD = 2
 
 
-def _solve_within_limits_unconstrained(inp: SchedulingInput) -> SchedulingResult | None:
+def solve_within_limits_unconstrained(inp: SchedulingInput,
+                                      run: Callable[[SchedulingInput], SchedulingResult]) -> SchedulingResult | None:
     """Plan as if the NodePools had no limits; keep that plan when it stays within them anyway.
 
     Limits make the packer conservative (each NodeClaim of a limited NodePool is charged its largest option as
     it is created, as Karpenter does, so nodes are sized for their own pods).  Most NodePools' limits are far
     from binding in one round: then the unconstrained plan, with each NodeClaim's options trimmed to sizes near
     its cheapest, is both cheaper and within the limits (every NodeClaim charged its largest remaining option,
-    what the provisioner reserves).  None when it would not fit, or when minValues forbid trimming.
+    what the provisioner reserves).  None when it would not fit, or when minValues forbid trimming.  ``run``: one
+    solver run (the solver's, passed in so that this module does not import it).
     """
     limits: dict[str, dict[str, int]] = {}
     pools = []
@@ -2106,7 +1291,7 @@ def _solve_within_limits_unconstrained(inp: SchedulingInput) -> SchedulingResult
             pools.append(replace(npi, nodepool=free))
         else:
             pools.append(npi)
-    res = _Solver(replace(inp, nodepools=pools)).run()
+    res = run(replace(inp, nodepools=pools))
     used = {name: dict((inp.nodepool_usage or {}).get(name) or {}) for name in limits}
     for plan in res.nodeclaims:
         lim = limits.get(plan.nodepool)
@@ -2133,6 +1318,32 @@ def _solve_within_limits_unconstrained(inp: SchedulingInput) -> SchedulingResult
     return res
 
 
-# the private names other modules import from here (until their owners move to the public ones)
+def solve(inp: SchedulingInput) -> SchedulingResult:
+    """Run one provisioning round over ``inp`` (pure; no I/O). Raises SchedulingError on malformed input."""
+    if not isinstance(inp, SchedulingInput):
+        raise SchedulingError("solve() needs a SchedulingInput")
+    # the simulation allocates many small objects and frees them all at the end: the cyclic collector's
+    # passes over the (large) input would only cost time, so it is paused for the call and restored after
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if any(npi.nodepool.limits for npi in inp.nodepools):
+            unlimited = solve_within_limits_unconstrained(inp, _run)
+            if unlimited is not None:
+                return unlimited
+        return _Solver(inp).run()
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _run(inp: SchedulingInput) -> SchedulingResult:
+    return _Solver(inp).run()
+
+
+# names other modules import from here under their old private names (until their owners move to the public ones
+# in predicates / limits / packer)
 _labels_match = labels_match
 _host_ports = host_ports
+_repack = repack
+_solve_within_limits_unconstrained = solve_within_limits_unconstrained

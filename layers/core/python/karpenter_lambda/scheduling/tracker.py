@@ -1,0 +1,319 @@
+"""The topology tracker: owns the topology groups and their per-domain pod counts (Karpenter's ``topology.go``).
+
+Groups come from the pending classes' constraints and from the required anti-affinity of pods already on nodes
+(with, for each such anti-affinity, the inverse group: where the pods it selects may not go).  Existing pods are
+counted once at construction; the placement records each placement (:meth:`TopologyTracker.record`) and asks,
+before placing pods of a class on a node, how many may go there and in which domains
+(:meth:`TopologyTracker.check`).  Rules: see :mod:`.topology`.
+"""
+
+from __future__ import annotations
+
+from ..api import labels as L
+from . import topology as T
+from .existing import node_facts
+from .model import INF, INV, SimNode
+from .podfacts import PodClass
+from .predicates import labels_match
+from .taints import untolerated
+
+__all__ = ["TopologyTracker"]
+
+
+class TopologyTracker:
+    """Topology groups (``groups``: group key -> :class:`~.topology.Group`; ``group_list`` in creation order) over
+    the NodeClaim templates ``pools`` and the ``existing_nodes``; sets each class's memberships (``member``,
+    ``inv``) and whether it is unconstrained (``simple``).  ``why``: the text of the constraint that refused the
+    last :meth:`check`."""
+
+    def __init__(self, pools: list, existing_nodes: list[SimNode], classes: list[PodClass]):
+        self.pools = pools
+        self.existing_nodes = existing_nodes
+        self.groups: dict = {}
+        self.group_list: list = []
+        self.why = ""
+        self._elig: dict = {}
+        self._build(classes)
+
+    def _build(self, classes: list):
+        """Create every topology group (from pending classes and pods already on nodes) and count existing pods."""
+        groups = self.groups
+        owners = []  # (class-or-None, constraint, selector, namespaces)
+        for c in classes:
+            for con, sel, nss in c.cons:
+                owners.append((con, sel, nss))
+        existing_owned = []
+        for n in self.existing_nodes:
+            facts = node_facts(n.existing)
+            if facts is not None:
+                for con, sel, nss in facts.anti:
+                    owners.append((con, sel, nss))
+                    existing_owned.append((n, con))
+                continue
+            for p in n.existing.pods or []:
+                try:
+                    for con, sel, nss in T.pod_constraints(p):
+                        if con.kind == T.ANTI and con.required:
+                            owners.append((con, sel, nss))
+                            existing_owned.append((n, con))
+                except ValueError:
+                    continue
+        for con, sel, nss in owners:
+            if con.group_key not in groups:
+                groups[con.group_key] = T.Group(con.kind, con.key, nss, sel)
+            if con.kind == T.ANTI and con.required:
+                ik = (INV,) + con.group_key
+                if ik not in groups:
+                    groups[ik] = T.Group(INV, con.key, nss, sel)
+        self.group_list = list(groups.values())
+        # memberships.  A group with matchLabels selects only pods carrying its first (sorted) pair: a pod's groups
+        # are looked for among the groups indexed under one of its pairs plus those without matchLabels -- the same
+        # answer as testing every group, in group_list order
+        position = {id(g): i for i, g in enumerate(self.group_list)}
+        loose = [g for g in self.group_list if not g.selector.labels]
+        indexed: dict = {}
+        for g in self.group_list:
+            if g.selector.labels:
+                indexed.setdefault(next(iter(sorted(g.selector.labels.items()))), []).append(g)
+        by_labels: dict = {}  # classes share label sets: membership computed once per (namespace, labels)
+        for c in classes:
+            lk = (c.ns, tuple(sorted(c.labels.items())))
+            hit = by_labels.get(lk)
+            if hit is None:
+                maybe = list(loose)
+                for pair in lk[1]:
+                    maybe.extend(indexed.get(pair, ()))
+                if len(maybe) > len(loose):
+                    maybe.sort(key=lambda g: position[id(g)])
+                hit = by_labels[lk] = (
+                    [g for g in maybe if g.kind != INV and g.matches(c.ns, c.labels)],
+                    [g for g in maybe if g.kind == INV and g.matches(c.ns, c.labels)])
+            c.member, c.inv = hit
+            # a class some pod's (anti-)affinity selects is placed in queue order (not bulk-packed after the
+            # constrained classes), so a smaller pod that prefers or refuses its node finds it already placed
+            c.simple = not c.cons and not c.ports and not c.inv and not any(
+                g.kind in (T.AFFINITY, T.ANTI) for g in c.member)
+            c.spread_eligible = {}
+        # counts from existing pods; the groups a pod belongs to depend only on its namespace and labels, so they
+        # are computed once per distinct (namespace, labels) and only among the groups whose first matchLabels
+        # pair the pod carries (plus the groups without matchLabels): the same answer as testing every group
+        direct = [g for g in self.group_list if g.kind != INV]
+        unindexed = [g for g in direct if not g.selector.labels]
+        by_pair: dict = {}
+        for g in direct:
+            if g.selector.labels:
+                by_pair.setdefault(next(iter(sorted(g.selector.labels.items()))), []).append(g)
+        member_of: dict = {}
+        for n in self.existing_nodes:
+            facts = node_facts(n.existing)
+            if facts is not None:
+                sets = facts.labelsets
+            else:
+                sets = []
+                for p in n.existing.pods or []:
+                    meta = p.get("metadata") or {}
+                    ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
+                    sets.append((ns, tuple(sorted(labels.items())), labels, 1))
+            for ns, items, labels, count in sets:
+                lk = (ns, items)
+                hit = member_of.get(lk)
+                if hit is None:
+                    maybe = list(unindexed)
+                    for pair in items:
+                        maybe.extend(by_pair.get(pair, ()))
+                    hit = member_of[lk] = [g for g in maybe if g.matches(ns, labels)]
+                for g in hit:
+                    d = n.domains(g.key)
+                    if d:
+                        g.record(d[0], count)
+        for n, con in existing_owned:
+            d = n.domains(con.key)
+            if d:
+                groups[(INV,) + con.group_key].record(d[0])
+
+    def eligible_domains(self, c: PodClass, con) -> set:
+        """Domains of ``con.key`` a pod of class ``c`` could land in (nodeAffinityPolicy Honor; nodeTaintsPolicy
+        Ignore by default: a NodePool's domains count even when the pod does not tolerate its taints, as in
+        Karpenter; with ``nodeTaintsPolicy: Honor`` only NodePools and nodes whose taints it tolerates)."""
+        honor = con.node_taints_honor
+        sig = (con.key, c.sig, (repr(c.tolerations), c.tolerate_pns) if honor else None)
+        hit = self._elig.get(sig)
+        if hit is not None:
+            return hit
+        out = set()
+        pr = c.reqs.get(con.key)
+        for p in self.pools:
+            if p.reqs.compatible(c.reqs) is not None:
+                continue
+            if honor and untolerated(c.tolerations, p.taints, c.tolerate_pns):
+                continue
+            reqs = p.reqs.intersection(c.reqs)
+            if con.key in (L.ZONE, L.CAPACITY_TYPE):
+                z, ct = reqs.get(L.ZONE), reqs.get(L.CAPACITY_TYPE)
+                for t in p.compat_types(reqs):
+                    for o in t.offers:
+                        if z.has(o.zone) and ct.has(o.capacity_type):
+                            out.add(o.zone if con.key == L.ZONE else o.capacity_type)
+            else:
+                r = reqs.get(con.key)
+                if not r.complement:
+                    out.update(r.values)
+        for n in self.existing_nodes:
+            v = n.labels.get(con.key)
+            if v is not None and pr.has(v) and labels_match(c.reqs, n.labels) is None:
+                if honor and untolerated(c.tolerations, n.taints, c.tolerate_pns):
+                    continue
+                out.add(v)
+        self._elig[sig] = out
+        return out
+
+    def check(self, c: PodClass, node: SimNode, new: bool):
+        """(allowance, {key: domain}) for placing pods of ``c`` on ``node``; allowance 0 = not allowed.
+
+        The text of the blocking constraint is left in ``self.why`` when the allowance is 0.
+        """
+        allow = INF
+        chosen: dict[str, str] = {}
+        per_key: dict[str, list] = {}
+        for con in c.active_constraints():
+            per_key.setdefault(con.key, []).append(con)
+        inv = [g for g in c.inv if g.total]
+        for g in inv:
+            per_key.setdefault(g.key, [])
+        groups = self.groups
+        for key, cons in per_key.items():
+            options = node.domains(key)
+            valid = []
+            for d in options:
+                ok = True
+                for g in inv:
+                    if g.key == key and g.counts.get(d, 0) > 0:
+                        ok = False
+                        break
+                if not ok:
+                    continue
+                for con in cons:
+                    g = groups[con.group_key]
+                    cnt = g.counts.get(d, 0)
+                    if con.kind == T.SPREAD:
+                        if key == L.HOSTNAME:
+                            mn = 0
+                        else:
+                            elig = self.eligible_domains(c, con)
+                            if d not in elig:
+                                ok = False
+                                break
+                            mn = 0 if (con.min_domains and len(elig) < con.min_domains) else min(
+                                (g.counts.get(e, 0) for e in elig), default=0)
+                        if cnt + 1 - mn > con.max_skew:
+                            ok = False
+                    elif con.kind == T.AFFINITY:
+                        if cnt == 0 and not (g.total == 0 and g in c.member):
+                            ok = False
+                    else:  # anti-affinity
+                        if cnt > 0:
+                            ok = False
+                    if not ok:
+                        break
+                if ok:
+                    valid.append(d)
+            if not valid:
+                self.why = next((con.text for con in cons), f"pod anti-affinity of pods already placed ({key})")
+                sp = next((con for con in cons if con.kind == T.SPREAD), None)
+                if sp is not None and key != L.HOSTNAME and options:
+                    # name the counts: a domain no NodePool can reach for this pod (e.g. a zone only a tainted
+                    # NodePool offers) keeps the minimum at 0
+                    g = groups[sp.group_key]
+                    elig = sorted(self.eligible_domains(c, sp))
+                    cnt = " ".join(f"{d}={g.counts.get(d, 0)}" for d in elig[:8]) + (" ..." if len(elig) > 8 else "")
+                    self.why = f"{sp.text} (pods per domain: {cnt}; this node can be in {' '.join(options[:8])})"
+                if not options:
+                    self.why = f"node has no {key} label ({self.why})"
+                return 0, chosen
+            # choose: lowest count for the first spread constraint, else the first valid domain
+            spread = [con for con in cons if con.kind == T.SPREAD]
+            if spread:
+                g0 = groups[spread[0].group_key]
+                d = min(valid, key=lambda v: (g0.counts.get(v, 0), v))
+            else:
+                aff = [con for con in cons if con.kind == T.AFFINITY]
+                if aff:
+                    g0 = groups[aff[0].group_key]
+                    d = max(valid, key=lambda v: (g0.counts.get(v, 0), v))
+                else:
+                    d = valid[0]
+            chosen[key] = d
+            for con in cons:
+                g = groups[con.group_key]
+                if g not in c.member:
+                    continue
+                cnt = g.counts.get(d, 0)
+                if con.kind == T.SPREAD:
+                    if key == L.HOSTNAME:
+                        a = con.max_skew - cnt
+                    else:
+                        elig = self.eligible_domains(c, con)
+                        mn = 0 if (con.min_domains and len(elig) < con.min_domains) else min(
+                            (g.counts.get(e, 0) for e in elig), default=0)
+                        a = con.max_skew + mn - cnt
+                    allow = min(allow, max(a, 1))
+                elif con.kind == T.ANTI:
+                    allow = 1
+        return allow, chosen
+
+    def record(self, c: PodClass, node: SimNode, n: int):
+        doms: dict = {}
+        for g in c.member:
+            d = doms.get(g.key)
+            if d is None:
+                d = doms[g.key] = node.domains(g.key)
+            if len(d) == 1:
+                g.record(d[0], n)
+            elif g.kind == T.ANTI and d:
+                for x in d:
+                    g.record(x, n)
+        for con in c.active_constraints():
+            if con.kind == T.ANTI and con.required:
+                g = self.groups[(INV,) + con.group_key]
+                for x in node.domains(con.key):
+                    g.record(x, n)
+
+    def domain_filter(self, c: PodClass):
+        """[(key, allowed domains or None, forbidden domains)] for the non-hostname topology of ``c`` as the
+        counts stand: a planned node none of whose domains passes is refused by :meth:`check` too, so the
+        node scans skip it without the full check.  None when ``c`` has no such constraint."""
+        out: dict = {}
+        groups = self.groups
+        for con in c.active_constraints():
+            if con.key == L.HOSTNAME:
+                continue
+            g = groups[con.group_key]
+            allowed, forbidden = out.get(con.key, (None, set()))
+            if con.kind == T.SPREAD:
+                elig = self.eligible_domains(c, con)
+                mn = 0 if (con.min_domains and len(elig) < con.min_domains) else min(
+                    (g.counts.get(e, 0) for e in elig), default=0)
+                ok = {d for d in elig if g.counts.get(d, 0) + 1 - mn <= con.max_skew}
+                allowed = ok if allowed is None else allowed & ok
+            elif con.kind == T.AFFINITY:
+                if not (g.total == 0 and g in c.member):
+                    ok = {d for d, k in g.counts.items() if k > 0}
+                    allowed = ok if allowed is None else allowed & ok
+            else:
+                forbidden = forbidden | {d for d, k in g.counts.items() if k > 0}
+            out[con.key] = (allowed, forbidden)
+        for g in c.inv:
+            if g.key != L.HOSTNAME and g.total:
+                allowed, forbidden = out.get(g.key, (None, set()))
+                out[g.key] = (allowed, forbidden | {d for d, k in g.counts.items() if k > 0})
+        return [(k, a, f) for k, (a, f) in out.items()] or None
+
+    @staticmethod
+    def domains_pass(node: SimNode, filt) -> bool:
+        for key, allowed, forbidden in filt:
+            doms = node.domains(key)
+            if not doms:
+                continue  # left to check (it explains the missing label)
+            if not any((allowed is None or d in allowed) and d not in forbidden for d in doms):
+                return False
+        return True
