@@ -1,0 +1,547 @@
+"""The bulk packer for unconstrained pod classes (no topology, no host ports, selected by no one's
+(anti-)affinity): after the constrained classes, their pods fill the free room of existing nodes and of the planned
+NodeClaims' launch types, then new nodes are opened NodePool by NodePool in weight order.
+
+Pods are valued per request vector two ways -- their share of the 2-resource covering LP's dual prices of CPU and
+memory (:func:`lp_duals`), and what each costs packed alone (:func:`standalone_values`) -- and the packing is
+planned under each (:meth:`BulkPacker._plan_new`: each step opens the type whose simulated fill is worth the most
+per dollar and repeats that fill while the pods last); the plan placing the most pods, then the cheaper, is kept and
+its least efficient nodes emptied into the room the others leave (:func:`repack`).  One request vector and no
+limits: the exact cheapest cover (:func:`cover_plan`).  What is left goes through the per-class placement.
+
+:class:`BulkPacker` is a mixin of the solver (``solver._Solver``), using its ``pools``, ``existing_nodes``,
+``planned``, ``rindex``, ``min_vec``, ``counter``, the placement's ``place`` / ``try_node`` / ``schedule_class`` /
+``add_planned`` and finalize's ``launch_type``.  The functions below are pure.
+"""
+
+from __future__ import annotations
+
+from .cover import min_cost_cover
+from .model import INF, SimNode, fit_count
+from .nodeclaim import InstanceTypeOption, NodeClaimTemplate
+from .podfacts import PodClass
+from .taints import untolerated
+
+__all__ = ["BulkPacker", "repack", "cover_plan", "lp_duals", "lp_pair", "simulate", "standalone_values",
+           "value_bounds", "shrunk_price"]
+
+
+class BulkPacker:
+    """Packs unconstrained classes in bulk (see the module doc)."""
+
+    def pack_simple(self, classes: list[PodClass]):
+        """Pack unconstrained classes: fill planned nodes' free room, then open LP-sized nodes."""
+        # group by placement signature: requirements + tolerations
+        groups: dict = {}
+        for c in classes:
+            key = (c.reqs.signature(), repr(c.tolerations), c.tolerate_pns)
+            groups.setdefault(key, []).append(c)
+        for cl in groups.values():
+            self._pack_group(cl)
+
+    def _pack_group(self, cl: list[PodClass]):
+        def left(c):
+            return c.limit - c.placed
+        # 1. free room on existing nodes and planned nodes
+        live = [c for c in cl if left(c)]
+        for node in self.existing_nodes + self.planned:
+            if not live:
+                return
+            if not left(live[0]) or not left(live[-1]):
+                live = [c for c in live if left(c)]
+                if not live:
+                    return
+            if node.fixed:
+                self._fill(node, live)
+                continue
+            # a planned NodeClaim: only the room its launch type leaves (filling it past that buys a larger type,
+            # which on a real catalog costs more than packing the pods on nodes of their own)
+            t0 = node.launch if node.launch is not None else self.launch_type(node)
+            if t0 is not False and t0 is not None and fit_count(self.min_vec, t0.avail, node.used) > 0:
+                self._fill(node, live, over=t0)
+        self.pack_fresh([c for c in cl if left(c)])
+
+    def pack_fresh(self, live: list[PodClass]):
+        """New nodes for the classes in ``live`` (one placement signature), then the per-class path for the rest."""
+        def left(c):
+            return c.limit - c.placed
+        # 2. new nodes, NodePools by weight: a node's type is the one whose simulated fill has the highest value
+        #    per dollar, pods valued at the LP dual prices of CPU and memory (column-generation style)
+        for pool in self.pools:
+            if not live:
+                return
+            if pool.has_min_values:
+                break  # minValues is checked pod by pod on the per-class path
+            self._pack_new(pool, live)
+            live = [c for c in live if left(c)]
+        # 3. what is left goes through the per-class path (other NodePools, explanations)
+        for c in live:
+            if left(c):
+                self.schedule_class(c)
+
+    def _pack_new(self, pool: NodeClaimTemplate, live: list):
+        c = live[0]
+        if untolerated(c.tolerations, pool.taints, c.tolerate_pns) or pool.reqs.compatible(c.reqs) is not None \
+                or c.hostname_blocks():
+            return
+        reqs = pool.reqs.intersection(c.reqs) if len(c.reqs) else pool.reqs
+        nres = len(self.rindex)
+        buckets: dict = {}
+        for x in live:
+            if x.placed < x.limit:
+                buckets.setdefault(x.vec, []).append(x)
+        counts = {v: sum(x.limit - x.placed for x in cl) for v, cl in buckets.items()}
+        minvec = [min(v[i] for v in counts) for i in range(nres)]
+        exotic_ok = any(x.wants_exotic() for x in live)
+        types = [(p, t) for p, _, t in pool.priced(reqs) if all(a >= v for a, v in zip(t.avail, minvec))]
+        if not exotic_ok:
+            types = [(p, t) for p, t in types if not t.exotic] or types
+        if not types:
+            return
+        # two ways to value a pod: its share of the 2-resource LP's dual prices of CPU and memory, and what it
+        # costs packed alone; the packing is planned under each and the cheaper plan is kept
+        # one request vector and no limits: the exact cheapest cover (the greedy fills below can only tie it)
+        exact = cover_plan(types, counts, fit_count) if len(counts) == 1 and not pool.remaining else None
+        plans = [exact] if exact is not None else []
+        if exact is None:
+            demand = [sum(v[i] * k for v, k in counts.items()) for i in range(2)]
+            y0, y1 = lp_duals([(t, t.avail[0], t.avail[1], p) for p, t in types], max(1, demand[0]), max(1, demand[1]))
+            for values in ({v: y0 * v[0] + y1 * v[1] for v in counts}, standalone_values(types, counts)):
+                values = {v: u for v, u in values.items() if u > 0}
+                if values:
+                    plans.append(self._plan_new(pool, types, dict(counts), values))
+        if not plans:
+            return
+        best = min(plans, key=lambda x: (-x[1], x[2]))  # most pods placed, then cheapest
+        plan = best[0] if pool.remaining else repack(best[0], types)
+        for t, taken, reps in plan:
+            for _ in range(reps):
+                node = SimNode(f"{pool.name}#{self.counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * nres)
+                node.ports = set(pool.daemon_ports)
+                self.counter += 1
+                node.target = t
+                node.limit_snapshot = dict(pool.remaining)
+                for lk in pool.remaining:
+                    pool.remaining[lk] -= 1 if lk == "nodes" else t.cap.get(lk, 0)
+                for v, k in taken.items():
+                    cl = buckets[v]
+                    while k:
+                        x = cl[0]
+                        m = min(k, x.limit - x.placed)
+                        self.place(x, node, m)
+                        k -= m
+                        if x.placed >= x.limit:
+                            cl.pop(0)
+                self.add_planned(node)
+
+    def _plan_new(self, pool: NodeClaimTemplate, types: list, counts: dict, values: dict):
+        """Plan new nodes for ``counts`` ({request vector: pods}) greedily: each step opens the type whose
+        simulated fill is worth the most per dollar (pods valued at ``values``) and repeats that fill while the
+        pods last.  Returns ([(type, {vector: pods per node}, nodes)], pods placed, cost); nothing is changed."""
+        ubs = value_bounds(types, values)
+        short = sorted(((ubs[t.name] / p, p, t) for p, t in types if ubs[t.name] > 0), key=lambda x: (-x[0], x[1], x[2].name))
+        remaining = dict(pool.remaining)
+
+        def limit_ok(t):
+            for k, rem in remaining.items():
+                if (1 if k == "nodes" else t.cap.get(k, 0)) > rem:
+                    return False
+            return True
+
+        plan = []
+        placed = 0
+        cost = 0.0
+        shrink: dict = {}
+        sims: dict = {}
+        current = None
+        sel_eff = 0.0
+        while counts:
+            sim = None
+            if current is not None:
+                sim = simulate(current[1].avail, counts, values, sims)
+                if not sim[0] or sim[1] / current[0] < 0.97 * sel_eff:
+                    current = None
+            if current is None:
+                best = None
+                vecs = list(counts)
+                tried = 0
+                for bound, p, t in short:
+                    if best is not None and bound <= best[0]:
+                        break  # no type further down can beat the best simulated fill
+                    av = t.avail
+                    if not any(all(a >= x for a, x in zip(av, v)) for v in vecs):
+                        continue
+                    tried += 1
+                    if tried > 48:
+                        break
+                    if remaining and not limit_ok(t):
+                        continue
+                    s = simulate(av, counts, values, sims)
+                    if s[0] and (best is None or s[1] / p > best[0]):
+                        best = (s[1] / p, (p, t), s)
+                if best is None:
+                    break
+                sel_eff, current, sim = best
+            t = current[1]
+            taken = sim[0]
+            reps = max(1, min(counts[v] // k for v, k in taken.items()))
+            if remaining:
+                n = 0
+                while n < reps and limit_ok(t):
+                    for lk in remaining:
+                        remaining[lk] -= 1 if lk == "nodes" else t.cap.get(lk, 0)
+                    n += 1
+                if not n:
+                    current = None
+                    short = [x for x in short if x[2] is not t]
+                    continue
+                reps = n
+            plan.append((t, taken, reps))
+            cost += shrunk_price(types, taken, shrink) * reps
+            for v, k in taken.items():
+                counts[v] -= k * reps
+                placed += k * reps
+                if not counts[v]:
+                    del counts[v]
+        return plan, placed, cost
+
+    def _fill(self, node: SimNode, live: list, over: InstanceTypeOption | None = None):
+        """Fill ``node`` from the classes in ``live``: at each step the pods (grouped by request vector) that
+        keep the node's free CPU and memory fractions closest, larger pods first.  ``over``: only within that type
+        (a planned node's launch type)."""
+        cap, used = (node.cap if over is None else over.avail), node.used
+        buckets: dict = {}
+        for c in live:
+            if c.placed < c.limit:
+                buckets.setdefault(c.vec, []).append(c)
+        c0, c1 = float(cap[0] or 1), float(cap[1] or 1)
+        blocked: set = set()
+        while buckets:
+            free = [a - u for a, u in zip(cap, used)]
+            if free[0] <= 0 or free[1] <= 0 or (len(free) > 2 and free[2] <= 0):
+                return
+            f0, f1 = free[0] / c0, free[1] / c1
+            best = None
+            bscore = None
+            for v in buckets:
+                if v in blocked or any(x > f for x, f in zip(v, free) if x):
+                    continue
+                a0, a1 = v[0] / c0, v[1] / c1
+                s = abs((f0 - a0) - (f1 - a1)) * 4.0 - (a0 + a1)
+                if bscore is None or s < bscore:
+                    best, bscore = v, s
+            if best is None:
+                return
+            cls = buckets[best]
+            c = cls[0]
+            nfit = fit_count(best, cap, used)
+            # chunk: a slice of what fits, so the balance can be corrected as the node fills
+            want = min(nfit, max(1, nfit // 6), c.limit - c.placed)
+            got = self.try_node(c, node, want, over=over)
+            if not got:
+                blocked.add(best)
+                continue
+            if c.placed >= c.limit:
+                cls.pop(0)
+                if not cls:
+                    del buckets[best]
+
+
+def shrunk_price(types: list, taken: dict, cache: dict) -> float:
+    """Price of the cheapest of ``types`` ([(price, type)], cheapest first) holding the pods ``taken``
+    ({vector: count}): what the NodeClaim will launch (its plan keeps every type that holds what was placed)."""
+    key = tuple(sorted(taken.items()))
+    hit = cache.get(key)
+    if hit is None:
+        vecs = list(taken.items())
+        used = [sum(v[i] * k for v, k in vecs) for i in range(len(vecs[0][0]))]
+        hit = next((p for p, t in types if all(a >= u for a, u in zip(t.avail, used))), INF)
+        cache[key] = hit
+    return hit
+
+
+def cover_plan(types: list, counts: dict, fit_count):
+    """The exact cheapest nodes for one request vector (``cover.min_cost_cover``) in ``_plan_new``'s shape:
+    ([(type, {vector: pods per node}, nodes)], pods placed, cost), or None."""
+    (v, q), = counts.items()
+    zero = [0] * len(v)
+    fits = [fit_count(v, t.avail, zero) for _, t in types]
+    sol = min_cost_cover([(f, p) for f, (p, _) in zip(fits, types)], q)
+    if sol is None:
+        return None
+    plan: list = []
+    left = q
+    shrink: dict = {}
+    cost = 0.0
+    for f, (_, t), n in sorted(zip(fits, types, sol), key=lambda x: -x[0]):
+        for _ in range(n):
+            take = min(f, left)
+            left -= take
+            if plan and plan[-1][0] is t and plan[-1][1][v] == take:
+                plan[-1] = (t, plan[-1][1], plan[-1][2] + 1)
+            else:
+                plan.append((t, {v: take}, 1))
+            cost += shrunk_price(types, {v: take}, shrink)
+    return plan, q, cost
+
+
+def repack(plan: list, types: list) -> list:
+    """Empty the least efficient planned nodes into the room the others leave in their launch types.
+
+    ``plan``: [(type, {vector: pods}, nodes)].  Nodes with the same fill form a group; each node launches as
+    the cheapest type holding its fill, and pods moved into what that type leaves free cost nothing.  Groups
+    are taken cheapest-value-first (price per pod): a node whose pods all find room elsewhere is dropped.
+    Returns the plan with each fill on its launch type."""
+    shrink: dict = {}
+    ttype: dict = {}
+
+    def launch(fill_key):
+        t = ttype.get(fill_key)
+        if t is None:
+            fill = dict(fill_key)
+            nres = len(fill_key[0][0])
+            used = [sum(v[i] * k for v, k in fill.items()) for i in range(nres)]
+            t = next((tt for p, tt in types if all(a >= u for a, u in zip(tt.avail, used))), None)
+            ttype[fill_key] = t or False
+            shrink[fill_key] = (next((p for p, tt in types if tt is t), INF), used)
+        return ttype[fill_key]
+
+    groups: dict = {}
+    for t, taken, reps in plan:
+        key = tuple(sorted(taken.items()))
+        if launch(key) is False:
+            return plan
+        groups[key] = groups.get(key, 0) + reps
+
+    def free(key):
+        t = ttype[key]
+        used = shrink[key][1]
+        return [a - u for a, u in zip(t.avail, used)]
+
+    order = sorted(groups, key=lambda k: -shrink[k][0] / max(1, sum(n for _, n in k)))
+    for victim in order:
+        while groups.get(victim):
+            # hosts: every other group with room, as (key, free room); a move takes one node of the group
+            moves = []
+            pending = [v for v, k in victim for _ in range(k)]
+            avail = {k: n for k, n in groups.items() if n and k != victim}
+            avail_v = groups[victim] - 1
+            if avail_v:
+                avail[victim] = avail_v
+            hosts: dict = {}  # host key -> (new fill dict, free room): nodes being filled in this attempt
+            ok = True
+            for v in pending:
+                placed = False
+                for hk, (fill, fr) in hosts.items():
+                    if all(x <= f for x, f in zip(v, fr)):
+                        fill[v] = fill.get(v, 0) + 1
+                        for i, x in enumerate(v):
+                            fr[i] -= x
+                        placed = True
+                        break
+                if placed:
+                    continue
+                for k, n in avail.items():
+                    if n <= 0:
+                        continue
+                    fr = free(k)
+                    if all(x <= f for x, f in zip(v, fr)):
+                        avail[k] = n - 1
+                        fill = dict(k)
+                        fill[v] = fill.get(v, 0) + 1
+                        for i, x in enumerate(v):
+                            fr[i] -= x
+                        hosts[(k, len(moves))] = (fill, fr)
+                        moves.append(k)
+                        placed = True
+                        break
+                if not placed:
+                    ok = False
+                    break
+            if not ok:
+                break
+            groups[victim] -= 1
+            for (k, _), (fill, fr) in hosts.items():
+                groups[k] -= 1
+                nk = tuple(sorted(fill.items()))
+                if nk not in ttype:  # the host keeps its launch type: the fill still fits in it
+                    ttype[nk] = ttype[k]
+                    shrink[nk] = (shrink[k][0], [u + sum(v[i] * (fill.get(v, 0) - dict(k).get(v, 0)) for v in fill)
+                                                 for i, u in enumerate(shrink[k][1])])
+                groups[nk] = groups.get(nk, 0) + 1
+    return [(ttype[k], dict(k), n) for k, n in groups.items() if n]
+
+
+def standalone_values(types: list, counts: dict) -> dict:
+    """Value of one pod per request vector: what it costs packed alone, the lowest price per pod over the
+    types each filled with that vector only.  A node whose fill is worth more than its price saves money
+    against packing each vector apart."""
+    values = {}
+    for v in counts:
+        best = None
+        for p, t in types:
+            n = INF
+            for x, c in zip(v, t.avail):
+                if x:
+                    k = c // x
+                    if k < n:
+                        n = k
+            if 0 < n < INF and (best is None or p / n < best):
+                best = p / n
+        if best is not None:
+            values[v] = best
+    return values
+
+
+def value_bounds(types: list, values: dict) -> dict:
+    """Upper bound of the value one node of each type can hold (fractional knapsack, per resource: capacity
+    times the best value per unit of it among the vectors that fit); 0 when no vector fits."""
+    ubs = {}
+    nres = len(next(iter(values)))
+    for p, t in types:
+        a = t.avail
+        dens = [0.0] * nres
+        any_fit = False
+        for v, u in values.items():
+            if all(x <= c for x, c in zip(v, a)):
+                any_fit = True
+                for i, x in enumerate(v):
+                    if x and u / x > dens[i]:
+                        dens[i] = u / x
+        ub = 0.0
+        if any_fit:
+            ub = INF
+            for i, d in enumerate(dens):
+                if d > 0:
+                    ub = min(ub, a[i] * d)
+        ubs[t.name] = ub
+    return ubs
+
+
+def simulate(cap, counts: dict, values: dict, cache: dict | None = None):
+    """Fill a node of capacity ``cap`` from ``counts`` ({request vector: pods left}); returns ({vector: pods
+    taken}, value).  Two greedy fills are tried and the more valuable kept: one keeping the node's free CPU
+    and memory fractions balanced (larger pods first), one taking the most valuable pods per share of the
+    node's scarcest resource.  A node never takes more than its pod slots of one vector, so counts are capped
+    at that for the ``cache`` key: the same fill is found again while plenty of pods are left."""
+    if cache is not None:
+        slots = cap[2]
+        key = (cap, tuple((v, k if k < slots else slots) for v, k in counts.items()))
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    a = simulate_fill(cap, counts, values, False)
+    b = simulate_fill(cap, counts, values, True)
+    out = a if a[1] >= b[1] else b
+    if cache is not None:
+        cache[key] = out
+    return out
+
+
+def simulate_fill(cap, counts: dict, values: dict, density: bool):
+    free = list(cap)
+    c0, c1, c2 = float(cap[0] or 1), float(cap[1] or 1), float(cap[2] or 1)
+    left = {v: k for v, k in counts.items() if v in values}
+    taken: dict = {}
+    value = 0.0
+    n = len(free)
+    while left:
+        if free[0] <= 0 or free[1] <= 0 or free[2] <= 0:
+            break
+        f0, f1 = free[0] / c0, free[1] / c1
+        best = None
+        bscore = None
+        for v in left:
+            ok = True
+            for i in range(n):
+                if v[i] > free[i]:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            a0, a1 = v[0] / c0, v[1] / c1
+            if density:
+                s = -values[v] / max(a0, a1, v[2] / c2)
+            else:
+                s = abs((f0 - a0) - (f1 - a1)) * 4.0 - (a0 + a1)
+            if bscore is None or s < bscore:
+                best, bscore = v, s
+        if best is None:
+            break
+        fit = INF
+        for i in range(n):
+            if best[i]:
+                q = free[i] // best[i]
+                if q < fit:
+                    fit = q
+        k = min(left[best], max(1, fit // 6))
+        for i in range(n):
+            free[i] -= best[i] * k
+        taken[best] = taken.get(best, 0) + k
+        value += values[best] * k
+        left[best] -= k
+        if not left[best]:
+            del left[best]
+    return taken, value
+
+
+def lp_duals(items, C: float, M: float):
+    """Dual prices (per CPU unit, per memory unit) of the 2-resource covering LP."""
+    sol = lp_pair(items, C, M)
+    if len(sol) == 2:
+        (a, _, _), (b, _, _) = sol
+        pa = next(p for o, c, m, p in items if o is a)
+        pb = next(p for o, c, m, p in items if o is b)
+        ca, ma = a.avail[0], a.avail[1]
+        cb, mb = b.avail[0], b.avail[1]
+        det = ca * mb - cb * ma
+        if det:
+            y0 = (pa * mb - pb * ma) / det
+            y1 = (ca * pb - cb * pa) / det
+            if y0 >= 0 and y1 >= 0:
+                return y0, y1
+    a = sol[0][0]
+    pa = next(p for o, c, m, p in items if o is a)
+    # single type: split its price by the share of each resource the demand uses
+    ca, ma = a.avail[0], a.avail[1]
+    u0, u1 = C / ca, M / ma
+    tot = u0 + u1
+    return pa * (u0 / tot) / ca, pa * (u1 / tot) / ma
+
+
+def lp_pair(items, C: float, M: float):
+    """Exact optimum of min sum(p x) s.t. sum(cpu x) >= C, sum(mem x) >= M, x >= 0 over ``items``
+    ``(obj, cpu, mem, price)``: returns ``[(obj, x), ...]`` (one or two entries).  A basic optimal solution
+    uses at most two types, and only types on the Pareto frontier of (cpu/price, mem/price) matter."""
+    pts = [(cpu / p, mem / p, o, cpu, mem, p) for o, cpu, mem, p in items if p > 0 and cpu > 0 and mem > 0]
+    if not pts:
+        return [(items[0][0], 1.0)] if items else []
+    pts.sort(key=lambda x: (-x[0], -x[1]))
+    front = []
+    best_m = -1.0
+    for pt in pts:
+        if pt[1] > best_m:
+            front.append(pt)
+            best_m = pt[1]
+    best = None
+    for pt in front:
+        x = max(C / pt[3], M / pt[4])
+        cost = x * pt[5]
+        if best is None or cost < best[0]:
+            best = (cost, [(pt[2], x)])
+    for i in range(len(front)):
+        a = front[i]
+        for j in range(i + 1, len(front)):
+            b = front[j]
+            det = a[3] * b[4] - b[3] * a[4]
+            if det == 0:
+                continue
+            xa = (C * b[4] - b[3] * M) / det
+            xb = (a[3] * M - C * a[4]) / det
+            if xa < 0 or xb < 0:
+                continue
+            cost = xa * a[5] + xb * b[5]
+            if cost < best[0]:
+                best = (cost, [(a[2], xa), (b[2], xb)])
+    out = [(o, x, 0) for o, x in best[1] if x > 0]
+    return out or [(best[1][0][0], 1.0, 0)]
