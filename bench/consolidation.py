@@ -165,17 +165,19 @@ def apply_commands(snap, plan, types_by_name, n_new: list):
     node); a command that no longer holds is cancelled.  Then the replacements come up (initialized nodes that may
     receive pods and be consolidated later).  Returns (the new snapshot, cancelled count)."""
     from karpenter_lambda.controllers.disrupt import METHOD_BY_REASON
-    from karpenter_lambda.disruption.consolidation import PLANNED_PREFIX, PLANNED_TAINT, apply_option
+    from karpenter_lambda.disruption.consolidation import PLANNED_PREFIX, PLANNED_TAINT
     from karpenter_lambda.disruption.plan import SweepBudgets, revalidate
 
-    view, cancelled = snap, 0
+    view, cancelled, caches = snap, 0, None
     for cmd in plan.commands:
         planned = round(sum(p.price for p in cmd.replacements), 6) if cmd.replacements else None
-        now, why = revalidate(view, METHOD_BY_REASON[cmd.reason], cmd.names, SweepBudgets(view, {}), planned_price=planned)
+        ctx = SweepBudgets(view, {}, caches=caches)
+        now, why = revalidate(view, METHOD_BY_REASON[cmd.reason], cmd.names, ctx, planned_price=planned)
         if now is None or now.option is None:
             cancelled += 1
             continue
-        view = apply_option(view, now.option)
+        after = ctx.derive(now.option)   # apply_option, with the caches that still hold (as the executor does)
+        view, caches = after.snapshot, after.caches
     for nc in list(view.nodeclaims.values()):   # the replacements initialize: ordinary nodes from now on
         if not nc.name.startswith(PLANNED_PREFIX):
             continue
@@ -190,8 +192,7 @@ def apply_commands(snap, plan, types_by_name, n_new: list):
         view.pods = [({**p, "spec": {**p["spec"], "nodeName": name}} if p["spec"].get("nodeName") == old else p)
                      for p in view.pods]
         assert PLANNED_TAINT not in (view.nodes[-1].get("spec") or {}).get("taints", [])
-    for attr in ("node_by_name", "pods_by_uid", "pods_by_node", "_claim_by_node", "_node_by_claim", "reserved_by_claim",
-                 "_pdb_index", "_consolidatable"):
+    for attr in ("node_by_name", "pods_by_uid", "pods_by_node", "_claim_by_node", "_node_by_claim", "reserved_by_claim"):
         view.__dict__.pop(attr, None)
     return view, cancelled
 
@@ -201,11 +202,13 @@ def blocked_for_good(snap) -> list:
     time (a node's or a pod's ``karpenter.sh/do-not-disrupt: "true"``, a PDB that allows no eviction; a
     do-not-disrupt duration or a consolidateAfter window lapses and is not counted)."""
     from karpenter_lambda.disruption.candidates import build_candidates, graceful_blockers
+    from karpenter_lambda.disruption.plan import SweepBudgets
 
     cands, _ = build_candidates(snap)
+    ctx = SweepBudgets(snap, {})   # its caches: the PDB index computed once
     out = []
     for c in cands:
-        why = graceful_blockers(c, snap)
+        why = graceful_blockers(c, snap, ctx=ctx)
         if why and all(cause in ("do-not-disrupt", "PDB") and "left)" not in msg for cause, msg in why):
             out.append(c)
     return out

@@ -154,7 +154,7 @@ def test_two_concurrent_sweeps_stay_within_one_budget(make_world):
             t.start()
         for t in threads:
             t.join()
-    from karpenter_lambda.controllers.disruption_state import DisruptionLedger
+    from karpenter_lambda.adapters.store.ledger import DisruptionLedger
 
     proposed = [p["nodeClaim"] for r in results.values() for p in r["proposed"]]
     assert len(proposed) == len(set(proposed)) <= 2, results

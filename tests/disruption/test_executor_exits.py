@@ -3,7 +3,7 @@ abandoned after 10 minutes (taint removed, budget slot released, replacement kep
 removes a taint an interrupted step left; a stale karpenter.sh/disrupted taint with nothing in flight is removed."""
 
 from karpenter_lambda.controllers.disruption_exec import REPLACEMENT_TIMEOUT
-from karpenter_lambda.controllers.disruption_state import DisruptionLedger
+from karpenter_lambda.adapters.store.ledger import DisruptionLedger
 
 DISRUPTED = "karpenter.sh/disrupted"
 

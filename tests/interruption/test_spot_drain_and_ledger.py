@@ -2,7 +2,7 @@
 60 s of the 2-minute notice later); a rebalance replacement takes its budget slot in the sweeps' ledger, so an
 in-flight sweep disruption counts against it and the sweeps see the rebalance."""
 
-from karpenter_lambda.controllers.disruption_state import DELETING, DisruptionLedger, Entry
+from karpenter_lambda.adapters.store.ledger import DELETING, DisruptionLedger, Entry
 
 from .interruption_world import rebalance, spot_warning
 

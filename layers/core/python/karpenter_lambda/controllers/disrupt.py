@@ -7,7 +7,7 @@
    ``Drifted`` condition (kind + message, set when first seen: "earliest drift first" orders by it); the
    consolidation sweep keeps ``status.lastPodEventTime`` (the time the node's set of pods last changed, as seen by
    comparing with ``status.podFingerprint`` of the previous invocation).
-2. **Advance** this sweep's in-flight disruptions (:mod:`.disruption_state`), one step each; any crash leaves an
+2. **Advance** this sweep's in-flight disruptions (:mod:`karpenter_lambda.adapters.store.ledger`), one step each; any crash leaves an
    entry the next invocation continues:
    ``proposed`` -(>= 15 s later: :func:`~karpenter_lambda.disruption.plan.revalidate` on this snapshot; cancelled
    if it no longer holds)-> taint ``karpenter.sh/disrupted:NoSchedule``, launch the replacements through the
@@ -24,25 +24,29 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from dataclasses import dataclass, field
 
+from ..adapters.store.ledger import DELETING, DisruptionLedger, Entry
 from ..api import events as ev
 from ..api import labels as wk
-from ..disruption.candidates import LAST_POD_EVENT
-from ..disruption.drift import Drift, drift_reason
-from ..disruption.emptiness import Emptiness
-from ..disruption.expiration import Expiration
-from ..disruption.repack import Repack
-from ..disruption.underutilized import MultiNodeConsolidation, SingleNodeConsolidation
+from ..api.conditions import make_condition, set_condition
+from ..api.labels import REPLACES_ANNOTATION
+from ..api.times import format_time
 from ..disruption.budgets import count_nodes, reservation_limit
-from ..disruption.plan import SweepBudgets, plan_sweep, revalidate
+from ..disruption.candidates import LAST_POD_EVENT, make_candidate
+from ..disruption.context import SnapshotCaches, SweepContext
+from ..disruption.drift import Drift, drift_reason
+from ..disruption.emptiness import Emptiness, consolidatable_in
+from ..disruption.expiration import Expiration
+from ..disruption.plan import plan_sweep
+from ..disruption.repack import Repack
 from ..disruption.types import DRIFTED, EMPTY, EXPIRED, UNDERUTILIZED, Command
+from ..disruption.underutilized import MultiNodeConsolidation, SingleNodeConsolidation
 from . import runtime
+from .base import Controller
 from .cloudprovider import AWSCloudProvider
-from .disruption_exec import REPLACES_ANNOTATION, Executor
-from .disruption_state import DELETING, DisruptionLedger, Entry
+from .disruption_exec import Executor
 from .launcher import Launcher
 from .snapshot import SnapshotLoader
 from .termination import Terminator
@@ -85,16 +89,16 @@ def _fingerprint(pods: list[dict]) -> str:
     return hashlib.sha256("\n".join(uids).encode()).hexdigest()[:16]
 
 
-class DisruptionSweep:
+class DisruptionSweep(Controller):
     def __init__(self, store, kube, cloud, claims, ledger: DisruptionLedger, kind: str, clock=None, logger=None,
                  validation_delay: float = VALIDATION_DELAY):
         if kind not in SWEEP_METHODS:
             raise ValueError(f"unknown disruption sweep {kind!r}: expected one of {sorted(SWEEP_METHODS)}")
+        super().__init__(clock, logger or log)
+        self.log_fields = {"sweep": kind}   # every decision line says which sweep
         self.store, self.kube, self.cloud, self.claims, self.ledger = store, kube, cloud, claims, ledger
         self.kind = kind
         self.methods = list(SWEEP_METHODS[kind])
-        self.clock = clock or runtime.clock_proxy
-        self.logger = logger or log
         self.validation_delay = validation_delay
         self.loader = SnapshotLoader(store, kube, claims, cloud, self.logger)
         self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
@@ -107,13 +111,6 @@ class DisruptionSweep:
         ledger = DisruptionLedger(env.dynamodb, env.config.cluster, env.config.state_table)
         return cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, ledger, kind,
                    runtime.clock_proxy, logger=logger)
-
-    def _decision(self, decision: str, message: str, **fields) -> None:
-        extra = {"decision": decision, "sweep": self.kind, **fields}
-        try:
-            self.logger.info(message, extra=extra)
-        except TypeError:
-            self.logger.info("%s %s", message, json.dumps(extra, default=str))
 
     # -- the sweep ---------------------------------------------------------------------------------
     def sweep(self, now: float | None = None) -> DisruptionReport:
@@ -134,17 +131,19 @@ class DisruptionSweep:
         for name, e in sorted(live.items()):
             if e.sweep == self.kind:
                 groups.setdefault(e.command or name, []).append(e)
+        caches = SnapshotCaches()   # of ``snap``: shared by the re-validations and the plan below
         seq: dict[str, dict] = {}   # commands planned in sequence by one sweep: re-validated in that order
         for key, group in groups.items():
             if key.startswith(SEQUENCE_PREFIX):
                 batch = key.rsplit("-", 1)[0]
-                seq.setdefault(batch, {"snap": snap, "members": set()})["members"].update(e.nodeclaim for e in group)
+                seq.setdefault(batch, {"snap": snap, "caches": caches, "members": set()})["members"].update(
+                    e.nodeclaim for e in group)
         order = [k for k in groups if not k.startswith(SEQUENCE_PREFIX)] + sorted(k for k in groups if k.startswith(SEQUENCE_PREFIX))
         for key in order:
             group = groups[key]
             try:
                 ctx = seq.get(key.rsplit("-", 1)[0]) if key.startswith(SEQUENCE_PREFIX) else None
-                if not self.executor.advance(group, snap, live, report, seq=ctx):
+                if not self.executor.advance(group, snap, live, report, seq=ctx, caches=caches):
                     for e in group:
                         live.pop(e.nodeclaim, None)
             except Exception as ex:  # one disruption's failure must not stop the others
@@ -155,7 +154,7 @@ class DisruptionSweep:
         except Exception as ex:   # best effort: the next sweep tries again
             report.errors.append(f"removing stale disrupted taints: {ex}")
             self.logger.exception("removing stale disrupted taints failed")
-        budgets = SweepBudgets(snap, {n: e.nodepool for n, e in live.items()})
+        budgets = SweepContext(snap, {n: e.nodepool for n, e in live.items()}, caches=caches)
         budgets.busy_nodepools = {e.nodepool for e in live.values()
                                   if e.reason == DRIFTED and e.state != DELETING and e.planned_price is not None}
         plan = plan_sweep(snap, self.methods, budgets)
@@ -176,9 +175,6 @@ class DisruptionSweep:
     # -- a dry run (karpenter-lambda disruption plan) ----------------------------------------------
     def preview(self, now: float | None = None) -> list[dict]:
         """What the next drift and consolidation sweeps would decide, per NodeClaim, and why; writes nothing."""
-        from ..disruption.emptiness import consolidatable_in
-        from ..disruption.candidates import make_candidate
-
         now = self.clock() if now is None else now
         snap = self.loader.load(now, pdbs=True)
         live = {n: e for n, e in self.ledger.entries().items() if n in snap.nodeclaims}
@@ -186,7 +182,7 @@ class DisruptionSweep:
         for n, e in live.items():
             rows[n] = {"decision": "in flight", "reason": e.reason, "cause": "", "detail": f"{e.state}: {e.detail}".rstrip(": "),
                        "replacements": list(e.replacements), "savingsPerHour": round(e.savings_per_hour, 6)}
-        budgets = SweepBudgets(snap, {n: e.nodepool for n, e in live.items()})
+        budgets = SweepContext(snap, {n: e.nodepool for n, e in live.items()})
         for kind in ("drift", "consolidation"):
             plan = plan_sweep(snap, list(SWEEP_METHODS[kind]), budgets)
             for cmd in plan.commands:
@@ -221,7 +217,7 @@ class DisruptionSweep:
             out.append({"nodeClaim": name, "nodePool": nc.labels.get(wk.NODEPOOL, ""),
                         "instanceType": nc.labels.get(wk.INSTANCE_TYPE, ""),
                         "capacityType": nc.labels.get(wk.CAPACITY_TYPE, ""),
-                        "pricePerHour": float((nc.annotations or {}).get("karpenter-lambda.io/price-per-hour") or 0.0),
+                        "pricePerHour": float((nc.annotations or {}).get(wk.PRICE_ANNOTATION) or 0.0),
                         **row})
         return out
 
@@ -233,8 +229,9 @@ class DisruptionSweep:
             found = drift_reason(nc, snap)
             has = nc.condition("Drifted")
             if found and not (has and has.get("status") == "True" and has.get("reason") == found[0]):
-                cond = {"type": "Drifted", "status": "True", "reason": found[0], "message": found[1],
-                        "lastTransitionTime": (has or {}).get("lastTransitionTime") if has and has.get("status") == "True" else runtime.iso(snap.now)}
+                cond = make_condition("Drifted", "True", found[0], found[1], snap.now)
+                if has and has.get("status") == "True":   # drifted since then (another kind now): the time stays
+                    cond["lastTransitionTime"] = has.get("lastTransitionTime")
                 snap.nodeclaims[name] = self._set_condition(name, cond)
                 report.drifted.append({"nodeClaim": name, "kind": found[0], "message": found[1]})
                 self._decision("drifted", f"NodeClaim {name} drifted: {found[1]}", nodeclaim=name, drift=found[0])
@@ -243,11 +240,7 @@ class DisruptionSweep:
 
     def _set_condition(self, name: str, cond: dict | None, remove: str | None = None):
         def mutate(obj):
-            t = remove or cond["type"]
-            conds = [c for c in obj.status.get("conditions") or [] if c.get("type") != t]
-            if cond is not None:
-                conds.append(cond)
-            obj.status["conditions"] = conds
+            set_condition(obj.status, cond, remove=remove)
             return obj
 
         return self.store.update("NodeClaim", name, mutate)
@@ -265,7 +258,7 @@ class DisruptionSweep:
 
             def mutate(obj, fp=fp):
                 obj.status[POD_FINGERPRINT] = fp
-                obj.status[LAST_POD_EVENT] = runtime.iso(snap.now)
+                obj.status[LAST_POD_EVENT] = format_time(snap.now)
                 return obj
 
             snap.nodeclaims[name] = self.store.update("NodeClaim", name, mutate)
@@ -283,7 +276,7 @@ class DisruptionSweep:
             report.disrupted.append(self._event(c, EXPIRED, [], 0.0, cmd.detail))
             self._decision("disrupt", f"NodeClaim {c.name} expired: {cmd.detail}", nodeclaim=c.name, reason=EXPIRED)
 
-    def _propose(self, cmd: Command, snap, budgets: SweepBudgets, live: dict, report, key: str | None = None) -> None:
+    def _propose(self, cmd: Command, snap, budgets: SweepContext, live: dict, report, key: str | None = None) -> None:
         planned = round(sum(p.price for p in cmd.replacements), 6) if cmd.replacements else None
         sequential = key is not None
         key = key or hashlib.sha256(f"{','.join(sorted(cmd.names))}:{snap.now}".encode()).hexdigest()[:12]
@@ -331,7 +324,7 @@ class DisruptionSweep:
         seen = list(prev.get("causes") or [])
         if b["cause"] in seen:   # at most once per node and cause
             return
-        entry = {**b, "at": runtime.iso(snap.now), "causes": seen + [b["cause"]]}
+        entry = {**b, "at": format_time(snap.now), "causes": seen + [b["cause"]]}
         entry.pop("nodeClaim", None)
 
         def mutate(obj):
@@ -349,7 +342,7 @@ class DisruptionSweep:
                 kind = ev.UNCONSOLIDATABLE if b["reason"] in (EMPTY, UNDERUTILIZED) else ev.DISRUPTION_BLOCKED
                 self.kube.create_event({**node, "apiVersion": "v1", "kind": "Node"}, kind,
                                        f"{b['reason']}: {b['message']}", source="karpenter-lambda",
-                                       now=runtime.iso(snap.now))
+                                       now=format_time(snap.now))
             except Exception as ex:
                 report.errors.append(f"event on node {(node.get('metadata') or {}).get('name')}: {ex}")
         self._decision("blocked", f"NodeClaim {nc.name} not disrupted ({b['reason']}): {b['message']}",

@@ -22,22 +22,15 @@ on a node with no in-flight entry and no deletion in progress.
 from __future__ import annotations
 
 import hashlib
-import json
 
+from ..adapters.store.ledger import DELETING, PROPOSED, REPLACING, Entry
 from ..api import events as ev
-from ..disruption.consolidation import apply_option
-from ..disruption.plan import SweepBudgets, revalidate
-from ..scheduling.inputs import REPLACES_ANNOTATION
-from ..scheduling.reschedule import DISRUPTED_TAINT
-from . import runtime
-from .disruption_state import DELETING, PROPOSED, REPLACING, Entry
+from ..api.labels import DISRUPTED_TAINT, REPLACES_ANNOTATION, encode_replaces, has_disrupted_taint
+from ..api.times import format_time
+from ..disruption.context import SnapshotCaches, SweepContext
+from ..disruption.plan import revalidate
 
 REPLACEMENT_TIMEOUT = 10 * 60.0   # seconds a command waits for its replacements to initialize (Karpenter: 10 min)
-
-
-def _has_disrupted_taint(node: dict | None) -> bool:
-    return any(t.get("key") == DISRUPTED_TAINT["key"] and t.get("effect") == DISRUPTED_TAINT["effect"]
-               for t in ((node or {}).get("spec") or {}).get("taints") or [])
 
 
 class Executor:
@@ -45,13 +38,15 @@ class Executor:
         self.s = sweep   # the DisruptionSweep: store, kube, ledger, launcher, terminator, decide, methods
 
     # -- entry point --------------------------------------------------------------------------------
-    def advance(self, group: list[Entry], snap, live: dict, report, seq: dict | None = None) -> bool:
+    def advance(self, group: list[Entry], snap, live: dict, report, seq: dict | None = None,
+                caches: SnapshotCaches | None = None) -> bool:
         """One step for a command's entries; False when they were released (cancelled or failed).
 
         ``seq`` (commands one sweep planned in sequence, each on the snapshot as if the earlier ones were carried
         out): ``{"snap": the snapshot with the earlier commands of the sequence that went ahead carried out,
-        "members": every NodeClaim of the sequence}``; the command is re-validated on that snapshot and, when it
-        goes ahead, carried out on it for the next."""
+        "caches": its SnapshotCaches, "members": every NodeClaim of the sequence}``; the command is re-validated on
+        that snapshot and, when it goes ahead, carried out on it for the next (``SweepContext.derive``).
+        ``caches``: the SnapshotCaches of ``snap`` (shared with the sweep's plan)."""
         names = [e.nodeclaim for e in group]
         if any(snap.nodeclaims[n].metadata.get("deletionTimestamp") for n in names):
             if any(e.state != DELETING for e in group):
@@ -61,24 +56,27 @@ class Executor:
         if state == PROPOSED:
             if snap.now - group[0].proposed_at < self.s.validation_delay:
                 return True
-            return self._execute(group, snap, live, report, seq)
+            return self._execute(group, snap, live, report, seq, caches)
         if state == REPLACING:
             return self._check_replacements(group, snap, report)
         self._start_deletion(group, snap, report)   # DELETING without deletion timestamps: a crash in between
         return True
 
     # -- steps -------------------------------------------------------------------------------------
-    def _execute(self, group: list[Entry], snap, live: dict, report, seq: dict | None = None) -> bool:
+    def _execute(self, group: list[Entry], snap, live: dict, report, seq: dict | None = None,
+                 caches: SnapshotCaches | None = None) -> bool:
         lead = group[0]
         method = self.s.method_by_reason[lead.reason]
         view = seq["snap"] if seq else snap
         mine = {e.nodeclaim for e in group}
         # later commands of the same sequence were still there when this one was planned: not excluded
         later = {n for n in (seq or {}).get("members", ()) if n not in mine and n in live and live[n].state == PROPOSED}
-        budgets = SweepBudgets(view, {n: x.nodepool for n, x in live.items() if n not in later})
-        cmd, why = revalidate(view, method, [e.nodeclaim for e in group], budgets, planned_price=lead.planned_price)
+        ctx = SweepContext(view, {n: x.nodepool for n, x in live.items() if n not in later},
+                           caches=seq.get("caches") if seq else caches)
+        cmd, why = revalidate(view, method, [e.nodeclaim for e in group], ctx, planned_price=lead.planned_price)
         if cmd is not None and seq is not None and cmd.option is not None:
-            seq["snap"] = apply_option(view, cmd.option)
+            after = ctx.derive(cmd.option)
+            seq["snap"], seq["caches"] = after.snapshot, after.caches
         if cmd is None:
             self._untaint(group, snap, only_tainted=True)   # an earlier, interrupted step may have tainted them
             for e in group:
@@ -132,7 +130,7 @@ class Executor:
         digest = hashlib.sha256(f"replace:{key}:{lead.proposed_at}:{i}".encode()).hexdigest()[:10]
         name = f"{nodepool.name}-{digest}"
         out = self.s.launcher.launch(plan, nodepool, nodeclass, resolved, [], name=name,
-                                     annotations={REPLACES_ANNOTATION: json.dumps(sorted(members))})
+                                     annotations={REPLACES_ANNOTATION: encode_replaces(members)})
         if out.launched is not None or out.duplicate:
             return name, ""
         return name, out.limit or out.failed or "launch refused"
@@ -160,7 +158,7 @@ class Executor:
         nodes = set(names or [])
         for e in group:
             node = snap.node_of_nodeclaim(e.nodeclaim)
-            if node is not None and (_has_disrupted_taint(node) or not only_tainted):
+            if node is not None and (has_disrupted_taint(node) or not only_tainted):
                 nodes.add((node.get("metadata") or {}).get("name"))
         for name in sorted(n for n in nodes if n):
             try:
@@ -176,7 +174,7 @@ class Executor:
         stale = []
         for name, nc in sorted(snap.nodeclaims.items()):
             node = snap.node_of_nodeclaim(name)
-            if node is None or not _has_disrupted_taint(node) or nc.metadata.get("deletionTimestamp") \
+            if node is None or not has_disrupted_taint(node) or nc.metadata.get("deletionTimestamp") \
                     or (node.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             stale.append((name, node["metadata"]["name"]))
@@ -234,7 +232,7 @@ class Executor:
             return
         try:
             self.s.kube.create_event({**node, "apiVersion": "v1", "kind": "Node"}, reason, message, source=ev.SOURCE,
-                                     now=runtime.iso(snap.now))
+                                     now=format_time(snap.now))
         except Exception as ex:
             report.errors.append(f"event {reason} on node {(node.get('metadata') or {}).get('name')}: {ex}")
 

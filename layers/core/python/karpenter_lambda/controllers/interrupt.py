@@ -16,7 +16,7 @@ from :mod:`.interruption_messages`.  Per kind (docs/interruption.md), as Karpent
 * **RebalanceRecommendation** -- recorded (``rebalance``; the handler's ``RebalanceRecommendations`` metric) and
   nothing else, unless the NodePool carries ``karpenter-lambda.io/rebalance-replace: "true"``: then, within the
   NodePool's disruption budget, replacement first, then deletion.  The budget is taken through the sweeps' ledger
-  (:class:`~.disruption_state.DisruptionLedger`, the same conditional reservation, reason
+  (:class:`~karpenter_lambda.adapters.store.ledger.DisruptionLedger`, the same conditional reservation, reason
   ``RebalanceRecommendation``: budgets without ``reasons`` apply), so the sweeps and the interruption handler
   together never exceed it; the entry lives until the NodeClaim is gone.
 * **CapacityReservationInterruption** -- mark the reservation unavailable (ICE cache entry
@@ -31,29 +31,28 @@ handler returns those records in ``batchItemFailures``).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..adapters.store.ledger import DELETING, DisruptionLedger, Entry
 from ..api import labels as wk
 from ..api.kube import instance_id_of, node_allocatable, pod_key, pod_uid
+from ..api.labels import DELETION_REASON_ANNOTATION, DISRUPTED_TAINT, REBALANCE_ANNOTATION, REPLACES_ANNOTATION
 from ..disruption.budgets import count_nodes, nodepool_allowance, reservation_limit
-from ..disruption.plan import SweepBudgets
+from ..disruption.context import SweepContext
 from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs, price_of
-from ..scheduling.reschedule import DISRUPTED_TAINT, simulate_removal
+from ..scheduling.reschedule import simulate_removal
 from ..scheduling.solver import ExistingNode
 from . import interruption_messages as im
 from . import runtime
+from .base import Controller
 from .cloudprovider import AWSCloudProvider
-from .disruption_state import DELETING, DisruptionLedger, Entry
 from .launcher import Launcher, nodeclaim_name
 from .snapshot import SnapshotLoader
-from .termination import DELETION_REASON_ANNOTATION, Terminator
+from .termination import Terminator
 
-REBALANCE_ANNOTATION = "karpenter-lambda.io/rebalance-replace"   # on the NodePool: "true" opts in
-REPLACES_ANNOTATION = "karpenter-lambda.io/replaces"             # on a replacement NodeClaim: the interrupted one
 RESERVED = "reserved"
 ACTED_STATES = {"stopping": "InstanceStopped", "stopped": "InstanceStopped", "shutting-down": "InstanceTerminated",
                 "terminated": "InstanceTerminated"}
@@ -121,15 +120,14 @@ class InterruptionReport:
                 "InterruptionMessagesMalformed": len(self.malformed), "InterruptionErrors": len(self.errors)}
 
 
-class Interruption:
+class Interruption(Controller):
     def __init__(self, store, kube, cloud, claims=None, clock: Callable[[], float] | None = None, logger=None, *,
                  unavailable=None, ledger: DisruptionLedger | None = None):
+        super().__init__(clock, logger or log)
         self.store, self.kube, self.cloud, self.claims = store, kube, cloud, claims
         if ledger is None and claims is not None and getattr(claims, "ddb", None) is not None:
             ledger = DisruptionLedger(claims.ddb, claims.cluster, claims.table)
         self.ledger = ledger
-        self.clock = clock or runtime.clock_proxy
-        self.logger = logger or log
         self.unavailable = unavailable if unavailable is not None else getattr(cloud, "unavailable", None)
         self.loader = SnapshotLoader(store, kube, claims, cloud, logger=self.logger)
         self.launcher = Launcher(store, claims, cloud, self.clock, self._decision)
@@ -138,12 +136,6 @@ class Interruption:
     @classmethod
     def from_environment(cls, env, logger=None) -> "Interruption":
         return cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, runtime.clock_proxy, logger)
-
-    def _decision(self, decision: str, message: str, **fields) -> None:
-        try:
-            self.logger.info(message, extra={"decision": decision, **fields})
-        except TypeError:
-            self.logger.info("%s %s", message, json.dumps({"decision": decision, **fields}, default=str))
 
     # -- the batch -----------------------------------------------------------------------------------------
     def handle(self, messages: list) -> InterruptionReport:
@@ -279,7 +271,7 @@ class Interruption:
         live = {n: e for n, e in self.ledger.entries().items() if n in snap.nodeclaims}
         if nc.name in live:
             return None, f"already being disrupted ({live[nc.name].reason}, {live[nc.name].sweep})"
-        budgets = SweepBudgets(snap, {n: e.nodepool for n, e in live.items()})
+        budgets = SweepContext(snap, {n: e.nodepool for n, e in live.items()})
         recorded = {n for n, e in live.items() if e.nodepool == pool}
         allowance = budgets.allowance(pool, reason)
         count = count_nodes(snap, pool, recorded)

@@ -17,41 +17,18 @@ No I/O, no clock: ``snapshot.now`` is the time.
 
 from __future__ import annotations
 
-from datetime import datetime
-from functools import lru_cache
-
 from ..api import labels as wk
 from ..api.durations import DurationError, parse_duration, parse_nillable_duration
 from ..api.kube import is_daemon_pod, is_mirror_pod, is_terminal, is_terminating, node_ready, pod_key, pod_uid
+from ..api.labels import PRICE_ANNOTATION, SECURITY_GROUPS_ANNOTATION, SUBNET_ANNOTATION
 from ..api.snapshot import ClusterSnapshot
+from ..api.times import to_epoch as epoch   # RFC 3339 text / datetime / number -> epoch seconds (None: absent, bad)
 from ..scheduling.reschedule import is_reschedulable
 from .pdb import blocking_pdb_in, pdb_index
+from .replace import needed_by_pending
 from .types import BLOCK_DO_NOT_DISRUPT, BLOCK_PDB, BLOCK_PODS_WOULD_NOT_FIT, Candidate
 
-SUBNET_ANNOTATION = "karpenter-lambda.io/subnet-id"
-SECURITY_GROUPS_ANNOTATION = "karpenter-lambda.io/security-group-ids"  # JSON list, sorted
-PRICE_ANNOTATION = "karpenter-lambda.io/price-per-hour"
 LAST_POD_EVENT = "lastPodEventTime"   # NodeClaim status field kept by the sweeps (RFC 3339)
-
-
-def epoch(value) -> float | None:
-    """RFC 3339 text (or a datetime, or a number) -> epoch seconds; None when absent or malformed."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, datetime):
-        return value.timestamp()
-    return _epoch_text(value if isinstance(value, str) else str(value))
-
-
-@lru_cache(maxsize=4096)
-def _epoch_text(value: str) -> float | None:
-    # a sweep reads the same few timestamps (pods created together) hundreds of thousands of times
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def condition_time(nc, type_: str) -> float | None:
@@ -86,9 +63,11 @@ def do_not_disrupt_until(pod: dict) -> float | None:
     return start + d
 
 
-def pod_blockers(pods: list[dict], snap: ClusterSnapshot) -> list[tuple[str, str]]:
-    """(cause, message) for each pod that blocks a graceful disruption of its node."""
+def pod_blockers(pods: list[dict], snap: ClusterSnapshot, ctx=None) -> list[tuple[str, str]]:
+    """(cause, message) for each pod that blocks a graceful disruption of its node.  ``ctx``: the sweep's
+    :class:`~.context.SweepContext` (its caches keep the PDB index of ``snap``)."""
     out = []
+    index = None
     for p in evictable_pods(pods):
         until = do_not_disrupt_until(p)
         if until is not None and snap.now < until:
@@ -97,7 +76,9 @@ def pod_blockers(pods: list[dict], snap: ClusterSnapshot) -> list[tuple[str, str
             continue
         if is_daemon_pod(p):
             continue  # Karpenter does not check PDBs for the node's own DaemonSet pods
-        pdb = blocking_pdb_in(p, pdb_index(snap))
+        if index is None:
+            index = pdb_index(snap, ctx.caches_for(snap) if ctx is not None else None)
+        pdb = blocking_pdb_in(p, index)
         if pdb is not None:
             m = pdb.get("metadata") or {}
             out.append((BLOCK_PDB, f"PDB {m.get('namespace') or 'default'}/{m.get('name')} allows no eviction of pod {pod_key(p)}"))
@@ -174,8 +155,6 @@ def build_candidates(snap: ClusterSnapshot, *, forceful: bool = False, exclude: 
                      ) -> tuple[list[Candidate], list[tuple[str, str, str]]]:
     """(candidates, skipped) where skipped is (nodeclaim, cause, message) for nodes that are not candidates for a
     reason the user should see (nominated).  ``exclude``: NodeClaims already being disrupted."""
-    from .replace import needed_by_pending
-
     out: list[Candidate] = []
     skipped: list[tuple[str, str, str]] = []
     needed: dict[str, list[str]] | None = None
@@ -202,34 +181,19 @@ def build_candidates(snap: ClusterSnapshot, *, forceful: bool = False, exclude: 
     return out, skipped
 
 
-def graceful_blockers(c: Candidate, snap: ClusterSnapshot, *, eventual: bool = False) -> list[tuple[str, str]]:
-    """What keeps a graceful (or eventual) method from disrupting ``c``: node annotation first, then pods."""
+def graceful_blockers(c: Candidate, snap: ClusterSnapshot, *, eventual: bool = False, ctx=None) -> list[tuple[str, str]]:
+    """What keeps a graceful (or eventual) method from disrupting ``c``: node annotation first, then pods.
+    ``ctx``: the sweep's :class:`~.context.SweepContext` (caches)."""
     out = []
     nb = node_blocker(c.node)
     if nb:
         out.append(nb)
     if eventual and c.nodeclaim.spec.get("terminationGracePeriod"):
         return out  # the drain honours the pods' blockers until the terminationGracePeriod deadline
-    out.extend(pod_blockers(c.pods, snap))
+    out.extend(pod_blockers(c.pods, snap, ctx))
     return out
 
 
-def disrupting_count(snap: ClusterSnapshot, nodepool: str, inflight: set[str] | frozenset = frozenset()) -> tuple[int, int]:
-    """(total, disrupting) nodes of a NodePool as Karpenter's budget mapping counts them: managed and initialized
-    nodes; disrupting = NotReady, marked for deletion, or recorded in flight by a sweep."""
-    total = disrupting = 0
-    for nc in snap.nodeclaims_of_nodepool(nodepool):
-        node = snap.node_of_nodeclaim(nc.name)
-        if node is None or not nc.is_true("Initialized"):
-            if nc.name in inflight:
-                disrupting += 1
-            continue
-        total += 1
-        if not node_ready(node) or nc.metadata.get("deletionTimestamp") or is_terminating(node) or nc.name in inflight:
-            disrupting += 1
-    return total, disrupting
-
-
 __all__ = ["LAST_POD_EVENT", "SECURITY_GROUPS_ANNOTATION", "SUBNET_ANNOTATION", "build_candidates", "condition_time",
-           "created_at", "disrupting_count", "disruption_cost", "do_not_disrupt_until", "epoch", "evictable_pods",
+           "created_at", "disruption_cost", "do_not_disrupt_until", "epoch", "evictable_pods",
            "graceful_blockers", "lifetime_left", "make_candidate", "nominated", "pod_blockers", "pod_uid"]

@@ -17,38 +17,25 @@ Shared by multi-node and single-node consolidation (Karpenter's pkg/controllers/
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+import dataclasses
+from dataclasses import dataclass
 
 from ..api import labels as wk
+from ..api.kube import pod_key
+from ..api.objects import NodeClaim
 from ..api.snapshot import ClusterSnapshot
-from ..scheduling.inputs import POD_FACTS_CACHE
-from .candidates import graceful_blockers
+from ..scheduling.inputs import POD_FACTS_CACHE, nodepool_inputs
+from ..scheduling.requirements import Requirement, Requirements
+from ..scheduling.resources import pod_requests
+from ..scheduling.solver import ExistingNode, _labels_match
+from .candidates import graceful_blockers, make_candidate
 from .emptiness import consolidatable_in
 from .replace import new_capacity_sketch, removal_plan
-from .types import Candidate
+from .types import Candidate, Option
 
 SPOT_TO_SPOT_MIN_TYPES = 15
 WINDOW_TAINT = {"key": "karpenter-lambda.io/consolidate-after-window", "effect": "NoSchedule"}
-
-
-@dataclass
-class Option:
-    candidates: list[Candidate]
-    replacement: object | None = None     # NodeClaimPlan with the price-filtered instance types
-    savings: float = 0.0
-    reason: str = ""                      # why not (empty when valid)
-    cheapest_possible: float | None = None
-    placements: dict = field(default_factory=dict)   # moved pod key -> existing node name (where the test put it)
-    usage: dict = field(default_factory=dict)        # NodePool usage with the candidates freed
-    stray: list = field(default_factory=list)        # pods that would still need another new node (not one node)
-
-    @property
-    def valid(self) -> bool:
-        return not self.reason
-
-    @property
-    def action(self) -> str:
-        return "replace" if self.replacement is not None else "delete"
 
 
 def consolidation_enabled(c: Candidate) -> bool:
@@ -62,17 +49,13 @@ def fmt_seconds(s: float) -> str:
     return (f"{h}h" if h else "") + (f"{m}m" if m or h else "") + f"{sec}s"
 
 
-WINDOW_CACHE = "_window_nodes"   # snapshot attribute: node name -> inside its window (window_nodes)
-
-
-def window_nodes(snap: ClusterSnapshot) -> set[str]:
+def window_nodes(snap: ClusterSnapshot, ctx=None) -> set[str]:
     """Node names still inside their NodePool's consolidateAfter window (not destinations for moved pods).
 
-    The answer per node is kept on the snapshot (every method of a sweep asks); a snapshot derived by
-    :func:`apply_option` keeps the answers of the nodes whose pods did not change."""
-    from .candidates import make_candidate
-
-    cache = snap.__dict__.setdefault(WINDOW_CACHE, {})
+    With the sweep's :class:`~.context.SweepContext` the answer per node is kept in its caches (every method of a
+    sweep asks; a context derived by ``SweepContext.derive`` keeps the answers of the nodes whose pods did not
+    change)."""
+    cache = ctx.caches_for(snap).window if ctx is not None else {}
     out = set()
     for nc in snap.nodeclaims.values():
         np = snap.nodepools.get(nc.labels.get(wk.NODEPOOL, ""))
@@ -124,11 +107,9 @@ def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
                                     f"{len(cheaper)} possible")
         cheaper = cheaper[:SPOT_TO_SPOT_MIN_TYPES]
     req = reqs.get(wk.INSTANCE_TYPE) if reqs.has(wk.INSTANCE_TYPE) else None
-    min_values = getattr(req, "min_values", None) if req is not None else None
+    min_values = req.min_values if req is not None else None
     if min_values and len(cheaper) < min_values:
         return None, cheapest, f"minValues {min_values} of instance types not met by the {len(cheaper)} cheaper ones"
-    import copy
-
     new = copy.copy(plan)
     new.instance_types = [it for _, it in cheaper]
     new.price = cheaper[0][0]
@@ -136,13 +117,13 @@ def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
     return new, cheapest, ""
 
 
-def evaluations_left(budgets) -> int:
-    """How many more validity tests this sweep may run (``budgets.max_evaluations``; unlimited without one)."""
-    cap = getattr(budgets, "max_evaluations", None)
-    return 1 << 30 if cap is None else max(0, cap - getattr(budgets, "evaluations", 0))
+def evaluations_left(ctx) -> int:
+    """How many more validity tests the sweep of ``ctx`` (a :class:`~.context.SweepContext`) may run; unlimited
+    without one."""
+    return 1 << 30 if ctx is None else ctx.counters.left()
 
 
-def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], budgets=None, *,
+def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], ctx=None, *,
                          window: set[str] | None = None, one_node: str | None = None) -> Option:
     """The validity test of deleting ``candidates`` or replacing them by one strictly cheaper node.
 
@@ -154,19 +135,18 @@ def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], bud
     opt = Option(list(candidates))
     total = sum(c.price for c in candidates)
     if one_node is not None and len(candidates) > 1:
-        sketch = new_capacity_sketch(snap, candidates, budgets)
+        sketch = new_capacity_sketch(snap, candidates, ctx)
         if sketch.all_rescheduled and sketch.new_nodeclaims:
-            moved = [f"{(q.get('metadata') or {}).get('namespace') or 'default'}/{(q.get('metadata') or {}).get('name')}"
-                     for c in candidates for q in c.reschedulable]
-            merged = _one_replacement(snap, candidates, budgets, window, sketch, total, stray=opt.stray, zone=one_node,
+            moved = [pod_key(q) for c in candidates for q in c.reschedulable]
+            merged = _one_replacement(snap, candidates, ctx, window, sketch, total, stray=opt.stray, zone=one_node,
                                       load_keys=moved)
             if merged is None:
                 opt.reason = "would need more than one new node (consolidation never turns nodes into more)"
                 return opt
             return _priced(opt, merged, total, candidates)
-    if budgets is not None and hasattr(budgets, "evaluations"):
-        budgets.evaluations += 1
-    result, _ = removal_plan(snap, candidates, budgets, extra_taints={n: [WINDOW_TAINT] for n in (window or ())})
+    if ctx is not None:
+        ctx.count_evaluation()
+    result, _ = removal_plan(snap, candidates, ctx, extra_taints={n: [WINDOW_TAINT] for n in (window or ())})
     opt.placements, opt.usage = dict(result.placements), result.usage
     if not result.all_rescheduled:
         pod, why = next(iter(result.unschedulable.items()))
@@ -176,7 +156,7 @@ def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], bud
         opt.savings = round(total, 6)
         return opt
     if len(result.new_nodeclaims) > 1:
-        merged = _one_replacement(snap, candidates, budgets, window, result, total, stray=opt.stray)
+        merged = _one_replacement(snap, candidates, ctx, window, result, total, stray=opt.stray)
         if merged is None:
             opt.reason = f"would need {len(result.new_nodeclaims)} new nodes (consolidation never turns nodes into more)"
             return opt
@@ -200,10 +180,7 @@ def _priced(opt: Option, result, total: float, candidates: list[Candidate]) -> O
     return opt
 
 
-CONSOLIDATABLE_CACHE = "_consolidatable"
-
-
-def _consolidatable_one(snap: ClusterSnapshot, c: Candidate):
+def _consolidatable_one(snap: ClusterSnapshot, c: Candidate, ctx=None):
     """None (not eligible), () (consolidatable) or (cause, message)."""
     if not consolidation_enabled(c):
         return None
@@ -212,7 +189,7 @@ def _consolidatable_one(snap: ClusterSnapshot, c: Candidate):
         return None
     if left > 0:
         return ("consolidateAfter", f"consolidateAfter {fmt_seconds(left)} left")
-    why = graceful_blockers(c, snap)
+    why = graceful_blockers(c, snap, ctx=ctx)
     return (why[0][0], why[0][1]) if why else ()
 
 
@@ -220,8 +197,6 @@ REPLACEMENT_NODE = "consolidation-replacement"
 
 
 def _pod_sum(keys, by_key) -> dict:
-    from ..scheduling.resources import pod_requests
-
     out: dict = {"pods": 0}
     for k in keys:
         p = by_key.get(k)
@@ -233,7 +208,7 @@ def _pod_sum(keys, by_key) -> dict:
     return out
 
 
-def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets, window, result, total: float,
+def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], ctx, window, result, total: float,
                      stray: list | None = None, zone: str | None = None, load_keys: list | None = None):
     """The provisioning solver packs the moved pods at the least cost, which may be several small new nodes where
     one larger node would hold them all (Karpenter's scheduler fills one NodeClaim before opening the next).  When
@@ -243,12 +218,6 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
     capacity.  Only when every pod lands (on the remaining nodes or that node) is it the answer: a
     RescheduleResult whose single new NodeClaim is that node with the pods the simulation put there and every
     instance type that would hold them."""
-    import copy
-
-    from ..scheduling.inputs import nodepool_inputs
-    from ..scheduling.requirements import Requirement, Requirements
-    from ..scheduling.solver import ExistingNode, _labels_match
-
     plans = result.new_nodeclaims
     if len({p.nodepool for p in plans}) != 1:
         return None
@@ -278,8 +247,7 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
                 conflict.add(r.key)
                 continue
             reqs.add(r)
-    by_key = {f"{(q.get('metadata') or {}).get('namespace') or 'default'}/{(q.get('metadata') or {}).get('name')}": q
-              for c in candidates for q in c.pods}
+    by_key = {pod_key(q): q for c in candidates for q in c.pods}
     first = _pod_sum(plans[0].pods, by_key)
     overhead = {k: max(0, v - first.get(k, 0)) for k, v in (plans[0].requests or {}).items()}
     # what the one node must hold: the pods of the new nodes (or every moved pod, given by a caller whose ``result``
@@ -334,9 +302,9 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
                                                        wk.HOSTNAME: REPLACEMENT_NODE},
                         taints=list(plans[0].taints or []), allocatable=alloc, pods=[], nodepool=npi.nodepool.name,
                         instance_type=it.name, zone=o.zone, capacity_type=o.capacity_type, price=o.price)
-    if budgets is not None and hasattr(budgets, "evaluations"):
-        budgets.evaluations += 1
-    again, _ = removal_plan(snap, candidates, budgets, extra_taints={n: [WINDOW_TAINT] for n in (window or ())},
+    if ctx is not None:
+        ctx.count_evaluation()
+    again, _ = removal_plan(snap, candidates, ctx, extra_taints={n: [WINDOW_TAINT] for n in (window or ())},
                             extra_nodes=[node])
     if not again.all_rescheduled or again.new_nodeclaims:
         if stray is not None:   # the pods that one node did not take (another zone, anti-affinity, ...)
@@ -367,16 +335,17 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], budgets
     return again
 
 
-def consolidatable(snap: ClusterSnapshot, candidates: list[Candidate]) -> tuple[list[Candidate], list[tuple[Candidate, str, str]]]:
+def consolidatable(snap: ClusterSnapshot, candidates: list[Candidate], ctx=None
+                   ) -> tuple[list[Candidate], list[tuple[Candidate, str, str]]]:
     """(candidates a consolidation may take, [(candidate, cause, message)] for those it may not, once eligible).
 
-    The answer per candidate is kept on the snapshot (the methods of one sweep ask it again; a snapshot derived by
-    :func:`apply_option` keeps the answers of the nodes whose pods did not change)."""
-    cache = snap.__dict__.setdefault(CONSOLIDATABLE_CACHE, {})
+    With the sweep's :class:`~.context.SweepContext` the answer per candidate is kept in its caches (the methods of
+    one sweep ask it again; a derived context keeps the answers of the nodes whose pods did not change)."""
+    cache = ctx.caches_for(snap).consolidatable if ctx is not None else {}
     ok, blocked = [], []
     for c in candidates:
         if c.name not in cache:
-            cache[c.name] = _consolidatable_one(snap, c)
+            cache[c.name] = _consolidatable_one(snap, c, ctx)
         hit = cache[c.name]
         if hit is None:
             continue
@@ -387,26 +356,32 @@ def consolidatable(snap: ClusterSnapshot, candidates: list[Candidate]) -> tuple[
     return ok, blocked
 
 
-PLANNED_TAINT = {"key": "karpenter-lambda.io/planned-replacement", "effect": "NoSchedule"}
+PLANNED_TAINT = wk.PLANNED_TAINT   # consolidation's what-if nodes (api.labels: the one definition)
 PLANNED_PREFIX = "planned-"
 
 
-def apply_option(snap: ClusterSnapshot, opt: Option) -> ClusterSnapshot:
+@dataclass
+class Applied:
+    """:func:`carry_out`'s answer: the snapshot with the option carried out, and what changed."""
+
+    snapshot: ClusterSnapshot
+    gone_nodes: set[str]      # the candidates' nodes
+    gone_claims: set[str]     # the candidates' NodeClaims
+    touched: set[str]         # the nodes that received pods (the replacement's included)
+
+
+def carry_out(snap: ClusterSnapshot, opt: Option) -> Applied:
     """The snapshot as if ``opt`` were carried out (pure; ``snap`` is not modified): its candidates gone, each moved
     pod on the node the validity test put it on, the replacement (if any) a registered but not yet initialized node
     holding its pods, tainted so that no later simulation moves anything onto it (its pods still count for
-    topology).  A later command of the same sweep is planned, and re-validated, on this snapshot."""
-    import dataclasses
-
-    from ..api.objects import NodeClaim
-
+    topology).  A later command of the same sweep is planned, and re-validated, on this snapshot
+    (``SweepContext.derive`` also carries the caches that still hold)."""
     gone_nodes = {c.node_name for c in opt.candidates if c.node_name}
     gone_claims = {c.name for c in opt.candidates}
     moved: dict[str, str] = {}
     for c in opt.candidates:
         for p in c.pods:
-            m = p.get("metadata") or {}
-            key = f"{m.get('namespace') or 'default'}/{m.get('name')}"
+            key = pod_key(p)
             if key in opt.placements:
                 moved[key] = opt.placements[key]
     rep = opt.replacement
@@ -419,7 +394,7 @@ def apply_option(snap: ClusterSnapshot, opt: Option) -> ClusterSnapshot:
         for key in rep.pods:
             moved[key] = rep_node
         it = rep.instance_types[0]
-        labels = {**dict(getattr(it, "labels", {}) or {}), **dict(rep.labels or {}), wk.ZONE: rep.zone,
+        labels = {**dict(it.labels or {}), **dict(rep.labels or {}), wk.ZONE: rep.zone,
                   wk.CAPACITY_TYPE: rep.capacity_type, wk.NODEPOOL: rep.nodepool, wk.HOSTNAME: rep_node,
                   wk.INSTANCE_TYPE: it.name}
         alloc = it.allocatable
@@ -431,18 +406,17 @@ def apply_option(snap: ClusterSnapshot, opt: Option) -> ClusterSnapshot:
         nodeclaims[rep_node] = NodeClaim({
             "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
             "metadata": {"name": rep_node, "labels": labels,
-                         "annotations": {"karpenter-lambda.io/price-per-hour": repr(rep.price)}},
+                         "annotations": {wk.PRICE_ANNOTATION: repr(rep.price)}},
             "spec": {}, "status": {"nodeName": rep_node, "providerID": f"planned:///{rep_node}", "conditions": []}})
         pool = usage.setdefault(rep.nodepool, {})
-        for k, v in dict(getattr(it, "capacity", {}) or {}).items():
+        for k, v in dict(it.capacity or {}).items():
             if isinstance(v, int):
                 pool[k] = pool.get(k, 0) + v
         pool["nodes"] = pool.get("nodes", 0) + 1
     pods = []
     for p in snap.pods:
-        m = p.get("metadata") or {}
         on = (p.get("spec") or {}).get("nodeName")
-        key = f"{m.get('namespace') or 'default'}/{m.get('name')}"
+        key = pod_key(p)
         if on in gone_nodes:
             if key not in moved:
                 continue   # not reschedulable (DaemonSet, mirror, terminal): goes with its node
@@ -452,18 +426,16 @@ def apply_option(snap: ClusterSnapshot, opt: Option) -> ClusterSnapshot:
         else:
             pods.append(p)
     new = dataclasses.replace(snap, nodeclaims=nodeclaims, nodes=nodes, pods=pods, usage=usage)
-    touched = set(moved.values())
-    cache = {k: v for k, v in (snap.__dict__.get(CONSOLIDATABLE_CACHE) or {}).items()
-             if k not in gone_claims and (snap.node_of_nodeclaim(k) or {}).get("metadata", {}).get("name") not in touched}
-    new.__dict__[CONSOLIDATABLE_CACHE] = cache
-    if "_pdb_index" in snap.__dict__:   # pods only move: what each PDB allows is unchanged
-        new.__dict__["_pdb_index"] = snap.__dict__["_pdb_index"]
-    if POD_FACTS_CACHE in snap.__dict__:   # entries are checked against the pods' identities: share them
+    if POD_FACTS_CACHE in snap.__dict__:
+        # scheduling's per-snapshot pod facts (scheduling.inputs keeps them on the snapshot; its entries are checked
+        # against the pods' identities): shared, as before; the disruption caches travel in the SweepContext
         new.__dict__[POD_FACTS_CACHE] = snap.__dict__[POD_FACTS_CACHE]
-    if WINDOW_CACHE in snap.__dict__:   # nodeclaims unchanged: only the nodes that received pods are asked again
-        new.__dict__[WINDOW_CACHE] = {k: v for k, v in snap.__dict__[WINDOW_CACHE].items()
-                                      if k not in gone_nodes and k not in touched}
-    return new
+    return Applied(new, gone_nodes, gone_claims, set(moved.values()))
+
+
+def apply_option(snap: ClusterSnapshot, opt: Option) -> ClusterSnapshot:
+    """:func:`carry_out`'s snapshot."""
+    return carry_out(snap, opt).snapshot
 
 
 def ordered(candidates: list[Candidate]) -> list[Candidate]:

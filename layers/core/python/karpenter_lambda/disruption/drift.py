@@ -29,9 +29,9 @@ from ..api import hashes
 from ..api import labels as wk
 from ..api.snapshot import ClusterSnapshot
 from ..scheduling.requirements import Requirements
-from .candidates import SECURITY_GROUPS_ANNOTATION, SUBNET_ANNOTATION, condition_time, graceful_blockers
+from .candidates import condition_time, graceful_blockers
 from .replace import removal_plan
-from .types import BLOCK_PODS_WOULD_NOT_FIT, DRIFTED, GRACEFUL, Blocked, Candidate, Command
+from .types import BLOCK_PODS_WOULD_NOT_FIT, DRIFTED, GRACEFUL, Blocked, Candidate, Command, MethodBase
 
 NODEPOOL_DRIFTED = "NodePoolDrifted"
 REQUIREMENTS_DRIFTED = "RequirementsDrifted"
@@ -80,11 +80,11 @@ def _nodeclass_drift(nc, nodeclass, resolved) -> tuple[str, str] | None:
     amis = {getattr(a, "id", None) or (a.get("id") if isinstance(a, dict) else None) for a in getattr(resolved, "amis", []) or []}
     if image and amis and image not in amis:
         return AMI_DRIFT, f"AMI {image} is no longer selected by EC2NodeClass {nodeclass.name} ({', '.join(sorted(a for a in amis if a))})"
-    subnet = ann.get(SUBNET_ANNOTATION)
+    subnet = ann.get(wk.SUBNET_ANNOTATION)
     subnets = {s.get("id") for s in getattr(resolved, "subnets", []) or []}
     if subnet and subnets and subnet not in subnets:
         return SUBNET_DRIFT, f"subnet {subnet} is no longer selected by EC2NodeClass {nodeclass.name}"
-    groups = ann.get(SECURITY_GROUPS_ANNOTATION)
+    groups = ann.get(wk.SECURITY_GROUPS_ANNOTATION)
     if groups:
         try:
             have_sg = sorted(json.loads(groups))
@@ -123,7 +123,7 @@ def drift_reason(nc, snap: ClusterSnapshot) -> tuple[str, str] | None:
             or _instance_type_drift(nc, snap, nodepool))
 
 
-class Drift:
+class Drift(MethodBase):
     reason = DRIFTED
     kind = GRACEFUL
     eventual = True   # Karpenter's EventualDisruptionClass: a terminationGracePeriod lets it past pod blockers
@@ -136,13 +136,14 @@ class Drift:
         c.drifted_since = condition_time(c.nodeclaim, "Drifted") or snap.now
         return True
 
-    def compute_commands(self, budgets, candidates: list[Candidate], snap: ClusterSnapshot):
+    def compute_commands(self, ctx, candidates: list[Candidate], snap: ClusterSnapshot):
         commands: list[Command] = []
         blocked: list[Blocked] = []
         ordered = sorted(candidates, key=lambda c: (bool(c.reschedulable), c.drifted_since or snap.now, c.name))
-        busy: set[str] = set(getattr(budgets, "busy_nodepools", set()))   # one non-empty drift per NodePool
+        busy: set[str] = set(ctx.busy_nodepools)   # one non-empty drift per NodePool
+        budgets = ctx.budgets
         for c in ordered:
-            why = graceful_blockers(c, snap, eventual=True)
+            why = graceful_blockers(c, snap, eventual=True, ctx=ctx)
             if why:
                 blocked.append(Blocked(c.name, why[0][0], why[0][1], DRIFTED))
                 continue
@@ -156,7 +157,7 @@ class Drift:
                 budgets.take(c.nodepool_name, DRIFTED)
                 commands.append(Command(DRIFTED, [c], detail=detail, savings_per_hour=round(c.price, 6)))
                 continue
-            result, exclude = removal_plan(snap, [c], budgets)
+            result, exclude = removal_plan(snap, [c], ctx)
             if not result.all_rescheduled:
                 pod, why_not = next(iter(result.unschedulable.items()))
                 blocked.append(Blocked(c.name, BLOCK_PODS_WOULD_NOT_FIT, f"pod {pod}: {why_not}", DRIFTED))

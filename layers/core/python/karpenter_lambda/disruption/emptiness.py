@@ -20,7 +20,7 @@ from __future__ import annotations
 from ..api.durations import DurationError, parse_nillable_duration
 from ..api.snapshot import ClusterSnapshot
 from .candidates import LAST_POD_EVENT, condition_time, epoch, graceful_blockers
-from .types import EMPTY, GRACEFUL, Blocked, Candidate, Command
+from .types import EMPTY, GRACEFUL, Blocked, Candidate, Command, MethodBase
 
 CONSOLIDATING_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
 
@@ -57,26 +57,25 @@ def is_empty(c: Candidate) -> bool:
     return not c.reschedulable
 
 
-class Emptiness:
+class Emptiness(MethodBase):
     reason = EMPTY
     kind = GRACEFUL
-    eventual = False
 
     def should_disrupt(self, c: Candidate, snap: ClusterSnapshot) -> bool:
         left = consolidatable_in(c, snap)
         return left is not None and left <= 0 and is_empty(c)
 
-    def compute_commands(self, budgets, candidates: list[Candidate], snap: ClusterSnapshot):
+    def compute_commands(self, ctx, candidates: list[Candidate], snap: ClusterSnapshot):
         commands: list[Command] = []
         blocked: list[Blocked] = []
         for c in sorted(candidates, key=lambda c: (c.nodepool_name, -c.price, c.name)):
-            why = graceful_blockers(c, snap)
+            why = graceful_blockers(c, snap, ctx=ctx)
             if why:
                 blocked.append(Blocked(c.name, why[0][0], why[0][1], EMPTY))
                 continue
-            if not budgets.available(c.nodepool_name, EMPTY):
-                blocked.append(Blocked(c.name, "budget", budgets.message(c.nodepool_name, EMPTY), EMPTY))
+            if not ctx.budgets.available(c.nodepool_name, EMPTY):
+                blocked.append(Blocked(c.name, "budget", ctx.budgets.message(c.nodepool_name, EMPTY), EMPTY))
                 continue
-            budgets.take(c.nodepool_name, EMPTY)
+            ctx.budgets.take(c.nodepool_name, EMPTY)
             commands.append(Command(EMPTY, [c], savings_per_hour=round(c.price, 6), detail="empty"))
         return commands, blocked

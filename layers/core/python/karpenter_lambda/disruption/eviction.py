@@ -28,12 +28,12 @@ Only the standard library and :mod:`karpenter_lambda.api` are used here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Iterable, Mapping
 
 from ..api import labels as wk
 from ..api.durations import DurationError, parse_go_duration
 from ..api.kube import is_critical, is_mirror_pod, is_terminal, is_terminating, owner_kinds, pod_uid
+from ..api.times import to_epoch
 
 __all__ = [
     "GROUPS", "DEFAULT_POD_GRACE", "STUCK_TERMINATING_AFTER", "DISRUPTED_NO_SCHEDULE",
@@ -64,23 +64,6 @@ def refused_by_budget(status: Mapping | None, message: str = "") -> bool:
     return "disruption budget" in text
 
 
-def _epoch(value) -> float | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, datetime):
-        dt = value
-    else:
-        try:
-            dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
-
-
 def _tolerates(tol: dict, taint: dict) -> bool:
     effect = tol.get("effect") or ""
     if effect and effect != taint.get("effect"):
@@ -101,7 +84,7 @@ def tolerates_disrupted(pod: dict) -> bool:
 
 def is_stuck_terminating(pod: dict, now: float) -> bool:
     """Terminating for more than a minute past its deletionTimestamp (deletion time + grace)."""
-    ts = _epoch((pod.get("metadata") or {}).get("deletionTimestamp"))
+    ts = to_epoch((pod.get("metadata") or {}).get("deletionTimestamp"))
     return ts is not None and now - ts > STUCK_TERMINATING_AFTER
 
 
@@ -137,7 +120,7 @@ def do_not_disrupt_active(pod: dict, now: float) -> bool:
         return False
     if d <= 0:
         return False
-    start = _epoch((pod.get("status") or {}).get("startTime"))
+    start = to_epoch((pod.get("status") or {}).get("startTime"))
     return True if start is None else now - start < d
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..api.durations import DurationError, parse_nillable_duration, format_duration
 from ..api.snapshot import ClusterSnapshot
 from .candidates import created_at
-from .types import EXPIRED, FORCEFUL, Candidate, Command
+from .types import EXPIRED, FORCEFUL, Candidate, Command, MethodBase
 
 
 def expires_at(nc, nodepool) -> float | None:
@@ -26,16 +26,15 @@ def expires_at(nc, nodepool) -> float | None:
     return born + ttl
 
 
-class Expiration:
+class Expiration(MethodBase):
     reason = EXPIRED
     kind = FORCEFUL
-    eventual = False
 
     def should_disrupt(self, c: Candidate, snap: ClusterSnapshot) -> bool:
         at = expires_at(c.nodeclaim, c.nodepool)
         return at is not None and snap.now >= at
 
-    def compute_commands(self, budgets, candidates: list[Candidate], snap: ClusterSnapshot):
+    def compute_commands(self, ctx, candidates: list[Candidate], snap: ClusterSnapshot):
         commands = []
         for c in sorted(candidates, key=lambda c: (created_at(c.nodeclaim) or 0.0, c.name)):
             ttl = c.nodeclaim.spec.get("expireAfter") or c.nodepool.expire_after

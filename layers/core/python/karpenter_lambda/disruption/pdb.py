@@ -4,6 +4,10 @@ The API server keeps ``status.disruptionsAllowed``; when a PDB has no status yet
 simulator's API server, which does not run the disruption controller) it is computed from the spec as the
 disruption controller does: ``maxUnavailable`` (count or percentage of the selected pods, rounded up) minus the
 unhealthy pods, or the healthy pods minus ``minAvailable``.  Healthy = Running and Ready.
+
+The ONE PDB allowance: the sweeps' blockers (:func:`pdb_index`, :func:`blocking_pdb_in`), the drain
+(``controllers/termination``) and the simulator's Eviction API (``sim/kubeapi``: :func:`disruptions_allowed`, and
+:func:`blocking_pdb` for "may this pod be evicted now") all ask here.
 """
 
 from __future__ import annotations
@@ -11,10 +15,13 @@ from __future__ import annotations
 import math
 
 from ..api.kube import is_terminal, is_terminating
-from ..scheduling.topology import Selector
+from ..api.selectors import Selector
+
+__all__ = ["pod_healthy", "selects", "disruptions_allowed", "blocking_pdb", "pdb_index", "blocking_pdb_in"]
 
 
-def _healthy(pod: dict) -> bool:
+def pod_healthy(pod: dict) -> bool:
+    """Counted healthy by a PDB: Running, not terminating, Ready."""
     st = pod.get("status") or {}
     if st.get("phase") != "Running" or is_terminating(pod):
         return False
@@ -44,6 +51,10 @@ def selects(pdb: dict, pod: dict) -> bool:
 
 
 def disruptions_allowed(pdb: dict, pods: list[dict]) -> int:
+    """Evictions ``pdb`` allows now: its ``status.disruptionsAllowed`` when the API server wrote one, else from its spec
+    over ``pods`` (any pods; those it selects in its namespace, not terminal, count): ``maxUnavailable`` (a count,
+    or a percentage of the selected pods rounded up) minus the unhealthy ones, or the healthy ones minus
+    ``minAvailable`` (same rounding), or every healthy one when neither is set; never below 0."""
     status = pdb.get("status") or {}
     if isinstance(status.get("disruptionsAllowed"), int):
         return status["disruptionsAllowed"]
@@ -54,7 +65,7 @@ def disruptions_allowed(pdb: dict, pods: list[dict]) -> int:
         sel = None
     selected = [p for p in pods if sel is not None and ((p.get("metadata") or {}).get("namespace") or "default") == ns
                 and sel.matches((p.get("metadata") or {}).get("labels") or {}) and not is_terminal(p)]
-    expected, healthy = len(selected), sum(1 for p in selected if _healthy(p))
+    expected, healthy = len(selected), sum(1 for p in selected if pod_healthy(p))
     spec = pdb.get("spec") or {}
     if spec.get("maxUnavailable") is not None:
         return max(0, _scaled(spec["maxUnavailable"], expected) - (expected - healthy))
@@ -66,7 +77,7 @@ def disruptions_allowed(pdb: dict, pods: list[dict]) -> int:
 def blocking_pdb(pod: dict, pdbs: list[dict], pods: list[dict]) -> dict | None:
     """The first PDB selecting ``pod`` that allows no eviction (an unhealthy pod is never held: the API server
     lets it be evicted)."""
-    if not _healthy(pod):
+    if not pod_healthy(pod):
         return None
     for pdb in pdbs or ():
         if selects(pdb, pod) and disruptions_allowed(pdb, pods) <= 0:
@@ -74,12 +85,12 @@ def blocking_pdb(pod: dict, pdbs: list[dict], pods: list[dict]) -> dict | None:
     return None
 
 
-def pdb_index(snap) -> list[tuple[dict, str, object, int]]:
-    """(pdb, namespace, selector, disruptions allowed) for every PDB, computed once per snapshot (a sweep asks about
-    thousands of pods; recounting a PDB's pods each time made that quadratic)."""
-    cached = snap.__dict__.get("_pdb_index")
-    if cached is not None:
-        return cached
+def pdb_index(snap, caches=None) -> list[tuple[dict, str, object, int]]:
+    """(pdb, namespace, selector, disruptions allowed) for every PDB of ``snap``.  ``caches``: the snapshot's
+    :class:`~.context.SnapshotCaches` (a sweep asks about thousands of pods; recounting a PDB's pods each time made
+    that quadratic): computed once and kept there."""
+    if caches is not None and caches.pdb_index is not None:
+        return caches.pdb_index
     by_ns: dict[str, list[dict]] = {}
     for p in snap.pods:
         by_ns.setdefault((p.get("metadata") or {}).get("namespace") or "default", []).append(p)
@@ -91,13 +102,14 @@ def pdb_index(snap) -> list[tuple[dict, str, object, int]]:
         except ValueError:
             continue
         out.append((pdb, ns, sel, disruptions_allowed(pdb, by_ns.get(ns, []))))
-    snap.__dict__["_pdb_index"] = out
+    if caches is not None:
+        caches.pdb_index = out
     return out
 
 
 def blocking_pdb_in(pod: dict, index) -> dict | None:
     """:func:`blocking_pdb` against a :func:`pdb_index`."""
-    if not index or not _healthy(pod):
+    if not index or not pod_healthy(pod):
         return None
     meta = pod.get("metadata") or {}
     ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}

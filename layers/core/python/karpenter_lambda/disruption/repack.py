@@ -22,6 +22,7 @@ not valid as a whole is skipped (the next sweep, on a changed cluster, tries aga
 
 from __future__ import annotations
 
+from ..api.kube import pod_key
 from ..api.snapshot import ClusterSnapshot
 from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs
 from ..scheduling.reschedule import is_reschedulable
@@ -32,11 +33,6 @@ from .underutilized import _command, _Underutilized
 
 REPACK_THRESHOLD = 0.10
 MAX_GROUPS = 20
-
-
-def _key(pod: dict) -> str:
-    m = pod.get("metadata") or {}
-    return f"{m.get('namespace') or 'default'}/{m.get('name')}"
 
 
 def target_packing(snap: ClusterSnapshot, candidates: list[Candidate]):
@@ -59,7 +55,7 @@ def target_packing(snap: ClusterSnapshot, candidates: list[Candidate]):
         return float("inf"), []
     if res.unschedulable:
         return float("inf"), []
-    source = {_key(p): c for c in candidates for p in c.pods}
+    source = {pod_key(p): c for c in candidates for p in c.pods}
     groups = []
     for plan in res.nodeclaims:
         members = {source[k].name: source[k] for k in plan.pods if k in source}
@@ -69,26 +65,27 @@ def target_packing(snap: ClusterSnapshot, candidates: list[Candidate]):
 
 
 class Repack(_Underutilized):
-    def compute_commands(self, budgets, candidates: list[Candidate], snap: ClusterSnapshot):
-        ok, _why = consolidatable(snap, candidates)
+    def compute_commands(self, ctx, candidates: list[Candidate], snap: ClusterSnapshot):
+        budgets = ctx.budgets
+        ok, _why = consolidatable(snap, candidates, ctx)
         ok = [c for c in ok if budgets.available(c.nodepool_name, self.reason)]
-        if len(ok) < 2 or evaluations_left(budgets) <= 0:
+        if len(ok) < 2 or evaluations_left(ctx) <= 0:
             return [], []
         today = sum(c.price for c in ok)
         target, groups = target_packing(snap, ok)
         if today <= target * (1 + REPACK_THRESHOLD):
             return [], []
-        window = window_nodes(snap)
+        window = window_nodes(snap, ctx)
         blocked: list[Blocked] = []
         for group in groups[:MAX_GROUPS]:
-            if evaluations_left(budgets) <= 0:
+            if evaluations_left(ctx) <= 0:
                 break
             per_pool: dict[str, int] = {}
             for c in group:
                 per_pool[c.nodepool_name] = per_pool.get(c.nodepool_name, 0) + 1
             if any(n > budgets.left(p, self.reason) for p, n in per_pool.items()):
                 continue
-            opt = consolidation_option(snap, group, budgets, window=window)
+            opt = consolidation_option(snap, group, ctx, window=window)
             if opt.valid:
                 for c in group:
                     budgets.take(c.nodepool_name, self.reason)

@@ -30,13 +30,15 @@ def candidate_node(c: Candidate, snap: ClusterSnapshot) -> ExistingNode:
     )
 
 
-def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], budgets=None, *, exclude=(),
+def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], ctx=None, *, exclude=(),
                  max_instance_types: int = 60, extra_taints: dict[str, list[dict]] | None = None,
                  extra_nodes: list[ExistingNode] = ()) -> tuple[RescheduleResult, set[str]]:
     """(the simulation, the node/NodeClaim names left out of the remaining capacity).  ``extra_taints``: node name
     -> taints added in the simulation only (a node that must not receive moved pods keeps counting for topology).
-    ``extra_nodes``: capacity added to the simulation (consolidation's one replacement, sized and placed)."""
-    out: set[str] = set(exclude) | set(getattr(budgets, "exclude", ()) or ())
+    ``extra_nodes``: capacity added to the simulation (consolidation's one replacement, sized and placed).
+    ``ctx``: the sweep's :class:`~.context.SweepContext`: its ``exclude`` (NodeClaims already being disrupted) are
+    left out too."""
+    out: set[str] = set(exclude) | (set(ctx.exclude) if ctx is not None else set())
     for c in candidates:
         out.add(c.name)
         if c.node_name:
@@ -57,7 +59,7 @@ def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], budgets=Non
     return result, out
 
 
-def new_capacity_sketch(snap: ClusterSnapshot, candidates: list[Candidate], budgets=None,
+def new_capacity_sketch(snap: ClusterSnapshot, candidates: list[Candidate], ctx=None,
                         max_instance_types: int = 60) -> RescheduleResult:
     """One pod of each kind among the candidates' pods (same namespace, labels and spec) scheduled on new capacity
     alone (no existing node): the NodeClaims they would need, with the requirements, labels, taints and DaemonSet

@@ -1,7 +1,7 @@
 """The disruption contract (pure): candidates, commands, blocks, and the method interface.
 
-Every method (emptiness, drift, expiration; consolidation later) is a :class:`Method`; the sweep runs them in
-Karpenter's order and the first that produces commands wins for a NodePool's budget.  A :class:`Command` is what
+Every method (emptiness, drift, expiration, multi- and single-node consolidation, repack) is a :class:`~.context.Method`; the
+sweep runs them in Karpenter's order and the first that produces commands wins for a NodePool's budget.  A :class:`Command` is what
 the orchestrator (``controllers/disrupt.py``) records and executes: candidates to remove, replacements to launch
 first (``NodeClaimPlan`` from the solver), the reason and the savings.  A :class:`Blocked` says why a candidate
 stays (budget, do-not-disrupt, PDB, pods would not fit, ...), at most once per node and cause.
@@ -10,7 +10,10 @@ stays (budget, do-not-disrupt, PDB, pods would not fit, ...), at most once per n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+
+from ..api.objects import NodeClaim, NodePool
+from ..api.snapshot import ClusterSnapshot
+from ..scheduling import NodeClaimPlan
 
 # reasons (the `reason` keys of `NodeClaimDisrupted` events; Karpenter's budget reasons are Empty/Drifted/Underutilized)
 EMPTY = "Empty"
@@ -32,9 +35,9 @@ BLOCK_PODS_WOULD_NOT_FIT = "would leave pods pending"
 class Candidate:
     """A managed, initialized, not deleting NodeClaim with its Node, NodePool and pods (from the snapshot)."""
 
-    nodeclaim: Any                 # api.objects.NodeClaim
+    nodeclaim: NodeClaim
     node: dict | None              # the Node (None only for a NodeClaim that never registered)
-    nodepool: Any                  # api.objects.NodePool
+    nodepool: NodePool
     pods: list[dict] = field(default_factory=list)            # every non-terminal pod bound to the node
     reschedulable: list[dict] = field(default_factory=list)   # the pods that must land elsewhere
     instance_type: str = ""
@@ -59,14 +62,37 @@ class Candidate:
 
 
 @dataclass
+class Option:
+    """Consolidation's validity test answer (:func:`.consolidation.consolidation_option`): delete the candidates, or
+    replace them by one strictly cheaper node; ``reason`` says why not."""
+
+    candidates: list[Candidate]
+    replacement: NodeClaimPlan | None = None   # with the price-filtered instance types
+    savings: float = 0.0
+    reason: str = ""                      # why not (empty when valid)
+    cheapest_possible: float | None = None
+    placements: dict[str, str] = field(default_factory=dict)   # moved pod key -> existing node (where the test put it)
+    usage: dict[str, dict[str, int]] = field(default_factory=dict)   # NodePool usage with the candidates freed
+    stray: list[str] = field(default_factory=list)   # pods that would still need another new node (not one node)
+
+    @property
+    def valid(self) -> bool:
+        return not self.reason
+
+    @property
+    def action(self) -> str:
+        return "replace" if self.replacement is not None else "delete"
+
+
+@dataclass
 class Command:
     reason: str                                     # EMPTY | DRIFTED | EXPIRED | UNDERUTILIZED
     candidates: list[Candidate]
-    replacements: list[Any] = field(default_factory=list)   # scheduling.NodeClaimPlan, launched before draining
+    replacements: list[NodeClaimPlan] = field(default_factory=list)   # launched before draining
     savings_per_hour: float = 0.0
     forceful: bool = False                          # not held by budgets (expiration)
     detail: str = ""                                # human explanation (drift kind, ...)
-    option: Any = None                              # consolidation: the validity test's answer (where pods go)
+    option: Option | None = None                    # consolidation: the validity test's answer (where pods go)
 
     @property
     def names(self) -> list[str]:
@@ -90,10 +116,16 @@ class DisruptionPlan:
     sequential: bool = False
 
 
-class Method(Protocol):
-    reason: str          # EMPTY | DRIFTED | EXPIRED | UNDERUTILIZED
-    kind: str            # GRACEFUL | FORCEFUL
+class MethodBase:
+    """What every method shares (its typed interface is :class:`~.context.Method`): the defaults of the optional
+    parts, so the sweep reads them instead of probing."""
 
-    def should_disrupt(self, candidate: Candidate, snapshot) -> bool: ...
+    reason: str = ""
+    kind: str = GRACEFUL
+    eventual: bool = False   # drift: pod blockers wait for the terminationGracePeriod deadline
+    chains: bool = False     # consolidation: several commands per sweep, each on the context left by the one before
 
-    def compute_commands(self, budgets, candidates: list[Candidate], snapshot) -> tuple[list[Command], list[Blocked]]: ...
+    def validate(self, snapshot: ClusterSnapshot, candidates: list[Candidate], ctx, planned_price: float | None
+                 ) -> tuple[Command | None, str] | None:
+        """The method's own second look before acting; None: it has none (``plan.revalidate``'s applies)."""
+        return None

@@ -25,11 +25,16 @@ new blocker, still a valid option, and a replacement no dearer than planned.
 
 from __future__ import annotations
 
+from ..api import labels as wk
+from ..api.kube import node_allocatable, pod_key
 from ..api.snapshot import ClusterSnapshot
+from ..scheduling.requirements import Requirements
+from ..scheduling.resources import pod_requests
+from ..scheduling.solver import _labels_match
 from .consolidation import (consolidatable, consolidation_enabled, consolidation_option, evaluations_left, ordered,
                             window_nodes)
 from .emptiness import consolidatable_in
-from .types import BLOCK_PODS_WOULD_NOT_FIT, GRACEFUL, UNDERUTILIZED, Blocked, Candidate, Command
+from .types import BLOCK_PODS_WOULD_NOT_FIT, GRACEFUL, UNDERUTILIZED, Blocked, Candidate, Command, MethodBase, Option
 
 MULTI_NODE_MAX = 100
 SINGLE_NODE_MAX_EVALUATIONS = 100   # Karpenter bounds single-node by a 3-minute timeout; a count keeps it pure
@@ -46,7 +51,7 @@ def _cause(reason: str) -> str:
     return BLOCK_PODS_WOULD_NOT_FIT if reason.startswith("pods would not fit") else NO_CHEAPER
 
 
-def _command(opt) -> Command:
+def _command(opt: Option) -> Command:
     return Command(UNDERUTILIZED, list(opt.candidates), replacements=[opt.replacement] if opt.replacement else [],
                    savings_per_hour=opt.savings, option=opt,
                    detail=(f"{opt.action} {len(opt.candidates)} node(s)" +
@@ -54,16 +59,16 @@ def _command(opt) -> Command:
                            f", saves ${opt.savings:.4f}/h"))
 
 
-class _Underutilized:
+class _Underutilized(MethodBase):
     reason = UNDERUTILIZED
     kind = GRACEFUL
-    eventual = False
-    chains = True   # several commands per sweep, each planned on the snapshot left by the ones before (plan._chain)
+    chains = True   # several commands per sweep, each planned on the context left by the ones before (plan._chain)
 
     def should_disrupt(self, c: Candidate, snap: ClusterSnapshot) -> bool:
         return consolidation_enabled(c) and consolidatable_in(c, snap) is not None
 
-    def _within_budget(self, budgets, cands, blocked):
+    def _within_budget(self, ctx, cands, blocked):
+        budgets = ctx.budgets
         out, taken = [], {}
         for c in cands:
             np = c.nodepool_name
@@ -75,21 +80,21 @@ class _Underutilized:
             out.append(c)
         return out
 
-    def validate(self, snap: ClusterSnapshot, candidates: list[Candidate], budgets, planned_price: float | None):
-        ok, blocked = consolidatable(snap, candidates)
+    def validate(self, snap: ClusterSnapshot, candidates: list[Candidate], ctx, planned_price: float | None):
+        ok, blocked = consolidatable(snap, candidates, ctx)
         if blocked:
             return None, f"{blocked[0][0].name}: {blocked[0][2]}"
-        window = window_nodes(snap)
+        window = window_nodes(snap, ctx)
         zones = {c.zone for c in ok}
         opt = None
         if planned_price is not None and len(ok) > 1 and len(zones) == 1 and None not in zones:
             # a replace of one zone's nodes may have been a packed group sized directly (one_node): asked that way
             # first, then the solver's own way
-            opt = consolidation_option(snap, ok, budgets, window=window, one_node=next(iter(zones)))
+            opt = consolidation_option(snap, ok, ctx, window=window, one_node=next(iter(zones)))
             if opt.valid and opt.replacement is not None and opt.replacement.price > planned_price + 1e-9:
                 opt = None   # a dearer node than planned: the solver's own way decides
         if opt is None or not opt.valid:
-            opt = consolidation_option(snap, ok, budgets, window=window)
+            opt = consolidation_option(snap, ok, ctx, window=window)
         if not opt.valid:
             return None, opt.reason
         if opt.replacement is not None and planned_price is not None and opt.replacement.price > planned_price + 1e-9:
@@ -97,11 +102,6 @@ class _Underutilized:
         if opt.replacement is None and planned_price is not None:
             pass  # a delete where a replace was planned is only cheaper
         return _command(opt), ""
-
-
-def _pod_key(p: dict) -> str:
-    m = p.get("metadata") or {}
-    return f"{m.get('namespace') or 'default'}/{m.get('name')}"
 
 
 def _apart(c: Candidate) -> set:
@@ -119,8 +119,6 @@ def _apart(c: Candidate) -> set:
 
 def _zone_spread_counts(snap: ClusterSnapshot) -> tuple[dict, set]:
     """({(namespace, owner): {zone: pods}} for the pods with a required zone spread, every zone with a node)."""
-    from ..api import labels as wk
-
     node_zone = {(n.get("metadata") or {}).get("name"): ((n.get("metadata") or {}).get("labels") or {}).get(wk.ZONE)
                  for n in snap.nodes}
     zones = {z for z in node_zone.values() if z}
@@ -162,8 +160,6 @@ def _may_leave_zone(c: Candidate, counts: dict, zones: set) -> bool:
 
 def _requests(c: Candidate, cache: dict) -> tuple[int, int, int]:
     """(cpu m, memory bytes, pods) requested by a candidate's reschedulable pods."""
-    from ..scheduling.resources import pod_requests
-
     cpu = mem = 0
     for p in c.reschedulable:
         m = p.get("metadata") or {}
@@ -180,10 +176,6 @@ def _requests(c: Candidate, cache: dict) -> tuple[int, int, int]:
 def _bin_types(snap: ClusterSnapshot, nodepool, zone: str, capacity_type: str) -> list[tuple[float, int, int, int]]:
     """(price, cpu, memory, pods) of the NodePool's instance types offered in ``zone`` as ``capacity_type``, only
     those no other type beats on price and every resource (cheapest first)."""
-    from ..api import labels as wk
-    from ..scheduling.requirements import Requirements
-    from ..scheduling.solver import _labels_match
-
     reqs = Requirements.from_list(nodepool.requirements)
     out = []
     for it in snap.instance_types.get(nodepool.name, []):
@@ -208,9 +200,6 @@ def packed_groups(snap: ClusterSnapshot, candidates: list[Candidate], cache: dic
     """Candidate sets whose pods would fill one node cheaper than they cost together: [(estimated saving,
     candidates)], the largest saving first.  Only an estimate on requests (cpu, memory, pod
     slots): the validity test decides."""
-    from ..api import labels as wk
-    from ..api.kube import node_allocatable
-
     cache = {} if cache is None else cache
     counts, zones = _zone_spread_counts(snap) if ZONE_SPREAD_LAST else ({}, set())
     parts: dict[tuple, list[Candidate]] = {}
@@ -312,15 +301,13 @@ def _pack(order: list[Candidate], req: dict, apart: dict, risky: set, cap: tuple
 
 
 class MultiNodeConsolidation(_Underutilized):
-    def _groups(self, budgets, ok: list[Candidate], snap: ClusterSnapshot, window):
+    def _groups(self, ctx, ok: list[Candidate], snap: ClusterSnapshot, window):
         """Beyond Karpenter: the packed groups (:func:`packed_groups`) within the budget, the best first; the first
-        valid one, or None.  A group found invalid is not tried again in this sweep."""
-        failed = budgets.__dict__.setdefault("group_invalid", set()) if hasattr(budgets, "__dict__") else set()
-        cache = budgets.__dict__.setdefault("_pod_requests", {}) if hasattr(budgets, "__dict__") else {}
-        bins = budgets.__dict__.setdefault("_bin_types", {}) if hasattr(budgets, "__dict__") else None
+        valid one, or None.  A group found invalid is not tried again in this sweep (``ctx.memo``)."""
+        failed = ctx.memo.group_invalid
         tries = misses = 0
-        for _saving, group in packed_groups(snap, ok, cache, bins):
-            if tries >= GROUP_TRIES or misses >= GROUP_MISSES or evaluations_left(budgets) <= 0:
+        for _saving, group in packed_groups(snap, ok, ctx.memo.pod_requests, ctx.memo.bin_types):
+            if tries >= GROUP_TRIES or misses >= GROUP_MISSES or evaluations_left(ctx) <= 0:
                 break
             key = frozenset(c.name for c in group)
             if key in failed:
@@ -328,54 +315,53 @@ class MultiNodeConsolidation(_Underutilized):
             per_pool: dict[str, int] = {}
             for c in group:
                 per_pool[c.nodepool_name] = per_pool.get(c.nodepool_name, 0) + 1
-            if any(n > budgets.left(p, UNDERUTILIZED) for p, n in per_pool.items()):
+            if any(n > ctx.budgets.left(p, UNDERUTILIZED) for p, n in per_pool.items()):
                 continue
             tries += 1
             # a group's nodes share a zone, and its pods were chosen to fill one node there: sized directly
-            opt = consolidation_option(snap, group, budgets, window=window, one_node=group[0].zone)
+            opt = consolidation_option(snap, group, ctx, window=window, one_node=group[0].zone)
             if opt.valid:
                 return opt
             failed.add(key)
-            if opt.stray and evaluations_left(budgets) > 0:
+            if opt.stray and evaluations_left(ctx) > 0:
                 # the one node took all but a few pods: the same group without the nodes those pods came from
                 stray = set(opt.stray)
-                rest = [c for c in group if not any(_pod_key(p) in stray for p in c.reschedulable)]
+                rest = [c for c in group if not any(pod_key(p) in stray for p in c.reschedulable)]
                 if 2 <= len(rest) < len(group) and frozenset(c.name for c in rest) not in failed:
-                    opt = consolidation_option(snap, rest, budgets, window=window, one_node=rest[0].zone)
+                    opt = consolidation_option(snap, rest, ctx, window=window, one_node=rest[0].zone)
                     if opt.valid:
                         return opt
                     failed.add(frozenset(c.name for c in rest))
             misses += 1
         return None
 
-    def compute_commands(self, budgets, candidates: list[Candidate], snap: ClusterSnapshot):
-        ok, why = consolidatable(snap, candidates)
+    def compute_commands(self, ctx, candidates: list[Candidate], snap: ClusterSnapshot):
+        ok, why = consolidatable(snap, candidates, ctx)
         blocked = [Blocked(c.name, cause, msg, UNDERUTILIZED) for c, cause, msg in why]
-        within = self._within_budget(budgets, ordered(ok), blocked)[:MULTI_NODE_MAX]
+        within = self._within_budget(ctx, ordered(ok), blocked)[:MULTI_NODE_MAX]
         if len(within) < 2:
             return [], blocked
-        window = window_nodes(snap)
+        window = window_nodes(snap, ctx)
         best, lo, hi = None, 2, len(within)
         # the longest prefix first: when it is valid (a cluster with room) the binary search would end there too,
         # after log2(n) simulations instead of one.  Once it failed in a sweep it is not asked again there (the
         # later commands of the sweep only fill the cluster further).
-        prefix_failed = getattr(budgets, "prefix_failed", False)
         opt = None
-        if evaluations_left(budgets) > 0 and not prefix_failed:
-            opt = consolidation_option(snap, within, budgets, window=window)
+        if evaluations_left(ctx) > 0 and not ctx.memo.prefix_failed:
+            opt = consolidation_option(snap, within, ctx, window=window)
         if opt is not None and opt.valid:
             best, lo = opt, hi + 1
         else:
-            if opt is not None and hasattr(budgets, "__dict__"):
-                budgets.prefix_failed = True
+            if opt is not None:
+                ctx.memo.prefix_failed = True
             hi -= 1
-            n0 = getattr(budgets, "evaluations", 0)
-            best = self._groups(budgets, ok, snap, window)
-            if best is not None or getattr(budgets, "evaluations", 0) > n0:
+            n0 = ctx.evaluations
+            best = self._groups(ctx, ok, snap, window)
+            if best is not None or ctx.evaluations > n0:
                 lo = hi + 1   # packed groups were tried: no binary search on the prefix (its tests are spent)
-        while lo <= hi and evaluations_left(budgets) > 0:
+        while lo <= hi and evaluations_left(ctx) > 0:
             mid = (lo + hi) // 2
-            opt = consolidation_option(snap, within[:mid], budgets, window=window)
+            opt = consolidation_option(snap, within[:mid], ctx, window=window)
             if opt.valid:
                 best, lo = opt, mid + 1
             else:
@@ -383,31 +369,31 @@ class MultiNodeConsolidation(_Underutilized):
         if best is None:
             return [], blocked
         for c in best.candidates:
-            budgets.take(c.nodepool_name, UNDERUTILIZED)
+            ctx.budgets.take(c.nodepool_name, UNDERUTILIZED)
         return [_command(best)], blocked
 
 
 class SingleNodeConsolidation(_Underutilized):
-    def compute_commands(self, budgets, candidates: list[Candidate], snap: ClusterSnapshot):
-        ok, why = consolidatable(snap, candidates)
+    def compute_commands(self, ctx, candidates: list[Candidate], snap: ClusterSnapshot):
+        ok, why = consolidatable(snap, candidates, ctx)
         blocked = [Blocked(c.name, cause, msg, UNDERUTILIZED) for c, cause, msg in why]
-        window = window_nodes(snap)
-        tried = getattr(budgets, "single_node_invalid", None)   # found invalid earlier in this sweep: not again
+        window = window_nodes(snap, ctx)
+        tried = ctx.memo.single_node_invalid   # found invalid earlier in this sweep: not again
+        budgets = ctx.budgets
         n = 0
         for c in ordered(ok):
-            if tried is not None and c.name in tried:
+            if c.name in tried:
                 continue
-            if n >= SINGLE_NODE_MAX_EVALUATIONS or evaluations_left(budgets) <= 0:
+            if n >= SINGLE_NODE_MAX_EVALUATIONS or evaluations_left(ctx) <= 0:
                 break
             if not budgets.available(c.nodepool_name, UNDERUTILIZED):
                 blocked.append(Blocked(c.name, "budget", budgets.message(c.nodepool_name, UNDERUTILIZED), UNDERUTILIZED))
                 continue
             n += 1
-            opt = consolidation_option(snap, [c], budgets, window=window)
+            opt = consolidation_option(snap, [c], ctx, window=window)
             if opt.valid:
                 budgets.take(c.nodepool_name, UNDERUTILIZED)
                 return [_command(opt)], blocked
-            if tried is not None:
-                tried.add(c.name)
+            tried.add(c.name)
             blocked.append(Blocked(c.name, _cause(opt.reason), opt.reason, UNDERUTILIZED))
         return [], blocked

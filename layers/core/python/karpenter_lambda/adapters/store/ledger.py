@@ -7,7 +7,7 @@ replacements, ...).
 
 * :meth:`DisruptionLedger.reserve` adds an entry in ONE conditional update: ``attribute_not_exists(e:<nc>)`` AND
   ``n <= :max`` where ``:max`` = the budget's node limit - the nodes disrupted outside the ledger (NotReady,
-  deleted by hand, interrupted) - 1.  Two sweeps planning on the same snapshot both pass their own check, but only
+  deleted by hand, interrupted) - 1 (``disruption.budgets.reservation_limit``: the one allowance rule).  Two sweeps planning on the same snapshot both pass their own check, but only
   one of two writes racing for the last slot succeeds.
 * :meth:`DisruptionLedger.advance` rewrites an entry (its state machine step), conditional on it still existing.
 * :meth:`DisruptionLedger.release` removes it and decrements ``n``, conditional on it existing (idempotent).
@@ -19,10 +19,9 @@ exists), so a disruption counts against its budget for its whole life, as in Kar
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 
-from .claims import DEFAULT_STATE_TABLE
+from .tables import state_table_name
 
 LEDGER_KIND = "DisruptionInFlight"
 PROPOSED, REPLACING, DELETING = "proposed", "replacing", "deleting"
@@ -59,7 +58,7 @@ class DisruptionLedger:
     def __init__(self, dynamodb_client, cluster: str, table_name: str | None = None):
         self.ddb = dynamodb_client
         self.cluster = cluster
-        self.table = table_name or os.environ.get("KARPENTER_LAMBDA_STATE_TABLE", DEFAULT_STATE_TABLE)
+        self.table = state_table_name(table_name)
 
     def _key(self, nodepool: str) -> dict:
         return {"pk": {"S": f"{self.cluster}#{LEDGER_KIND}"}, "sk": {"S": nodepool}}
