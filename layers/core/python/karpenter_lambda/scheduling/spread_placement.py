@@ -1,0 +1,115 @@
+"""Topology spread placed by domain shares: a class whose spread constraint selects itself is placed domain by
+domain, each domain's share (:func:`.spread.domain_shares`) in bulk, pinned to the domain (see
+docs/scheduling.md, "How topology spread is packed").
+
+A mixin of the solver (``solver._Solver``), using its ``pools``, ``existing_nodes``, ``topology``, ``no_limits``,
+the placement's ``schedule_class`` and the packer's ``pack_fresh``.
+"""
+
+from __future__ import annotations
+
+from ..api import labels as L
+from . import topology as T
+from .existing import can_add
+from .model import fit_count
+from .podfacts import PodClass
+from .requirements import Requirement, Requirements
+from .spread import SpreadRule, domain_shares
+from .taints import untolerated
+
+__all__ = ["SpreadShares"]
+
+
+class SpreadShares:
+    """Places a spread class's pending pods by domain shares before the pod-by-pod path."""
+
+    def _spread_key(self, c: PodClass):
+        """(key, [spread constraints on it]) when ``c`` can be placed by domain shares: an active spread constraint
+        on a key other than the hostname that selects the class itself, no pod (anti-)affinity on that key, no host
+        ports, and no NodePool limits (a limit could leave one domain short after the others took their share).
+        Else None."""
+        if c.ports or not self.no_limits or c.hostname_blocks():
+            return None
+        key = None
+        for con in c.active_constraints():
+            if con.kind == T.SPREAD and con.key != L.HOSTNAME and self.topology.groups[con.group_key] in c.member:
+                key = con.key
+                break
+        if key is None:
+            return None
+        cons = []
+        for con in c.active_constraints():
+            if con.key != key:
+                continue
+            if con.kind != T.SPREAD:
+                return None
+            cons.append(con)
+        if any(g.key == key and g.total for g in c.inv):
+            return None
+        return key, cons
+
+    def _domain_hosts(self, c: PodClass, key: str, d: str) -> bool:
+        """Whether one pod of ``c`` could be placed in domain ``d`` of ``key``: an existing node there with room, or a
+        NodePool with a fitting instance type offered there."""
+        for n in self.existing_nodes:
+            if n.labels.get(key) == d and fit_count(c.vec, n.cap, n.used) > 0 and can_add(n, c):
+                return True
+        pin = Requirement(key, False, (d,))
+        for pool in self.pools:
+            if untolerated(c.tolerations, pool.taints, c.tolerate_pns) or pool.reqs.compatible(c.reqs) is not None:
+                continue
+            reqs = pool.reqs.intersection(c.reqs)
+            if reqs.compatible(Requirements([pin])) is not None:
+                continue
+            reqs = reqs.copy()
+            reqs.add(pin)
+            if pool.fitting(reqs, c.vec, c.wants_exotic())[0]:
+                return True
+        return False
+
+    def place_spread_shares(self, c: PodClass) -> None:
+        """Place the remaining pods of ``c`` domain by domain, each domain's share (``spread.domain_shares``) in bulk:
+        pinned to the domain, the spread constraint is met by the shares, so one NodeClaim (or the bin packer's
+        nodes) takes the whole share instead of one pod each.  What a domain cannot take is left to the pod-by-pod
+        path, which checks the skew as the counts then stand."""
+        left = c.limit - c.placed
+        sk = self._spread_key(c) if left > 1 else None
+        if sk is None:
+            return
+        key, cons = sk
+        rules = []
+        domains: set | None = None
+        for con in cons:
+            g = self.topology.groups[con.group_key]
+            elig = self.topology.eligible_domains(c, con)
+            rules.append(SpreadRule(dict(g.counts), con.max_skew, set(elig), con.min_domains, g in c.member))
+            domains = set(elig) if domains is None else domains & elig
+        hosts = [d for d in sorted(domains or ()) if self._domain_hosts(c, key, d)]
+        shares = domain_shares(left, hosts, rules)
+        if sum(shares.values()) < 2:
+            return
+        saved = (c.reqs, c.sig, c.dropped, c.limit, c.simple)
+        idx = {i for i, (con, _, _) in enumerate(c.cons) if con in cons}
+        c.dropped = set(c.dropped) | idx
+        c.simple = (not any(True for _ in c.active_constraints()) and not c.inv
+                    and not any(g.kind in (T.AFFINITY, T.ANTI) for g in c.member))
+        try:
+            for d in sorted(shares, key=lambda x: (-shares[x], x)):
+                q = shares[d]
+                if not q:
+                    continue
+                pinned = saved[0].copy()
+                pinned.add(Requirement(key, False, (d,)))
+                c.reqs, c.sig = pinned, pinned.signature()
+                c.limit = c.placed + q
+                # the room existing and planned nodes have (older NodeClaims: only what their launch types leave), then
+                # new nodes: bin-packed when nothing else constrains the class, else sized for the whole share
+                if not self.schedule_class(c, window=0, new_nodes=False):
+                    if c.simple:
+                        self.pack_fresh([c])
+                    else:
+                        self.schedule_class(c)
+                if c.placed < c.limit:
+                    break  # this domain fell short: the rest go pod by pod
+        finally:
+            c.reqs, c.sig, c.dropped, c.limit, c.simple = saved
