@@ -18,7 +18,13 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
+import boto3
+
+from ..adapters.aws import amis, ssm_seed
+from ..adapters.aws.unavailable import UnavailableOfferings
+from ..adapters.store import Store
 from ..catalog.zones import DEFAULT_ZONE_SUFFIXES
 
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nc2ltdWxhdGVkIGNsdXN0ZXIgQ0E=\n-----END CERTIFICATE-----\n").decode()
@@ -44,8 +50,6 @@ class SimAccount:
     dlq_url: str | None = None
 
     def client(self, service: str):
-        import boto3
-
         return boto3.client(service, region_name=self.region)
 
     # ------------------------------------------------------------------------------------------
@@ -98,8 +102,6 @@ class SimAccount:
                 iam.add_role_to_instance_profile(InstanceProfileName=prof, RoleName=self.node_role)
 
     def _amis(self, nodeclasses) -> None:
-        from ..adapters.aws import ssm_seed
-
         ssm_seed.seed_eks_amis(self.k8s_version, self.region, release=INITIAL_AMI_RELEASE)
         self.ami_releases = {fam: INITIAL_AMI_RELEASE for fam in AMI_FAMILIES}
         for fam in AMI_FAMILIES:
@@ -117,8 +119,6 @@ class SimAccount:
 
     def _pin(self, family: str, release: str) -> None:
         """The pinned alias ``family@release`` resolves to the images ``@latest`` has now (as AWS publishes both)."""
-        from ..adapters.aws import amis, ssm_seed
-
         if family.startswith("windows"):
             return  # Windows aliases are @latest only
         latest = amis.alias_parameters(family, self.k8s_version, "latest")
@@ -132,10 +132,6 @@ class SimAccount:
         """Publish the next EKS-optimized AMI release of ``family`` behind its ``@latest`` alias; returns the release.
 
         Releases count up from ``v20250101`` by one day; older pinned releases keep resolving to their images."""
-        from datetime import datetime, timedelta
-
-        from ..adapters.aws import ssm_seed
-
         current = datetime.strptime(self.ami_releases[family], "v%Y%m%d")
         nxt = (current + timedelta(days=1)).strftime("v%Y%m%d")
         ssm_seed.seed_eks_amis(self.k8s_version, self.region, families=(family,), release=nxt,
@@ -145,6 +141,7 @@ class SimAccount:
         return nxt
 
     def _eks(self, kube_url: str) -> None:
+        # moto is the [sim] extra: imported when an account is created, not with the module (see environment.py)
         from moto.core import DEFAULT_ACCOUNT_ID
         from moto.eks.models import eks_backends
 
@@ -161,9 +158,6 @@ class SimAccount:
         cluster.certificate_authority = {"data": FAKE_CA}
 
     def _tables(self) -> None:
-        from ..adapters.aws.unavailable import UnavailableOfferings
-        from ..adapters.store import Store
-
         Store(self.cluster, table_name=self.state_table, region=self.region).ensure_table()
         UnavailableOfferings(table_name=self.cache_table, region=self.region, cluster_name=self.cluster).ensure_table()
 

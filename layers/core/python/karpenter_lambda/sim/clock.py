@@ -7,9 +7,12 @@ objects stamped with it (creationTimestamp, moto launch times) look plausible.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import datetime, timezone
+
+from ..api.times import format_time
 
 
 class VirtualClock:
@@ -50,7 +53,7 @@ class VirtualClock:
         return datetime.fromtimestamp(self._now, tz=timezone.utc).replace(tzinfo=None)
 
     def isoformat(self) -> str:
-        return self.datetime().strftime("%Y-%m-%dT%H:%M:%SZ")
+        return format_time(self._now)
 
 
 def format_elapsed(seconds: float) -> str:
@@ -67,8 +70,6 @@ def format_elapsed(seconds: float) -> str:
 
 def parse_duration(text: str) -> float:
     """``"90s"``, ``"5m"``, ``"1h30m"``, ``"2.5m"`` or a bare number of seconds -> seconds. ValueError naming the value."""
-    import re
-
     t = str(text).strip()
     if re.fullmatch(r"[0-9]+(\.[0-9]+)?", t):
         return float(t)

@@ -13,10 +13,15 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from karpenter_lambda.api.conditions import make_condition, set_condition
+from karpenter_lambda.api.kube import node_ready
+from karpenter_lambda.api.labels import UNREGISTERED_TAINT_KEY
 from karpenter_lambda.api.quantity import format_resource, parse_quantity
+from karpenter_lambda.api.times import to_epoch
 
 __all__ = [
     "NOT_READY_TAINT",
+    "UNREGISTERED_TAINT",
     "UNREACHABLE_TAINT",
     "make_node",
     "join_node",
@@ -27,6 +32,7 @@ __all__ = [
 
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 UNREACHABLE_TAINT = {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}
+UNREGISTERED_TAINT = {"key": UNREGISTERED_TAINT_KEY, "effect": "NoExecute"}   # a kubelet registers with it (userData)
 
 
 def _store(target: Any):
@@ -116,14 +122,9 @@ def make_node(
 
 
 def _ready_condition(ready: bool, now: str) -> dict:
-    return {
-        "type": "Ready",
-        "status": "True" if ready else "False",
-        "reason": "KubeletReady" if ready else "KubeletNotReady",
-        "message": "kubelet is posting ready status" if ready else "container runtime network not ready",
-        "lastHeartbeatTime": now,
-        "lastTransitionTime": now,
-    }
+    return make_condition("Ready", ready, "KubeletReady" if ready else "KubeletNotReady",
+                          "kubelet is posting ready status" if ready else "container runtime network not ready",
+                          to_epoch(now), lastHeartbeatTime=now)
 
 
 def join_node(target: Any, node: dict) -> dict:
@@ -137,11 +138,7 @@ def join_node(target: Any, node: dict) -> dict:
     return store.create("nodes", node)
 
 
-def node_is_ready(node: dict) -> bool:
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return c.get("status") == "True"
-    return False
+node_is_ready = node_ready   # the one definition (api.kube), under the name this module has always offered
 
 
 def set_node_ready(target: Any, name: str, ready: bool = True) -> dict:
@@ -149,8 +146,7 @@ def set_node_ready(target: Any, name: str, ready: bool = True) -> dict:
     store = _store(target)
     node = store.must_get("nodes", name)
     now = _now(store)
-    conds = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
-    conds.append(_ready_condition(ready, now))
+    conds = set_condition({"conditions": (node.get("status") or {}).get("conditions")}, _ready_condition(ready, now))["conditions"]
     taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY_TAINT["key"]]
     if not ready:
         taints.append(dict(NOT_READY_TAINT))

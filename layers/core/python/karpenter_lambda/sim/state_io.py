@@ -21,6 +21,15 @@ import json
 import os
 from pathlib import Path
 
+import boto3
+from moto import mock_aws
+
+from ..api.manifests import load_text
+from ..controllers import environment, runtime
+from .aws import SimAccount
+from .clock import VirtualClock
+from .kubeapi import RESOURCES, KubeAPIServer
+
 FILES = ("state.json", "kube.json", "ec2.json")
 
 
@@ -30,10 +39,6 @@ class StateDirError(Exception):
 
 def save_state(sim, directory: str | os.PathLike) -> list[Path]:
     """Write the simulation's DynamoDB state, Kubernetes objects and EC2 instances to ``directory`` (created)."""
-    import boto3
-
-    from .kubeapi import RESOURCES
-
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     account = sim.account
@@ -96,13 +101,6 @@ def load_docs(directory: str | os.PathLike) -> dict[str, dict]:
 @contextlib.contextmanager
 def serve_state(directory: str | os.PathLike):
     """Serve a saved simulation: yields ``{"cluster", "region", "kubeEndpoint"}`` while moto and the local API run."""
-    from moto import mock_aws
-
-    from ..controllers import environment, runtime
-    from .aws import SimAccount
-    from .clock import VirtualClock
-    from .kubeapi import RESOURCES, KubeAPIServer
-
     docs = load_docs(directory)
     state, kube = docs["state.json"], docs["kube.json"]
     saved_env = dict(os.environ)
@@ -116,10 +114,6 @@ def serve_state(directory: str | os.PathLike):
         os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                            "AWS_DEFAULT_REGION": state["region"]})
         with mock_aws():
-            import boto3
-
-            from ..api.manifests import load_text
-
             nodeclasses = []
             for item in state.get("items", []):
                 if (item.get("kind") or {}).get("S") == "EC2NodeClass":
@@ -163,8 +157,6 @@ def serve_state(directory: str | os.PathLike):
     finally:
         if server is not None:
             server.stop()
-        from ..controllers import environment, runtime
-
         runtime.set_clock(None)
         environment.reset()
         os.environ.clear()

@@ -23,6 +23,7 @@ import copy
 import json
 
 from ..api.workloads import expand
+from .kubeapi import StoreError
 
 RECONCILED = ("Deployment", "StatefulSet", "ReplicaSet")
 RESTARTED = ("Job",)   # missing pods are recreated; never scaled
@@ -158,8 +159,6 @@ class WorkloadController:
         cur = obj.get("status") or {}
         if all(cur.get(k) == v for k, v in status.items()):
             return
-        from .kubeapi import StoreError
-
         try:
             self.server.store.patch(IN_API[key[0]], key[2], {"status": status}, key[1], "merge", subresource="status")
         except StoreError:   # deleted meanwhile: the next reconcile forgets it

@@ -7,7 +7,8 @@
         report = w.sweep()                             # the real lifecycle handler
         w.schedule()                                   # the simulated kube-scheduler binds pods
 
-Everything runs inside ``moto.mock_aws`` on a :class:`VirtualClock` (``w.clock.advance(...)``).
+Everything runs inside ``moto.mock_aws`` on a :class:`VirtualClock` (``w.clock.advance(...)``), set up by the
+same :class:`~.environment.SimEnvironment` as ``simulate``.
 """
 
 from __future__ import annotations
@@ -15,12 +16,21 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
+import threading
 
+import boto3
+from moto.core.botocore_stubber import BotocoreStubber
+
+from ..api.kube import provider_id
+from ..api.manifests import load_text
+from ..controllers import environment
+from . import kubescheduler
+from . import nodes as simnodes
 from .clock import VirtualClock
+from .environment import LambdaContext, SimEnvironment, capture_logs, load_module, repo_root
+from .feeds import sqs_record
 
-UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}  # kubelet registers with it (userData)
-from .simulator import _LambdaContext, load_module, repo_root
+UNREGISTERED = simnodes.UNREGISTERED_TAINT   # kubelet registers with it (userData)
 
 
 class World:
@@ -36,13 +46,6 @@ class World:
 
     # -- set-up / tear-down -------------------------------------------------------------------
     def __enter__(self) -> "World":
-        from moto import mock_aws
-
-        from ..api.manifests import load_text
-        from ..controllers import environment, runtime
-        from .aws import SimAccount
-        from .kubeapi import KubeAPIServer
-
         if isinstance(self.manifests, str):
             res = load_text(self.manifests, "<world>")
             if res.issues:
@@ -50,24 +53,10 @@ class World:
             objects = res.objects
         else:
             objects = list(self.manifests)
-        self._saved_env = dict(os.environ)
-        self._stack.callback(self._restore_env)
-        self._stack.enter_context(mock_aws())
-        import moto.ec2.models.instances as inst
-
-        original = inst.utcnow
-        inst.utcnow = self.clock.utcnow_naive
-        self._stack.callback(setattr, inst, "utcnow", original)
-        self.server = KubeAPIServer(clock=self.clock, k8s_version=self.k8s_version)
-        self.url = self.server.start()
-        self._stack.callback(self.server.stop)
         nodeclasses = [o for o in objects if o.kind == "EC2NodeClass"]
-        self.account = SimAccount(self.cluster, self.region, self.k8s_version).create(nodeclasses, self.url)
-        os.environ.update(self.account.environment())
-        runtime.set_clock(self.clock)
-        environment.reset()
-        self._stack.callback(environment.reset)
-        self._stack.callback(runtime.set_clock, None)
+        env = self._stack.enter_context(SimEnvironment(self.clock, nodeclasses, cluster=self.cluster, region=self.region,
+                                                       k8s_version=self.k8s_version))
+        self.server, self.url, self.account = env.server, env.url, env.account
         self.env = environment.get_environment()
         self.store = self.env.store
         for o in sorted(objects, key=lambda o: o.kind != "EC2NodeClass"):
@@ -76,21 +65,13 @@ class World:
         self.provisioner = load_module(root / "functions" / "provisioner" / "handler.py", "world_provisioner_handler")
         self.lifecycle = load_module(root / "functions" / "lifecycle" / "handler.py", "world_lifecycle_handler")
         for mod in (self.provisioner, self.lifecycle):
-            handler = getattr(getattr(mod, "logger", None), "registered_handler", None)
-            if handler is not None and hasattr(handler, "setStream"):
-                handler.setStream(self.logs)
+            capture_logs(mod, self.logs)
         self.ec2 = self.env.ec2
-        import boto3
-
         self.sqs = boto3.client("sqs", region_name=self.region)
         return self
 
     def __exit__(self, *exc) -> None:
         self._stack.close()
-
-    def _restore_env(self) -> None:
-        os.environ.clear()
-        os.environ.update(self._saved_env)
 
     # -- pods ---------------------------------------------------------------------------------------
     def add_pods(self, pods: list[dict]) -> list[dict]:
@@ -113,8 +94,6 @@ class World:
 
     def sqs_event(self, pods: list[dict] | None = None, bodies: list[str] | None = None) -> dict:
         """Send the messages through the real (moto) queue and return Lambda's SQS event for them."""
-        from .simulator import _sqs_record
-
         bodies = list(bodies or []) + [self.message_body(p) for p in pods or []]
         for b in bodies:
             self.sqs.send_message(QueueUrl=self.account.queue_url, MessageBody=b)
@@ -125,18 +104,18 @@ class World:
             if not got:
                 break
             msgs.extend(got)
-        return {"Records": [_sqs_record(m, self.account.queue_url, self.region) for m in msgs]}
+        return {"Records": [sqs_record(m, self.account.queue_url, self.region) for m in msgs]}
 
     # -- handlers ---------------------------------------------------------------------------------
     def provision(self, event: dict) -> dict:
         with contextlib.redirect_stdout(self.logs):
-            return self.provisioner.handler(event, _LambdaContext(f"{self.cluster}-provisioner"))
+            return self.provisioner.handler(event, LambdaContext(f"{self.cluster}-provisioner"))
 
     def sweep(self) -> dict:
         event = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.events", "time": self.clock.isoformat(),
                  "region": self.region, "resources": [], "detail": {}}
         with contextlib.redirect_stdout(self.logs):
-            return self.lifecycle.handler(event, _LambdaContext(f"{self.cluster}-lifecycle"))
+            return self.lifecycle.handler(event, LambdaContext(f"{self.cluster}-lifecycle"))
 
     def invoke(self, function: str) -> dict:
         """Run a scheduled function's real handler (``functions/<function>/handler.py``) on an EventBridge
@@ -144,18 +123,14 @@ class World:
         mods = self.__dict__.setdefault("_functions", {})
         if function not in mods:
             mod = load_module(repo_root() / "functions" / function / "handler.py", f"world_{function}_handler")
-            handler = getattr(getattr(mod, "logger", None), "registered_handler", None)
-            if handler is not None and hasattr(handler, "setStream"):
-                handler.setStream(self.logs)
+            capture_logs(mod, self.logs)
             mods[function] = mod
         event = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.events", "time": self.clock.isoformat(),
                  "region": self.region, "resources": [], "detail": {}}
         with contextlib.redirect_stdout(self.logs):
-            return mods[function].handler(event, _LambdaContext(f"{self.cluster}-{function}"))
+            return mods[function].handler(event, LambdaContext(f"{self.cluster}-{function}"))
 
     def schedule(self):
-        from . import kubescheduler
-
         return kubescheduler.schedule_pending(self.server)
 
     # -- EC2 / nodes ------------------------------------------------------------------------------
@@ -165,9 +140,6 @@ class World:
 
     def join(self, instance: dict, ready: bool = True, remove_startup_taints: bool = True) -> dict:
         """The kubelet of ``instance`` registers a Node (labels/taints from its NodeClaim, as userData passes them)."""
-        from ..controllers.cluster_state import provider_id
-        from . import nodes as simnodes
-
         tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
         nc = self.store.get("NodeClaim", tags.get("karpenter.sh/nodeclaim", ""))
         zone = instance["Placement"]["AvailabilityZone"]
@@ -277,10 +249,6 @@ def atomic_aws_requests():
     without a lock, so two threads can both pass the same condition -- something real DynamoDB never
     allows.  Concurrency tests run under this context manager so they test our conditions, not moto's race.
     """
-    import threading
-
-    from moto.core.botocore_stubber import BotocoreStubber
-
     lock = threading.RLock()
     original = BotocoreStubber.process_request
 

@@ -66,6 +66,8 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
+from kubernetes import client as k8s
+
 from .faults import FaultHooks
 from .handler import _Handler, _Server
 # re-exported: the names callers import from ``sim.kubeapi``
@@ -206,8 +208,6 @@ class KubeAPIServer(FaultHooks):
     # -- convenience for the simulator -------------------------------------------------------
     def api_client(self):
         """An official ``kubernetes.client.ApiClient`` pointed at this server (no auth)."""
-        from kubernetes import client as k8s
-
         cfg = k8s.Configuration(host=self.url)
         return k8s.ApiClient(cfg)
 

@@ -1,0 +1,288 @@
+"""The event loop on virtual time: the kube-scheduler pass, SQS batches, timers (joins, Ready, Scenario steps,
+window edges) and the scheduled functions, with quiet stretches skipped; the KWOK-like nodes joining."""
+
+from __future__ import annotations
+
+import heapq
+import json
+
+import boto3
+import yaml
+
+from ..api.manifests import load_text
+from ..api.kube import pod_key, provider_id
+from ..api.text import plural
+from ..api.workloads import WORKLOAD_KINDS, expand
+from ..controllers.runtime import parse_iso
+from . import kubescheduler
+from . import nodes as simnodes
+from .clock import format_elapsed
+from .environment import SimulationError
+from .timers import DUE_KINDS, duration_seconds
+
+UNREGISTERED = simnodes.UNREGISTERED_TAINT   # kubelet registers with it (userData)
+BATCH_IDLE = 1.0
+BATCH_MAX = 10.0
+
+
+class LoopMixin:
+    """The :class:`~.simulator.Simulation`'s loop and timers."""
+
+    def _schedule(self, at: float, kind: str, data: dict) -> None:
+        self._seq += 1
+        heapq.heappush(self._timers, (at, self._seq, kind, data))
+
+    def _loop(self) -> str:
+        sqs = boto3.client("sqs", region_name=self.region)
+        ec2 = boto3.client("ec2", region_name=self.region)
+        batch: list[dict] = []
+        batch_first = batch_last = None
+        next_run = {name: interval for name, _mod, interval in self.scheduled}
+        self._launched |= {nc.name for nc in self.store.list("NodeClaim")}   # there before the run: not its launches
+        while True:
+            self._kube_scheduler_pass()
+            self._wait_watcher()
+            got = self._receive(sqs)
+            if got:
+                now = self.clock.elapsed
+                batch.extend(got)
+                batch_first = now if batch_first is None else batch_first
+                batch_last = now
+            self._discover_instances(ec2)
+            # what happens next, in virtual time (no scheduled function at all: a tick per lifecycle interval)
+            next_sweep = min(next_run.values(), default=self.clock.elapsed + self.lifecycle_interval)
+            candidates = [next_sweep]
+            if batch:
+                candidates.append(min(batch_last + BATCH_IDLE, batch_first + BATCH_MAX))
+            if self._timers:
+                candidates.append(self._timers[0][0])
+            t_next = min(candidates)
+            if self.until is not None and t_next > self.until:
+                self.clock.advance_to(self.clock.start + self.until)
+                return f"reached --until {format_elapsed(self.until)}"
+            due = self._last_due
+            if self._timers and self._is_due(self._timers[0]) and self._timers[0][0] <= t_next:
+                due = max(due, self._timers[0][0])       # a timer due now: what it changes is no runaway
+            if self.until is None and t_next > due + self.max_time:
+                return (f"stopped at the {format_elapsed(self.max_time)} safety limit (no timer due since "
+                        f"+{format_elapsed(self._last_due)})")
+            quiet = self.clock.elapsed - self.last_change
+            if not batch and t_next == next_sweep and quiet >= self.lifecycle_interval:
+                if self._add_wakeups():   # timers that will still change something (budget / off-peak windows)
+                    continue
+                if not self._timers and self.until is None:
+                    return "nothing changed for a full lifecycle interval"
+                idle = self._idle_skip()
+                jump = self._skip_target() if quiet >= idle else None
+                if jump is not None and jump - self.clock.elapsed > idle:
+                    # quiet: nothing to do until the next timer (or --until); the sweeps resume then
+                    self.progress(f"quiet since {format_elapsed(self.last_change)}: skipping to {format_elapsed(jump)}")
+                    for name in next_run:
+                        next_run[name] = max(next_run[name], jump)
+                    self.clock.advance_to(self.clock.start + jump)
+                    continue
+            self.clock.advance_to(self.clock.start + t_next)
+            if batch and t_next >= min(batch_last + BATCH_IDLE, batch_first + BATCH_MAX):
+                self._invoke_provisioner(sqs, batch)
+                batch, batch_first, batch_last = [], None, None
+                continue
+            if self._timers and self._timers[0][0] <= t_next:
+                while self._timers and self._timers[0][0] <= self.clock.elapsed:
+                    _, _, kind, data = heapq.heappop(self._timers)
+                    self._fire(kind, data)
+                continue
+            ran = False
+            for name, mod, interval in self.scheduled:
+                if next_run[name] <= t_next:
+                    if ran:   # the kube-scheduler acts within milliseconds, between two functions too
+                        self._kube_scheduler_pass()
+                    self._invoke_scheduled(name, mod)
+                    next_run[name] += interval
+                    ran = True
+
+    def _kube_scheduler_pass(self) -> None:
+        self._collect_orphan_pods()
+        self._track_displaced()
+        self._track_replicas()
+        changed = self.workload_controller.reconcile()
+        if changed:
+            self.emit("WorkloadsReconciled", "workloads", f"{plural(changed, 'pod')} created or deleted to match the replicas")
+
+        before = {p["metadata"]["uid"]: p for p in self.server.store.list("pods")}
+        kubescheduler.schedule_pending(self.server)
+        after = self.server.store.list("pods")
+        for p in after:
+            uid = p["metadata"]["uid"]
+            key = pod_key(p)
+            old = before.get(uid) or {}
+            node = (p.get("spec") or {}).get("nodeName")
+            if node and not (old.get("spec") or {}).get("nodeName"):
+                self.emit("PodBound", f"pod/{key}", f"bound to {node}")
+            elif not node and _unschedulable(p) and not _unschedulable(old):
+                self.emit("PodPending", f"pod/{key}", "Unschedulable: no node fits; the watcher forwards it")
+        self._track_displaced()
+
+    @staticmethod
+    def _is_due(timer) -> bool:
+        """A timer from the input (a step, an off-peak edge known from the start, a budget edge): the safety limit
+        counts from the last one. Window edges found while running (:meth:`_add_wakeups`) do not move it, so
+        back-to-back windows cannot keep a run going for ever."""
+        return timer[2] in DUE_KINDS and timer[3].get("due", True)
+
+    def _idle_skip(self) -> float:
+        """Quiet this long => no consolidation can still be waiting: the longest consolidateAfter (the off-peak
+        overrides' too) plus two disruption sweeps (propose, then act after the 15 s validation) and a lifecycle
+        interval; at least 5 minutes."""
+        waits = [duration_seconds((np.spec.get("disruption") or {}).get("consolidateAfter")) for np in self.store.list("NodePool")]
+        waits += [duration_seconds((o.disruption or {}).get("consolidateAfter")) for s in self.offpeak_schedules for o in s.nodepools]
+        longest = max([w for w in waits if w is not None] + [0.0])
+        sweeps = max([i for n, _m, i in self.scheduled if n in ("consolidation", "drift")] + [60.0])
+        self.idle_skip = max(300.0, longest + 2 * sweeps + self.lifecycle_interval)
+        return self.idle_skip
+
+    def _skip_target(self) -> float | None:
+        """Where a quiet stretch may jump to: the next timer (or --until), earlier when a NodeClaim expires before it
+        (``expireAfter`` must act on time, so the sweeps run again a lifecycle interval before the expiry)."""
+        targets = ([self._timers[0][0]] if self._timers else []) + ([self.until] if self.until is not None else [])
+        if not targets:
+            return None
+        target = min(targets)
+        expire = {np.name: duration_seconds(np.expire_after) for np in self.store.list("NodePool")}
+        for nc in self.store.list("NodeClaim"):
+            ttl = expire.get(nc.labels.get("karpenter.sh/nodepool", ""))
+            born = parse_iso(nc.metadata.get("creationTimestamp"))
+            if ttl is None or born is None:
+                continue
+            expiry = born + ttl - self.clock.start
+            if expiry + 2 * self.lifecycle_interval > self.clock.elapsed:     # not yet acted on
+                target = min(target, max(self.clock.elapsed, expiry - self.lifecycle_interval))
+        return target
+
+    def _discover_instances(self, ec2) -> None:
+        resp = ec2.describe_instances(Filters=[{"Name": f"tag:kubernetes.io/cluster/{self.cluster}", "Values": ["owned"]},
+                                               {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        for r in resp.get("Reservations", []):
+            for inst in r.get("Instances", []):
+                iid = inst["InstanceId"]
+                if iid in self._joined:
+                    continue
+                self._joined.add(iid)
+                launched = inst["LaunchTime"].timestamp() - self.clock.start
+                self._schedule(max(launched, self.clock.elapsed) + self.join_delay, "join", {"instance": inst})
+
+    def _fire(self, kind: str, data: dict) -> None:
+        if self._is_due((None, None, kind, data)):
+            self._last_due = max(self._last_due, self.clock.elapsed)
+        if kind == "step":
+            self._step(data["step"])
+        elif kind == "budget":
+            self._budget_changed(data)
+        elif kind == "join":
+            self._join(data["instance"])
+        elif kind == "reclaim":
+            self._reclaim(data["instance"])
+        elif kind == "offpeak":
+            self.emit("OffPeakInvoked", f"offpeakschedule/{data['schedule']}",
+                      f"EventBridge Scheduler: window {data['edge']}", edge=data["edge"])
+            self._invoke_scheduled("offpeak", self.offpeak)
+        elif kind == "ready":
+            name = data["node"]
+            if self.server.store.get("nodes", name) is None:
+                return
+            simnodes.set_node_ready(self.server, name, True)
+            if data.get("startup_taints"):
+                simnodes.remove_startup_taints(self.server, name, data["startup_taints"])
+            self.emit("NodeReady", f"node/{name}", "kubelet Ready" + (", startup taints removed" if data.get("startup_taints") else ""))
+
+    def _step(self, step) -> None:
+        """A Scenario step on the virtual clock (api/scenario.py lists the actions)."""
+        a = step.args
+        self.emit("ScenarioStep", f"step/{step.index}", step.describe())
+        try:
+            if step.action == "scale":
+                self.workload_controller.scale(a["kind"], a.get("namespace") or "default", a["name"], a["replicas"])
+            elif step.action == "delete":
+                if a["kind"] in ("NodePool", "EC2NodeClass"):
+                    if not self.store.delete(a["kind"], a["name"]):
+                        raise KeyError(f"{a['kind']} {a['name']} does not exist")
+                else:
+                    self.workload_controller.delete(a["kind"], a.get("namespace") or "default", a["name"])
+            elif step.action == "apply":
+                self._apply(a)
+            elif step.action == "releaseAMI":
+                release = self.account.release_ami(a["family"])
+                self.emit("AMIReleased", f"ami/{a['family']}", f"{a['family']}@latest now resolves to release {release}")
+            elif step.action == "interrupt":
+                self._interrupt(a)
+        except KeyError as e:
+            raise SimulationError(f"Scenario step {step.index} ({step.describe()}): {e.args[0]}") from None
+        changed = self.workload_controller.reconcile()
+        if changed:
+            self.emit("WorkloadsReconciled", "workloads", f"{plural(changed, 'pod')} created or deleted to match the replicas")
+
+    def _collect_orphan_pods(self) -> None:
+        """Kubernetes' pod garbage collector: pods bound to a Node that no longer exists are deleted."""
+        names = {n["metadata"]["name"] for n in self.server.store.list("nodes")}
+        for p in self.server.store.list("pods"):
+            node = (p.get("spec") or {}).get("nodeName")
+            if node and node not in names:
+                self.server.store.delete("pods", p["metadata"]["name"], p["metadata"].get("namespace") or "default")
+
+    def _apply(self, doc: dict) -> None:
+        res = load_text(yaml.safe_dump(doc), "<scenario apply>", allow_other_kinds=True)
+        if res.issues:
+            raise SimulationError("Scenario apply: " + "; ".join(str(i) for i in res.issues))
+        for obj in res.objects:
+            if obj.kind in ("NodePool", "EC2NodeClass"):
+                self.store.apply(obj)
+            elif obj.kind in WORKLOAD_KINDS and obj.kind != "DaemonSet":
+                old = self.workload_controller.get(obj.kind, obj.metadata.get("namespace") or "default", obj.name)
+                self.workload_controller.add(obj.doc)
+                if old is None and obj.kind in ("Pod", "Job", "CronJob"):
+                    for pod in expand(obj.doc).pods:
+                        self.server.store.create("pods", _strip(pod), pod["metadata"].get("namespace") or "default")
+            else:
+                raise SimulationError(f"Scenario apply: {obj.kind}/{obj.name}: only NodePool, EC2NodeClass and workloads can be applied")
+
+    def _join(self, inst: dict) -> None:
+        ec2 = boto3.client("ec2", region_name=self.region)
+        iid = inst["InstanceId"]
+        cur = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+        if cur["State"]["Name"] not in ("pending", "running"):
+            return
+        tags = {t["Key"]: t["Value"] for t in cur.get("Tags") or []}
+        ncname = tags.get("karpenter.sh/nodeclaim")
+        nc = self.store.get("NodeClaim", ncname) if ncname else None
+        zone = cur["Placement"]["AvailabilityZone"]
+        labels, taints, startup, capacity, allocatable = {}, [], [], {}, None
+        if nc is not None:
+            labels = {k: v for k, v in nc.labels.items()}
+            taints = list(nc.spec.get("taints") or [])
+            startup = list(nc.spec.get("startupTaints") or [])
+            capacity = dict(nc.status.get("capacity") or {})
+            allocatable = dict(nc.status.get("allocatable") or {}) or None
+        if not capacity:
+            capacity = {"cpu": "2", "memory": "4Gi", "pods": "29"}
+        name = cur.get("PrivateDnsName") or f"ip-{iid}.{self.region}.compute.internal"
+        arch = labels.get("kubernetes.io/arch", "amd64")
+        node = simnodes.make_node(name, provider_id(zone, iid), cur["InstanceType"], zone, capacity, allocatable,
+                                  labels, taints + startup + [UNREGISTERED], ready=False, arch=arch, now=self.clock.isoformat())
+        simnodes.join_node(self.server, node)
+        self.emit("NodeJoined", f"node/{name}", f"{cur['InstanceType']} {iid} joined (not Ready yet)")
+        self._schedule(self.clock.elapsed + self.ready_delay, "ready", {"node": name, "startup_taints": startup})
+
+
+def _strip(obj: dict) -> dict:
+    d = json.loads(json.dumps(obj))
+    d.pop("status", None)
+    meta = d.setdefault("metadata", {})
+    for k in ("resourceVersion", "creationTimestamp"):
+        meta.pop(k, None)
+    return d
+
+
+def _unschedulable(pod: dict) -> bool:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return c.get("status") == "False" and c.get("reason") == "Unschedulable"
+    return False

@@ -1,0 +1,175 @@
+"""Timers that still change something: off-peak window edges (EventBridge Scheduler) and the budget window edges
+that let a blocked disruption go."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from ..api.cron import CronError, parse_cron
+from ..api.durations import parse_duration
+from ..api.times import to_datetime
+from ..disruption.budgets import budget_limit
+from ..disruption.offpeak_window import window_at
+from .offpeak import window_edges
+
+DUE_KINDS = ("step", "offpeak", "budget")   # timers from the input (not consequences of the run: joins, Ready, ...)
+BUDGET_LOOKAHEAD = 7 * 86400.0   # how far ahead a budget window edge may free a blocked disruption (one weekly cron)
+
+
+class TimersMixin:
+    """The :class:`~.simulator.Simulation`'s off-peak and budget timers."""
+
+    def _schedule_offpeak(self) -> None:
+        """Off-peak window edges as timers (EventBridge Scheduler): with --until every edge before it; without, the
+        first window and every window that starts before the last Scenario step (later ones: :meth:`_add_wakeups`)."""
+        if self.offpeak is None or not self.offpeak_schedules:
+            return
+        edges = window_edges(self.offpeak_schedules, self.clock.start, self.until)
+        if self.until is None and self.scenario is not None and self.scenario.steps:
+            last_step = max(step.at for step in self.scenario.steps)
+            edges += [e for e in window_edges(self.offpeak_schedules, self.clock.start, last_step) if e[3]["start"] <= last_step]
+        self._add_edges(edges)
+
+    def _add_edges(self, edges, due: bool = True) -> bool:
+        """Schedule the edges of windows not yet known (a start already past fires now); True when one was new."""
+        added = False
+        for at, name, edge, w in sorted(edges, key=lambda e: (e[0], e[2] != "end")):
+            key = (name, round(w["start"], 3), edge)
+            if key in self._edge_keys:
+                continue
+            self._edge_keys.add(key)
+            self.offpeak_edges.append((at, name, edge, w))
+            self._schedule(max(at, self.clock.elapsed), "offpeak", {"schedule": name, "edge": edge, "due": due})
+            added = True
+        self.offpeak_edges.sort(key=lambda e: (e[0], e[2] != "end"))
+        return added
+
+    def _windows_holding_now(self) -> list:
+        """Edges of the off-peak windows that hold the current time (the end ahead; the start, when the run has not
+        invoked it, now): a window started during the run is run to its end."""
+        now = self.clock.datetime()
+        out = []
+        for s in self.offpeak_schedules:
+            try:
+                w = window_at(s.schedule, s.time_zone, s.duration_seconds, now)
+            except (ValueError, KeyError):
+                continue
+            if w is None:
+                continue
+            info = {"schedule": s.name, "start": w.start.timestamp() - self.clock.start,
+                    "end": w.end.timestamp() - self.clock.start}
+            if info["start"] >= 0:
+                out.append((info["start"], s.name, "start", info))
+            out.append((info["end"], s.name, "end", info))
+        return out
+
+    def _add_wakeups(self) -> bool:
+        """Before a quiet run stops or skips ahead: the timers that will still change something.
+
+        * a disruption blocked by a budget window (``DisruptionBlocked`` cause ``budget``) -> a ``budget`` timer at the
+          first window edge where the NodePool's budget for that reason allows more (one per NodePool, reason, edge);
+        * an off-peak window holding the current time -> its end (and its start, when not invoked yet);
+        * with a skip ahead, the off-peak windows starting before the skip's target.
+        True when a timer was added (the loop then looks again)."""
+        added = False
+        if self.offpeak is not None and self.offpeak_schedules:
+            added |= self._add_edges(self._windows_holding_now(), due=False)
+            horizon = self._skip_target()
+            if horizon is not None and horizon > self.clock.elapsed:
+                ahead = window_edges(self.offpeak_schedules, self.clock.start, horizon)
+                added |= self._add_edges([e for e in ahead if self.clock.elapsed < e[3]["start"] <= horizon], due=False)
+        added |= self._add_budget_timers()
+        return added
+
+    def _add_budget_timers(self) -> bool:
+        if not any(b["at"] is None for b in self._budget_blocked.values()):
+            return False
+        claims = {nc.name: nc for nc in self.store.list("NodeClaim")}
+        pools = {np.name: np for np in self.store.list("NodePool")}
+        added = False
+        for name, b in list(self._budget_blocked.items()):
+            if b["at"] is not None:
+                continue
+            nc = claims.get(name)
+            pool = pools.get(nc.labels.get("karpenter.sh/nodepool", "")) if nc is not None else None
+            if nc is None or pool is None or nc.metadata.get("deletionTimestamp"):
+                del self._budget_blocked[name]
+                continue
+            total = sum(1 for c in claims.values() if c.labels.get("karpenter.sh/nodepool") == pool.name)
+            horizon = self.clock.elapsed + BUDGET_LOOKAHEAD
+            if self.until is not None:
+                horizon = min(horizon, self.until)
+            at = budget_reopens(pool.spec.get("disruption") or {}, b["reason"], total, self.clock.start,
+                                self.clock.elapsed, horizon)
+            if at is None:          # no window edge ahead lets it go: it stays blocked
+                del self._budget_blocked[name]
+                continue
+            b["at"], b["nodePool"] = at, pool.name
+            key = (pool.name, b["reason"], at)
+            if key not in self._budget_timers:
+                self._budget_timers.add(key)
+                self._schedule(at, "budget", {"nodePool": pool.name, "reason": b["reason"]})
+                added = True
+        return added
+
+    def _budget_changed(self, data: dict) -> None:
+        """A budget window edge that lets a blocked disruption go: an event (the sweeps act on their next run)."""
+        pool = self.store.get("NodePool", data["nodePool"])
+        names = sorted(n for n, b in self._budget_blocked.items()
+                       if b.get("nodePool") == data["nodePool"] and b["reason"] == data["reason"]
+                       and b["at"] is not None and b["at"] <= self.clock.elapsed)
+        for n in names:
+            del self._budget_blocked[n]
+        if pool is None:
+            return
+        total = sum(1 for c in self.store.list("NodeClaim") if c.labels.get("karpenter.sh/nodepool") == pool.name)
+        limit, which = budget_limit(pool.spec.get("disruption") or {}, data["reason"], total, self.clock.now())
+        allows = "unlimited (no budget applies now)" if limit is None else f"{limit} of {total} NodeClaims ({which})"
+        self.emit("DisruptionBudgetChanged", f"nodepool/{pool.name}",
+                  f"budget window edge: {data['reason']} disruptions allowed: {allows}; waiting: {', '.join(names) or 'none'}",
+                  nodePool=pool.name, reason=data["reason"], allowed=limit, nodeClaims=names)
+
+
+def duration_seconds(text) -> float | None:
+    if not text or text == "Never":
+        return None
+    try:
+        return float(parse_duration(text))
+    except (ValueError, TypeError):
+        return None
+
+
+def budget_reopens(disruption: dict, reason: str, total: int, start: float, now: float, horizon: float) -> float | None:
+    """The first budget window edge in ``(now, horizon]`` (virtual seconds since ``start``) where the budgets of
+    ``spec.disruption`` allow ``reason`` more than at ``now``; None when none does (or no budget has a schedule)."""
+    t0 = to_datetime(start)
+    edges: set[float] = set()
+    for b in disruption.get("budgets") or []:
+        if not isinstance(b, dict) or b.get("schedule") is None or b.get("duration") is None:
+            continue
+        reasons = b.get("reasons") or []
+        if reasons and reason not in reasons:
+            continue
+        length = duration_seconds(b["duration"])
+        try:
+            cron = parse_cron(b["schedule"])
+        except CronError:
+            continue
+        if length is None:
+            continue
+        # active in [hit, hit + duration): the edges are the hits and the hits + duration
+        hit = cron.next_after(t0 + timedelta(seconds=now - length))
+        for _ in range(2000):
+            if hit is None:
+                break
+            at = (hit - t0).total_seconds()
+            if at > horizon:
+                break
+            edges.update(x for x in (at, at + length) if now < x <= horizon)
+            hit = cron.next_after(hit)
+    base, _ = budget_limit(disruption, reason, total, start + now)
+    for at in sorted(edges):
+        limit, _ = budget_limit(disruption, reason, total, start + at)
+        if base is not None and (limit is None or limit > base):
+            return at
+    return None
