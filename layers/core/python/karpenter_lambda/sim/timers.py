@@ -9,7 +9,7 @@ from ..api.cron import CronError, parse_cron
 from ..api.durations import parse_duration
 from ..api.times import to_datetime
 from ..disruption.budgets import budget_limit
-from ..disruption.offpeak_window import window_at
+from ..offpeak.window import window_at
 from .offpeak import window_edges
 
 DUE_KINDS = ("step", "offpeak", "budget")   # timers from the input (not consequences of the run: joins, Ready, ...)
