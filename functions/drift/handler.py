@@ -8,6 +8,7 @@ import os
 
 from aws_lambda_powertools import Logger, Metrics
 
+from karpenter_lambda.controllers.disrupt import DisruptionSweep
 from karpenter_lambda.controllers.handlers import run_sweep
 
 KIND = "drift"
@@ -16,8 +17,6 @@ metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "K
 
 
 def _build(env):
-    from karpenter_lambda.controllers.disrupt import DisruptionSweep
-
     return DisruptionSweep.from_environment(env, KIND, logger=logger)
 
 

@@ -20,6 +20,7 @@ from aws_lambda_powertools import Logger, Metrics
 
 from karpenter_lambda.controllers import environment, runtime
 from karpenter_lambda.controllers.handlers import SqsBatch, emit_metrics, traced
+from karpenter_lambda.controllers.interrupt import Interruption, InterruptionReport
 from karpenter_lambda.controllers.interruption_messages import InterruptionMessageError, parse_message
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "karpenter-lambda-interruption")
@@ -48,8 +49,6 @@ def handler(event, context):
             malformed.append({"messageId": mid, "error": str(item), "errorClass": type(item).__name__})
         else:
             messages.append(item.with_message_ids(batch.records_of[key]))
-    from karpenter_lambda.controllers.interrupt import Interruption, InterruptionReport
-
     report, failed = InterruptionReport(), 0
     try:
         if messages:

@@ -10,14 +10,13 @@ import os
 from aws_lambda_powertools import Logger, Metrics
 
 from karpenter_lambda.controllers.handlers import run_sweep
+from karpenter_lambda.controllers.lifecycle import Lifecycle
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "karpenter-lambda-lifecycle")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "KarpenterLambda")
 
 
 def _build(env):
-    from karpenter_lambda.controllers.lifecycle import Lifecycle
-
     return Lifecycle.from_environment(env, logger=logger)
 
 

@@ -10,6 +10,7 @@ import os
 from aws_lambda_powertools import Logger, Metrics
 
 from karpenter_lambda.controllers.handlers import run_sweep
+from karpenter_lambda.controllers.offpeak import OffPeakController
 
 KIND = "offpeak"
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or f"karpenter-lambda-{KIND}")
@@ -17,8 +18,6 @@ metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "K
 
 
 def _build(env):
-    from karpenter_lambda.controllers.offpeak import OffPeakController
-
     return OffPeakController.from_environment(env, logger=logger)
 
 

@@ -18,6 +18,7 @@ from aws_lambda_powertools import Logger, Metrics
 from karpenter_lambda.controllers import environment, runtime
 from karpenter_lambda.controllers.handlers import SqsBatch, emit_metrics, traced
 from karpenter_lambda.controllers.messages import parse_body
+from karpenter_lambda.controllers.provision import Provisioner
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "karpenter-lambda-provisioner")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "KarpenterLambda")
@@ -36,8 +37,6 @@ def handler(event, context):
     if not batch.items:
         return batch.response()
     try:
-        from karpenter_lambda.controllers.provision import Provisioner
-
         provisioner = Provisioner.from_environment(env, logger=logger)
         report = traced("provision", lambda: provisioner.provision(list(batch.items.values())))
         runtime.publish("provision", report)

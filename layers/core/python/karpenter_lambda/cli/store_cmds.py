@@ -12,9 +12,13 @@ import functools
 import json
 import sys
 from datetime import datetime, timezone
+from urllib.parse import urlparse
 
 import yaml
 
+from ..adapters import store as state_store   # names load on first use (pynamodb, botocore: ~0.4 s)
+from ..adapters.store.errors import StoreError, StoreUnavailable
+from ..api.times import to_datetime
 from .table import render_table
 from .validate import InputError, load_inputs, print_warnings
 
@@ -30,8 +34,6 @@ def creates_table_on_first_use(endpoint_url: str | None) -> bool:
     is created on first use.  Against AWS itself (no endpoint, or an ``*.amazonaws.com`` one) the stack owns
     the table and a missing one stays an error (exit 2): the name is probably not set
     (KARPENTER_LAMBDA_STATE_TABLE, a stack output)."""
-    from urllib.parse import urlparse
-
     if not endpoint_url:
         return False
     host = (urlparse(endpoint_url).hostname or "").lower()
@@ -47,16 +49,12 @@ def open_store(args: argparse.Namespace, create_missing: bool = True):
 
     Raises :class:`UsageError` for a cluster name the table key cannot hold or an endpoint that is no URL.
     """
-    from urllib.parse import urlparse
-
-    from ..adapters.store import Store
-
     if args.endpoint_url is not None:
         url = urlparse(args.endpoint_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise UsageError(f"--endpoint-url {args.endpoint_url!r}: expected an http(s) URL such as http://127.0.0.1:5000")
     try:
-        store = Store(args.cluster, region=args.region, endpoint_url=args.endpoint_url)
+        store = state_store.Store(args.cluster, region=args.region, endpoint_url=args.endpoint_url)
     except ValueError as e:
         raise UsageError(f"--cluster: {e}") from None
     if create_missing and creates_table_on_first_use(store.endpoint_url) and store.ensure_table():
@@ -69,8 +67,6 @@ def _store_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(args):
-        from ..adapters.store import StoreError, StoreUnavailable
-
         try:
             return fn(args)
         except UsageError as e:
@@ -88,9 +84,7 @@ def _store_errors(fn):
 
 def cli_kind(text: str) -> str | None:
     """Canonical Karpenter kind for what a person typed, or None."""
-    from ..adapters.store import resolve_kind
-
-    kind = resolve_kind(text)
+    kind = state_store.resolve_kind(text)
     return kind if kind in KIND_PLURAL else None
 
 
@@ -134,9 +128,8 @@ def run_apply(args: argparse.Namespace) -> int:
 def _age(ts: str | None, now: datetime) -> str:
     if not ts:
         return "<unknown>"
-    try:
-        then = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-    except ValueError:
+    then = to_datetime(ts)
+    if then is None:
         return "<unknown>"
     s = max(0, int((now - then).total_seconds()))
     if s < 120:

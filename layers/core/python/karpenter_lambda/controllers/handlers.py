@@ -14,6 +14,9 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+
 from . import environment, runtime
 
 
@@ -26,8 +29,6 @@ def traced(name: str, fn: Callable[[], Any]) -> Any:
 
 
 def emit_metrics(metrics, cluster: str, started: float, counts: dict[str, float]) -> None:
-    from aws_lambda_powertools.metrics import MetricUnit
-
     metrics.add_dimension(name="cluster", value=cluster)
     for name, value in counts.items():
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
@@ -71,8 +72,6 @@ class SqsBatch:
         return key
 
     def process(self, event: dict) -> "SqsBatch":
-        from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
-
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         with processor(records=(event or {}).get("Records") or [], handler=self._record):
             processor.process()

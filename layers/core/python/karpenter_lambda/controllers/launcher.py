@@ -33,19 +33,25 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..adapters.store.errors import AlreadyExists
 from ..api import hashes
 from ..api import labels as wk
+from ..api.conditions import make_condition, set_condition
 from ..api.kube import pod_key, pod_uid, provider_id
+from ..api.labels import (  # noqa: F401  (NOMINATED_PODS_ANNOTATION re-exported: provision, the simulator)
+    LAUNCH_TOKEN_ANNOTATION,
+    NOMINATED_PODS_ANNOTATION,
+    NOMINATED_UIDS_ANNOTATION,
+    PRICE_ANNOTATION,
+    SECURITY_GROUPS_ANNOTATION,
+    SUBNET_ANNOTATION,
+)
 from ..api.objects import NodeClaim
 from ..api.quantity import format_resource
 from ..cloudprovider.types import CreateRequest, LaunchFailed, NoCapacity
-from ..scheduling.inputs import NOMINATED_UIDS_ANNOTATION, PRICE_ANNOTATION, claim_request, limits_of
+from ..scheduling.inputs import claim_request, limits_of
 from . import runtime
 
-NOMINATED_PODS_ANNOTATION = "karpenter-lambda.io/nominated-pods"      # JSON list of "ns/name"
-LAUNCH_TOKEN_ANNOTATION = "karpenter-lambda.io/launch-token"          # CreateFleet ClientToken base of this attempt
-SUBNET_ANNOTATION = "karpenter-lambda.io/subnet-id"
-SECURITY_GROUPS_ANNOTATION = "karpenter-lambda.io/security-group-ids"  # JSON list, sorted
 log = logging.getLogger(__name__)
 
 
@@ -102,11 +108,6 @@ def launch_token(name: str, now: float) -> str:
     return hashlib.sha256(f"{name}\n{runtime.attempt_stamp(now)}".encode()).hexdigest()[:24]
 
 
-def condition(type_: str, status: str, reason: str, message: str, now: float) -> dict:
-    return {"type": type_, "status": status, "reason": reason, "message": message,
-            "lastTransitionTime": runtime.iso(now)}
-
-
 def drift_stamps(nodepool, nodeclass) -> dict[str, str]:
     """The annotations a NodeClaim carries from launch so drift can compare them with the current objects."""
     return {
@@ -148,7 +149,7 @@ def nodeclaim_doc(name: str, plan, nodepool, nodeclass, keys: list[str], uids: l
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
         "metadata": {"name": name, "labels": labels, "annotations": ann, "finalizers": [wk.TERMINATION_FINALIZER]},
         "spec": spec,
-        "status": {"conditions": [condition("Launched", "Unknown", "Launching", "creating the instance", now)]},
+        "status": {"conditions": [make_condition("Launched", "Unknown", "Launching", "creating the instance", now)]},
     }
 
 
@@ -185,12 +186,10 @@ class Launcher:
         try:
             self.store.create(NodeClaim(nodeclaim_doc(name, plan, nodepool, nodeclass, keys, uids, now,
                                                       {**(annotations or {}), LAUNCH_TOKEN_ANNOTATION: token})))
-        except Exception as e:
-            from ..adapters.store import AlreadyExists
-
-            if isinstance(e, AlreadyExists):
-                out.duplicate = True
-                return out
+        except AlreadyExists:
+            out.duplicate = True
+            return out
+        except Exception:
             if self.claims is not None:
                 self.claims.release(nodepool.name, name)
             raise
@@ -265,9 +264,7 @@ class Launcher:
             if it is not None:
                 st["capacity"] = {k: format_resource(k, v) for k, v in sorted(it.capacity.items())}
                 st["allocatable"] = {k: format_resource(k, v) for k, v in sorted(it.allocatable.items())}
-            conds = [c for c in st.get("conditions") or [] if c.get("type") != "Launched"]
-            conds.append(condition("Launched", "True", "Launched", f"instance {inst.instance_id} launched", now))
-            st["conditions"] = conds
+            set_condition(st, make_condition("Launched", "True", "Launched", f"instance {inst.instance_id} launched", now))
             return obj
 
         self.store.update("NodeClaim", name, mutate)

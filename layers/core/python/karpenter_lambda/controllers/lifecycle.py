@@ -33,18 +33,20 @@ EC2 is reached only through the cloud provider (:mod:`karpenter_lambda.cloudprov
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from ..api import labels as wk
+from ..api.conditions import make_condition, set_condition
 from ..api.labels import NODECLAIM_TAG
 from ..api.objects import NodeClaim, NodePool
 from ..api.quantity import parse_resource_list
+from ..api.times import to_epoch
 from ..cloudprovider import GONE_STATES, AWSCloudProvider, instance_state, instance_tags
 from . import runtime
+from .base import Controller
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
+from .launcher import Launcher
 from .termination import Terminator
 
 LAUNCH_TIMEOUT = 5 * 60
@@ -74,31 +76,15 @@ def _cond(nc: NodeClaim, type_: str) -> dict | None:
     return nc.condition(type_)
 
 
-def _set_condition(status: dict, type_: str, value: str, reason: str, message: str, now: float) -> None:
-    conds = [c for c in status.get("conditions") or [] if c.get("type") != type_]
-    conds.append({"type": type_, "status": value, "reason": reason, "message": message,
-                  "lastTransitionTime": runtime.iso(now)})
-    status["conditions"] = conds
-
-
-def _epoch(v) -> float | None:
-    if v is None:
-        return None
-    if isinstance(v, datetime):
-        return v.timestamp()
-    return runtime.parse_iso(str(v))
-
-
-class Lifecycle:
+class Lifecycle(Controller):
     def __init__(self, store, cloud, kube, cluster_name: str, claims=None, clock=None, logger=None,
                  registration_timeout: float = 15 * 60, orphan_min_age: float = 30.0):
+        super().__init__(clock, logger or log)
         self.store = store
         self.cloud = cloud
         self.kube = kube
         self.cluster_name = cluster_name
         self.claims = claims
-        self.clock = clock or runtime.clock_proxy
-        self.logger = logger or log
         self.registration_timeout = registration_timeout
         self.orphan_min_age = orphan_min_age
         self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
@@ -108,12 +94,6 @@ class Lifecycle:
         return cls(env.store, AWSCloudProvider.from_environment(env), env.kube, env.config.cluster, claims=env.claims, clock=runtime.clock_proxy,
                    logger=logger, registration_timeout=env.config.registration_timeout,
                    orphan_min_age=env.config.orphan_min_age)
-
-    def _decision(self, decision: str, message: str, **fields) -> None:
-        try:
-            self.logger.info(message, extra={"decision": decision, **fields})
-        except TypeError:
-            self.logger.info("%s %s", message, json.dumps({"decision": decision, **fields}, default=str))
 
     # -- EC2 (through the cloud provider) -----------------------------------------------------------
     def _instances(self) -> dict[str, dict]:
@@ -171,7 +151,7 @@ class Lifecycle:
                 continue  # its NodeClaim is being launched (or will adopt it)
             if nc is not None and instance_id_of(nc.status.get("providerID")) == iid:
                 continue
-            launched = _epoch(inst.get("LaunchTime")) or now
+            launched = to_epoch(inst.get("LaunchTime")) or now
             if now - launched < self.orphan_min_age:
                 continue
             why = f"orphan: no NodeClaim {owner}" if nc is None else \
@@ -197,7 +177,7 @@ class Lifecycle:
         if nc.metadata.get("deletionTimestamp"):
             if self._finalize_deleting(nc, node_by_provider.get(pid) if pid else None, instances, report):
                 return
-        created = _epoch(nc.metadata.get("creationTimestamp")) or now
+        created = to_epoch(nc.metadata.get("creationTimestamp")) or now
         if not pid:
             if self._adopt(nc, np, instances, now, report):
                 return
@@ -230,13 +210,13 @@ class Lifecycle:
             # Not (yet) in DescribeInstances: EC2 is eventually consistent and a just-launched instance can be
             # missing from a tag-filtered describe for a while.  Like Karpenter, an unregistered NodeClaim is not
             # garbage collected on the cloud provider's word alone: the registration timeout below handles it.
-            launched = _epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created
+            launched = to_epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created
             if now - launched > self.registration_timeout:
                 self._delete_nodeclaim(nc, f"instance {iid} not found and not registered within "
                                            f"{int(self.registration_timeout // 60)}m", report, node)
             return
         if node is None:
-            launched = _epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created
+            launched = to_epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created
             if not nc.is_true("Registered") and now - launched > self.registration_timeout:
                 self._terminate(iid, nc.name, f"not registered within {int(self.registration_timeout // 60)}m", report)
                 self._delete_nodeclaim(nc, "registration timeout", report, None, self.cloud.describe([iid]).get(iid))
@@ -271,8 +251,6 @@ class Lifecycle:
             except Exception:  # noqa: BLE001
                 price = 0.0
         inst.price = price
-        from .launcher import Launcher
-
         Launcher(self.store, self.claims, self.cloud, self.clock, self._decision).mark_launched(
             nc.name, nc.nodepool_name, inst, it)
         report.adopted.append({"nodeClaim": nc.name, "instanceId": inst.instance_id})
@@ -321,7 +299,7 @@ class Lifecycle:
         """A NodeClaim marked deleting: hand it to the termination flow.  True when the sweep is done with it."""
         iid = instance_id_of(nc.status.get("providerID"))
         inst = instances.get(iid) if iid else None
-        reason = (nc.annotations or {}).get("karpenter-lambda.io/deletion-reason") or "deletion requested"
+        reason = (nc.annotations or {}).get(wk.DELETION_REASON_ANNOTATION) or "deletion requested"
         outcome = self.terminator.finalize(nc, node, inst, report.errors)
         report.evicted.extend(self.terminator.actions)
         self.terminator.actions.clear()
@@ -338,7 +316,7 @@ class Lifecycle:
         labels.update(nc.labels)
         labels[wk.NODE_REGISTERED] = "true"
         annotations = dict(np.template_annotations) if np is not None else {}
-        annotations.update({k: v for k, v in nc.annotations.items() if not k.startswith("karpenter-lambda.io/")})
+        annotations.update({k: v for k, v in nc.annotations.items() if not k.startswith(wk.PROJECT)})
         # The kubelet registers with the taints and startup taints (userData --register-with-taints). A startup
         # taint missing at registration was already removed by its agent (this sweep polls, Karpenter watches):
         # re-adding it would block the node forever, so only the NodeClaim's regular taints are ensured here --
@@ -358,7 +336,7 @@ class Lifecycle:
 
         def mutate(obj):
             obj.status["nodeName"] = name
-            _set_condition(obj.status, "Registered", "True", "Registered", f"node {name} joined", now)
+            set_condition(obj.status, make_condition("Registered", "True", "Registered", f"node {name} joined", now))
             return obj
 
         self.store.update("NodeClaim", nc.name, mutate)
@@ -380,8 +358,8 @@ class Lifecycle:
         self.kube.patch_node(name, {"metadata": {"labels": {wk.NODE_INITIALIZED: "true"}}})
 
         def mutate(obj):
-            _set_condition(obj.status, "Initialized", "True", "Initialized", f"node {name} is ready", now)
-            _set_condition(obj.status, "Ready", "True", "Ready", "", now)
+            set_condition(obj.status, make_condition("Initialized", "True", "Initialized", f"node {name} is ready", now))
+            set_condition(obj.status, make_condition("Ready", "True", "Ready", "", now))
             obj.status["allocatable"] = (node.get("status") or {}).get("allocatable") or obj.status.get("allocatable")
             return obj
 

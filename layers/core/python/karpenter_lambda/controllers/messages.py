@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..api.quantity import QuantityError, parse_quantity
+
 KNOWN_TYPES = {"pod", "node", "pod-bound", "pod-deleted"}
 
 
@@ -71,8 +73,6 @@ def parse_body(body: str | None, cluster: str | None = None) -> PodMessage | Non
     if not isinstance(containers, list):
         raise MalformedMessage("pod.spec.containers: must be a list")
     # quantities must parse, or the scheduler would fail the whole batch later
-    from ..api.quantity import QuantityError, parse_quantity
-
     for field_name in ("containers", "initContainers"):
         for i, c in enumerate(spec.get(field_name) or []):
             if not isinstance(c, dict):

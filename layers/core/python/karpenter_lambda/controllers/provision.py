@@ -20,27 +20,28 @@ Idempotency and concurrency are described in docs/provisioning.md.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..api import events as ev
 from ..api.kube import is_daemon_pod, is_terminal, pod_key, pod_uid
+from ..api.labels import NOMINATED_PODS_ANNOTATION, NOMINATED_UIDS_ANNOTATION, PRICE_ANNOTATION  # noqa: F401  (re-exported)
 from ..api.text import plural
+from ..api.times import format_time
 from ..cloudprovider import AWSCloudProvider
+from ..scheduling import solve
 from ..scheduling.inputs import (  # noqa: F401  (re-exported: scheduling_taints, EPHEMERAL_TAINT_KEYS, limits_of)
     EPHEMERAL_TAINT_KEYS,
-    NOMINATED_UIDS_ANNOTATION,
-    PRICE_ANNOTATION,
     held_reservations,
     limits_of,
     scheduling_input,
     scheduling_taints,
 )
 from . import runtime
+from .base import Controller
 from .cluster_state import as_dict
-from .launcher import NOMINATED_PODS_ANNOTATION, Launched, Launcher, Throttled, nodeclaim_name  # noqa: F401  (re-exported)
+from .launcher import Launched, Launcher, Throttled, nodeclaim_name  # noqa: F401  (re-exported)
 from .snapshot import SnapshotLoader
 
 MAX_LAUNCH_ATTEMPTS = 6
@@ -76,15 +77,14 @@ class ProvisionReport:
         }
 
 
-class Provisioner:
+class Provisioner(Controller):
     def __init__(self, store, kube, cloud, claims=None, clock: Callable[[], float] | None = None, *, logger=None,
                  solver: Callable | None = None):
+        super().__init__(clock, logger or log)
         self.store = store
         self.kube = kube
         self.cloud = cloud
         self.claims = claims
-        self.clock = clock or runtime.clock_proxy
-        self.logger = logger or log
         self.solver = solver
         self.loader = SnapshotLoader(store, kube, claims, cloud, logger=self.logger)
         self.launcher = Launcher(store, claims, cloud, self.clock, self._decision)
@@ -94,14 +94,6 @@ class Provisioner:
     def from_environment(cls, env, logger=None) -> "Provisioner":
         return cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, runtime.clock_proxy,
                    logger=logger)
-
-    # -- logging: one structured line per decision ------------------------------------------------
-    def _decision(self, decision: str, message: str, **fields) -> None:
-        extra = {"decision": decision, **fields}
-        try:
-            self.logger.info(message, extra=extra)
-        except TypeError:  # a plain logging.Logger with reserved keys
-            self.logger.info("%s %s", message, json.dumps(extra, default=str))
 
     # -- the round ----------------------------------------------------------------------------------
     def provision(self, pods: list[dict]) -> ProvisionReport:
@@ -152,7 +144,7 @@ class Provisioner:
                 break
             try:
                 self.kube.create_event({**pod, "apiVersion": "v1", "kind": "Pod"}, reason, message, type=type_,
-                                       source=ev.SOURCE, now=runtime.iso(snap.now))
+                                       source=ev.SOURCE, now=format_time(snap.now))
                 written += 1
             except Exception as ex:  # an explanation only: the round's decisions stand
                 failed += 1
@@ -187,8 +179,6 @@ class Provisioner:
         return out
 
     def _round(self, pending, snap, held, report) -> list[dict]:
-        from ..scheduling import solve
-
         inp, blocked = scheduling_input(snap, pending, held=held)
         if not inp.nodepools:
             reason = "; ".join(blocked) or "no NodePool exists"

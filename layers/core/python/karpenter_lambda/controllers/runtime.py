@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ..api.times import format_time, to_epoch
+
 _clock: Callable[[], float] = time.time
 
 
@@ -52,22 +54,11 @@ def publish(kind: str, report: object) -> None:
 
 
 def iso(ts: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now() if ts is None else ts))
+    """RFC 3339 text of ``ts``, or of the current clock's time (:func:`karpenter_lambda.api.times.format_time`)."""
+    return format_time(now() if ts is None else ts)
 
 
-def parse_iso(text: str | None) -> float | None:
-    if not text:
-        return None
-    from datetime import datetime, timezone
-
-    t = text.replace("Z", "+00:00")
-    try:
-        dt = datetime.fromisoformat(t)
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
+parse_iso = to_epoch   # the simulator still imports this name (api.times.to_epoch, not a copy)
 
 
 @dataclass

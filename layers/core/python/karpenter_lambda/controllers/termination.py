@@ -37,24 +37,28 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from ..adapters.store.errors import NotFound
 from ..api import labels as wk
 from ..api.durations import DurationError, parse_duration
 from ..api.kube import instance_id_of, is_terminating, pod_key, pod_uid
+from ..api.labels import (  # noqa: F401  (re-exported: interruption imports DELETION_REASON_ANNOTATION from here)
+    DELETION_REASON_ANNOTATION,
+    DISRUPTED_TAINT,
+    EXCLUDE_LB_LABEL,
+    has_disrupted_taint,
+)
+from ..api.times import format_time, to_epoch
 from ..cloudprovider import GONE_STATES, instance_state
 from ..disruption import eviction
+from ..disruption.pdb import selects
 from . import runtime
 from .cluster_state import as_dict
 
-DELETION_REASON_ANNOTATION = "karpenter-lambda.io/deletion-reason"
-EXCLUDE_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 TERMINATION_STATUS = "termination"
-DISRUPTED_TAINT = dict(eviction.DISRUPTED_NO_SCHEDULE)
 log = logging.getLogger(__name__)
 
 
 def _not_found(e: Exception) -> bool:
-    from ..adapters.store import NotFound
-
     return isinstance(e, NotFound)
 
 
@@ -75,7 +79,7 @@ class Terminator:
 
         def mutate(obj):
             if not obj.metadata.get("deletionTimestamp"):
-                obj.metadata["deletionTimestamp"] = runtime.iso(now)
+                obj.metadata["deletionTimestamp"] = format_time(now)
                 obj.metadata.setdefault("annotations", {})[DELETION_REASON_ANNOTATION] = reason
             return obj
 
@@ -114,7 +118,7 @@ class Terminator:
                     if errors is not None:
                         errors.append(f"terminate {iid}: {e}")
                     return "terminating"
-                self._record(nodeclaim.name, {"instanceTerminatedAt": runtime.iso(self.clock())})
+                self._record(nodeclaim.name, {"instanceTerminatedAt": format_time(self.clock())})
                 self.decide("terminate", f"terminating instance {iid} of NodeClaim {nodeclaim.name}",
                             nodeclaim=nodeclaim.name, instanceId=iid)
             after = self._describe(iid, errors)
@@ -168,7 +172,7 @@ class Terminator:
     def deadline(self, nodeclaim) -> float | None:
         """deletionTimestamp + ``spec.terminationGracePeriod``; None (wait forever) without one."""
         tgp = nodeclaim.spec.get("terminationGracePeriod")
-        start = runtime.parse_iso(nodeclaim.metadata.get("deletionTimestamp"))
+        start = to_epoch(nodeclaim.metadata.get("deletionTimestamp"))
         if not tgp or start is None:
             return None
         try:
@@ -188,15 +192,14 @@ class Terminator:
         name = node["metadata"]["name"]
         now = self.clock()
         term = nodeclaim.status.get(TERMINATION_STATUS) or {}
-        taints = (node.get("spec") or {}).get("taints") or []
-        if not any(t.get("key") == DISRUPTED_TAINT["key"] and t.get("effect") == DISRUPTED_TAINT["effect"] for t in taints):
+        if not has_disrupted_taint(node):
             self.kube.patch_node_taints(name, add=[dict(DISRUPTED_TAINT)])
             self.decide("taint", f"tainted node {name} {DISRUPTED_TAINT['key']}:{DISRUPTED_TAINT['effect']}",
                         nodeclaim=nodeclaim.name, node=name)
         if ((node.get("metadata") or {}).get("labels") or {}).get(EXCLUDE_LB_LABEL) != "true":
             self.kube.patch_node_labels(name, {EXCLUDE_LB_LABEL: "true"})
         if not term.get("startedAt"):
-            self._record(nodeclaim.name, {"startedAt": runtime.iso(now)})
+            self._record(nodeclaim.name, {"startedAt": format_time(now)})
         deleted: set[str] = set(term.get("deleted") or {})
         evicted: set[str] = set(term.get("evicted") or {})
         old_blocked: dict = dict(term.get("blocked") or {})
@@ -206,7 +209,7 @@ class Terminator:
             pods = [as_dict(p) for p in self.kube.list_pods_on_node(name)]
             step = eviction.next_step(pods, now, deadline, deleted=deleted, evicted=evicted)
             if step.done:
-                self._record(nodeclaim.name, {"drainedAt": runtime.iso(now), "blocked": {}})
+                self._record(nodeclaim.name, {"drainedAt": format_time(now), "blocked": {}})
                 self.decide("drained", f"node {name} drained", nodeclaim=nodeclaim.name, node=name)
                 return "drained"
             patch: dict = {"group": step.group, "groupName": eviction.GROUPS[step.group], "evicted": {}, "deleted": {},
@@ -234,8 +237,6 @@ class Terminator:
 
     def _pdb_names(self, pod: dict) -> str:
         """The PodDisruptionBudgets selecting ``pod`` (for the record; best effort)."""
-        from ..disruption.pdb import selects
-
         ns = (pod.get("metadata") or {}).get("namespace") or "default"
         try:
             names = [f"{ns}/{(b.get('metadata') or {}).get('name')}" for b in map(as_dict, self.kube.list_pdbs(ns))
@@ -252,7 +253,7 @@ class Terminator:
             if grace is not None and grace >= eviction.pod_grace(p):
                 grace = None
             self.kube.delete_pod(ns, pn, grace_period_seconds=grace)
-            patch["deleted"][pod_uid(p)] = runtime.iso(now)
+            patch["deleted"][pod_uid(p)] = format_time(now)
             patch["blocked"].pop(pod_uid(p), None)
             self.actions.append({"pod": pod_key(p), "node": name, "how": "deleted at the terminationGracePeriod deadline"})
             self.decide("delete-pod", f"deleted pod {pod_key(p)} on node {name}: terminationGracePeriod deadline",
@@ -273,7 +274,7 @@ class Terminator:
                             nodeclaim=nodeclaim.name, pod=pod_key(p), node=name, reason=why)
                 return
             if ok:
-                patch["evicted"][pod_uid(p)] = runtime.iso(now)
+                patch["evicted"][pod_uid(p)] = format_time(now)
                 self.actions.append({"pod": pod_key(p), "node": name, "how": "eviction"})
                 self.decide("evict", f"evicted pod {pod_key(p)} from node {name} ({eviction.GROUPS[step.group]})",
                             nodeclaim=nodeclaim.name, pod=pod_key(p), node=name, group=step.group)

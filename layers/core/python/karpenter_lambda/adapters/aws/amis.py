@@ -17,11 +17,13 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import Callable
 
 from ...api import labels as wk
+from ...api.times import to_datetime
 
 AWS_TO_KUBE_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 KUBE_TO_AWS_ARCH = {v: k for k, v in AWS_TO_KUBE_ARCH.items()}
@@ -121,18 +123,9 @@ def _variant_requirements(variant: str) -> list[dict]:
 # ---------------------------------------------------------------------------------------
 # ordering and matching
 # ---------------------------------------------------------------------------------------
-def _parse_time(s: str | None) -> datetime | None:
-    if not s:
-        return None
-    try:
-        return datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def is_deprecated(image: dict, now: float) -> tuple[bool, str | None]:
     dt = image.get("DeprecationTime")
-    t = _parse_time(dt) if isinstance(dt, str) else dt
+    t = to_datetime(dt) if isinstance(dt, str) else dt
     if t is None:
         return False, None
     if t.tzinfo is None:
@@ -144,7 +137,7 @@ def sort_amis(amis: list[AMI]) -> list[AMI]:
     """Non-deprecated first, newest creation date first, then image id (stable, deterministic)."""
 
     def key(a: AMI):
-        t = _parse_time(a.creation_date)
+        t = to_datetime(a.creation_date)
         ts = t.timestamp() if t else float("-inf")
         return (a.deprecated, -ts, a.id)
 
@@ -194,8 +187,6 @@ class AMIProvider:
     """Resolves ``amiSelectorTerms`` to ordered :class:`AMI` lists with boto3 EC2 and SSM clients."""
 
     def __init__(self, ec2, ssm, k8s_version: str, clock: Callable[[], float] | None = None):
-        import time
-
         self.ec2 = ec2
         self.ssm = ssm
         self.k8s_version = str(k8s_version)

@@ -22,9 +22,9 @@ def botocore_config(retry_mode: str, max_attempts: int, connect_timeout: float, 
                   connect_timeout=connect_timeout, read_timeout=read_timeout)
 
 
-def make_client(session, service: str, config, endpoint_url: str | None = None, **kwargs):
-    """``session.client(service)`` with ``config``; ``endpoint_url`` (moto, a private endpoint) unless the caller
-    passes its own."""
-    if endpoint_url:
-        kwargs.setdefault("endpoint_url", endpoint_url)
+def make_client(session, service: str, config, default_endpoint_url: str | None = None, **kwargs):
+    """``session.client(service)`` with ``config``; ``default_endpoint_url`` (moto, a private endpoint) unless the caller
+    passes its own ``endpoint_url``."""
+    if default_endpoint_url:
+        kwargs.setdefault("endpoint_url", default_endpoint_url)
     return session.client(service, config=config, **kwargs)

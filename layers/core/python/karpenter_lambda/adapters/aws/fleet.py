@@ -156,7 +156,7 @@ def fleet_tags(cluster_name: str, req: LaunchRequest, beside_karpenter: bool = F
         {
             f"kubernetes.io/cluster/{cluster_name}": "owned",
             wk.NODEPOOL: req.nodepool_name,
-            "karpenter.sh/nodeclaim": req.nodeclaim_name,
+            wk.NODECLAIM_TAG: req.nodeclaim_name,
             wk.EC2NODECLASS: req.nodeclass_name,
             "eks:eks-cluster-name": cluster_name,
             wk.OWNER_TAG: cluster_name,

@@ -13,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Callable
 
 from ...api import labels as wk
+from ...api.objects import ALIAS_FAMILIES
+from ...api.times import format_time
 from .amis import AMI, AMIProvider, AMIResolutionError, pick_ami
 
 DEFAULT_METADATA_OPTIONS = {
@@ -150,8 +151,6 @@ def _family(spec: dict) -> str | None:
         return spec["amiFamily"]
     for t in spec.get("amiSelectorTerms") or []:
         if t.get("alias"):
-            from ...api.objects import ALIAS_FAMILIES
-
             return ALIAS_FAMILIES.get(t["alias"].split("@", 1)[0].lower())
     return None
 
@@ -291,7 +290,7 @@ class NodeClassResolver:
     def resolve(self, nodeclass) -> ResolvedNodeClass:
         name, spec, metadata = _spec(nodeclass)
         family = _family(spec)
-        now = datetime.fromtimestamp(self.clock(), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = format_time(self.clock())
         r = ResolvedNodeClass(
             name=name,
             ami_family=family,

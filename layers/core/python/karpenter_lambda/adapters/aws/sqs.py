@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+from ...api.times import format_time
+
 MAX_BATCH = 10                      # SendMessageBatch: at most 10 entries
 MAX_BATCH_BYTES = 256 * 1024        # SendMessageBatch: the entries' bodies together (and one message) <= 256 KiB
 
@@ -28,7 +30,7 @@ class PodQueue:
 
     def _now(self) -> str:
         t = self.clock() if self.clock else datetime.now(timezone.utc).timestamp()
-        return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return format_time(t)
 
     def send_pods(self, pods: list[dict]) -> tuple[int, list[str]]:
         """(messages sent, [problems]).  A failed entry is reported, not raised (the next run sends it again).

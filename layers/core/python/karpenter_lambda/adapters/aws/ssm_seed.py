@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 
+from ...api.times import to_datetime
 from .amis import alias_parameters
 
 AMAZON_OWNER = "602401143452"  # the EKS AMI publisher account
@@ -71,7 +72,7 @@ def add_image(
     ec2, _, _ = _backends(region)
     image_id = image_id or _image_id(f"{region}/{name}/{arch}")
     if isinstance(creation_date, str):
-        creation_date = _dt.datetime.fromisoformat(creation_date.replace("Z", "+00:00"))
+        creation_date = to_datetime(creation_date)
     ami = Ami(
         ec2,
         image_id,

@@ -29,7 +29,12 @@ import random
 import time
 from typing import Any, Callable, Iterable
 
-__all__ = ["KubeClient", "KubeError", "Conflict"]
+from ...api.times import format_time
+from ...disruption.eviction import refused_by_budget
+from .eks import get_cluster_info
+from .token import TokenProvider
+
+__all__ = ["KubeClient", "KubeError", "Conflict", "as_dict"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,16 @@ _WORKLOAD_API = {
                     "read_namespaced_stateful_set", "patch_namespaced_stateful_set", "patch_namespaced_stateful_set_scale"),
 }
 KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL = "keda.sh", "v1alpha1", "scaledobjects"
+
+
+def as_dict(obj) -> dict:
+    """A Kubernetes object as a plain camelCase dict: the official client's models are converted, dicts (what
+    :class:`KubeClient` returns) and None pass through."""
+    if obj is None or isinstance(obj, dict):
+        return obj
+    from kubernetes.client import ApiClient   # deferred: ~0.6 s, and only models need it
+
+    return ApiClient().sanitize_for_serialization(obj)
 
 
 class KubeError(Exception):
@@ -146,9 +161,6 @@ class KubeClient:
     @classmethod
     def for_eks(cls, cluster: str, eks_client=None, session=None, region: str | None = None, **kw) -> "KubeClient":
         """DescribeCluster for endpoint + CA, then an EKS token that refreshes every 10 minutes."""
-        from .eks import get_cluster_info
-        from .token import TokenProvider
-
         if eks_client is None:
             import boto3
 
@@ -468,8 +480,6 @@ class KubeClient:
         """policy/v1 Eviction, telling the two 429s apart: (True, "") when evicted or already gone; (False, "pdb") when
         a PodDisruptionBudget refused it; (False, "throttled[ Retry-After N]") for any other 429 (API Priority and
         Fairness: the budgets were not even asked).  5xx are retried; another error raises ``KubeError``."""
-        from ...disruption.eviction import refused_by_budget
-
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         try:
             self._call(f"EVICT pods {namespace}/{name}", self.core.create_namespaced_pod_eviction, name, namespace, body,
@@ -531,7 +541,7 @@ class KubeClient:
         }
         ref = {k: v for k, v in ref.items() if v}
         ns = ref.get("namespace") or "default"
-        ts = now or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        ts = now or format_time(time.time())
         body = {
             "metadata": {"generateName": f"{ref.get('name', 'object')}.", "namespace": ns},
             "involvedObject": ref,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import random
-import string
 import time
 import uuid
 from contextlib import contextmanager
@@ -37,6 +36,7 @@ from botocore.exceptions import (
 from pynamodb.exceptions import DoesNotExist, PynamoDBException, TableDoesNotExist
 
 from ...api.objects import KIND_BY_NAME, KubeObject
+from ...api.times import format_time
 from .errors import AlreadyExists, Conflict, NotFound, StoreError, StoreUnavailable
 from .models import resolve_endpoint, resolve_region, state_model, state_table_name
 
@@ -66,10 +66,7 @@ def resolve_kind(kind: str | type[KubeObject]) -> str:
     return KIND_ALIASES.get(kind.lower(), kind)
 
 
-def rfc3339(dt: datetime) -> str:
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+rfc3339 = format_time   # a datetime (naive = UTC) as RFC 3339 text: api.times, one definition
 
 
 def merge_patch(target: dict, patch: dict) -> dict:
