@@ -18,9 +18,7 @@ def test_table_names_have_one_definition(monkeypatch):
 
 
 def test_launch_claims_are_exported_by_the_store_package():
-    from karpenter_lambda.controllers.claims import LaunchClaims as Old
-
-    assert store.LaunchClaims is claims.LaunchClaims is Old
+    assert store.LaunchClaims is claims.LaunchClaims
     assert store.ClaimsUnavailable is claims.ClaimsUnavailable
 
 
