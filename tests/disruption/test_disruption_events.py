@@ -3,8 +3,11 @@ launched, ``DisruptionTerminating`` when its deletion is requested, each with th
 
 
 def _node_events(d, node_name):
-    return [e for e in d.w.server.store.list("events")
-            if (e.get("involvedObject") or {}).get("kind") == "Node" and e["involvedObject"].get("name") == node_name]
+    """The Node's Events in the order they were written: the API lists by name, and Event names end in a random
+    suffix (generateName), so order by resourceVersion (the list order made this test fail about half the time)."""
+    events = [e for e in d.w.server.store.list("events")
+              if (e.get("involvedObject") or {}).get("kind") == "Node" and e["involvedObject"].get("name") == node_name]
+    return sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
 
 
 def test_replace_writes_launching_then_terminating_on_the_candidate_node(make_world):
