@@ -8,7 +8,8 @@ Prints JSON (a contract: keys are added, never renamed):
   ``examples/`` NodePool files each with ``examples/workloads/web.yaml``, and the demo, off-peak and spread sets);
 - ``consolidation``: ``decisions_sha256`` (every sweep's commands, replacements and blocked causes) and the end
   state of ``bench/consolidation.py`` at 200 nodes x 3 sweeps and 1,000 nodes x 1 sweep (``--quick``: the first only);
-- ``demo``: how the demo simulation ends (cost, node count, the nodes' type/zone/capacity type, event counts by type).
+- ``demo``: how the demo simulation ends (cost, node count, the nodes' type/zone/capacity type, event counts by type;
+  ``--compare`` leaves out PodNominated/PodsNominated, which vary from run to run on one commit).
 
 ``--compare FILE`` compares with an earlier output (e.g. one made on a worktree of the commit before a refactor)
 and exits 1 naming every difference.  The CLI runs with this checkout's package first on ``PYTHONPATH``, so the
@@ -84,6 +85,19 @@ def demo() -> dict:
             "stoppedBecause": d["stoppedBecause"]}
 
 
+# event counts that vary from run to run on one commit (measured at b8c7a5d: PodNominated 11, 12, 12 over three demo
+# runs): the watcher's real threads race the virtual clock, so a pod may be nominated in one more round.  Reported,
+# not compared.
+TIMING_DEPENDENT_EVENTS = ("PodNominated", "PodsNominated")
+
+
+def comparable(result: dict) -> dict:
+    out = json.loads(json.dumps(result))
+    for k in TIMING_DEPENDENT_EVENTS:
+        out.get("demo", {}).get("events", {}).pop(k, None)
+    return out
+
+
 def diff(a, b, path="") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
@@ -113,7 +127,7 @@ def main(argv=None) -> int:
         before = json.loads(Path(a.compare).read_text())
         if a.quick:
             before.get("consolidation", {}).pop("1000x1", None)
-        changes = diff(before, result)
+        changes = diff(comparable(before), comparable(result))
         for c in changes:
             print(f"DIFFERENT {c}", file=sys.stderr)
         print(f"{len(changes)} difference(s) from {a.compare}", file=sys.stderr)
