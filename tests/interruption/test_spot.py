@@ -3,6 +3,7 @@
 import json
 
 from karpenter_lambda.api import labels as wk
+from karpenter_lambda.api.labels import decode_replaces
 from karpenter_lambda.controllers.interrupt import REPLACES_ANNOTATION
 from karpenter_lambda.controllers.termination import DELETION_REASON_ANNOTATION
 from karpenter_lambda.sim.nodes import set_node_ready
@@ -60,7 +61,8 @@ def test_spot_warning_replaces_elsewhere_then_drains_and_terminates(iw):
     (overrides,) = fleets
     assert (it, zone) not in {(t, subnet_zone(w, s)) for t, s in overrides}
     new = w.store.get("NodeClaim", new_name)
-    assert new.annotations[REPLACES_ANNOTATION] == old.name
+    # the one replaces format (a JSON list, api.labels.decode_replaces reads it): the interrupted NodeClaim
+    assert decode_replaces(new.annotations[REPLACES_ANNOTATION]) == [old.name]
     assert sorted(json.loads(new.annotations["karpenter-lambda.io/nominated-pods"])) == \
         sorted(f"default/{p['metadata']['name']}" for p in a["pods"])
     (inst,) = [i for i in w.instances() if i["InstanceId"] != iid]

@@ -39,7 +39,8 @@ from typing import Callable
 from ..adapters.store.ledger import DELETING, DisruptionLedger, Entry
 from ..api import labels as wk
 from ..api.kube import instance_id_of, node_allocatable, pod_key, pod_uid
-from ..api.labels import DELETION_REASON_ANNOTATION, DISRUPTED_TAINT, REBALANCE_ANNOTATION, REPLACES_ANNOTATION
+from ..api.labels import (DELETION_REASON_ANNOTATION, DISRUPTED_TAINT, REBALANCE_ANNOTATION, REPLACES_ANNOTATION,
+                          encode_replaces)
 from ..disruption.budgets import count_nodes, nodepool_allowance, reservation_limit
 from ..disruption.context import SweepContext
 from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs, price_of
@@ -403,7 +404,7 @@ class Interruption(Controller):
             pods = [by_key[k] for k in plan.pods if k in by_key]
             name = nodeclaim_name(plan.nodepool, [pod_uid(p) for p in pods], [f"interrupted/{nc.name}"])
             out = self.launcher.launch(plan, np, ncls, snap.resolved.get(ncls.name), pods, name=name,
-                                       takeover=takeover, annotations={REPLACES_ANNOTATION: nc.name})
+                                       takeover=takeover, annotations={REPLACES_ANNOTATION: encode_replaces([nc.name])})
             if out.launched is not None:
                 launched.append(out.name)
                 self._decision("replace", f"replacement {out.name} ({out.launched.instance_type} "

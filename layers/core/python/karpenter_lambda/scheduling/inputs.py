@@ -33,9 +33,10 @@ from .reschedule import is_reschedulable
 # the same snapshot (consolidation's validity tests) and carried to the snapshots it derives (apply_option)
 POD_FACTS_CACHE = "_pod_facts"
 
-NOMINATED_UIDS_ANNOTATION = "karpenter-lambda.io/nominated-pod-uids"  # JSON list of pod uids (launch order)
-PRICE_ANNOTATION = "karpenter-lambda.io/price-per-hour"
-REPLACES_ANNOTATION = "karpenter-lambda.io/replaces"  # JSON list of the NodeClaims a disruption replacement replaces
+# the annotations read here are defined once in api.labels (kept importable from this module)
+NOMINATED_UIDS_ANNOTATION = wk.NOMINATED_UIDS_ANNOTATION
+PRICE_ANNOTATION = wk.PRICE_ANNOTATION
+REPLACES_ANNOTATION = wk.REPLACES_ANNOTATION
 
 # Taints a node carries only while it comes up (Karpenter ignores them, and the NodeClaim's startup taints,
 # when it simulates scheduling onto a managed node that is not initialized yet).
@@ -209,12 +210,8 @@ def replacement_placeholders(snap: ClusterSnapshot, exclude=frozenset()) -> dict
     its pods are not held a second time."""
     out: dict[str, list[dict]] = {}
     for nc in snap.nodeclaims.values():
-        raw = (nc.annotations or {}).get(REPLACES_ANNOTATION)
-        if not raw or nc.metadata.get("deletionTimestamp"):
-            continue
-        try:
-            replaced = json.loads(raw) if raw.startswith("[") else [raw]
-        except ValueError:
+        replaced = wk.decode_replaces((nc.annotations or {}).get(REPLACES_ANNOTATION))
+        if not replaced or nc.metadata.get("deletionTimestamp"):
             continue
         for old in replaced:
             node = snap.node_of_nodeclaim(old)
