@@ -19,7 +19,6 @@ from karpenter_lambda.api.offpeak import NodePoolOverride, WorkloadTarget, selec
 from karpenter_lambda.api.scenario import ScenarioError, parse_scenario
 from karpenter_lambda.controllers.base import Controller
 from karpenter_lambda.controllers.offpeak import RECORD_API_VERSION, OffPeakController
-from karpenter_lambda.disruption import offpeak_window
 from karpenter_lambda.offpeak.downscaler import DownscalerError, downscaler_decision, parse_timespec
 
 PKG = Path(__file__).resolve().parents[2] / "layers" / "core" / "python" / "karpenter_lambda"
@@ -95,8 +94,9 @@ def test_the_package_gives_the_plan_the_windows_and_the_downscaler():
         assert hasattr(offpeak, name), name
     assert offpeak.plan_offpeak.__module__ == "karpenter_lambda.offpeak.plan"
     assert offpeak.window_at.__module__ == "karpenter_lambda.offpeak.window"
-    # the old module path still answers (sim/ imports it) with the same objects
-    assert offpeak_window.window_at is offpeak.window_at and offpeak_window.Window is offpeak.Window
+    # the old modules are gone: nothing imports them any more
+    for old in ("offpeak", "offpeak_window", "downscaler"):
+        assert not (PKG / "disruption" / f"{old}.py").exists(), old
 
 
 def test_the_package_imports_nothing_from_disruption():
