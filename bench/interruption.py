@@ -51,7 +51,7 @@ spec:
 
 
 def run(n_nodes: int) -> dict:
-    from karpenter_lambda.controllers import ec2_launch
+    from karpenter_lambda.cloudprovider import launch as ec2_launch
     from karpenter_lambda.sim.interruption_events import spot_warning
     from karpenter_lambda.sim.simulator import _LambdaContext, _sqs_record, load_module, repo_root
     from karpenter_lambda.sim.world import World, make_pod

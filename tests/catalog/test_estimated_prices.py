@@ -16,8 +16,8 @@ from karpenter_lambda.adapters.aws import ec2_catalog
 from karpenter_lambda.adapters.aws.pricing_cache import PriceCache, ensure_cache_table
 from karpenter_lambda.catalog import PriceBook, build_instance_types
 from karpenter_lambda.catalog.pricing import Price
-from karpenter_lambda.controllers import catalog_cache
-from karpenter_lambda.controllers.cloudprovider import AWSCloudProvider
+from karpenter_lambda.cloudprovider import catalog as catalog_cache
+from karpenter_lambda.cloudprovider import AWSCloudProvider
 from karpenter_lambda.sim.aws import SimAccount
 from karpenter_lambda.sim.world import TEST_MANIFESTS, World, make_pod
 

@@ -19,7 +19,7 @@ from karpenter_lambda.adapters.aws.ec2_catalog import (
     load_catalog,
 )
 from karpenter_lambda.api.objects import EC2NodeClass
-from karpenter_lambda.controllers.catalog_cache import default_catalog_loader
+from karpenter_lambda.cloudprovider.catalog import default_catalog_loader
 
 REGION = "us-east-1"
 REPO = Path(__file__).resolve().parents[2]

@@ -211,7 +211,7 @@ def test_repack_moves_toward_the_cheapest_packing_in_a_valid_step(make_world):
     for x in nodes:
         d.put_pods(x, 1, cpu="500m")
     env = d.w.env
-    from karpenter_lambda.controllers.cloudprovider import AWSCloudProvider
+    from karpenter_lambda.cloudprovider import AWSCloudProvider
 
     snap = SnapshotLoader(env.store, env.kube, env.claims, AWSCloudProvider.from_environment(env)).load(d.w.clock.now(), pdbs=True)
     cands, _ = build_candidates(snap)

@@ -7,7 +7,7 @@ ANTI = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringE
 
 
 def _snapshot(d):
-    from karpenter_lambda.controllers.cloudprovider import AWSCloudProvider
+    from karpenter_lambda.cloudprovider import AWSCloudProvider
     from karpenter_lambda.controllers.snapshot import SnapshotLoader
 
     env = d.w.env

@@ -76,12 +76,13 @@ def test_the_aws_provider_answers_through_its_instance_provider(env):
     assert instance_state(cloud.describe([ours])[ours]) in GONE_STATES
 
 
-def test_the_old_module_names_are_the_moved_modules():
-    from karpenter_lambda.cloudprovider import catalog, launch
-    from karpenter_lambda.controllers import catalog_cache, ec2_launch
-    from karpenter_lambda.controllers.cloudprovider import AWSCloudProvider as Old
+@pytest.mark.parametrize("old", ["cloudprovider", "ec2_launch", "catalog_cache", "cloud_types", "claims"])
+def test_the_cloud_provider_and_the_stores_have_one_home(old):
+    """Moved out of controllers/ (issue 22): no second import path is left behind."""
+    import importlib
 
-    assert ec2_launch is launch and catalog_cache is catalog and Old is AWSCloudProvider
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"karpenter_lambda.controllers.{old}")
 
 
 CLIENT_LIBRARIES = {"boto3", "botocore", "pynamodb", "kubernetes", "moto"}

@@ -11,7 +11,7 @@ from karpenter_lambda.adapters.aws.launch_templates import LaunchTemplateOptions
 from karpenter_lambda.adapters.aws.nodeclass_resolver import NodeClassResolver
 from karpenter_lambda.adapters.kube.client import KubeClient
 from karpenter_lambda.api.labels import OWNER_TAG
-from karpenter_lambda.controllers.cloudprovider import AWSCloudProvider
+from karpenter_lambda.cloudprovider import AWSCloudProvider
 from karpenter_lambda.controllers.lifecycle import Lifecycle
 from karpenter_lambda.controllers.provision import Provisioner
 from karpenter_lambda.sim.nodes import set_node_ready

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import manifests as shared
-from karpenter_lambda.controllers.cloudprovider import AWSCloudProvider
+from karpenter_lambda.cloudprovider import AWSCloudProvider
 from karpenter_lambda.controllers.termination import Terminator
 from karpenter_lambda.sim.world import World, make_pod
 

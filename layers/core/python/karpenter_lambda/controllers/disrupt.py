@@ -45,7 +45,7 @@ from ..disruption.types import DRIFTED, EMPTY, EXPIRED, UNDERUTILIZED, Command
 from ..disruption.underutilized import MultiNodeConsolidation, SingleNodeConsolidation
 from . import runtime
 from .base import Controller
-from .cloudprovider import AWSCloudProvider
+from ..cloudprovider import AWSCloudProvider
 from .disruption_exec import Executor
 from .launcher import Launcher
 from .snapshot import SnapshotLoader

@@ -49,7 +49,7 @@ from ..scheduling.solver import ExistingNode
 from . import interruption_messages as im
 from . import runtime
 from .base import Controller
-from .cloudprovider import AWSCloudProvider
+from ..cloudprovider import AWSCloudProvider
 from .launcher import Launcher, nodeclaim_name
 from .snapshot import SnapshotLoader
 from .termination import Terminator

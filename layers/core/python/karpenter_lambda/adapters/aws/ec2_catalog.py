@@ -23,7 +23,7 @@ under moto, or DescribeSpotPriceHistory failed with no cached answer) is priced 
 and marked ``Offering.price_estimated``.  ``load_catalog(..., estimated_available=...)`` says whether such
 offerings may be launched: ``True`` (the default: ``plan``, benchmarks) keeps them available, ``False`` makes
 them unavailable (``available=False``), as Karpenter never launches an offering it has no price for.  The
-controllers' catalog (:mod:`karpenter_lambda.controllers.catalog_cache`) decides with
+controllers' catalog (:mod:`karpenter_lambda.cloudprovider.catalog`) decides with
 :func:`estimated_prices_available`: ``$KARPENTER_LAMBDA_ESTIMATED_PRICES`` = ``unavailable`` (default, every
 deployed function) or ``available`` (the simulator opts in: moto's spot history is only placeholders).
 """
