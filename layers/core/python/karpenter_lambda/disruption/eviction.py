@@ -34,6 +34,7 @@ from ..api import labels as wk
 from ..api.durations import DurationError, parse_go_duration
 from ..api.kube import is_critical, is_mirror_pod, is_terminal, is_terminating, owner_kinds, pod_uid
 from ..api.times import to_epoch
+from ..scheduling.taints import tolerates_taint
 
 __all__ = [
     "GROUPS", "DEFAULT_POD_GRACE", "STUCK_TERMINATING_AFTER", "DISRUPTED_NO_SCHEDULE",
@@ -64,22 +65,9 @@ def refused_by_budget(status: Mapping | None, message: str = "") -> bool:
     return "disruption budget" in text
 
 
-def _tolerates(tol: dict, taint: dict) -> bool:
-    effect = tol.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = tol.get("key") or ""
-    op = tol.get("operator") or "Equal"
-    if not key:
-        return op == "Exists"          # an empty key with Exists tolerates every taint (of its effect)
-    if key != taint.get("key"):
-        return False
-    return op == "Exists" or str(tol.get("value") or "") == str(taint.get("value") or "")
-
-
 def tolerates_disrupted(pod: dict) -> bool:
     """Does the pod tolerate ``karpenter.sh/disrupted:NoSchedule``?  (Karpenter leaves such pods alone.)"""
-    return any(_tolerates(t or {}, DISRUPTED_NO_SCHEDULE) for t in (pod.get("spec") or {}).get("tolerations") or [])
+    return tolerates_taint([t or {} for t in (pod.get("spec") or {}).get("tolerations") or []], DISRUPTED_NO_SCHEDULE)
 
 
 def is_stuck_terminating(pod: dict, now: float) -> bool:
