@@ -26,9 +26,10 @@ from ..api.kube import pod_key
 from ..api.objects import NodeClaim
 from ..api.snapshot import ClusterSnapshot
 from ..scheduling.inputs import POD_FACTS_CACHE, nodepool_inputs
+from ..scheduling.model import ExistingNode
+from ..scheduling.nodeclaim import NodeClaimTemplate
 from ..scheduling.requirements import Requirement, Requirements
 from ..scheduling.resources import pod_requests
-from ..scheduling.solver import ExistingNode, _labels_match
 from .candidates import graceful_blockers, make_candidate
 from .emptiness import consolidatable_in
 from .replace import new_capacity_sketch, removal_plan
@@ -253,53 +254,40 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], ctx, wi
     # what the one node must hold: the pods of the new nodes (or every moved pod, given by a caller whose ``result``
     # scheduled one pod of each kind: new_capacity_sketch)
     load = _pod_sum(load_keys if load_keys is not None else [k for p in plans for k in p.pods], by_key)
-    need = {k: load.get(k, 0) + overhead.get(k, 0) for k in set(load) | set(overhead)}
     inputs, _ = nodepool_inputs(snap)
     npi = next((x for x in inputs if x.nodepool.name == plans[0].nodepool), None)
     if npi is None:
         return None
     np_reqs = Requirements.from_list(npi.nodepool.requirements)
+    reqs = reqs.without(*conflict)
     for k in conflict:
-        reqs._reqs.pop(k, None)
         if np_reqs.has(k):
             reqs.add(np_reqs.get(k))
     reqs.add(Requirement.new(wk.ZONE, "In", [zone]))
-    zones, cts = reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE)
-    allowed = Requirements.from_list(npi.nodepool.requirements).get(wk.INSTANCE_TYPE)
-    template = dict(plans[0].labels or {})
+    # the template's value of a disputed key is one new node's, not a type's: the type's own labels supply it
+    base_labels = {k: v for k, v in (plans[0].labels or {}).items() if k not in conflict}
+    # the NodeClaim template sizes the node: it adds the NodePool's DaemonSet overhead to the requests it is given,
+    # so it gets ``need`` (the load plus ``overhead``, as measured on the solver's first new node) minus that
+    # overhead -- the same demand, also where the two differ: ``_pod_sum`` counts a pod twice in "pods" (its
+    # requests carry pods=1 and it adds one), and ``overhead`` is clamped at 0.  A resource the template's overhead
+    # already covers (a request <= 0 there) is checked here.
+    template = NodeClaimTemplate.for_nodepool(npi, daemonsets=snap.daemonsets, usage=None)
+    daemon = template.daemon
 
-    def fits(it, demand) -> bool:
-        a = it.allocatable
-        return all(a.get(k, 0) >= v for k, v in demand.items() if v > 0)
+    def holding(need: dict, within: Requirements, below: float | None = None) -> list:
+        asked = {k: v - daemon.get(k, 0) for k, v in need.items()}
+        covered = [(k, v) for k, v in need.items() if 0 < v <= daemon.get(k, 0)]
+        return [x for x in template.offers_holding(asked, within, labels=base_labels, below=below)
+                if all(x.instance_type.allocatable.get(k, 0) >= v for k, v in covered)]
 
-    def offers(it, within=reqs):
-        if not allowed.has(it.name):
-            return
-        for o in it.offerings:
-            if o.available and zones.has(o.zone) and cts.has(o.capacity_type):
-                labels = {**template, **it.labels, wk.ZONE: o.zone, wk.CAPACITY_TYPE: o.capacity_type,
-                          wk.INSTANCE_TYPE: it.name}
-                for k in conflict:   # the template's value of a disputed key is one new node's, not this type's
-                    if k in it.labels:
-                        labels[k] = it.labels[k]
-                    else:
-                        labels.pop(k, None)
-                if _labels_match(within, labels) is None:
-                    yield o, labels
-
-    best = None
-    for it in npi.instance_types:
-        if not fits(it, need):
-            continue
-        for o, labels in offers(it):
-            if o.price < total - 1e-12 and (best is None or (o.price, it.name) < (best[0].price, best[1].name)):
-                best = (o, it, labels)
-    if best is None:
+    need = {k: load.get(k, 0) + overhead.get(k, 0) for k in set(load) | set(overhead)}
+    offers = holding(need, reqs, below=total - 1e-12)
+    if not offers:
         return None
-    o, it, labels = best
+    best = offers[0]
+    o, it, labels = best.offering, best.instance_type, best.labels
     alloc = {k: max(0, v - overhead.get(k, 0)) for k, v in it.allocatable.items()}
-    node = ExistingNode(name=REPLACEMENT_NODE, labels={**labels, wk.NODEPOOL: npi.nodepool.name,
-                                                       wk.HOSTNAME: REPLACEMENT_NODE},
+    node = ExistingNode(name=REPLACEMENT_NODE, labels={**labels, wk.HOSTNAME: REPLACEMENT_NODE},
                         taints=list(plans[0].taints or []), allocatable=alloc, pods=[], nodepool=npi.nodepool.name,
                         instance_type=it.name, zone=o.zone, capacity_type=o.capacity_type, price=o.price)
     if ctx is not None:
@@ -323,9 +311,9 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], ctx, wi
     for k in sorted(conflict):   # pinned to the node the pods were simulated on
         if k in labels:
             final.add(Requirement.new(k, "In", [labels[k]]))
-    types = [t for t in npi.instance_types
-             if fits(t, demand) and any(x.zone == o.zone and x.capacity_type == o.capacity_type
-                                        for x, _ in offers(t, final))]
+    names = {x.instance_type.name for x in holding(demand, final)
+             if x.offering.zone == o.zone and x.offering.capacity_type == o.capacity_type}
+    types = [t for t in npi.instance_types if t.name in names]
     final.add(Requirement.new(wk.INSTANCE_TYPE, "In", sorted(t.name for t in types)))
     plan = copy.copy(plans[0])
     plan.requirements, plan.instance_types, plan.instance_type = final, types, it.name
