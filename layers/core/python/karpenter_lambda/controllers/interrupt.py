@@ -45,7 +45,7 @@ from ..disruption.budgets import count_nodes, nodepool_allowance, reservation_li
 from ..disruption.context import SweepContext
 from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs, price_of
 from ..scheduling.reschedule import simulate_removal
-from ..scheduling.solver import ExistingNode
+from ..scheduling.model import ExistingNode
 from . import interruption_messages as im
 from . import runtime
 from .base import Controller

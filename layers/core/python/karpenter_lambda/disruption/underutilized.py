@@ -30,7 +30,7 @@ from ..api.kube import node_allocatable, pod_key
 from ..api.snapshot import ClusterSnapshot
 from ..scheduling.requirements import Requirements
 from ..scheduling.resources import pod_requests
-from ..scheduling.solver import _labels_match
+from ..scheduling.predicates import labels_match
 from .consolidation import (consolidatable, consolidation_enabled, consolidation_option, evaluations_left, ordered,
                             window_nodes)
 from .emptiness import consolidatable_in
@@ -183,7 +183,7 @@ def _bin_types(snap: ClusterSnapshot, nodepool, zone: str, capacity_type: str) -
         if not prices:
             continue
         labels = {**it.labels, wk.ZONE: zone, wk.CAPACITY_TYPE: capacity_type, wk.INSTANCE_TYPE: it.name}
-        if _labels_match(reqs, labels) is not None:
+        if labels_match(reqs, labels) is not None:
             continue
         a = it.allocatable
         out.append((min(prices), a.get("cpu", 0), a.get("memory", 0), a.get("pods", 0)))

@@ -40,10 +40,9 @@ from .limits import LIMITED_OPTION_SPREAD, solve_within_limits_unconstrained
 from .model import (ExistingNode, NodeClaimPlan, NodePoolInput, SchedulingError, SchedulingInput, SchedulingResult,
                     SimNode, Unschedulable)
 from .nodeclaim import NodeClaimTemplate
-from .packer import BulkPacker, repack
+from .packer import BulkPacker
 from .placement import Placement
 from .podfacts import build_classes
-from .predicates import host_ports, labels_match
 from .preferences import relax
 from .spread_placement import SpreadShares
 from .tracker import TopologyTracker
@@ -168,11 +167,3 @@ def solve(inp: SchedulingInput) -> SchedulingResult:
 
 def _run(inp: SchedulingInput) -> SchedulingResult:
     return _Solver(inp).run()
-
-
-# names other modules import from here under their old private names (until their owners move to the public ones
-# in predicates / limits / packer)
-_labels_match = labels_match
-_host_ports = host_ports
-_repack = repack
-_solve_within_limits_unconstrained = solve_within_limits_unconstrained

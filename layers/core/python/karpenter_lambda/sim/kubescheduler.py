@@ -76,14 +76,9 @@ def node_affinity_matches(pod: dict, node: dict) -> bool:
     return P.node_affinity_matches(pod, meta.get("labels") or {}, meta.get("name"))
 
 
-def _host_ports(pod: dict) -> set[tuple[str, int]]:
-    out = set()
-    spec = pod.get("spec") or {}
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        for p in c.get("ports") or []:
-            if p.get("hostPort"):
-                out.add((p.get("protocol") or "TCP", int(p["hostPort"])))
-    return out
+def _host_ports(pod: dict) -> frozenset:
+    """(hostIP, protocol, hostPort) of the pod's ports with a hostPort: the solver's predicate."""
+    return P.host_ports(pod.get("spec") or {})
 
 
 # ----------------------------------------------------------------------------- inter-pod constraints
@@ -340,7 +335,7 @@ def _filter(pod, spec, req, want_ports, node, alloc, used, used_ports) -> str | 
     t = P.untolerated_hard(spec.get("tolerations"), nspec.get("taints"))
     if t is not None:
         return f"node(s) had untolerated taint {{{t.get('key')}: {t.get('value') or ''}}}"
-    if want_ports & used_ports:
+    if P.ports_conflict(used_ports, want_ports) is not None:
         return "node(s) didn't have free ports for the requested pod ports"
     for r in sorted(req):
         if req[r] and used.get(r, 0) + req[r] > alloc.get(r, 0):
