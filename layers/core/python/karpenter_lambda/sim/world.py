@@ -170,6 +170,23 @@ class World:
 
 
 # -- a small scenario for tests ---------------------------------------------------------------------
+# the EC2NodeClass of every embedded test cluster (the world's, the fault run's): one copy
+NODECLASS_YAML = """apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-test
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: test-cluster
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: test-cluster
+"""
+
 TEST_MANIFESTS = """
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -207,21 +224,7 @@ spec:
   limits:
     cpu: "%(cpu_limit)s"
 ---
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-  tags:
+""" + NODECLASS_YAML + """  tags:
     team: platform
 """
 

@@ -18,7 +18,7 @@ from ..environment import LambdaContext, capture_logs, load_module, repo_root
 from ..feeds import sqs_record
 from ..interruption_events import spot_warning, state_change
 from ..workloads import WorkloadController
-from ..world import World
+from ..world import NODECLASS_YAML, World
 from .injector import FaultInjector
 from .plan import FaultPlan, random_plan
 
@@ -58,21 +58,7 @@ spec:
   limits:
     cpu: "%(cpu_limit)d"
 ---
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-test
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: test-cluster
-"""
+""" + NODECLASS_YAML
 
 BUDGET = 2
 CPU_LIMIT = 1000
