@@ -20,40 +20,14 @@ from karpenter_lambda.api.scenario import ScenarioError, parse_scenario
 from karpenter_lambda.controllers.base import Controller
 from karpenter_lambda.controllers.offpeak import RECORD_API_VERSION, OffPeakController
 from karpenter_lambda.offpeak.downscaler import DownscalerError, downscaler_decision, parse_timespec
+from test_structure import cycles, import_graph
 
 PKG = Path(__file__).resolve().parents[2] / "layers" / "core" / "python" / "karpenter_lambda"
 
 
-def _relative_imports(path: Path, package: str) -> set[str]:
-    """Modules of ``package`` that ``path`` imports, at module level or inside functions."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                out.add(node.module.split(".")[0])
-            else:
-                out.update(a.name for a in node.names)
-    return {m for m in out if (PKG / package / f"{m}.py").exists()}
-
-
 def _cycles(package: str) -> list[list[str]]:
-    graph = {p.stem: _relative_imports(p, package) for p in (PKG / package).glob("*.py")}
-    state: dict[str, int] = {}
-    found = []
-
-    def visit(m, path):
-        state[m] = 1
-        for d in sorted(graph.get(m, ())):
-            if state.get(d) == 1:
-                found.append(path[path.index(d):] + [d])
-            elif d not in state:
-                visit(d, path + [d])
-        state[m] = 2
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m, [m])
-    return found
+    """The package-wide import cycles (tests/test_structure.py: imports inside functions count) touching ``package``."""
+    return [c for c in cycles(import_graph(PKG)) if any(m.startswith(f"karpenter_lambda.{package}") for m in c)]
 
 
 @pytest.mark.parametrize("package", ["api", "offpeak"])
