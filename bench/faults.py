@@ -8,7 +8,7 @@ rounds of one virtual minute each (Deployments scaled, pods sent to the provisio
 consolidation and drift sweeps, spot interruptions) with faults on; then faults off and the same rounds until the
 cluster is quiet, 16 virtual minutes on (past the registration timeout and GC), quiet again (at most ``--settle``
 rounds); then the counters, from ground truth.  What is injected and how each counter is computed:
-docs/reliability.md and karpenter_lambda/sim/faults.py.
+docs/reliability.md and karpenter_lambda/sim/faults/.
 
 Prints one line per seed (``--verbose``) and a summary; with ``--json`` one JSON object whose keys are a contract:
 faults_injected, leaked_instances, lost_pods, stuck_pods, stranded_taints, budget_overruns, double_launches

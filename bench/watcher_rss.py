@@ -3,7 +3,7 @@
 
 Runs the real watcher (`python -m karpenter_lambda_watcher`, a separate process
 that imports only kubernetes + boto3) against the local Kubernetes API server
-(sim/kubeapi.py, in this process) and moto_server (SQS), with N pending pods
+(sim/kubeapi/, in this process) and moto_server (SQS), with N pending pods
 and a few nodes, lets it forward them, waits S seconds of idleness, and
 reports the watcher process's resident memory from /proc.
 

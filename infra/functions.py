@@ -4,7 +4,7 @@ A function is its folder ``functions/<name>/`` (the code asset, ``handler.handle
 core layer, arm64 / Python 3.14, X-Ray active, its own log group, Powertools settings in the
 environment.  Triggers are data: a :class:`QueueTrigger` (SQS event source with partial batch
 responses) or a :class:`ScheduleTrigger` (EventBridge rate rule).  Adding a function to the
-stack is one more ``FunctionSpec`` in ``infra.stack.FUNCTIONS``.
+stack is one entry in ``functions/registry.json`` (plus its handler).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ functions' code makes, both ways -- every request granted, every grant used.
 
 What the code calls is found statically: each function's handler names its controller module, the controller
 modules it imports (transitively, within ``controllers/``) are scanned for ``<...>.kube.<method>(`` calls.  What a
-KubeClient method sends is found by running it against the project's local API server (sim/kubeapi.py), which logs
+KubeClient method sends is found by running it against the project's local API server (sim/kubeapi/), which logs
 every request: (API group, resource[/subresource], verb) as RBAC sees it.
 
 The five controller functions share one IAM role (as Karpenter's single controller) and so one Kubernetes group:

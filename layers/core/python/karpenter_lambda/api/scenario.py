@@ -15,7 +15,7 @@ spec:
 
 :func:`parse_scenario` returns a :class:`Scenario` or raises :class:`ScenarioError` whose lines name the step index
 and field (``FILE:DOC: Scenario/NAME: spec.steps[3].scale.replicas: must be an integer >= 0``).  Actions are a
-table (:data:`ACTIONS`): a later issue adds one (``interrupt``, ...) with one validator function.
+table (:data:`ACTIONS`): a new action is one entry with one validator function.
 """
 
 from __future__ import annotations

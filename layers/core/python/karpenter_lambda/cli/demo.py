@@ -1,8 +1,8 @@
 """`karpenter-lambda demo`: the embedded run, with moto as AWS (no account, no network).
 
-For now (issue 2): validate ``examples/``, apply it to a moto-backed DynamoDB
-state table, and print what is stored.  Later issues grow :func:`run_demo` into
-the full simulation; keep it callable as ``run_demo(out)``.
+It validates ``examples/``, applies it to a moto-backed DynamoDB state table and
+prints what is stored (``run_demo(out)``); the full simulation is ``simulate``
+(``make demo`` runs both).
 """
 
 from __future__ import annotations
