@@ -11,7 +11,8 @@ Prints JSON (a contract: keys are added, never renamed):
 - ``demo``: how the demo simulation ends (cost, node count, the nodes' type/zone/capacity type, event counts by type;
   ``--compare`` leaves out PodNominated/PodsNominated, which vary from run to run on one commit).
 
-``--compare FILE`` compares with an earlier output (e.g. one made on a worktree of the commit before a refactor)
+``--compare FILE`` compares with an earlier output (e.g. ``bench/baselines/issue22-equivalence-before.json``, made at
+commit 65e50bd before the issue-22 refactor, or one made on a worktree of any commit)
 and exits 1 naming every difference.  The CLI runs with this checkout's package first on ``PYTHONPATH``, so the
 script measures the code beside it even where another checkout is installed in the venv.
 """
