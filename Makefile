@@ -12,12 +12,14 @@ export CDK_HOME := $(CURDIR)/.cdk-home
 
 .PHONY: venv test demo bench synth clean
 
+# -c watcher/requirements.txt: the suite runs with the watcher image's pinned boto3/kubernetes (a test holds them
+# equal), so a new boto3 release cannot turn a fresh clone red.
 venv: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt watcher/requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c watcher/requirements.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 

@@ -257,3 +257,24 @@ def test_sqs_failed_entries_are_retried(kube, sqs, queues, start_watcher):
         w.wait(lambda s: s.messages_sent >= 3)
     assert w.stats.entries_retried >= 3
     assert sorted(m["pod"]["metadata"]["name"] for m in drain(sqs, pod_url)) == ["p0", "p1", "p2"]
+
+
+def test_synced_resource_version_and_unsent_gauge_say_when_the_watcher_caught_up(kube, sqs, queues, start_watcher):
+    """Stats.synced + messages_unsent == 0 is the simulator's signal that every pod change so far reached SQS."""
+    pod_url, _ = queues
+
+    def caught_up(s) -> bool:
+        rv = s.synced.get("pods")
+        return rv is not None and int(rv) >= kube.store.last_change("pods") and s.messages_unsent == 0
+
+    with start_watcher(pod_url, flush_interval=0.3) as w:
+        w.wait(lambda s: s.lists >= 1)
+        assert w.stats.synced["pods"] == str(kube.store.resource_version)    # the list's resourceVersion
+        for i in range(3):
+            kube.store.create("pods", pending_pod(f"q{i}"))
+        kube.store.create("nodes", {"metadata": {"name": "n-other"}})          # not a pod: moves no pod target
+        w.wait(caught_up)
+        # caught up means sent: all three are in the queue now, although the sender batches for 0.3 s
+        assert w.stats.messages_sent == 3 and w.stats.messages_unsent == 0
+        assert _names(drain(sqs, pod_url)) == ["default/q0", "default/q1", "default/q2"]
+        assert int(w.stats.synced["pods"]) >= kube.store.last_change("pods")

@@ -76,6 +76,8 @@ class Reflector:
             if not token:
                 break
         self.handler.on_list_end()
+        if rv:
+            self.stats.note_synced(self.name, rv)
         self.stats.inc("lists")
         return rv
 
@@ -110,6 +112,7 @@ class Reflector:
                         self.handler.on_event(etype, obj)
                     if new_rv:
                         rv = new_rv
+                        self.stats.note_synced(self.name, rv)
                     self._failures = 0
             return rv
         finally:

@@ -75,10 +75,11 @@ class SqsBatchSender:
         """Queue a message for sending; False (and counted, logged) when the bounded queue is full.
         ``name`` (e.g. ``namespace/pod``) is what the drop log calls it; read from the body when not given."""
         try:
+            self.stats.inc("messages_unsent")
             self._q.put_nowait((queue_url, body, key))
             return True
         except queue.Full:
-            pass
+            self.stats.inc("messages_unsent", -1)
         self.stats.inc("messages_dropped")
         self.stats.inc("submit_dropped")
         with self._drop_lock:
@@ -152,6 +153,7 @@ class SqsBatchSender:
         if size > MAX_MESSAGE_BYTES:
             log.error("message too large for SQS, dropped", extra={"json": {"bytes": size, "key": key}})
             self.stats.inc("messages_dropped")
+            self.stats.inc("messages_unsent", -1)
             if self.on_drop:
                 self.on_drop(url, key)
             return
@@ -168,7 +170,10 @@ class SqsBatchSender:
         self._pending_bytes.pop(url, None)
         self._first_at.pop(url, None)
         if entries:
-            self._send(url, entries)
+            try:
+                self._send(url, entries)
+            finally:
+                self.stats.inc("messages_unsent", -len(entries))
 
     def _send(self, url: str, entries: list[tuple[str, str]]) -> None:
         fifo = url.endswith(".fifo")

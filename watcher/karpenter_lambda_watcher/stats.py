@@ -31,6 +31,7 @@ class Stats:
         "resync_checks",
         "resync_evicted",
         "pods_pending",  # a gauge: pods in the resync map
+        "messages_unsent",  # a gauge: messages submitted to the sender and not yet sent, dropped or given up on
     )
 
     def __init__(self) -> None:
@@ -38,6 +39,9 @@ class Stats:
         for f in self.FIELDS:
             setattr(self, f, 0)
         self.last_error: str | None = None
+        # per watched resource ("pods", "nodes"): the resourceVersion up to which every event has been handed to the
+        # handler (a list's, then each event's or bookmark's). Opaque strings, as Kubernetes says.
+        self.synced: dict[str, str] = {}
 
     def inc(self, field: str, n: int = 1) -> None:
         with self._cond:
@@ -47,6 +51,11 @@ class Stats:
     def set(self, field: str, value: int) -> None:
         with self._cond:
             setattr(self, field, value)
+            self._cond.notify_all()
+
+    def note_synced(self, resource: str, resource_version: str) -> None:
+        with self._cond:
+            self.synced[resource] = resource_version
             self._cond.notify_all()
 
     def note_error(self, msg: str) -> None:

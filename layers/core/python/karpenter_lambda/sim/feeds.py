@@ -65,17 +65,17 @@ class FeedsMixin:
         stats.wait_for(lambda s: s.lists >= 1, timeout=10)
         return t, stats
 
-    def _wait_watcher(self, settle: float = 0.08, limit: float = 5.0) -> None:
-        """Real time: let the watcher notice pod changes and flush them to SQS."""
-        stats = self.watcher_stats
-        deadline = time.monotonic() + limit
-        last = None
-        while time.monotonic() < deadline:
-            snap = stats.as_dict()
-            if snap == last:
-                return
-            last = snap
-            time.sleep(settle)
+    def _wait_watcher(self, limit: float = 5.0) -> None:
+        """Real time: until the watcher has handled every pod change made so far and sent to SQS what it forwards
+        (its counters say so: the pods resourceVersion it is synced to, no message unsent). At most ``limit``
+        seconds: a watch a fault cut and not yet re-established is not waited for, as a controller would not."""
+        target = self.server.store.last_change("pods")
+
+        def caught_up(s) -> bool:
+            rv = s.synced.get("pods")
+            return rv is not None and int(rv) >= target and s.messages_unsent == 0
+
+        self.watcher_stats.wait_for(caught_up, timeout=limit)
 
     def _receive(self, sqs) -> list[dict]:
         out = []

@@ -86,6 +86,7 @@ class ObjectStore:
         self._history: deque[_Event] = deque()
         self._rv = 0
         self.compacted_rv = 0  # events with rv <= this are gone from the history
+        self._changed_rv: dict[str, int] = {}  # plural -> the resourceVersion of its last change
         for ns in DEFAULT_NAMESPACES:
             self.create("namespaces", {"metadata": {"name": ns}})
 
@@ -101,6 +102,11 @@ class ObjectStore:
         with self.lock:
             return self._rv
 
+    def last_change(self, plural: str) -> int:
+        """The resourceVersion of the last create, update or delete of a ``plural`` object (0: none yet)."""
+        with self.lock:
+            return self._changed_rv.get(plural, 0)
+
     @staticmethod
     def rtype(plural: str) -> ResourceType:
         rt = RESOURCES.get(plural)
@@ -115,6 +121,7 @@ class ObjectStore:
 
     def _record(self, etype: str, rt: ResourceType, obj: dict) -> None:
         self._history.append(_Event(self._rv, etype, rt.plural, obj["metadata"].get("namespace", ""), copy.deepcopy(obj)))
+        self._changed_rv[rt.plural] = self._rv
         while len(self._history) > self.history_size:
             self.compacted_rv = self._history.popleft().rv
         self.cond.notify_all()
