@@ -15,6 +15,11 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "karpenter-lambda-test")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "KarpenterLambdaTest")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
+# every botocore session in the tests (boto3's, moto's, pynamodb's, the functions') parses each service model once
+from karpenter_lambda.adapters.aws.clients import share_service_models  # noqa: E402
+
+share_service_models()
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 

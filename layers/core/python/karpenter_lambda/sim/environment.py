@@ -127,6 +127,9 @@ class SimEnvironment:
         # (``validate`` reads simulator.STORED_KINDS; ``simulate`` checks for moto and says what to install)
         from moto import mock_aws
 
+        from ..adapters.aws.clients import share_service_models
+
+        share_service_models()   # the simulator's, moto's and the functions' sessions parse each AWS model once
         stack = self._stack
         try:
             stack.callback(_restore_environ, dict(os.environ))

@@ -7,9 +7,34 @@ boto3 is imported here, not by the controllers (``import boto3`` costs ~0.45 s: 
 from __future__ import annotations
 
 
+_LOADERS: dict = {}
+
+
+def share_service_models() -> None:
+    """One botocore data loader per process (per data path), so each service's JSON model is parsed once, not once per
+    botocore session. boto3's session, pynamodb's session per thread, and any other library's session each make a
+    loader of their own, and the EC2 model alone takes about 0.1 s to parse. Loaders keep the parsed models in a cache
+    and never change them, so sharing one is safe. Idempotent: it replaces ``botocore.session.create_loader`` once."""
+    import botocore.session
+
+    original = botocore.session.create_loader
+    if getattr(original, "karpenter_lambda_shared", False):
+        return
+
+    def create_loader(search_path_string=None):
+        loader = _LOADERS.get(search_path_string)
+        if loader is None:
+            loader = _LOADERS[search_path_string] = original(search_path_string)
+        return loader
+
+    create_loader.karpenter_lambda_shared = True
+    botocore.session.create_loader = create_loader
+
+
 def make_session(region: str):
     import boto3   # deferred: the cold-start cost is paid only by a function that makes a client
 
+    share_service_models()
     return boto3.session.Session(region_name=region)
 
 
