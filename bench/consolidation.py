@@ -220,7 +220,7 @@ def fit_lower_bound_with_blocked(types, snap, blocked) -> dict:
     ``spare`` = their cost + the same LP where each blocked node's free room (allocatable minus its own pods'
     requests) is also offered to those pods at no price -- a true lower bound on any cluster reachable by valid
     consolidation (it is <= ``naive``).  None values without scipy."""
-    from scheduling import fit_lower_bound
+    from scheduling import fit_lower_bound, undominated
 
     from karpenter_lambda.api.kube import node_allocatable
     from karpenter_lambda.scheduling.resources import pod_requests
@@ -259,6 +259,7 @@ def fit_lower_bound_with_blocked(types, snap, blocked) -> dict:
             fits = [j for j, (cc, m) in enumerate(vecs) if cc <= a["cpu"] and m <= a["memory"]]
             if fits:
                 items.append((a["cpu"], a["memory"] / 2**20, a["pods"], o.price, fits))
+    items = undominated(items)   # exact: the LP's optimum is the same without dominated types
     nt = len(items)
     cost, rows, cols, vals, eq_rows, eq_cols, b_ub = [], [], [], [], [], [], []
     for ti, (cc, m, pp, price, _f) in enumerate(items):

@@ -255,6 +255,33 @@ def lp_lower_bound(types, cpu_m: int, mem_b: int) -> float:
     return best
 
 
+def undominated(items: list) -> list:
+    """The LP's node types without the dominated ones: a type is dropped when another offers at least as much cpu,
+    memory and pod slots per dollar and fits every request vector it fits (``items``: (cpu, memory, pods, price,
+    fits)). Exact: whatever share of the pods a dropped type holds, the same dollars of its dominator hold too,
+    so the optimum is unchanged; among identical types the first is kept. The LP becomes a few dozen columns
+    per vector instead of a thousand (seconds -> milliseconds at 1,000 types)."""
+    import numpy as np
+
+    if not items:
+        return items
+    ratios = np.array([(c / price, m / price, p / price) for c, m, p, price, _f in items])
+    masks = [sum(1 << j for j in fits) for *_x, fits in items]
+    kept = []
+    for i, item in enumerate(items):
+        at_least = np.flatnonzero((ratios >= ratios[i]).all(axis=1))
+        dominated = False
+        for k in at_least:
+            if k == i or masks[i] & ~masks[k]:
+                continue
+            if k < i or masks[k] != masks[i] or (ratios[k] != ratios[i]).any():
+                dominated = True
+                break
+        if not dominated:
+            kept.append(item)
+    return kept
+
+
 def fit_lower_bound(types, vectors: dict) -> float | None:
     """A tighter bound, for judging the packer where the LP bound is unreachable: the LP relaxation with the
     pods kept apart by request vector, each vector only on types one such pod fits on (cpu, memory and pod
@@ -275,6 +302,7 @@ def fit_lower_bound(types, vectors: dict) -> float | None:
             fits = [j for j, (c, m) in enumerate(vecs) if c <= a["cpu"] and m <= a["memory"]]
             if fits:
                 items.append((a["cpu"], a["memory"] / 2**20, a["pods"], o.price, fits))
+    items = undominated(items)
     nt = len(items)
     cost, rows, cols, vals, b_ub, eq_rows, eq_cols = [], [], [], [], [], [], []
     for ti, (c, m, p, price, fits) in enumerate(items):  # x_t then y_jt
