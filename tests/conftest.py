@@ -17,8 +17,10 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 
 # every botocore session in the tests (boto3's, moto's, pynamodb's, the functions') parses each service model once
 from karpenter_lambda.adapters.aws.clients import share_service_models  # noqa: E402
+from karpenter_lambda.sim import moto_speedups  # noqa: E402
 
 share_service_models()
+moto_speedups.install()   # moto's DynamoDB item reads written straight to JSON (tests/sim/test_moto_speedups.py)
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"

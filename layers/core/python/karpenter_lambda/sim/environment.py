@@ -128,8 +128,10 @@ class SimEnvironment:
         from moto import mock_aws
 
         from ..adapters.aws.clients import share_service_models
+        from . import moto_speedups
 
         share_service_models()   # the simulator's, moto's and the functions' sessions parse each AWS model once
+        moto_speedups.install()  # DynamoDB item reads serialized directly (the same JSON as moto's own)
         stack = self._stack
         try:
             stack.callback(_restore_environ, dict(os.environ))

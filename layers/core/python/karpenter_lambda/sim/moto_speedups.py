@@ -1,0 +1,68 @@
+"""A faster moto for the embedded environment: DynamoDB item reads written straight to JSON.
+
+moto 5.2 serializes every response by walking the operation's output shape, trying several spellings of every member
+name on every value. For DynamoDB's item reads (GetItem, Query, Scan, BatchGetItem) that walk costs more than the read:
+each attribute value is a structure of ten possible members. It was about a sixth of a simulation's time. Here the
+items, which moto has already turned into their wire form (``{"S": ...}``, ``{"N": ...}``, ``{"M": {...}}``; blobs as
+bytes), are written to JSON directly, blobs base64-encoded as the JSON protocol says. The rest of the response
+(``Count``, ``LastEvaluatedKey``, ``ConsumedCapacity``, ``UnprocessedKeys``) and the headers still come from moto's own
+serializer. ``tests/sim/test_moto_speedups.py`` holds the two outputs equal on items of every attribute type.
+
+Only moto 5.2.x is patched (the version the tests pin); with any other version :func:`install` changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+# per operation: the response members that hold items
+ITEM_MEMBERS = {"GetItem": ("Item",), "Query": ("Items",), "Scan": ("Items",), "BatchGetItem": ("Responses",)}
+
+
+def wire(value):
+    """An item (or a list or map of them) in moto's internal form -> the JSON protocol's form."""
+    if isinstance(value, dict):
+        return {k: wire(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [wire(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def install() -> bool:
+    """Patch moto's DynamoDB handler (once); False when this moto is not one the fast path was checked against."""
+    import moto
+    from moto.core.responses import ActionResult
+    from moto.dynamodb.responses import DynamoHandler
+
+    if not str(getattr(moto, "__version__", "")).startswith("5.2."):
+        return False
+    if getattr(DynamoHandler, "karpenter_lambda_fast_items", False):
+        return True
+    original = DynamoHandler.serialized
+
+    def serialized(self, action_result):
+        members = ITEM_MEMBERS.get(self._get_action())
+        result = getattr(action_result, "result", None)
+        if not members or not isinstance(result, dict) or not any(result.get(m) is not None for m in members):
+            return original(self, action_result)
+        items = {m: result[m] for m in members if result.get(m) is not None}
+        status, headers, body = original(self, ActionResult({k: v for k, v in result.items() if k not in items}))
+        doc = json.loads(body) if body else {}
+        doc.update((m, wire(v)) for m, v in items.items())
+        return status, headers, json.dumps(doc, separators=(",", ":"))
+
+    DynamoHandler.serialized = serialized
+    DynamoHandler.karpenter_lambda_fast_items = True
+    return True
+
+
+def uninstall() -> None:
+    """Back to moto's own serializer (tests compare the two)."""
+    from moto.dynamodb.responses import DynamoHandler
+
+    if getattr(DynamoHandler, "karpenter_lambda_fast_items", False):
+        del DynamoHandler.serialized   # moto's own (BaseResponse's) again
+        DynamoHandler.karpenter_lambda_fast_items = False
