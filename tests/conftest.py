@@ -14,6 +14,9 @@ os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "karpenter-lambda-test")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "KarpenterLambdaTest")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+# moto's catalogue of public AMIs (thousands of images, loaded at every start and reset of the mock): no test uses it;
+# the simulator and the tests publish the EKS images they resolve (adapters/aws/ssm_seed.py)
+os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 
 # every botocore session in the tests (boto3's, moto's, pynamodb's, the functions') parses each service model once
 from karpenter_lambda.adapters.aws.clients import share_service_models  # noqa: E402

@@ -137,6 +137,9 @@ class SimEnvironment:
             stack.callback(_restore_environ, dict(os.environ))
             if self.isolate:
                 _isolate_environ(self.region)
+            # moto's own catalogue of public AMIs is not used (SimAccount publishes the EKS images and their SSM
+            # parameters); loading it took a second at every start and reset of the mock
+            os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
             stack.enter_context(mock_aws())
             stack.enter_context(moto_clock(self.clock))
             self.server = KubeAPIServer(clock=self.clock, k8s_version=self.k8s_version, uid_seed=self.uid_seed)

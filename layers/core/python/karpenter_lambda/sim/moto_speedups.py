@@ -1,4 +1,5 @@
-"""A faster moto for the embedded environment: DynamoDB item reads written straight to JSON.
+"""A faster moto for the embedded environment: DynamoDB item reads written straight to JSON, and each response
+class's method names listed once.
 
 moto 5.2 serializes every response by walking the operation's output shape, trying several spellings of every member
 name on every value. For DynamoDB's item reads (GetItem, Query, Scan, BatchGetItem) that walk costs more than the read:
@@ -7,6 +8,9 @@ items, which moto has already turned into their wire form (``{"S": ...}``, ``{"N
 bytes), are written to JSON directly, blobs base64-encoded as the JSON protocol says. The rest of the response
 (``Count``, ``LastEvaluatedKey``, ``ConsumedCapacity``, ``UnprocessedKeys``) and the headers still come from moto's own
 serializer. ``tests/sim/test_moto_speedups.py`` holds the two outputs equal on items of every attribute type.
+
+moto also lists a response class's methods (``inspect.getmembers``) on every request to find the action's
+method; classes do not change while running, so the list is kept per class.
 
 Only moto 5.2.x is patched (the version the tests pin); with any other version :func:`install` changes nothing.
 """
@@ -41,6 +45,7 @@ def install() -> bool:
         return False
     if getattr(DynamoHandler, "karpenter_lambda_fast_items", False):
         return True
+    _cache_method_names()
     original = DynamoHandler.serialized
 
     def serialized(self, action_result):
@@ -57,6 +62,24 @@ def install() -> bool:
     DynamoHandler.serialized = serialized
     DynamoHandler.karpenter_lambda_fast_items = True
     return True
+
+
+def _cache_method_names() -> None:
+    import moto.core.responses as responses
+
+    listed = responses.method_names_from_class
+    if getattr(listed, "karpenter_lambda_cached", False):
+        return
+    names: dict = {}
+
+    def method_names_from_class(clazz) -> list[str]:
+        hit = names.get(clazz)
+        if hit is None:
+            hit = names[clazz] = listed(clazz)
+        return hit
+
+    method_names_from_class.karpenter_lambda_cached = True
+    responses.method_names_from_class = method_names_from_class
 
 
 def uninstall() -> None:

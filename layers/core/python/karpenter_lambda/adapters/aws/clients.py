@@ -11,10 +11,16 @@ _LOADERS: dict = {}
 
 
 def share_service_models() -> None:
-    """One botocore data loader per process (per data path), so each service's JSON model is parsed once, not once per
-    botocore session. boto3's session, pynamodb's session per thread, and any other library's session each make a
-    loader of their own, and the EC2 model alone takes about 0.1 s to parse. Loaders keep the parsed models in a cache
-    and never change them, so sharing one is safe. Idempotent: it replaces ``botocore.session.create_loader`` once."""
+    """Parse each AWS service model once per process, not once per botocore session or client.
+
+    - One botocore data loader per data path: boto3's session, pynamodb's session per thread and any other library's
+      session each make a loader of their own, and the EC2 model alone takes about 0.1 s to parse. Loaders keep the
+      parsed models in a cache and never change them, so sharing one is safe.
+    - A client's API methods (one per operation: about 700 for EC2) are made once per service and reused by every
+      later client of it. They depend only on the operation names (their docstrings are built lazily).
+
+    Idempotent: it replaces ``botocore.session.create_loader`` and ``ClientCreator._create_methods`` once."""
+    import botocore.client
     import botocore.session
 
     original = botocore.session.create_loader
@@ -27,8 +33,19 @@ def share_service_models() -> None:
             loader = _LOADERS[search_path_string] = original(search_path_string)
         return loader
 
+    create_methods = botocore.client.ClientCreator._create_methods
+    methods: dict = {}
+
+    def _create_methods(self, service_model):
+        key = (service_model.service_name, tuple(service_model.operation_names))
+        made = methods.get(key)
+        if made is None:
+            made = methods[key] = create_methods(self, service_model)
+        return dict(made)   # the creating-client-class handlers add to it
+
     create_loader.karpenter_lambda_shared = True
     botocore.session.create_loader = create_loader
+    botocore.client.ClientCreator._create_methods = _create_methods
 
 
 def make_session(region: str):
