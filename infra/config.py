@@ -53,6 +53,8 @@ class StackConfig:
     alarm_topic_arn: str | None = None
     watcher_platform: str = "linux/amd64"
     watcher_image: str | None = None   # an image you built and pushed yourself: no DockerImageAsset (no Docker at deploy)
+    # upstream Karpenter runs in the same cluster (a migration): the functions get KARPENTER_LAMBDA_BESIDE_KARPENTER=true
+    beside_karpenter: bool = False
     # every ``*IntervalMinutes`` parameter of INT_PARAMS by its context key (schedules look theirs up here)
     intervals: Mapping[str, int] = field(default_factory=dict)
 
@@ -76,7 +78,19 @@ def _parse_int(name: str, raw: Any, low: int, high: int) -> int:
 
 
 CONTEXT_KEYS = ("clusterName", "kubernetesVersion", "nodePools", "logLevel", "kubernetesAccess", "alarmTopicArn",
-                "watcherPlatform", "watcherImage", *INT_PARAMS)
+                "watcherPlatform", "watcherImage", "besideKarpenter", *INT_PARAMS)
+
+
+def _parse_bool(name: str, raw: Any, hint: str) -> bool:
+    """``true``/``false`` (any case, from ``-c``) or a JSON boolean (cdk.json); missing or empty is false."""
+    if raw is None or raw == "":
+        return False
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"context parameter {name}: expected true or false, got {raw!r} ({hint})")
+    return text == "true"
 
 
 def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> StackConfig:
@@ -154,6 +168,9 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
         raise ConfigError(f"context parameter watcherImage: {image!r} is not a container image reference "
                           "(e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/karpenter-lambda-watcher:1.0)")
 
+    beside = _parse_bool("besideKarpenter", context.get("besideKarpenter"),
+                         "pass -c besideKarpenter=true while upstream Karpenter runs in the cluster, false after")
+
     return StackConfig(
         cluster_name=cluster,
         kubernetes_version=version,
@@ -168,5 +185,6 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
         alarm_topic_arn=topic,
         watcher_platform=platform,
         watcher_image=image,
+        beside_karpenter=beside,
         intervals={k: v for k, v in ints.items() if k.endswith("IntervalMinutes")},
     )

@@ -1,8 +1,8 @@
 """``KarpenterLambdaStack``: everything karpenter-lambda needs for one existing EKS cluster.
 
 Functions are declared in ``functions/registry.json`` (:data:`FUNCTIONS`, shared with the simulator), queues in
-:data:`QUEUES`; a later issue adds its function with one registry entry (and its queue with one ``QueueSpec``),
-the wiring below is generic.
+:data:`QUEUES`; a new function is one registry entry (and a new queue one ``QueueSpec``): the wiring below is
+generic.
 """
 
 from __future__ import annotations
@@ -139,6 +139,8 @@ class KarpenterLambdaStack(Stack):
         }
         if config.kubernetes_version:
             environment["KARPENTER_LAMBDA_KUBERNETES_VERSION"] = config.kubernetes_version
+        if config.beside_karpenter:   # -c besideKarpenter=true: a migration from Karpenter (docs/migration.md)
+            environment["KARPENTER_LAMBDA_BESIDE_KARPENTER"] = "true"
 
         self.functions: dict[str, KarpenterFunction] = {}
         for spec in FUNCTIONS:
