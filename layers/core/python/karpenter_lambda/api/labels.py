@@ -181,3 +181,22 @@ RESOURCE_NEURON_CORE = "aws.amazon.com/neuroncore"
 RESOURCE_HABANA_GAUDI = "habana.ai/gaudi"
 RESOURCE_EFA = "vpc.amazonaws.com/efa"
 RESOURCE_POD_ENI = "vpc.amazonaws.com/pod-eni"
+
+# --- volumes (issue 28: volume topology and attach limits) -------------------------
+# A pod's PVC-backed volumes of one CSI driver count as this resource (one per volume), the name Kubernetes used
+# for CSI attach limits on Node allocatable; a node's room for it is its CSINode's drivers[].allocatable.count,
+# a new node's its instance type's limit (``InstanceType.volume_limits``); no known limit means no limit.
+VOLUME_RESOURCE_PREFIX = "attachable-volumes-csi-"
+EBS_CSI_DRIVER = "ebs.csi.aws.com"
+# the in-tree provisioner a StorageClass may still name; its volumes are the EBS CSI driver's (CSI migration)
+EBS_IN_TREE_PROVISIONER = "kubernetes.io/aws-ebs"
+
+
+def volume_resource(driver: str) -> str:
+    """The resource name counting ``driver``'s volumes on a node (``attachable-volumes-csi-ebs.csi.aws.com``)."""
+    return VOLUME_RESOURCE_PREFIX + driver
+
+
+def volume_driver(resource: str) -> str | None:
+    """The CSI driver a volume-count resource names, or None for any other resource."""
+    return resource[len(VOLUME_RESOURCE_PREFIX):] if resource.startswith(VOLUME_RESOURCE_PREFIX) else None

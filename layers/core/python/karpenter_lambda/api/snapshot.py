@@ -31,6 +31,14 @@ class ClusterSnapshot:
     instance_types: dict[str, list] = field(default_factory=dict)   # NodePool -> InstanceType (priced, minus unavailable)
     nodepool_problems: dict[str, str] = field(default_factory=dict)  # NodePool -> why it has no instance types
     resolved: dict[str, Any] = field(default_factory=dict)         # EC2NodeClass -> resolution (adapter object)
+    # storage (issue 28): PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes as Kubernetes dicts;
+    # scheduling.volumes.apply_volumes(snapshot) turns them into the pods' node requirements and volume counts
+    pvcs: list[dict] = field(default_factory=list)
+    pvs: list[dict] = field(default_factory=list)
+    storageclasses: list[dict] = field(default_factory=list)
+    csinodes: list[dict] = field(default_factory=list)
+    pod_problems: dict[str, str] = field(default_factory=dict)     # pod uid -> why it cannot be scheduled (volumes)
+    pod_notes: dict[str, str] = field(default_factory=dict)        # pod uid -> constraints it carries from volumes
 
     # -- derived views (computed once) -----------------------------------------------------------
     @cached_property

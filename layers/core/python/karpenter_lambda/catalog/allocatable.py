@@ -267,6 +267,24 @@ def ephemeral_storage(info: Mapping, settings: NodeSettings) -> int:
     return traits.default_ephemeral_bytes
 
 
+def volume_limits(info: Mapping, settings: NodeSettings) -> dict[str, int]:
+    """How many EBS CSI volumes a new node of this type can attach (issue 28; beyond Karpenter, which leaves it to
+    the CSINode once the node exists: kubernetes-sigs/karpenter#1748).
+
+    ``EbsInfo.MaximumEbsAttachments`` is what EC2 publishes for the type: on Nitro types with a shared limit it
+    already leaves out the primary network interface and the NVMe instance-store volumes (m5d.xlarge: 28 - 1 - 1 =
+    26); a dedicated limit counts EBS volumes only.  The node's own block devices (the EC2NodeClass's
+    ``blockDeviceMappings``; by default the root volume, two for Bottlerocket) take their share first.  Network
+    interfaces the VPC CNI attaches later also count against a shared limit: the EBS CSI driver reports the smaller
+    figure in the CSINode, which replaces this estimate once the node exists.
+    """
+    limit = (info.get("EbsInfo") or {}).get("MaximumEbsAttachments")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return {}
+    devices = len(settings.block_device_mappings) or (2 if settings.traits.name == "Bottlerocket" else 1)
+    return {L.EBS_CSI_DRIVER: max(0, limit - devices)}
+
+
 def _gpu_count(info: Mapping, manufacturer: str) -> int:
     gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
     return sum(int(g.get("Count") or 0) for g in gpus if g.get("Manufacturer") == manufacturer)

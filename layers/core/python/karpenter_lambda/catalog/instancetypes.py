@@ -19,7 +19,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from ..api import labels as L
-from .allocatable import NodeSettings, compute_capacity, compute_overhead
+from .allocatable import NodeSettings, compute_capacity, compute_overhead, volume_limits
 from .pricing import PriceBook
 from .types import InstanceType, Offering
 
@@ -224,6 +224,7 @@ def build_instance_types(
         except (KeyError, TypeError) as e:
             raise ValueError(f"raw_types[{i}] ({name}): malformed description: missing {e}") from None
         labels = compute_labels(info, region, arch, os_name, traits.windows_build)
-        result.append(InstanceType(name=name, labels=labels, capacity=capacity, overhead=overhead, offerings=offs))
+        result.append(InstanceType(name=name, labels=labels, capacity=capacity, overhead=overhead, offerings=offs,
+                                   volume_limits=volume_limits(info, settings)))
     result.sort(key=lambda it: it.name)
     return result

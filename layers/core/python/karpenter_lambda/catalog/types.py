@@ -39,6 +39,9 @@ class InstanceType:
     capacity: dict[str, int]
     overhead: dict[str, int] = field(default_factory=dict)
     offerings: list[Offering] = field(default_factory=list)
+    #: CSI driver -> how many volumes of it a new node of this type can attach (EBS: the type's
+    #: ``MaximumEbsAttachments`` minus the EC2NodeClass's block devices); a driver not listed has no known limit
+    volume_limits: dict[str, int] = field(default_factory=dict)
 
     @cached_property
     def allocatable(self) -> dict[str, int]:
