@@ -27,6 +27,7 @@ from karpenter_lambda.api.snapshot import ClusterSnapshot
 from karpenter_lambda.api.times import format_time
 from karpenter_lambda.catalog import PriceBook, build_instance_types
 from karpenter_lambda.catalog.types import InstanceType
+from karpenter_lambda.scheduling.volumes import apply_volumes
 
 REGION = "us-east-1"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -202,15 +203,22 @@ def pdb(name: str = "pdb", *, app: str, namespace: str = "default", **spec) -> d
 def snapshot(*members, now: float = T0, nodepools: Iterable[NodePool] | None = None,
              nodeclasses: Iterable[EC2NodeClass] | None = None, pods: Iterable[dict] = (), pdbs: Iterable[dict] = (),
              daemonsets: Iterable[dict] = (), reservations: dict | None = None,
-             instance_types: dict[str, list] | None = None) -> ClusterSnapshot:
+             instance_types: dict[str, list] | None = None, storage: Iterable[dict] = ()) -> ClusterSnapshot:
     """A ClusterSnapshot at ``now``: ``members`` are (NodeClaim, Node) pairs from :func:`claimed_node`, lone
     NodeClaims or Nodes; NodePools default to one :func:`nodepool`, EC2NodeClasses to one :func:`nodeclass`, and
-    every NodePool is offered the whole fixed catalog unless ``instance_types`` says otherwise."""
+    every NodePool is offered the whole fixed catalog unless ``instance_types`` says otherwise.  ``storage``: PVCs,
+    PVs, StorageClasses and CSINodes (:func:`pvc`, :func:`pv`, :func:`storageclass`, :func:`csinode`), applied to
+    the pods as the snapshot loader does (``scheduling.volumes.apply_volumes``)."""
     pools = list(nodepools) if nodepools is not None else [nodepool()]
     classes = list(nodeclasses) if nodeclasses is not None else [nodeclass()]
+    by_kind: dict[str, list] = {}
+    for doc in storage:
+        by_kind.setdefault(doc["kind"], []).append(doc)
     snap = ClusterSnapshot(now=now, nodepools={p.name: p for p in pools}, nodeclasses={c.name: c for c in classes},
                            pods=list(pods), pdbs=list(pdbs), daemonsets=list(daemonsets),
-                           reservations=dict(reservations or {}))
+                           reservations=dict(reservations or {}), pvcs=by_kind.get("PersistentVolumeClaim", []),
+                           pvs=by_kind.get("PersistentVolume", []), storageclasses=by_kind.get("StorageClass", []),
+                           csinodes=by_kind.get("CSINode", []))
     for m in members:
         for x in (m if isinstance(m, tuple) else (m,)):
             if isinstance(x, NodeClaim):
@@ -219,9 +227,64 @@ def snapshot(*members, now: float = T0, nodepools: Iterable[NodePool] | None = N
                 snap.nodes.append(x)
     snap.instance_types = (dict(instance_types) if instance_types is not None
                            else {p.name: _types() for p in pools})
+    apply_volumes(snap)
     return snap
+
+
+# -- storage ---------------------------------------------------------------------------------------------------
+def pv(name: str, *, zone: str | None = ZONES[0], driver: str = L.EBS_CSI_DRIVER, claim: str | None = None,
+       namespace: str = "default", zone_key: str = L.ZONE, **spec) -> dict:
+    """A PersistentVolume of ``driver`` whose node affinity requires ``zone`` (None: no node affinity), bound to
+    ``claim`` when given."""
+    body: dict = {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                  "csi": {"driver": driver, "volumeHandle": f"vol-{name}"}, **spec}
+    if zone is not None:
+        body["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": zone_key, "operator": "In", "values": [zone]}]}]}}
+    if claim:
+        body["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": namespace, "name": claim}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": body,
+            "status": {"phase": "Bound" if claim else "Available"}}
+
+
+def pvc(name: str, *, volume: str | None = None, storage_class: str | None = "gp3", namespace: str = "default") -> dict:
+    """A PersistentVolumeClaim of ``storage_class``, bound to PV ``volume`` when given."""
+    spec: dict = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    if volume:
+        spec["volumeName"] = volume
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace},
+            "spec": spec, "status": {"phase": "Bound" if volume else "Pending"}}
+
+
+def storageclass(name: str = "gp3", *, zones: Iterable[str] | None = None, provisioner: str = L.EBS_CSI_DRIVER,
+                 binding: str = "WaitForFirstConsumer", default: bool = False) -> dict:
+    """A StorageClass (``WaitForFirstConsumer`` by default) whose allowedTopologies are ``zones`` when given."""
+    doc: dict = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                 "metadata": {"name": name, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}
+                              if default else {}},
+                 "provisioner": provisioner, "volumeBindingMode": binding}
+    if zones is not None:
+        doc["allowedTopologies"] = [{"matchLabelExpressions": [{"key": L.ZONE, "values": list(zones)}]}]
+    return doc
+
+
+def csinode(node_name: str, count: int | None, driver: str = L.EBS_CSI_DRIVER) -> dict:
+    """A node's CSINode listing ``driver`` with ``allocatable.count`` (None: no count)."""
+    d: dict = {"name": driver, "nodeID": node_name}
+    if count is not None:
+        d["allocatable"] = {"count": count}
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": node_name},
+            "spec": {"drivers": [d]}}
+
+
+def with_claims(p: dict, *claims: str) -> dict:
+    """``p`` with one volume per claim name (``persistentVolumeClaim.claimName``)."""
+    p["spec"]["volumes"] = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
+    return p
 
 
 __all__ = ["CATALOG", "DAY", "LONG_AGO", "REGION", "T0", "ZONES", "claimed_node", "describe", "instance_type",
            "instance_types", "iso", "node", "nodeclaim", "nodeclass", "nodepool", "pdb", "pod", "price", "provider_id",
-           "snapshot"]
+           "snapshot", "pv", "pvc", "storageclass", "csinode", "with_claims"]

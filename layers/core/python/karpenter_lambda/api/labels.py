@@ -105,6 +105,8 @@ NORMALIZED = {
     "beta.kubernetes.io/arch": ARCH,
     "beta.kubernetes.io/os": OS,
     "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
+    # the EBS CSI driver's own zone key on the PVs it provisioned (Karpenter's AWS provider normalises it too)
+    "topology.ebs.csi.aws.com/zone": ZONE,
 }
 
 
@@ -190,6 +192,9 @@ VOLUME_RESOURCE_PREFIX = "attachable-volumes-csi-"
 EBS_CSI_DRIVER = "ebs.csi.aws.com"
 # the in-tree provisioner a StorageClass may still name; its volumes are the EBS CSI driver's (CSI migration)
 EBS_IN_TREE_PROVISIONER = "kubernetes.io/aws-ebs"
+
+
+VOLUME_NO_LIMIT = 1 << 60   # a node's room for a driver's volumes when nothing says how many it takes
 
 
 def volume_resource(driver: str) -> str:

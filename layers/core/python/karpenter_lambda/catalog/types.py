@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..api import labels as L
+
 
 @dataclass(frozen=True)
 class Offering:
@@ -46,6 +48,14 @@ class InstanceType:
     @cached_property
     def allocatable(self) -> dict[str, int]:
         return {k: max(0, v - self.overhead.get(k, 0)) for k, v in self.capacity.items()}
+
+    def allocatable_for(self, resource: str) -> int:
+        """What a new node of this type offers of ``resource``: its allocatable, or for a volume-count resource
+        (``attachable-volumes-csi-<driver>``) its ``volume_limits`` entry (no entry: no known limit)."""
+        driver = L.volume_driver(resource)
+        if driver is None:
+            return self.allocatable.get(resource, 0)
+        return self.volume_limits.get(driver, L.VOLUME_NO_LIMIT)
 
     def available_offerings(self) -> list[Offering]:
         return [o for o in self.offerings if o.available]

@@ -40,7 +40,8 @@ def register(sub) -> None:
     p = sub.add_parser("plan", help="one provisioning round, dry run, over manifests (offline by default)",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
-                   help="manifest file or directory (repeatable): NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet")
+                   help="manifest file or directory (repeatable): NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, "
+                        "StatefulSet, Job, DaemonSet, PersistentVolumeClaim, PersistentVolume, StorageClass")
     p.add_argument("--region", dest="plan_region", metavar="REGION", default=None,
                    help="AWS region of the instance data (same as the global --region; default us-east-1)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -48,6 +49,10 @@ def register(sub) -> None:
     p.add_argument("--zones", dest="plan_zones", metavar="ZONE[,ZONE...]", default=None,
                    help="availability zones to plan in (default: the simulator's, <region>a,b,c)")
     p.set_defaults(func=run)
+
+
+# the storage objects plan reads from the files: a pod's claims, their volumes and classes (volume topology)
+STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")
 
 
 class PlanError(Exception):
@@ -81,8 +86,12 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
         raise PlanError("no NodePool in the given files: add a karpenter.sh/v1 NodePool (see examples/default.yaml)")
     pods: list[dict] = []
     daemonsets: list[dict] = []
+    storage: dict[str, list[dict]] = {kind: [] for kind in STORAGE_KINDS}
     issues = []
     for index, obj in enumerate(o for o in loaded.objects if type(o) is KubeObject):
+        if obj.doc.get("kind") in STORAGE_KINDS:   # what the pods' volumes ask of their nodes (scheduling/volumes.py)
+            storage[obj.doc["kind"]].append(obj.doc)
+            continue
         w = expand(obj.doc, "<manifests>", index)
         pods.extend(w.pods)
         daemonsets.extend(w.daemonsets)
@@ -118,7 +127,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     wanted_zones = list(zones) if explicit_zones else default_zones(region)
     # the same scheduler input path as the provisioner and the sweeps: a snapshot (no cluster: no nodes)
     snap = ClusterSnapshot(now=time.time(), nodepools={np.name: np for np in nodepools}, nodeclasses=dict(nodeclasses),
-                           pods=pods, daemonsets=daemonsets)
+                           pods=pods, daemonsets=daemonsets, pvcs=storage["PersistentVolumeClaim"],
+                           pvs=storage["PersistentVolume"], storageclasses=storage["StorageClass"])
     for np in nodepools:
         nc = nodeclasses[np.node_class_ref["name"]]
         if nc.name not in catalogs:

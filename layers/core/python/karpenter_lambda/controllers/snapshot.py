@@ -13,6 +13,7 @@ import json
 import logging
 
 from ..api.snapshot import ClusterSnapshot
+from ..scheduling.volumes import apply_volumes, has_claims
 from .cluster_state import as_dict
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,21 @@ class SnapshotLoader:
         snap.daemonsets = [as_dict(d) for d in self.kube.list_daemonsets()]
         if pdbs:
             snap.pdbs = [as_dict(p) for p in self.kube.list_pdbs()]
+        self.load_storage(snap)
         self.refresh_claims(snap)
         if instance_types and self.cloud is not None:
             self.load_instance_types(snap)
         return snap
+
+    def load_storage(self, snap: ClusterSnapshot) -> None:
+        """Claims, volumes, StorageClasses and CSINodes, read only when a pod uses a claim (a cluster without
+        persistent volumes pays no call), then what they ask of the pods' nodes (``scheduling.volumes``)."""
+        if any(has_claims(p) for p in snap.pods):
+            snap.pvcs = [as_dict(x) for x in self.kube.list_pvcs()]
+            snap.pvs = [as_dict(x) for x in self.kube.list_pvs()]
+            snap.storageclasses = [as_dict(x) for x in self.kube.list_storageclasses()]
+            snap.csinodes = [as_dict(x) for x in self.kube.list_csinodes()]
+        apply_volumes(snap)
 
     def refresh_claims(self, snap: ClusterSnapshot) -> None:
         """Re-read the nominations, usage and NodeClaims (after a concurrent invocation changed them)."""

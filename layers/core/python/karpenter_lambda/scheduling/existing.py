@@ -77,8 +77,10 @@ def build_existing_nodes(existing: list, rindex: list, rpos: dict, pool_by_name:
             labels[L.INSTANCE_TYPE] = en.instance_type
         if en.nodepool and L.NODEPOOL not in labels:
             labels[L.NODEPOOL] = en.nodepool
+        # a volume-count resource the node does not list (no CSINode limit for that driver) has no known limit
+        cap = tuple(alloc.get(r, L.VOLUME_NO_LIMIT if L.volume_driver(r) else 0) for r in rindex)
         n = SimNode(en.name, True, pool_by_name.get(en.nodepool or labels.get(L.NODEPOOL, "")), None, labels,
-                  list(en.taints or []), tuple(alloc.get(r, 0) for r in rindex), used)
+                  list(en.taints or []), cap, used)
         n.ports = ports
         n.existing = en
         nodes.append(n)

@@ -28,6 +28,7 @@ from .existing_pods import facts_for
 from .resources import PodSpecError, add, fits, pod_requests, subtract
 from .model import ExistingNode, NodePoolInput, SchedulingInput
 from .reschedule import is_reschedulable
+from .volumes import apply_volumes, node_volume_room, pod_key_map
 
 # snapshot attribute: the pods of each node summed once (existing_pods.facts_for), kept for every later simulation on
 # the same snapshot (consolidation's validity tests) and carried to the snapshots it derives (apply_option)
@@ -137,7 +138,8 @@ def held_reservations(snap: ClusterSnapshot) -> dict[str, str]:
         room = subtract(alloc, used)
         for u in pending:
             req = _requests(snap.pods_by_uid[u])
-            if fits(req, room) is None:
+            # volume counts are not in a NodeClaim's allocatable: the plan that nominated the pod sized them
+            if fits({k: v for k, v in req.items() if wk.volume_driver(k) is None}, room) is None:
                 held[u] = ncname
                 room = subtract(room, req)
     return held
@@ -175,7 +177,8 @@ def existing_nodes(snap: ClusterSnapshot, held: dict[str, str] | None = None, ex
             continue
         labels = meta.get("labels") or {}
         en = ExistingNode(
-            name=name, labels=dict(labels), taints=scheduling_taints(n, nc), allocatable=node_allocatable(n),
+            name=name, labels=dict(labels), taints=scheduling_taints(n, nc),
+            allocatable={**node_allocatable(n), **node_volume_room(snap, name)},
             pods=list(snap.pods_by_node.get(name, [])) + (held_by_claim.get(nc.name, []) if nc is not None else []),
             nodepool=labels.get(wk.NODEPOOL), in_flight=False, instance_type=labels.get(wk.INSTANCE_TYPE),
             zone=labels.get(wk.ZONE), capacity_type=labels.get(wk.CAPACITY_TYPE), price=price_of(nc),
@@ -245,12 +248,22 @@ def nodepool_inputs(snap: ClusterSnapshot) -> tuple[list[NodePoolInput], list[st
 def scheduling_input(snap: ClusterSnapshot, pods: list[dict], *, held: dict[str, str] | None = None,
                      exclude: set[str] | frozenset = frozenset(), max_instance_types: int = 60
                      ) -> tuple[SchedulingInput, list[str]]:
-    """The solver's input for ``pods`` against the snapshot; returns (input, problems of NodePools left out)."""
+    """The solver's input for ``pods`` against the snapshot; returns (input, problems of NodePools left out).
+
+    Each of ``pods`` is taken as the snapshot holds it after :func:`~.volumes.apply_volumes` (run here if nobody
+    did): what its volumes ask is in it; what keeps one from being scheduled is passed as ``pod_problems``."""
+    apply_volumes(snap)
+    if snap.pod_notes or snap.pod_problems or snap.pvcs:
+        by_uid = snap.pods_by_uid
+        pods = [by_uid.get(pod_uid(p), p) for p in pods]
     inputs, problems = nodepool_inputs(snap)
     existing = existing_nodes(snap, held, exclude)
+    keys = {pod_uid(p) for p in pods}
     return SchedulingInput(pods=list(pods), nodepools=inputs, existing_nodes=existing, daemonsets=list(snap.daemonsets),
                            nodepool_usage={k: dict(v) for k, v in snap.usage.items()},
-                           max_instance_types=max_instance_types), problems
+                           max_instance_types=max_instance_types,
+                           pod_problems=pod_key_map(snap, {u: t for u, t in snap.pod_problems.items() if u in keys}),
+                           pod_notes=pod_key_map(snap, {u: t for u, t in snap.pod_notes.items() if u in keys})), problems
 
 
 

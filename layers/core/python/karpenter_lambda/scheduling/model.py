@@ -82,6 +82,10 @@ class SchedulingInput:
     daemonsets: list = field(default_factory=list)
     nodepool_usage: dict = field(default_factory=dict)
     max_instance_types: int = 60
+    # pod key -> why it cannot be scheduled before any node is looked at (a missing PVC, PV or StorageClass)
+    pod_problems: dict = field(default_factory=dict)
+    # pod key -> the constraints its volumes add, appended to its reason when it stays unschedulable
+    pod_notes: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -140,10 +140,16 @@ class NodeClaimTemplate:
         self.remaining = {k: v - (usage or {}).get(k, 0) for k, v in self.limits.items()}
         # instance types compatible with the NodePool and launchable under its zone / capacity-type constraints
         dvec = [self.daemon.get(r, 0) for r in rindex]
+        volume_keys = [(i, r) for i, r in enumerate(rindex) if L.volume_driver(r) is not None]
         types = []
         for it in npi.instance_types:
             alloc = it.allocatable
             avail = tuple(alloc.get(r, 0) - d for r, d in zip(rindex, dvec))
+            if volume_keys:  # the type's attach limits (scheduling/volumes.py)
+                room = list(avail)
+                for i, r in volume_keys:
+                    room[i] = it.allocatable_for(r) - dvec[i]
+                avail = tuple(room)
             t = InstanceTypeOption(it, avail, it.capacity)
             if t.reqs.intersects(reqs) is None and t.cheapest(reqs) is not None:
                 types.append(t)
@@ -263,12 +269,14 @@ class NodeClaimTemplate:
         instance type and NodePool name."""
         reqs = self.reqs if requirements is None else self.reqs.intersection(requirements)
         z, ct = reqs.get(L.ZONE), reqs.get(L.CAPACITY_TYPE)
+        volume_keys = {k for k in requests if L.volume_driver(k) is not None}
         out = []
         for t in self.types:
             if t.reqs.intersects(reqs) is not None:
                 continue
-            alloc = t.it.allocatable
-            if any(v > 0 and alloc.get(k, 0) - self.daemon.get(k, 0) < v for k, v in requests.items()):
+            it, alloc = t.it, t.it.allocatable
+            if any(v > 0 and (it.allocatable_for(k) if k in volume_keys else alloc.get(k, 0)) - self.daemon.get(k, 0) < v
+                   for k, v in requests.items()):
                 continue
             for o in t.offers:
                 if not (z.has(o.zone) and ct.has(o.capacity_type)) or (below is not None and not o.price < below):

@@ -92,7 +92,10 @@ def build_classes(pods: list, zone_map, unschedulable: list) -> list[PodClass]:
         spec = pod.get("spec") or {}
         labels = meta.get("labels") or {}
         ns = meta.get("namespace") or "default"
-        key = (ns, repr(sorted(labels.items())), repr(spec))
+        # volumes do not enter the class: what they ask of a node is in the spec's affinity and overhead already
+        # (scheduling/volumes.inject), so a StatefulSet's pods differing only in their claims stay one shape
+        key = (ns, repr(sorted(labels.items())),
+               repr({k: v for k, v in spec.items() if k != "volumes"} if "volumes" in spec else spec))
         c = by_key.get(key)
         if c is None:
             c = PodClass()

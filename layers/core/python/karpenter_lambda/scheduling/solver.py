@@ -33,6 +33,9 @@ The scheduler's modules, along Karpenter's seams (pkg/controllers/provisioning/s
 from __future__ import annotations
 
 import gc
+from dataclasses import replace
+
+from ..api.kube import pod_key
 
 from .existing import build_existing_nodes
 from .finalize import Finalizer
@@ -150,6 +153,8 @@ def solve(inp: SchedulingInput) -> SchedulingResult:
     """Run one provisioning round over ``inp`` (pure; no I/O). Raises SchedulingError on malformed input."""
     if not isinstance(inp, SchedulingInput):
         raise SchedulingError("solve() needs a SchedulingInput")
+    if inp.pod_problems or inp.pod_notes:
+        return _with_pod_facts(inp)
     # the simulation allocates many small objects and frees them all at the end: the cyclic collector's
     # passes over the (large) input would only cost time, so it is paused for the call and restored after
     enabled = gc.isenabled()
@@ -163,6 +168,26 @@ def solve(inp: SchedulingInput) -> SchedulingResult:
     finally:
         if enabled:
             gc.enable()
+
+
+def _with_pod_facts(inp: SchedulingInput) -> SchedulingResult:
+    """``solve`` for pods with volume problems (unschedulable before any node is looked at, Karpenter's
+    ``ValidatePersistentVolumeClaims``) or volume constraints (named in the reason when the pod stays unschedulable;
+    scheduling/volumes.py)."""
+    problems, notes = inp.pod_problems or {}, inp.pod_notes or {}
+    blocked, pods = [], []
+    for p in inp.pods:
+        key = pod_key(p) if isinstance(p, dict) else None
+        if key in problems:
+            blocked.append(Unschedulable(key, problems[key]))
+        else:
+            pods.append(p)
+    res = solve(replace(inp, pods=pods, pod_problems={}, pod_notes={}))
+    for u in res.unschedulable:
+        if u.pod in notes:
+            u.reason = f"{u.reason}; volumes: {notes[u.pod]}"
+    res.unschedulable = blocked + res.unschedulable
+    return res
 
 
 def _run(inp: SchedulingInput) -> SchedulingResult:

@@ -123,6 +123,7 @@ class KubeClient:
         self.policy = k8s.PolicyV1Api(api_client)
         self.autoscaling = k8s.AutoscalingV2Api(api_client)
         self.custom = k8s.CustomObjectsApi(api_client)
+        self.storage = k8s.StorageV1Api(api_client)
         self.retries = retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -260,6 +261,19 @@ class KubeClient:
         if namespace:
             return self._list_all(f"LIST poddisruptionbudgets -n {namespace}", self.policy.list_namespaced_pod_disruption_budget, namespace)
         return self._list_all("LIST poddisruptionbudgets", self.policy.list_pod_disruption_budget_for_all_namespaces)
+
+    # -- storage (volume topology and attach limits: scheduling/volumes.py) -----------------------
+    def list_pvcs(self) -> list[dict]:
+        return self._list_all("LIST persistentvolumeclaims", self.core.list_persistent_volume_claim_for_all_namespaces)
+
+    def list_pvs(self) -> list[dict]:
+        return self._list_all("LIST persistentvolumes", self.core.list_persistent_volume)
+
+    def list_storageclasses(self) -> list[dict]:
+        return self._list_all("LIST storageclasses", self.storage.list_storage_class)
+
+    def list_csinodes(self) -> list[dict]:
+        return self._list_all("LIST csinodes", self.storage.list_csi_node)
 
     def list_namespaces(self, label_selector: str | None = None) -> list[dict]:
         kw = {"label_selector": label_selector} if label_selector else {}

@@ -1,0 +1,244 @@
+"""Volume topology and volume counts: what a pod's persistent volumes ask of its node (pure).
+
+Karpenter's ``volumetopology.go`` (pkg/controllers/provisioning/scheduling) and ``volumeusage.go``
+(pkg/scheduling), for every pod volume backed by a PersistentVolumeClaim (``persistentVolumeClaim.claimName``, or
+a generic ephemeral volume, whose claim is ``<pod>-<volume>``):
+
+* **bound claim** (``spec.volumeName``): the PersistentVolume's ``spec.nodeAffinity.required.nodeSelectorTerms[0]``
+  match expressions become node requirements of the pod (Karpenter takes the first term; a ``local`` or
+  ``hostPath`` volume's hostname requirement is dropped, the node it named is the one going away);
+* **unbound claim**: its StorageClass's ``allowedTopologies[0].matchLabelExpressions`` (``In``) do; a claim
+  without a class name gets the cluster's default StorageClass, as the API server's admission would have given it
+  (an unbound generic ephemeral volume whose claim does not exist yet reads its template's class);
+* a claim, volume or StorageClass that does not exist is the pod's problem ("PVC data-db-0 not found"): the pod is
+  not scheduled (Karpenter: ``ValidatePersistentVolumeClaims``), and the reason says which object is missing.
+
+The requirements are added to every required node-selector term of a copy of the pod (``inject``), so the solver,
+consolidation's simulations, ``plan`` and ``simulate`` all see them without knowing about volumes.
+
+**Volume counts** (issue 28 item 2): each claim counts one against its CSI driver (the PV's ``spec.csi.driver``,
+``awsElasticBlockStore`` as the EBS CSI driver, or the StorageClass's provisioner) as the resource
+``attachable-volumes-csi-<driver>`` (``api.labels.volume_resource``), carried in the pod copy's ``spec.overhead``
+so every resource check counts it.  A node's room for it: its CSINode's ``drivers[].allocatable.count`` (an
+existing node, Karpenter's volume usage), or its instance type's ``volume_limits`` (a new node: beyond Karpenter).
+A claim two pods share counts once per pod (conservative: the kubelet counts it once per node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..api import labels as L
+from ..api.kube import pod_key, pod_uid
+from ..api.snapshot import ClusterSnapshot
+
+__all__ = ["VolumeIndex", "PodVolumes", "apply_volumes", "inject", "has_claims", "node_volume_room"]
+
+DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
+                             "storageclass.beta.kubernetes.io/is-default-class")
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_APPLIED = "_volumes_applied"   # snapshot attribute: apply_volumes ran on it
+
+
+@dataclass(frozen=True)
+class PodVolumes:
+    """What a pod's claims ask of its node: requirements (NodeSelectorRequirement dicts), volumes per CSI driver,
+    one line per constrained claim (for explanations), or the problem that keeps the pod from being scheduled."""
+
+    requirements: tuple = ()
+    counts: tuple = ()           # ((driver, n), ...) sorted
+    notes: tuple = ()
+    problem: str | None = None
+
+
+def _claims(pod: dict):
+    """(claim name, ephemeral claim template spec or None) per PVC-backed volume of ``pod``."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    for v in spec.get("volumes") or ():
+        if not isinstance(v, dict):
+            continue
+        pvc = v.get("persistentVolumeClaim")
+        if isinstance(pvc, dict) and pvc.get("claimName"):
+            yield str(pvc["claimName"]), None
+        eph = v.get("ephemeral")
+        if isinstance(eph, dict):
+            tpl = (eph.get("volumeClaimTemplate") or {}).get("spec") or {}
+            yield f"{meta.get('name')}-{v.get('name')}", tpl
+
+
+def has_claims(pod: dict) -> bool:
+    """Does ``pod`` use any PersistentVolumeClaim (directly or through a generic ephemeral volume)?"""
+    return any(True for _ in _claims(pod))
+
+
+def _driver(pv: dict | None, storage_class: dict | None) -> str | None:
+    spec = (pv or {}).get("spec") or {}
+    if isinstance(spec.get("csi"), dict) and spec["csi"].get("driver"):
+        return str(spec["csi"]["driver"])
+    if spec.get("awsElasticBlockStore"):
+        return L.EBS_CSI_DRIVER
+    if pv is None and storage_class is not None:
+        p = storage_class.get("provisioner")
+        return L.EBS_CSI_DRIVER if p == L.EBS_IN_TREE_PROVISIONER else (str(p) if p else None)
+    return None
+
+
+def _fmt(reqs: list[dict]) -> str:
+    return ", ".join(f"{r.get('key')} {r.get('operator')} [{', '.join(map(str, r.get('values') or []))}]"
+                     if r.get("values") else f"{r.get('key')} {r.get('operator')}" for r in reqs)
+
+
+class VolumeIndex:
+    """The cluster's claims, volumes, classes and CSINodes by name, and the per-pod answer."""
+
+    def __init__(self, pvcs=(), pvs=(), storageclasses=(), csinodes=()):
+        self.pvcs = {((p.get("metadata") or {}).get("namespace") or "default", (p.get("metadata") or {}).get("name")): p
+                     for p in pvcs}
+        self.pvs = {(p.get("metadata") or {}).get("name"): p for p in pvs}
+        self.classes = {(c.get("metadata") or {}).get("name"): c for c in storageclasses}
+        defaults = sorted((c for c in storageclasses
+                           if any(((c.get("metadata") or {}).get("annotations") or {}).get(a) == "true"
+                                  for a in DEFAULT_CLASS_ANNOTATIONS)),
+                          key=lambda c: ((c.get("metadata") or {}).get("creationTimestamp") or "",
+                                         (c.get("metadata") or {}).get("name") or ""))
+        # several defaults: the newest wins, as the API server's DefaultStorageClass admission picks it
+        self.default_class = (defaults[-1].get("metadata") or {}).get("name") if defaults else None
+        self.csinodes = {(c.get("metadata") or {}).get("name"): c for c in csinodes}
+
+    @classmethod
+    def of(cls, snap: ClusterSnapshot) -> "VolumeIndex":
+        return cls(snap.pvcs, snap.pvs, snap.storageclasses, snap.csinodes)
+
+    def pod_volumes(self, pod: dict) -> PodVolumes:
+        ns = (pod.get("metadata") or {}).get("namespace") or "default"
+        reqs: list[dict] = []
+        counts: dict[str, int] = {}
+        notes: list[str] = []
+        for claim, template in _claims(pod):
+            pvc = self.pvcs.get((ns, claim))
+            if pvc is None and template is None:
+                return PodVolumes(problem=f"PVC {claim} not found (namespace {ns})")
+            pvc_spec = (pvc or {}).get("spec") or template or {}
+            pv_name = pvc_spec.get("volumeName")
+            pv = sc = None
+            if pv_name:
+                pv = self.pvs.get(pv_name)
+                if pv is None:
+                    return PodVolumes(problem=f"PV {pv_name} of PVC {claim} not found")
+                r = self._pv_requirements(pv)
+                where = f"PVC {claim} (PV {pv_name})"
+            else:
+                sc_name = pvc_spec.get("storageClassName")
+                if sc_name is None:
+                    sc_name = self.default_class
+                if sc_name:
+                    sc = self.classes.get(sc_name)
+                    if sc is None:
+                        return PodVolumes(problem=f"StorageClass {sc_name} of PVC {claim} not found")
+                r = self._class_requirements(sc) if sc is not None else []
+                where = f"PVC {claim} (StorageClass {sc_name}, not bound yet)"
+            if r:
+                reqs.extend(r)
+                notes.append(f"{where} requires {_fmt(r)}")
+            d = _driver(pv, sc)
+            if d:
+                counts[d] = counts.get(d, 0) + 1
+        return PodVolumes(tuple(reqs), tuple(sorted(counts.items())), tuple(notes))
+
+    @staticmethod
+    def _pv_requirements(pv: dict) -> list[dict]:
+        spec = pv.get("spec") or {}
+        terms = (((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")) or []
+        if not terms or not isinstance(terms[0], dict):
+            return []
+        out = [dict(r) for r in terms[0].get("matchExpressions") or () if isinstance(r, dict)]
+        if spec.get("local") or spec.get("hostPath"):
+            out = [r for r in out if r.get("key") != L.HOSTNAME]
+        return out
+
+    @staticmethod
+    def _class_requirements(sc: dict) -> list[dict]:
+        topos = sc.get("allowedTopologies") or []
+        if not topos or not isinstance(topos[0], dict):
+            return []
+        return [{"key": e.get("key"), "operator": "In", "values": list(e.get("values") or [])}
+                for e in topos[0].get("matchLabelExpressions") or () if isinstance(e, dict)]
+
+    def node_room(self, node_name: str) -> dict[str, int]:
+        """The node's CSINode limits as volume-count resources (``{attachable-volumes-csi-<driver>: count}``)."""
+        doc = self.csinodes.get(node_name)
+        out: dict[str, int] = {}
+        for d in ((doc or {}).get("spec") or {}).get("drivers") or ():
+            count = ((d or {}).get("allocatable") or {}).get("count")
+            if isinstance(count, int) and not isinstance(count, bool) and d.get("name"):
+                out[L.volume_resource(d["name"])] = count
+        return out
+
+
+def inject(pod: dict, vols: PodVolumes) -> dict:
+    """A copy of ``pod`` carrying ``vols``: the requirements added to every required node-selector term (one new term
+    when it has none, as Karpenter does) and the volume counts in ``spec.overhead``.  Nested objects not changed
+    are shared, not copied; ``pod`` itself is not modified."""
+    if not vols.requirements and not vols.counts:
+        return pod
+    spec = dict(pod.get("spec") or {})
+    if vols.requirements:
+        affinity = dict(spec.get("affinity") or {})
+        na = dict(affinity.get("nodeAffinity") or {})
+        required = dict(na.get(REQUIRED) or {})
+        terms = [dict(t) for t in required.get("nodeSelectorTerms") or () if isinstance(t, dict)] or [{}]
+        for t in terms:
+            t["matchExpressions"] = list(t.get("matchExpressions") or ()) + [dict(r) for r in vols.requirements]
+        required["nodeSelectorTerms"] = terms
+        na[REQUIRED] = required
+        affinity["nodeAffinity"] = na
+        spec["affinity"] = affinity
+    if vols.counts:
+        overhead = dict(spec.get("overhead") or {})
+        for driver, n in vols.counts:
+            overhead[L.volume_resource(driver)] = n
+        spec["overhead"] = overhead
+    out = dict(pod)
+    out["spec"] = spec
+    return out
+
+
+def apply_volumes(snap: ClusterSnapshot) -> None:
+    """Give every pod of the snapshot what its volumes ask (``inject``) and record the pods that cannot be scheduled
+    (``snap.pod_problems``) and the constraints their volumes add (``snap.pod_notes``), by pod uid.  Once per
+    snapshot; a snapshot with no claim-backed pod is left as it is."""
+    if snap.__dict__.get(_APPLIED):
+        return
+    snap.__dict__[_APPLIED] = True
+    if not any(has_claims(p) for p in snap.pods):
+        return
+    index = VolumeIndex.of(snap)
+    pods = []
+    for p in snap.pods:
+        if has_claims(p):
+            vols = index.pod_volumes(p)
+            uid = pod_uid(p)
+            if vols.problem:
+                snap.pod_problems[uid] = vols.problem
+            elif vols.notes:
+                snap.pod_notes[uid] = "; ".join(vols.notes)
+            p = inject(p, vols)
+        pods.append(p)
+    snap.pods = pods
+    for attr in ("pods_by_uid", "pods_by_node"):
+        snap.__dict__.pop(attr, None)
+
+
+def node_volume_room(snap: ClusterSnapshot, node_name: str) -> dict[str, int]:
+    """The node's CSINode volume limits as resources (empty when it has none: no known limit)."""
+    if not snap.csinodes:
+        return {}
+    index = snap.__dict__.get("_volume_index")
+    if index is None:
+        index = snap.__dict__["_volume_index"] = VolumeIndex.of(snap)
+    return index.node_room(node_name)
+
+
+def pod_key_map(snap: ClusterSnapshot, by_uid: dict[str, str]) -> dict[str, str]:
+    """``{pod uid: text}`` as ``{pod key: text}`` for the pods of the snapshot."""
+    return {pod_key(snap.pods_by_uid[u]): t for u, t in by_uid.items() if u in snap.pods_by_uid}

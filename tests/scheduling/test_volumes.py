@@ -1,0 +1,206 @@
+"""Volume topology and volume counts (issue 28 items 1-2), on snapshots from tests/builders.py: no moto, no API
+server; each test runs in milliseconds.  The rules are scheduling/volumes.py's; the solver, consolidation and
+``plan`` see them through the snapshot's pods."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import builders
+from builders import ZONES, claimed_node, csinode, nodepool, pod, pv, pvc, snapshot, storageclass, with_claims
+from karpenter_lambda.api import labels as L
+from karpenter_lambda.disruption.plan import SweepBudgets, plan_sweep
+from karpenter_lambda.disruption.underutilized import MultiNodeConsolidation, SingleNodeConsolidation
+from karpenter_lambda.disruption.emptiness import Emptiness
+from karpenter_lambda.scheduling import solve
+from karpenter_lambda.scheduling.inputs import scheduling_input
+from karpenter_lambda.scheduling.podfacts import build_classes
+from karpenter_lambda.scheduling.volumes import VolumeIndex, inject
+
+A, B, C = ZONES
+
+
+def db(i: int, *claims: str, cpu: str = "1", **kw) -> dict:
+    """StatefulSet-like pod db-<i> (its own pod-name label, as a StatefulSet's pods have) using ``claims``."""
+    return with_claims(pod(f"db-{i}", cpu=cpu, memory="1Gi", owner="StatefulSet", app="db",
+                           labels={"statefulset.kubernetes.io/pod-name": f"db-{i}"}, **kw), *claims)
+
+
+def plan(snap, pods=None):
+    pods = snap.pending_pods() if pods is None else pods
+    inp, _ = scheduling_input(snap, pods)
+    return solve(inp)
+
+
+def zone_of(res, key: str) -> str | None:
+    return next((c.zone for c in res.nodeclaims if key in c.pods), None)
+
+
+def reasons(res) -> dict[str, str]:
+    return {u.pod: u.reason for u in res.unschedulable}
+
+
+# -- bound volumes ----------------------------------------------------------------------------------------------
+def test_each_pod_gets_a_node_in_its_bound_volumes_zone():
+    storage = [storageclass()]
+    for i, z in enumerate((C, B, A)):   # not the order the cheapest zone would give
+        storage += [pv(f"pv-{i}", zone=z, claim=f"data-db-{i}"), pvc(f"data-db-{i}", volume=f"pv-{i}")]
+    snap = snapshot(pods=[db(i, f"data-db-{i}") for i in range(3)], storage=storage)
+    res = plan(snap)
+    assert res.unschedulable == []
+    assert [zone_of(res, f"default/db-{i}") for i in range(3)] == [C, B, A]
+    for c in res.nodeclaims:   # the plan's own requirements pin the zone the NodeClaim launches in
+        assert c.requirements.get(L.ZONE).values == {c.zone}
+
+
+def test_a_volume_in_a_zone_the_nodepool_excludes_makes_the_pod_unschedulable_naming_the_volume():
+    pool = nodepool(requirements=[{"key": L.ZONE, "operator": "In", "values": [A, B]}])
+    storage = [pv("pv-c", zone=C), pvc("data-db-0", volume="pv-c"), pv("pv-a", zone=A), pvc("data-db-1", volume="pv-a")]
+    snap = snapshot(pods=[db(0, "data-db-0"), db(1, "data-db-1")], nodepools=[pool], storage=storage)
+    res = plan(snap)
+    assert [c.pods for c in res.nodeclaims] == [["default/db-1"]] and res.nodeclaims[0].zone == A
+    why = reasons(res)["default/db-0"]
+    assert "PVC data-db-0 (PV pv-c)" in why and C in why, why
+
+
+def test_the_ebs_csi_zone_key_means_the_zone():
+    storage = [pv("pv-b", zone=B, zone_key="topology.ebs.csi.aws.com/zone"), pvc("data", volume="pv-b")]
+    res = plan(snapshot(pods=[db(0, "data")], storage=storage))
+    assert zone_of(res, "default/db-0") == B
+
+
+def test_a_local_volumes_hostname_requirement_is_dropped_and_its_zone_kept():
+    local = pv("local-1", zone=B, local={"path": "/mnt/disk"})
+    local["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"].append(
+        {"key": L.HOSTNAME, "operator": "In", "values": ["node-gone"]})
+    res = plan(snapshot(pods=[db(0, "data")], storage=[local, pvc("data", volume="local-1")]))
+    assert res.unschedulable == [] and zone_of(res, "default/db-0") == B
+
+
+def test_requirements_are_added_to_every_required_term_of_the_pod():
+    terms = [{"matchExpressions": [{"key": L.ARCH, "operator": "In", "values": ["amd64"]}]},
+             {"matchExpressions": [{"key": L.ARCH, "operator": "In", "values": ["arm64"]}]}]
+    p = db(0, "data", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}})
+    index = VolumeIndex([pvc("data", volume="pv-b")], [pv("pv-b", zone=B)])
+    out = inject(p, index.pod_volumes(p))
+    got = out["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [[e["key"] for e in t["matchExpressions"]] for t in got] == [[L.ARCH, L.ZONE], [L.ARCH, L.ZONE]]
+    assert len(terms[0]["matchExpressions"]) == 1 and "overhead" not in p["spec"]   # the pod itself is not changed
+    assert out["spec"]["overhead"] == {L.volume_resource(L.EBS_CSI_DRIVER): 1}
+
+
+# -- unbound claims ---------------------------------------------------------------------------------------------
+def test_an_unbound_claim_follows_its_storage_class_allowed_topologies():
+    storage = [storageclass("gp3-c", zones=[C]), pvc("data", storage_class="gp3-c")]
+    res = plan(snapshot(pods=[db(0, "data")], storage=storage))
+    assert zone_of(res, "default/db-0") == C
+
+
+def test_an_unbound_claim_without_a_class_name_gets_the_default_class():
+    storage = [storageclass("other", zones=[A]), storageclass("gp3-b", zones=[B], default=True),
+               pvc("data", storage_class=None)]
+    res = plan(snapshot(pods=[db(0, "data")], storage=storage))
+    assert zone_of(res, "default/db-0") == B
+
+
+def test_a_generic_ephemeral_volume_reads_its_template_until_its_claim_exists():
+    eph = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "gp3-a",
+                                                                            "accessModes": ["ReadWriteOnce"]}}}}
+    p = pod("worker-0", cpu="1", volumes=[eph])
+    res = plan(snapshot(pods=[p], storage=[storageclass("gp3-a", zones=[A])]))
+    assert zone_of(res, "default/worker-0") == A
+    # once the claim <pod>-<volume> exists and is bound, its volume decides
+    res = plan(snapshot(pods=[pod("worker-0", cpu="1", volumes=[eph])],
+                        storage=[storageclass("gp3-a", zones=[A]), pv("pv-c", zone=C), pvc("worker-0-scratch", volume="pv-c")]))
+    assert zone_of(res, "default/worker-0") == C
+
+
+# -- missing objects --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("storage,reason", [
+    ([], "PVC data not found (namespace default)"),
+    ([pvc("data", volume="pv-x")], "PV pv-x of PVC data not found"),
+    ([pvc("data", storage_class="fast")], "StorageClass fast of PVC data not found"),
+])
+def test_a_missing_claim_volume_or_class_is_the_pods_reason_and_nothing_launches(storage, reason):
+    res = plan(snapshot(pods=[db(0, "data"), pod("web-0", cpu="1")], storage=storage))
+    assert reasons(res) == {"default/db-0": reason}
+    assert [c.pods for c in res.nodeclaims] == [["default/web-0"]]
+
+
+# -- existing nodes ---------------------------------------------------------------------------------------------
+def test_an_existing_node_in_another_zone_is_not_used_and_one_in_the_volumes_zone_is():
+    a = claimed_node("a", zone=A)
+    snap = snapshot(a, pods=[db(0, "data")], storage=[pv("pv-b", zone=B), pvc("data", volume="pv-b")])
+    res = plan(snap)
+    assert res.existing == {} and zone_of(res, "default/db-0") == B
+    b = claimed_node("b", zone=B)
+    res = plan(snapshot(a, b, pods=[db(0, "data")], storage=[pv("pv-b", zone=B), pvc("data", volume="pv-b")]))
+    assert res.existing == {"node-b": ["default/db-0"]} and res.nodeclaims == []
+
+
+def test_a_nodes_csinode_count_limits_the_volumes_it_takes():
+    storage = [storageclass(), pv("pv-0", zone=A), pvc("data-db-0", volume="pv-0"), pvc("data-db-1"), pvc("data-db-2")]
+    running = db(0, "data-db-0", node="node-a")
+    full = snapshot(claimed_node("a", instance_type="m5.2xlarge"), pods=[running, db(1, "data-db-1"), db(2, "data-db-2")],
+                    storage=storage + [csinode("node-a", 2)])
+    res = plan(full)
+    assert sum(len(v) for v in res.existing.values()) == 1    # one more volume fits next to the running one
+    assert sum(len(c.pods) for c in res.nodeclaims) == 1
+    # a CSINode without a count (or no CSINode at all) sets no limit
+    free = snapshot(claimed_node("a", instance_type="m5.2xlarge"), pods=[running, db(1, "data-db-1"), db(2, "data-db-2")],
+                    storage=storage + [csinode("node-a", None)])
+    assert plan(free).existing == {"node-a": ["default/db-1", "default/db-2"]}
+
+
+def test_a_new_nodes_attach_limit_comes_from_its_instance_type():
+    limited = [dataclasses.replace(it, volume_limits={L.EBS_CSI_DRIVER: 2}) for it in builders.instance_types()]
+    storage = [storageclass(zones=[A])] + [pvc(f"data-db-{i}") for i in range(5)]
+    pods = [db(i, f"data-db-{i}", cpu="100m") for i in range(5)]
+    snap = snapshot(pods=pods, storage=storage, instance_types={"default": limited})
+    res = plan(snap)
+    assert res.unschedulable == []
+    assert sorted(len(c.pods) for c in res.nodeclaims) == [1, 2, 2]
+    # the same pods without the limit share one node
+    unlimited = snapshot(pods=[db(i, f"data-db-{i}", cpu="100m") for i in range(5)], storage=storage)
+    assert [len(c.pods) for c in plan(unlimited).nodeclaims] == [5]
+
+
+def test_the_catalogs_ebs_limit_is_the_types_attachments_less_the_nodes_block_devices():
+    from karpenter_lambda.catalog.allocatable import NodeSettings, volume_limits
+
+    info = {"EbsInfo": {"MaximumEbsAttachments": 26, "AttachmentLimitType": "shared"}}
+    assert volume_limits(info, NodeSettings()) == {L.EBS_CSI_DRIVER: 25}
+    two = NodeSettings(block_device_mappings=({"deviceName": "/dev/xvda"}, {"deviceName": "/dev/xvdb"}))
+    assert volume_limits(info, two) == {L.EBS_CSI_DRIVER: 24}
+    assert volume_limits(info, NodeSettings(ami_family="Bottlerocket")) == {L.EBS_CSI_DRIVER: 24}
+    assert volume_limits({}, NodeSettings()) == {}
+
+
+# -- classes: claims do not split what is otherwise one shape ---------------------------------------------------
+def test_pods_differing_only_in_their_claims_form_one_class():
+    storage = [storageclass(zones=[A])] + [pvc(f"data-{i}") for i in range(20)]
+    snap = snapshot(pods=[with_claims(pod(f"w-{i}", cpu="100m"), f"data-{i}") for i in range(20)], storage=storage)
+    inp, _ = scheduling_input(snap, snap.pending_pods())
+    assert len(build_classes(inp.pods, dict, [])) == 1
+
+
+# -- consolidation ----------------------------------------------------------------------------------------------
+def test_consolidation_never_moves_a_volume_pod_to_another_zone():
+    # two half-empty nodes: without volumes one of them goes and its pod moves to the other
+    a, b = claimed_node("a", zone=A, instance_type="m5.xlarge"), claimed_node("b", zone=B, instance_type="m5.xlarge")
+    pods = [pod("web-0", cpu="500m", node="node-a"), db(0, "data", node="node-b", cpu="500m")]
+    methods = [Emptiness(), MultiNodeConsolidation(), SingleNodeConsolidation()]
+    pool = nodepool(budgets=[{"nodes": "100%"}])
+    free = snapshot(a, b, pods=[pod("web-0", cpu="500m", node="node-a"), db(0, node="node-b", cpu="500m")],
+                    nodepools=[pool])
+    control = plan_sweep(free, methods, SweepBudgets(free, {})).commands
+    # the control: both go for one node, in zone a (the first cheapest): db-0 would leave zone b
+    assert [(sorted(c.names), [r.zone for r in c.replacements]) for c in control] == [(["a", "b"], [A])]
+    snap = snapshot(a, b, pods=pods, nodepools=[pool], storage=[pv("pv-b", zone=B), pvc("data", volume="pv-b")])
+    out = plan_sweep(snap, methods, SweepBudgets(snap, {}))
+    assert out.commands
+    for cmd in out.commands:
+        if "b" in cmd.names:   # db-0's node goes: only for a replacement in zone b
+            assert cmd.replacements and all(r.zone == B for r in cmd.replacements), cmd
