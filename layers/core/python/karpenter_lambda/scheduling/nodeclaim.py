@@ -51,7 +51,7 @@ class TemplateOffer:
 class InstanceTypeOption:
     """An instance type as a NodeClaim template offers it: allocatable minus the NodePool's DaemonSet overhead
     (``avail``, a vector), capacity, the requirements it offers, its available offerings and cheapest price."""
-    __slots__ = ("it", "name", "reqs", "avail", "cap", "exotic", "offers", "min_price", "zc")
+    __slots__ = ("it", "name", "reqs", "avail", "cap", "exotic", "offers", "min_price", "zc", "by_price")
 
     def __init__(self, it: InstanceType, avail: tuple, cap: dict):
         self.it = it
@@ -63,7 +63,8 @@ class InstanceTypeOption:
                            or "metal" in labels.get(L.INSTANCE_SIZE, "")  # metal, metal-24xl, metal-48xl, ...
                            or any(it.capacity.get(r, 0) > 0 for r in EXOTIC_RESOURCES))
         self.offers = [o for o in it.offerings if o.available]
-        self.min_price = min((o.price for o in self.offers), default=INF)
+        self.by_price = sorted(self.offers, key=lambda o: o.price)   # stable: equal prices keep the offers' order
+        self.min_price = self.by_price[0].price if self.by_price else INF
         self.zc = frozenset((o.zone, o.capacity_type) for o in self.offers)
         zids = frozenset(o.zone_id for o in self.offers if o.zone_id)
         # the requirements an instance type offers depend only on its labels and offerings: cached on the object
@@ -87,13 +88,13 @@ class InstanceTypeOption:
         it.__dict__["_scheduling_reqs"] = (ck, reqs)
 
     def cheapest(self, reqs: Requirements):
+        """The cheapest available offering ``reqs`` allow (zone and capacity type); the first of equal prices."""
         z = reqs.get(L.ZONE)
         ct = reqs.get(L.CAPACITY_TYPE)
-        best = None
-        for o in self.offers:
-            if z.has(o.zone) and ct.has(o.capacity_type) and (best is None or o.price < best.price):
-                best = o
-        return best
+        for o in self.by_price:
+            if z.has(o.zone) and ct.has(o.capacity_type):
+                return o
+        return None
 
 
 class NodeClaimTemplate:
@@ -167,7 +168,13 @@ class NodeClaimTemplate:
         sig = reqs.signature()
         hit = self._compat.get(sig)
         if hit is None:
-            hit = [t for t in self.types if t.reqs.intersects(reqs) is None and t.cheapest(reqs) is not None]
+            if L.ZONE in reqs and len(reqs) > 1:
+                # the same requirements in any zone, then the zone: a type compatible with both has an offering in
+                # an allowed zone and capacity type (``cheapest``), which is all the zone adds.  Pods pinned to a
+                # zone (volumes, zone affinity, spread shares) then share one pass over the catalog.
+                hit = [t for t in self.compat_types(reqs.without(L.ZONE)) if t.cheapest(reqs) is not None]
+            else:
+                hit = [t for t in self.types if t.reqs.intersects(reqs) is None and t.cheapest(reqs) is not None]
             self._compat[sig] = hit
         return hit
 

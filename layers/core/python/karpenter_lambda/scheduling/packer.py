@@ -16,6 +16,8 @@ limits: the exact cheapest cover (:func:`cover_plan`).  What is left goes throug
 
 from __future__ import annotations
 
+import operator
+
 from .cover import min_cost_cover
 from .model import INF, SimNode, fit_count
 from .nodeclaim import InstanceTypeOption, NodeClaimTemplate
@@ -397,19 +399,17 @@ def value_bounds(types: list, values: dict) -> dict:
     """Upper bound of the value one node of each type can hold (fractional knapsack, per resource: capacity
     times the best value per unit of it among the vectors that fit); 0 when no vector fits."""
     ubs = {}
-    nres = len(next(iter(values)))
+    # each vector's value per unit of each resource, computed once (not once per type)
+    per_unit = [(v, [u / x if x else 0.0 for x in v]) for v, u in values.items()]
+    le = operator.le
     for p, t in types:
         a = t.avail
-        dens = [0.0] * nres
-        any_fit = False
-        for v, u in values.items():
-            if all(x <= c for x, c in zip(v, a)):
-                any_fit = True
-                for i, x in enumerate(v):
-                    if x and u / x > dens[i]:
-                        dens[i] = u / x
+        dens = None
+        for v, d in per_unit:
+            if all(map(le, v, a)):
+                dens = list(d) if dens is None else [y if y > z else z for y, z in zip(d, dens)]
         ub = 0.0
-        if any_fit:
+        if dens is not None:
             ub = INF
             for i, d in enumerate(dens):
                 if d > 0:

@@ -1,0 +1,125 @@
+#!/usr/bin/env python
+"""Volume topology benchmark (issue 28): scheduling 500 pods with persistent volumes against the same 500 pods
+without, on the real catalog (moto's bundled us-east-1 data, zones a..c, 1,340 Linux types).
+
+    python bench/volumes.py [--pods N] [--runs R] [--json]
+
+The pods are StatefulSet replicas (each its own pod-name label, as Kubernetes gives them), five StatefulSets of
+``N/5`` with one claim each: StatefulSets 0-2 have every claim bound to an EBS volume (zones a, b, c in turn),
+3-4 have unbound claims of a WaitForFirstConsumer StorageClass allowed in zones a and b.  Timed, per run: the
+snapshot's volume step (``apply_volumes``), ``scheduling_input`` and ``solve``; the median of ``R`` runs is
+reported for each set, and their ratio against the issue's target (<= 1.2).  ``volume_zone_violations`` counts
+pods placed outside their volume's zone (must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "layers", "core", "python"))
+sys.path.insert(0, HERE)
+
+from scheduling import ZONES, nodepool, real_catalog  # noqa: E402
+
+from karpenter_lambda.api import labels as L  # noqa: E402
+from karpenter_lambda.api.snapshot import ClusterSnapshot  # noqa: E402
+from karpenter_lambda.scheduling import solve  # noqa: E402
+from karpenter_lambda.scheduling.inputs import scheduling_input  # noqa: E402
+
+TARGET_RATIO = 1.2
+CPU = ["250m", "500m", "1", "1500m", "2"]
+MEM = ["512Mi", "1Gi", "2Gi", "3Gi", "4Gi"]
+
+
+def make(count: int, volumes: bool):
+    """(pods, PVCs, PVs, StorageClasses, {pod key: allowed zones})."""
+    pods, pvcs, pvs, allowed = [], [], [], {}
+    classes = [{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
+                "provisioner": L.EBS_CSI_DRIVER, "volumeBindingMode": "WaitForFirstConsumer",
+                "allowedTopologies": [{"matchLabelExpressions": [{"key": L.ZONE, "values": ZONES[:2]}]}]}]
+    per = max(1, count // 5)
+    for i in range(count):
+        s, ordinal = min(i // per, 4), i % per
+        name, claim = f"db{s}-{ordinal}", f"data-db{s}-{ordinal}"
+        spec = {"containers": [{"name": "db", "image": "postgres",
+                                "resources": {"requests": {"cpu": CPU[s], "memory": MEM[s]}}}]}
+        if volumes:
+            spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+            claim_spec = {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3",
+                          "resources": {"requests": {"storage": "20Gi"}}}
+            if s < 3:
+                zone = ZONES[i % 3]
+                claim_spec["volumeName"] = f"pv-{claim}"
+                pvs.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{claim}"},
+                            "spec": {"csi": {"driver": L.EBS_CSI_DRIVER, "volumeHandle": f"vol-{i}"},
+                                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                                         {"key": L.ZONE, "operator": "In", "values": [zone]}]}]}}}})
+                allowed[f"default/{name}"] = {zone}
+            else:
+                allowed[f"default/{name}"] = set(ZONES[:2])
+            pvcs.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                         "metadata": {"name": claim, "namespace": "default"}, "spec": claim_spec})
+        pods.append({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                                  "labels": {"app": f"db{s}", "statefulset.kubernetes.io/pod-name": name},
+                                  "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": f"db{s}",
+                                                       "uid": f"sts-{s}", "controller": True}]},
+                     "spec": spec, "status": {"phase": "Pending"}})
+    return pods, pvcs, pvs, classes, allowed
+
+
+def run(types, count: int, volumes: bool):
+    """(seconds, result, allowed zones) of one run: a fresh snapshot, the volume step, the input and the solve."""
+    pods, pvcs, pvs, classes, allowed = make(count, volumes)
+    np_ = nodepool()
+    gc.collect()
+    t0 = time.perf_counter()
+    snap = ClusterSnapshot(now=0.0, nodepools={np_.name: np_}, pods=pods, pvcs=pvcs, pvs=pvs,
+                           storageclasses=classes if volumes else [], instance_types={np_.name: types})
+    inp, _ = scheduling_input(snap, snap.pending_pods())
+    res = solve(inp)
+    return time.perf_counter() - t0, res, allowed
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pods", type=int, default=500)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    types = real_catalog()
+    run(types, a.pods, False)   # warm the per-type caches both sets share
+    times = {False: [], True: []}
+    results = {}
+    for _ in range(a.runs):
+        for volumes in (False, True):
+            dt, res, allowed = run(types, a.pods, volumes)
+            times[volumes].append(dt)
+            results[volumes] = (res, allowed)
+    res, allowed = results[True]
+    violations = sum(1 for c in res.nodeclaims for k in c.pods if k in allowed and c.zone not in allowed[k])
+    plain, vol = statistics.median(times[False]), statistics.median(times[True])
+    row = {"benchmark": "volumes", "pods": a.pods, "runs": a.runs, "instance_types": len(types),
+           "seconds_without_volumes": round(plain, 4), "seconds_with_volumes": round(vol, 4),
+           "ratio": round(vol / plain, 3), "target_ratio": TARGET_RATIO, "ok": vol / plain <= TARGET_RATIO,
+           "nodes_without_volumes": len(results[False][0].nodeclaims), "nodes_with_volumes": len(res.nodeclaims),
+           "unschedulable_with_volumes": len(res.unschedulable), "volume_zone_violations": violations,
+           "cost_per_hour_without_volumes": round(results[False][0].cost_per_hour, 4),
+           "cost_per_hour_with_volumes": round(res.cost_per_hour, 4)}
+    if a.json:
+        print(json.dumps(row))
+    else:
+        for k, v in row.items():
+            print(f"{k:32} {v}")
+    return 0 if row["ok"] and not violations else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
