@@ -9,7 +9,8 @@ to the same objects (no HTTP).
 What it implements (JSON only, no protobuf, no auth, no admission chain):
 
 * resources: core/v1 pods, nodes, namespaces, events, configmaps, services,
-  persistentvolumeclaims, persistentvolumes; apps/v1 daemonsets, deployments,
+  persistentvolumeclaims, persistentvolumes; storage.k8s.io/v1 storageclasses,
+  csinodes; apps/v1 daemonsets, deployments,
   replicasets, statefulsets; policy/v1 poddisruptionbudgets; batch/v1 jobs;
   coordination.k8s.io/v1 leases; autoscaling/v2 horizontalpodautoscalers;
   keda.sh/v1alpha1 scaledobjects (KEDA's CRD, stored only: nothing acts on
@@ -37,6 +38,11 @@ What it implements (JSON only, no protobuf, no auth, no admission chain):
   retained history (``history_size`` events; make it small to force 410).
 * namespaces carry the ``kubernetes.io/metadata.name`` label (set on create and kept
   on every update, as the real API server does).
+* storage: a PersistentVolumeClaim created without ``spec.storageClassName`` gets the
+  default StorageClass (the DefaultStorageClass admission); claims and volumes start
+  ``Pending`` (the simulator's PV controller, ``sim/storage.py``, binds them); a
+  StorageClass needs ``provisioner`` and a CSINode its drivers' ``name`` and ``nodeID``
+  (422 otherwise); a CSINode owned by a Node (``ownerReferences``) is deleted with it.
 * uid, a global resourceVersion counter, creationTimestamp from an injectable
   ``clock`` (so the simulator's virtual clock is used).
 * discovery: ``/version``, ``/api``, ``/api/v1``, ``/apis``, ``/apis/{g}/{v}`` (listing the
@@ -53,7 +59,7 @@ The package, one job per module: :mod:`.resources` (the served types, ``StoreErr
 
 Simplifications (documented in docs/watcher.md): no graceful pod termination
 (a pod without finalizers is deleted at once), no owner-reference garbage
-collection except a namespace's contents, a watch with a selector does not
+collection except a namespace's contents and a Node's CSINode, a watch with a selector does not
 turn "object left the selector" into ``DELETED``, strategic merge knows the
 merge keys by field name only.
 """

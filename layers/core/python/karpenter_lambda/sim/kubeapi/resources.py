@@ -27,6 +27,8 @@ _RT = [
     ResourceType("services", "Service", "", "v1", True),
     ResourceType("persistentvolumeclaims", "PersistentVolumeClaim", "", "v1", True),
     ResourceType("persistentvolumes", "PersistentVolume", "", "v1", False),
+    ResourceType("storageclasses", "StorageClass", "storage.k8s.io", "v1", False),
+    ResourceType("csinodes", "CSINode", "storage.k8s.io", "v1", False),
     ResourceType("daemonsets", "DaemonSet", "apps", "v1", True),
     ResourceType("deployments", "Deployment", "apps", "v1", True),
     ResourceType("replicasets", "ReplicaSet", "apps", "v1", True),

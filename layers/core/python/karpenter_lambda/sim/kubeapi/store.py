@@ -49,6 +49,36 @@ def _namespace_name_label(ns: dict) -> None:
     meta["labels"]["kubernetes.io/metadata.name"] = meta["name"]
 
 
+# owner-reference garbage collection, for the dependents the simulated cluster has: a Node's CSINode (the kubelet
+# makes the Node its owner); a PersistentVolumeClaim's owner Pod is collected by sim/storage.py (the ephemeral
+# volume controller's claims), the rest of the garbage collector is not modelled
+_GC_DEPENDENTS = {"nodes": ("csinodes",)}
+DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
+                             "storageclass.beta.kubernetes.io/is-default-class")
+
+
+def default_storage_class(classes) -> str | None:
+    """The name of the default StorageClass among ``classes`` (annotated ``is-default-class: "true"``; several:
+    the newest, as the API server's DefaultStorageClass admission picks it), or None."""
+    defaults = sorted((c for c in classes if any(((c.get("metadata") or {}).get("annotations") or {}).get(a) == "true"
+                                                 for a in DEFAULT_CLASS_ANNOTATIONS)),
+                      key=lambda c: ((c["metadata"].get("creationTimestamp") or ""), c["metadata"]["name"]))
+    return defaults[-1]["metadata"]["name"] if defaults else None
+
+
+def _validate_storage(rt: ResourceType, obj: dict) -> None:
+    """The required fields the official client's models insist on (a list of them fails to deserialize otherwise)."""
+    name = obj["metadata"].get("name")
+    if rt.plural == "storageclasses" and not obj.get("provisioner"):
+        raise StoreError(422, "Invalid", f'StorageClass.storage.k8s.io "{name}" is invalid: provisioner: Required value')
+    if rt.plural == "csinodes":
+        drivers = (obj.get("spec") or {}).get("drivers")
+        if not isinstance(drivers, list) or not all(isinstance(d, dict) and d.get("name") and d.get("nodeID")
+                                                    for d in drivers):
+            raise StoreError(422, "Invalid", f'CSINode.storage.k8s.io "{name}" is invalid: spec.drivers: '
+                                             "Required value: a list of drivers, each with name and nodeID")
+
+
 def _scale_of(obj: dict) -> dict:
     meta = obj["metadata"]
     spec = obj.get("spec") or {}
@@ -188,6 +218,17 @@ class ObjectStore:
             if plural == "namespaces":
                 obj.setdefault("status", {}).setdefault("phase", "Active")
                 _namespace_name_label(obj)
+            if plural in ("storageclasses", "csinodes"):
+                _validate_storage(rt, obj)
+            if plural == "persistentvolumeclaims":
+                spec = obj.setdefault("spec", {})
+                if isinstance(spec, dict) and "storageClassName" not in spec:   # DefaultStorageClass admission
+                    default = default_storage_class(self._objects["storageclasses"].values())
+                    if default:
+                        spec["storageClassName"] = default
+                obj.setdefault("status", {}).setdefault("phase", "Pending")
+            if plural == "persistentvolumes":
+                obj.setdefault("status", {}).setdefault("phase", "Pending")   # the PV controller makes it Available / Bound
             self._bump(obj)
             self._objects[plural][key] = obj
             self._record("ADDED", rt, obj)
@@ -227,6 +268,7 @@ class ObjectStore:
             self._bump(new)
             del self._objects[rt.plural][key]
             self._record("DELETED", rt, new)
+            self._collect_dependents(rt, new)
             return copy.deepcopy(new)
         self._bump(new)
         self._objects[rt.plural][key] = new
@@ -331,6 +373,7 @@ class ObjectStore:
             self._bump(old)
             del self._objects[plural][key]
             self._record("DELETED", rt, old)
+            self._collect_dependents(rt, old)
             if plural == "namespaces":
                 for p, objs in self._objects.items():
                     if RESOURCES[p].namespaced:
@@ -339,6 +382,17 @@ class ObjectStore:
                             self._bump(o)
                             self._record("DELETED", RESOURCES[p], o)
             return copy.deepcopy(old)
+
+    def _collect_dependents(self, rt: ResourceType, owner: dict) -> None:
+        """Delete what ``owner`` owns (``_GC_DEPENDENTS``), as the garbage collector would once the owner is gone."""
+        uid = owner["metadata"].get("uid")
+        for plural in _GC_DEPENDENTS.get(rt.plural, ()):
+            for key, obj in list(self._objects[plural].items()):
+                refs = obj["metadata"].get("ownerReferences") or []
+                if any(r.get("kind") == rt.kind and r.get("uid") == uid for r in refs if isinstance(r, dict)):
+                    del self._objects[plural][key]
+                    self._bump(obj)
+                    self._record("DELETED", RESOURCES[plural], obj)
 
     # -- the scale subresource -------------------------------------------------------------
     def get_scale(self, plural: str, name: str, namespace: str | None = None) -> dict:
