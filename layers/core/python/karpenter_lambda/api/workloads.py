@@ -170,3 +170,55 @@ def expand_all(objects, file_of=None) -> Workloads:
         doc = obj.doc if hasattr(obj, "doc") else obj
         expand(doc, file_of(obj) if file_of else "<input>", i, out)
     return out
+
+
+# -- a StatefulSet's claims (volumeClaimTemplates): not added by expand(); the simulator's workload controller uses them
+def claim_templates(doc: dict) -> list[dict]:
+    """A StatefulSet's ``spec.volumeClaimTemplates`` (each with a name); none for any other kind."""
+    if doc.get("kind") != "StatefulSet":
+        return []
+    return [t for t in (doc.get("spec") or {}).get("volumeClaimTemplates") or []
+            if isinstance(t, dict) and (t.get("metadata") or {}).get("name")]
+
+
+def _ordinal(doc: dict, pod: dict) -> str:
+    return pod["metadata"]["name"][len((doc.get("metadata") or {}).get("name", "")) + 1:]
+
+
+def stateful_claims(doc: dict, pod: dict) -> list[dict]:
+    """The PersistentVolumeClaims a StatefulSet's pod uses, one per ``volumeClaimTemplates`` entry, named
+    ``<template>-<statefulset>-<ordinal>`` and labelled with the StatefulSet's selector, as its controller makes them."""
+    meta = doc.get("metadata") or {}
+    selector = ((doc.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    out = []
+    for t in claim_templates(doc):
+        tmeta = t.get("metadata") or {}
+        claim_meta = {"name": f"{tmeta['name']}-{meta.get('name')}-{_ordinal(doc, pod)}",
+                      "namespace": meta.get("namespace") or "default",
+                      "labels": {**(tmeta.get("labels") or {}), **selector}}
+        if tmeta.get("annotations"):
+            claim_meta["annotations"] = dict(tmeta["annotations"])
+        out.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": claim_meta,
+                    "spec": copy.deepcopy(t.get("spec") or {})})
+    return out
+
+
+def add_claim_volumes(pods: list[dict], docs) -> list[dict]:
+    """Give the pods of StatefulSets with ``volumeClaimTemplates`` (among ``docs``) a volume per template (replacing a
+    volume of the same name in the pod template) whose claim is the pod's own; in place, returns ``pods``."""
+    sts = {((d.get("metadata") or {}).get("namespace") or "default", (d.get("metadata") or {}).get("name")): d
+           for d in docs if claim_templates(d)}
+    if not sts:
+        return pods
+    for pod in pods:
+        ref = next((r for r in (pod.get("metadata") or {}).get("ownerReferences") or [] if r.get("kind") == "StatefulSet"), None)
+        doc = sts.get(((pod.get("metadata") or {}).get("namespace") or "default", ref.get("name"))) if ref else None
+        if doc is None:
+            continue
+        spec = pod.setdefault("spec", {})
+        names = {t["metadata"]["name"] for t in claim_templates(doc)}
+        volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in names]
+        for t, claim in zip(claim_templates(doc), stateful_claims(doc, pod)):
+            volumes.append({"name": t["metadata"]["name"], "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}})
+        spec["volumes"] = volumes
+    return pods

@@ -20,6 +20,14 @@ or terminating), highest priority first, then oldest:
   ``minDomains``, ``labelSelector``, ``matchLabelKeys``,
   ``nodeAffinityPolicy``/``nodeTaintsPolicy``; a node without the topology
   label is not a candidate);
+* volumes (:mod:`.volumebinding`, loaded only when a pending pod uses a
+  PersistentVolumeClaim): a missing claim or StorageClass keeps the pod
+  Pending with Kubernetes' message; a bound volume's ``nodeAffinity``
+  ("node(s) had volume node affinity conflict"), an unbound
+  ``WaitForFirstConsumer`` claim's ``allowedTopologies`` or matching Available
+  volume, and the node's CSINode attach limit per CSI driver ("node(s)
+  exceed max volume count") filter nodes; binding such a pod first binds its
+  claims, provisioning their volumes in the node's zone (:mod:`.storage`);
 * score: least allocated (the node with the most free cpu+memory share wins,
   ties by name), like kube-scheduler's default;
 * a pod that fits is bound (``pods/binding``); one that does not gets
@@ -30,7 +38,7 @@ or terminating), highest priority first, then oldest:
   resourceVersion.
 
 Not modelled: preferred (anti-)affinity and ScheduleAnyway spread (scoring
-only), preemption, volumes.
+only), preemption, volume capacity and ReadWriteOnce conflicts.
 
 ``target`` is the simulator's ``KubeAPIServer`` / ``ObjectStore`` (in-process)
 or a :class:`karpenter_lambda.adapters.kube.client.KubeClient` (over HTTP).
@@ -48,6 +56,8 @@ from karpenter_lambda.api.quantity import parse_resource_list
 from karpenter_lambda.scheduling import predicates as P
 from karpenter_lambda.scheduling.resources import add as _add
 from karpenter_lambda.scheduling.resources import pod_requests as _pod_requests
+
+from .volumebinding import ClientStorage, VolumeRules, uses_claims
 
 __all__ = ["ScheduleResult", "schedule_pending", "pod_requests", "tolerates", "node_affinity_matches"]
 
@@ -194,6 +204,7 @@ def _taints_tolerated(spec: dict, node: dict) -> bool:
 class _StoreAccess:
     def __init__(self, store):
         self.store = store
+        self.storage = store
 
     def pods(self):
         return self.store.list("pods")
@@ -211,6 +222,7 @@ class _StoreAccess:
 class _ClientAccess:
     def __init__(self, client):
         self.client = client
+        self.storage = ClientStorage(client)
 
     def pods(self):
         return self.client.list_pods()
@@ -264,6 +276,7 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
         pending.append(p)
     pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0), (p.get("metadata") or {}).get("creationTimestamp") or "", _key(p)))
     alloc = {n["metadata"]["name"]: {"pods": 110, **parse_resource_list((n.get("status") or {}).get("allocatable"))} for n in nodes}
+    volumes = VolumeRules.load(acc.storage, placement.pods) if any(uses_claims(p) for p in pending) else None
 
     # As the kube-scheduler re-queues unschedulable pods when a pod is bound (pod events), pods that failed are
     # tried again in the same pass while binds make progress: a pod with required affinity to a pod bound later in
@@ -279,19 +292,27 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
             reasons: Counter = Counter()
             best = None
             best_score = None
+            key = _key(pod)
+            ns, pname = key.split("/", 1)
+            claims = volumes.prefilter(pod) if volumes is not None and uses_claims(pod) else None
+            if isinstance(claims, str):    # no node can take it: the pre-filter's message
+                failed[key] = (pod, f"0/{len(nodes)} nodes are available: {claims}.")
+                retry.append(pod)
+                continue
             inter = _InterPod(pod, spec, placement)
             for node in nodes:
                 name = node["metadata"]["name"]
-                why = _filter(pod, spec, req, want_ports, node, alloc[name], used[name], ports[name]) or inter.check(node)
+                why = (_filter(pod, spec, req, want_ports, node, alloc[name], used[name], ports[name])
+                       or (volumes.filter(claims, node) if claims is not None else None) or inter.check(node))
                 if why:
                     reasons[why] += 1
                     continue
                 score = _score(req, alloc[name], used[name])
                 if best_score is None or score > best_score:
                     best, best_score = name, score
-            key = _key(pod)
-            ns, pname = key.split("/", 1)
             if best is not None:
+                if claims is not None:
+                    volumes.bind(claims, next(n for n in nodes if n["metadata"]["name"] == best))
                 acc.bind(ns, pname, best)
                 placement.add(pod, best)
                 used[best] = _add(used[best], req)

@@ -14,7 +14,7 @@ from ..api.kube import pod_key, provider_id
 from ..api.text import plural
 from ..api.workloads import WORKLOAD_KINDS, expand
 from ..controllers.runtime import parse_iso
-from . import kubescheduler
+from . import kubescheduler, storage
 from . import nodes as simnodes
 from .clock import format_elapsed
 from .environment import SimulationError
@@ -104,12 +104,14 @@ class LoopMixin:
         self._collect_orphan_pods()
         self._track_displaced()
         self._track_replicas()
+        volumes = storage.bound_claims(self.server.store)
         changed = self.workload_controller.reconcile()
         if changed:
             self.emit("WorkloadsReconciled", "workloads", f"{plural(changed, 'pod')} created or deleted to match the replicas")
 
         before = {p["metadata"]["uid"]: p for p in self.server.store.list("pods")}
         kubescheduler.schedule_pending(self.server)
+        self._volume_events(volumes)
         after = self.server.store.list("pods")
         for p in after:
             uid = p["metadata"]["uid"]
@@ -121,6 +123,13 @@ class LoopMixin:
             elif not node and _unschedulable(p) and not _unschedulable(old):
                 self.emit("PodPending", f"pod/{key}", "Unschedulable: no node fits; the watcher forwards it")
         self._track_displaced()
+
+    def _volume_events(self, before: dict) -> None:
+        """A ``VolumeBound`` event per claim bound since ``before`` (``storage.bound_claims``)."""
+        for (ns, name), (pv, zone, driver) in sorted(storage.bound_claims(self.server.store).items()):
+            if before.get((ns, name), (None,))[0] != pv:
+                self.emit("VolumeBound", f"pvc/{ns}/{name}", f"bound to PV {pv}" + (f" in {zone}" if zone else "")
+                          + (f", provisioned by {driver}" if driver else ""), volume=pv, zone=zone)
 
     @staticmethod
     def _is_due(timer) -> bool:
@@ -254,8 +263,9 @@ class LoopMixin:
         ncname = tags.get("karpenter.sh/nodeclaim")
         nc = self.store.get("NodeClaim", ncname) if ncname else None
         zone = cur["Placement"]["AvailabilityZone"]
-        labels, taints, startup, capacity, allocatable = {}, [], [], {}, None
+        labels, taints, startup, capacity, allocatable, nodeclass = {}, [], [], {}, None, None
         if nc is not None:
+            nodeclass = self.store.get("EC2NodeClass", (nc.spec.get("nodeClassRef") or {}).get("name") or "")
             labels = {k: v for k, v in nc.labels.items()}
             taints = list(nc.spec.get("taints") or [])
             startup = list(nc.spec.get("startupTaints") or [])
@@ -267,7 +277,7 @@ class LoopMixin:
         arch = labels.get("kubernetes.io/arch", "amd64")
         node = simnodes.make_node(name, provider_id(zone, iid), cur["InstanceType"], zone, capacity, allocatable,
                                   labels, taints + startup + [UNREGISTERED], ready=False, arch=arch, now=self.clock.isoformat())
-        simnodes.join_node(self.server, node)
+        simnodes.join_node(self.server, node, csi=simnodes.csi_drivers(self.region, cur["InstanceType"], nodeclass))
         self.emit("NodeJoined", f"node/{name}", f"{cur['InstanceType']} {iid} joined (not Ready yet)")
         self._schedule(self.clock.elapsed + self.ready_delay, "ready", {"node": name, "startup_taints": startup})
 

@@ -7,6 +7,14 @@ node's daemons do later.  Functions that change a node take the simulator's
 
 Resource values may be Kubernetes quantities (``"2"``, ``"8Gi"``) or ints in
 the project's resource-list units (cpu in millicores, the rest base units).
+
+Storage: ``join_node(..., csi={driver: count})`` also does what the node's CSI
+driver registration does: the Node gets the driver's zone label
+(``topology.ebs.csi.aws.com/zone`` for the EBS CSI driver) and its CSINode is
+created (owned by the Node, so the API server deletes it with the Node) with
+``drivers[].allocatable.count`` = the volumes the node may attach (omitted
+when unknown).  :func:`ebs_attach_limit` is that count for an instance type,
+from the catalog the simulator launches from and the node's EC2NodeClass.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from typing import Any, Iterable
 
 from karpenter_lambda.api.conditions import make_condition, set_condition
 from karpenter_lambda.api.kube import node_ready
-from karpenter_lambda.api.labels import UNREGISTERED_TAINT_KEY
+from karpenter_lambda.api.labels import EBS_CSI_DRIVER, UNREGISTERED_TAINT_KEY
 from karpenter_lambda.api.quantity import format_resource, parse_quantity
 from karpenter_lambda.api.times import to_epoch
 
@@ -28,7 +36,14 @@ __all__ = [
     "set_node_ready",
     "remove_startup_taints",
     "node_is_ready",
+    "make_csinode",
+    "ebs_attach_limit",
+    "csi_drivers",
+    "EBS_ZONE_KEY",
 ]
+
+EBS_ZONE_KEY = "topology.ebs.csi.aws.com/zone"     # the EBS CSI node plugin's topology key (a Node label)
+_DRIVER_ZONE_KEYS = {EBS_CSI_DRIVER: EBS_ZONE_KEY}
 
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 UNREACHABLE_TAINT = {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}
@@ -127,15 +142,77 @@ def _ready_condition(ready: bool, now: str) -> dict:
                           to_epoch(now), lastHeartbeatTime=now)
 
 
-def join_node(target: Any, node: dict) -> dict:
-    """Register ``node`` with the cluster (create it); returns the stored Node."""
+def join_node(target: Any, node: dict, csi: dict[str, int | None] | None = None) -> dict:
+    """Register ``node`` with the cluster (create it); returns the stored Node.
+
+    ``csi``: the CSI drivers running on the node, driver -> how many volumes it may attach (None: unknown); the
+    Node gets each driver's topology label and a CSINode is created for it."""
     store = _store(target)
     node.setdefault("status", {})
     now = _now(store)
     for c in node["status"].get("conditions") or []:
         if c.get("lastTransitionTime", "1970-01-01T00:00:00Z").startswith("1970"):
             c["lastTransitionTime"] = c["lastHeartbeatTime"] = now
-    return store.create("nodes", node)
+    labels = node.setdefault("metadata", {}).setdefault("labels", {})
+    zone = labels.get("topology.kubernetes.io/zone")
+    for driver in csi or {}:
+        if driver in _DRIVER_ZONE_KEYS and zone:
+            labels.setdefault(_DRIVER_ZONE_KEYS[driver], zone)
+    created = store.create("nodes", node)
+    if csi is not None:
+        store.create("csinodes", make_csinode(created, csi))
+    return created
+
+
+def make_csinode(node: dict, drivers: dict[str, int | None]) -> dict:
+    """The CSINode the kubelet registers for ``node`` (a stored Node: its uid makes it the owner): one entry per
+    driver, with ``allocatable.count`` when the count is known, the node's instance id as ``nodeID`` and the
+    driver's topology keys."""
+    meta = node["metadata"]
+    iid = ((node.get("spec") or {}).get("providerID") or "").rsplit("/", 1)[-1] or meta["name"]
+    entries = []
+    for driver, count in sorted(drivers.items()):
+        entry: dict = {"name": driver, "nodeID": iid,
+                       "topologyKeys": [k for k in (_DRIVER_ZONE_KEYS.get(driver),) if k]}
+        if count is not None:
+            entry["allocatable"] = {"count": int(count)}
+        entries.append(entry)
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+            "metadata": {"name": meta["name"], "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta.get("uid", "")}]},
+            "spec": {"drivers": entries}}
+
+
+def csi_drivers(region: str, instance_type: str, nodeclass: Any = None) -> dict[str, int | None]:
+    """The CSI drivers of a simulated node (``join_node``'s ``csi``): the EBS CSI driver, with the type's limit."""
+    return {EBS_CSI_DRIVER: ebs_attach_limit(region, instance_type, nodeclass)}
+
+
+_TYPE_INFO: dict[str, dict[str, dict]] = {}   # region -> instance type -> DescribeInstanceTypes entry
+
+
+def ebs_attach_limit(region: str, instance_type: str, nodeclass: Any = None) -> int | None:
+    """How many EBS CSI volumes a node of ``instance_type`` attaches (``catalog.allocatable.volume_limits``: the
+    type's ``MaximumEbsAttachments`` minus the ``nodeclass``'s block devices), from the catalog the simulator
+    launches from (moto's data); None when the type is unknown there."""
+    from karpenter_lambda.adapters.aws.ec2_catalog import bundled_ec2_data
+    from karpenter_lambda.catalog.allocatable import NodeSettings, volume_limits
+
+    infos = _TYPE_INFO.get(region)
+    if infos is None:
+        try:
+            types = bundled_ec2_data(region)[0]
+        except KeyError:      # a region moto does not serve: no type is known there
+            types = []
+        infos = _TYPE_INFO[region] = {t["InstanceType"]: t for t in types}
+    info = infos.get(instance_type)
+    if info is None:
+        return None
+    try:
+        settings = NodeSettings.from_nodeclass(nodeclass)
+    except ValueError:
+        settings = NodeSettings()
+    return volume_limits(info, settings).get(EBS_CSI_DRIVER)
 
 
 node_is_ready = node_ready   # the one definition (api.kube), under the name this module has always offered

@@ -50,7 +50,7 @@ from ..adapters.store import Store
 from ..api.manifests import load_files
 from ..api.scenario import KIND as SCENARIO, ScenarioError, parse_scenario
 from ..api.text import plural
-from ..api.workloads import WORKLOAD_KINDS, expand_all
+from ..api.workloads import WORKLOAD_KINDS, add_claim_volumes, expand_all
 from ..controllers import runtime
 from .clock import VirtualClock
 from .environment import LambdaContext, SimEnvironment, SimulationError, load_module, repo_root
@@ -65,8 +65,10 @@ from .workloads import WorkloadController
 # the safety limit of a run without --until: it stops this long (virtual) after the last timer that was due (the
 # start, a Scenario step, an off-peak window edge, a budget window edge), whatever keeps happening
 DEFAULT_MAX_TIME = 6 * 3600.0
-# other kinds the simulated API server keeps (PodDisruptionBudgets are honoured by its eviction API)
-STORED_KINDS = {"PodDisruptionBudget": "poddisruptionbudgets"}
+# other kinds the simulated API server keeps (PodDisruptionBudgets are honoured by its eviction API; storage is
+# bound and provisioned by sim/storage.py and the kube-scheduler), created in this order
+STORED_KINDS = {"StorageClass": "storageclasses", "PersistentVolume": "persistentvolumes",
+                "PersistentVolumeClaim": "persistentvolumeclaims", "PodDisruptionBudget": "poddisruptionbudgets"}
 
 # the names this module has always offered (tests, bench and the interruption world import some of them)
 _LambdaContext = LambdaContext
@@ -159,10 +161,11 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
         nodepools = res.of_kind("NodePool")
         nodeclasses = res.of_kind("EC2NodeClass")
         others = [o for o in res.objects if o.kind in WORKLOAD_KINDS]
-        self.stored = [o for o in res.objects if o.kind in STORED_KINDS]
+        self.stored = sorted((o for o in res.objects if o.kind in STORED_KINDS), key=lambda o: list(STORED_KINDS).index(o.kind))
         self.offpeak_schedules = res.of_kind("OffPeakSchedule")
         self.workload_docs = [o.doc for o in others]
         wl = expand_all(others)
+        add_claim_volumes(wl.pods, self.workload_docs)   # a StatefulSet's volumeClaimTemplates (their claims: sim/workloads.py)
         if wl.issues:
             raise SimulationError("invalid workloads:\n" + "\n".join(str(i) for i in wl.issues))
         if not nodepools:
@@ -191,7 +194,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                 server.store.create("pods", _strip(pod), pod["metadata"].get("namespace") or "default")
             for obj in self.stored:
                 server.store.create(STORED_KINDS[obj.kind], _strip(obj.doc), obj.metadata.get("namespace") or "default")
-            self.workload_controller = WorkloadController(server)
+            self.workload_controller = WorkloadController(server, region=self.region)
             for doc in self.workload_docs:
                 if doc.get("kind") not in ("DaemonSet", "Pod"):
                     self.workload_controller.add(doc)

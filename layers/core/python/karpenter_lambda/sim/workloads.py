@@ -15,6 +15,13 @@ the API stops being reconciled and its pods are deleted (a stand-in for owner-re
 ``status.replicas`` / ``readyReplicas`` / ``observedGeneration`` are written back after each reconcile that changes
 them.  ReplicaSets, Jobs, CronJobs and Pods stay in memory only.  Unlike the real controllers, the pods' owner
 references carry ``plan``'s deterministic uid, not the API object's uid.
+
+Storage: a StatefulSet's ``spec.volumeClaimTemplates`` give each pod a volume per template whose claim is
+``<template>-<statefulset>-<ordinal>`` (:func:`karpenter_lambda.api.workloads.add_claim_volumes`), and the claims
+(:func:`karpenter_lambda.api.workloads.stateful_claims`) are created before the pods when
+missing (an existing claim is reused, and claims stay when the StatefulSet scales down or goes, Kubernetes' default
+``Retain`` retention).  Every reconcile ends with a round of the storage controllers (:func:`.storage.sync`:
+ephemeral volume claims, the PersistentVolume controller, ``Immediate`` provisioning).
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from __future__ import annotations
 import copy
 import json
 
-from ..api.workloads import expand
+from ..api.workloads import add_claim_volumes, claim_templates, expand, stateful_claims
+from . import storage
 from .kubeapi import StoreError
 
 RECONCILED = ("Deployment", "StatefulSet", "ReplicaSet")
@@ -41,8 +49,9 @@ def _owner_uid(pod: dict) -> str | None:
 
 
 class WorkloadController:
-    def __init__(self, server, emit=None):
+    def __init__(self, server, emit=None, region: str = "us-east-1"):
         self.server = server
+        self.region = region      # the zones of Immediate provisioning (storage.sync)
         self.emit = emit or (lambda *a: None)
         self.workloads: dict[tuple[str, str, str], dict] = {}
         self.owners: dict[tuple[str, str, str], set[str]] = {}   # every owner uid a workload's pods ever had
@@ -131,7 +140,7 @@ class WorkloadController:
                     continue
                 replicas = (obj.get("spec") or {}).get("replicas", 1)
                 doc.setdefault("spec", {})["replicas"] = replicas
-            desired = expand(doc).pods
+            desired = add_claim_volumes(expand(doc).pods, [doc])
             self.owners.setdefault(key, set()).update(_owner_uid(p) for p in desired)
             owners = self.owners[key]
             want = {p["metadata"]["name"]: p for p in desired}
@@ -143,14 +152,28 @@ class WorkloadController:
             for p in surplus:
                 self.server.store.delete("pods", p["metadata"]["name"], key[1])
                 changed += 1
+            self._create_claims(doc, list(want.values()))
             for name, pod in want.items():
                 if name not in have and self.server.store.get("pods", name, key[1]) is None:
-                    self.server.store.create("pods", _strip(pod), key[1])
+                    pods.append(self.server.store.create("pods", _strip(pod), key[1]))
                     changed += 1
             if obj is not None:
                 ready = sum(1 for p in live if p["metadata"]["name"] in want and _ready(p))
                 self._write_status(key, obj, len(want), ready)
+        storage.sync(self.server.store, self.region, pods)
         return changed
+
+    def _create_claims(self, doc: dict, pods: list[dict]) -> None:
+        """The claims of a StatefulSet's pods, created when missing (an existing claim is the pod's, as in Kubernetes)."""
+        if not claim_templates(doc):
+            return
+        ns = (doc.get("metadata") or {}).get("namespace") or "default"
+        have = {c["metadata"]["name"] for c in self.server.store.list("persistentvolumeclaims", namespace=ns)}
+        for pod in pods:
+            for claim in stateful_claims(doc, pod):
+                if claim["metadata"]["name"] not in have:
+                    self.server.store.create("persistentvolumeclaims", claim, ns)
+                    have.add(claim["metadata"]["name"])
 
     def _write_status(self, key: tuple[str, str, str], obj: dict, replicas: int, ready: int) -> None:
         status = {"replicas": replicas, "readyReplicas": ready, "observedGeneration": obj["metadata"].get("generation", 1)}

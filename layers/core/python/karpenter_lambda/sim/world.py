@@ -24,7 +24,7 @@ from moto.core.botocore_stubber import BotocoreStubber
 from ..api.kube import provider_id
 from ..api.manifests import load_text
 from ..controllers import environment
-from . import kubescheduler
+from . import kubescheduler, storage
 from . import nodes as simnodes
 from .clock import VirtualClock
 from .environment import LambdaContext, SimEnvironment, capture_logs, load_module, repo_root
@@ -131,6 +131,7 @@ class World:
             return mods[function].handler(event, LambdaContext(f"{self.cluster}-{function}"))
 
     def schedule(self):
+        storage.sync(self.server.store, self.region)    # the storage controllers, as before every pass of simulate
         return kubescheduler.schedule_pending(self.server)
 
     # -- EC2 / nodes ------------------------------------------------------------------------------
@@ -152,7 +153,8 @@ class World:
         node = simnodes.make_node(name, provider_id(zone, instance["InstanceId"]), instance["InstanceType"], zone, capacity,
                                   alloc or None, labels, taints + startup + [UNREGISTERED], ready=False,
                                   arch=labels.get("kubernetes.io/arch", "amd64"), now=self.clock.isoformat())
-        simnodes.join_node(self.server, node)
+        nodeclass = self.store.get("EC2NodeClass", (nc.spec.get("nodeClassRef") or {}).get("name") or "") if nc else None
+        simnodes.join_node(self.server, node, csi=simnodes.csi_drivers(self.region, instance["InstanceType"], nodeclass))
         if ready:
             simnodes.set_node_ready(self.server, name, True)
             if startup and remove_startup_taints:
