@@ -30,7 +30,7 @@ import time
 from karpenter_lambda.api.kube import pod_key
 from karpenter_lambda.api.manifests import load_files
 from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodePool
-from karpenter_lambda.api.workloads import expand
+from karpenter_lambda.api.workloads import add_claim_volumes, claim_templates, expand, stateful_claims
 from karpenter_lambda.cli.validate import print_warnings
 
 from .table import render_table
@@ -98,6 +98,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
         issues.extend(w.issues)
     if issues:
         raise PlanError("\n".join(str(i) for i in issues))
+    _stateful_claims(pods, [o.doc for o in loaded.objects if type(o) is KubeObject], storage["PersistentVolumeClaim"])
     pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
 
     problems = []
@@ -155,6 +156,23 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     result = solve(inp)
     t2 = time.monotonic()
     return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1, "zones": used_zones}
+
+
+def _stateful_claims(pods: list[dict], docs: list[dict], pvcs: list[dict]) -> None:
+    """A StatefulSet's pods use their ``volumeClaimTemplates`` claims (``<template>-<sts>-<ordinal>``); a claim the
+    files do not give is created as its controller would, unbound, from the template (so its StorageClass decides)."""
+    given = {((c.get("metadata") or {}).get("namespace") or "default", (c.get("metadata") or {}).get("name")) for c in pvcs}
+    add_claim_volumes(pods, docs)
+    by_name = {((d.get("metadata") or {}).get("namespace") or "default", (d.get("metadata") or {}).get("name")): d
+               for d in docs if claim_templates(d)}
+    for pod in pods:
+        ref = next((r for r in (pod.get("metadata") or {}).get("ownerReferences") or () if r.get("kind") == "StatefulSet"), None)
+        doc = by_name.get(((pod.get("metadata") or {}).get("namespace") or "default", ref.get("name"))) if ref else None
+        for claim in stateful_claims(doc, pod) if doc else ():
+            key = (claim["metadata"]["namespace"], claim["metadata"]["name"])
+            if key not in given:
+                given.add(key)
+                pvcs.append(claim)
 
 
 def _known_regions() -> set[str]:

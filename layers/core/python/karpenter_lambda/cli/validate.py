@@ -2,7 +2,8 @@
 
 Karpenter objects (NodePool, EC2NodeClass, NodeClaim, OffPeakSchedule; v1beta1 NodePools and EC2NodeClasses are
 converted to v1 with a warning) are checked with Karpenter's CRD rules; workloads (Deployment, StatefulSet,
-ReplicaSet, Job, CronJob, DaemonSet, Pod), PodDisruptionBudgets and a simulate Scenario are accepted and checked
+ReplicaSet, Job, CronJob, DaemonSet, Pod), PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes,
+StorageClasses and a simulate Scenario are accepted and checked
 as `simulate` reads them.  Exit 0 when every object is valid, 1 when any issue is found or no object was
 given (an empty file or directory), 2 on usage errors (no such file).  Each issue goes to stderr as
 ``FILE:DOC_INDEX: Kind/name: field.path: message (line N)`` followed by a summary line (warnings, e.g. a
