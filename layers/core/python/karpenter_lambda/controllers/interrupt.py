@@ -11,14 +11,18 @@ from :mod:`.interruption_messages`.  Per kind (docs/interruption.md), as Karpent
   first step (evictions of the first group) runs in the same invocation, as the 2-minute notice leaves no time to
   wait for the lifecycle sweep.  No waiting for the replacements to initialize: the instance is going away.
 * **ScheduledChange** (AWS Health, EC2 ``scheduledChange``, every affected instance) and **StateChange** to
-  ``stopping``/``stopped``/``shutting-down``: taint and request deletion; ``terminated``: the NodeClaim is removed at
+  ``stopping``/``stopped``/``shutting-down``: request deletion, then taint (in that order, so a sweep's stale-taint
+  cleanup never sees the taint on a NodeClaim not yet deleting); ``terminated``: the NodeClaim is removed at
   once (``Terminator.finalize``); other states are acknowledged and ignored.
 * **RebalanceRecommendation** -- recorded (``rebalance``; the handler's ``RebalanceRecommendations`` metric) and
   nothing else, unless the NodePool carries ``karpenter-lambda.io/rebalance-replace: "true"``: then, within the
   NodePool's disruption budget, replacement first, then deletion.  The budget is taken through the sweeps' ledger
   (:class:`~karpenter_lambda.adapters.store.ledger.DisruptionLedger`, the same conditional reservation, reason
   ``RebalanceRecommendation``: budgets without ``reasons`` apply), so the sweeps and the interruption handler
-  together never exceed it; the entry lives until the NodeClaim is gone.
+  together never exceed it; the entry lives until the NodeClaim is gone.  A redelivery resumes the handler's own
+  entry (a delivery that died after reserving); an entry whose NodeClaim is still not deleting
+  :data:`STALE_RESERVATION_AGE` after it was taken is released (:func:`release_stale_reservations`, also called by
+  the lifecycle sweep).
 * **CapacityReservationInterruption** -- mark the reservation unavailable (ICE cache entry
   ``(<reservation id>, <zone>, "reserved")``), taint, request deletion.
 
@@ -40,7 +44,7 @@ from ..adapters.store.ledger import DELETING, DisruptionLedger, Entry
 from ..api import labels as wk
 from ..api.kube import instance_id_of, node_allocatable, pod_key, pod_uid
 from ..api.labels import (DELETION_REASON_ANNOTATION, DISRUPTED_TAINT, REBALANCE_ANNOTATION, REPLACES_ANNOTATION,
-                          encode_replaces)
+                          encode_replaces, has_disrupted_taint)
 from ..disruption.budgets import count_nodes, nodepool_allowance, reservation_limit
 from ..disruption.context import SweepContext
 from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs, price_of
@@ -55,11 +59,18 @@ from .snapshot import SnapshotLoader
 from .termination import Terminator
 
 RESERVED = "reserved"
+INTERRUPTION_SWEEP = "interruption"   # Entry.sweep of the ledger slots this handler takes (rebalance replacements)
+# A rebalance slot whose NodeClaim is still not marked deleting this long after it was taken belongs to a delivery
+# that died (crash, timeout) and was not resumed by a redelivery: the interruption queue keeps a message 300 s
+# (docs/interruption.md), so after that no redelivery can come.  It is released (the budget is not held until the
+# node dies); the sweeps' stale-taint cleanup then removes a taint the dead delivery may have set.
+STALE_RESERVATION_AGE = 5 * 60.0
 ACTED_STATES = {"stopping": "InstanceStopped", "stopped": "InstanceStopped", "shutting-down": "InstanceTerminated",
                 "terminated": "InstanceTerminated"}
 REASONS = {im.SPOT_INTERRUPTION: "SpotInterrupted", im.SCHEDULED_CHANGE: "ScheduledChange",
            im.CAPACITY_RESERVATION_INTERRUPTION: "CapacityReservationInterrupted",
            im.REBALANCE_RECOMMENDATION: "RebalanceRecommendation"}
+INTERRUPTION_REASONS = frozenset(REASONS.values()) | frozenset(ACTED_STATES.values())
 TRANSIENT_CODES = ("Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
                    "ProvisionedThroughputExceededException", "RequestThrottled", "RequestThrottledException",
                    "SlowDown", "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable",
@@ -91,6 +102,31 @@ def is_transient(exc: BaseException | str | None) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def release_stale_reservations(ledger: DisruptionLedger, store, now: float, entries: dict | None = None,
+                               decide: Callable[..., None] | None = None) -> list[str]:
+    """Release the interruption handler's ledger slots whose owner died: entries of :data:`INTERRUPTION_SWEEP`
+    whose NodeClaim is not marked deleting (checked on a fresh read) :data:`STALE_RESERVATION_AGE` after they were
+    taken.  A slot whose NodeClaim is deleting stays (it counts until the NodeClaim is gone, as every disruption);
+    a slot whose NodeClaim is gone is released by the sweeps.  Returns the NodeClaims released."""
+    released = []
+    for name, e in sorted((entries if entries is not None else ledger.entries()).items()):
+        if e.sweep != INTERRUPTION_SWEEP or now - (e.since or e.proposed_at) < STALE_RESERVATION_AGE:
+            continue
+        nc = store.get("NodeClaim", name)
+        if nc is not None and nc.metadata.get("deletionTimestamp"):
+            continue
+        if ledger.release(e):
+            released.append(name)
+            if decide is not None:
+                decide("release", f"NodeClaim {name}: {e.reason} budget slot released (taken "
+                                  f"{int(now - (e.since or e.proposed_at))}s ago by an interruption delivery that "
+                                  f"did not complete; no deletion requested)", nodeclaim=name, reason=e.reason)
+    for name in released:
+        if entries is not None:
+            entries.pop(name, None)
+    return released
 
 
 @dataclass
@@ -221,6 +257,7 @@ class Interruption(Controller):
             elif m.state == "terminated":
                 self._remove_now(m, iid, nc, snap, report, reason, deleting)
             elif deleting:
+                self._ensure_taint(nc, snap)
                 self._ignore(report, m, iid, nc, "NodeClaim already deleting")
             else:
                 self._disrupt(m, iid, nc, snap, report, reason)
@@ -228,6 +265,7 @@ class Interruption(Controller):
             if m.kind == im.CAPACITY_RESERVATION_INTERRUPTION:
                 self._mark_reservation(iid, nc, report)
             if deleting:
+                self._ensure_taint(nc, snap)
                 self._ignore(report, m, iid, nc, "NodeClaim already deleting")
             else:
                 self._disrupt(m, iid, nc, snap, report, REASONS[m.kind])
@@ -247,7 +285,7 @@ class Interruption(Controller):
         if deleting:
             self._ignore(report, m, iid, nc, "NodeClaim already deleting")
             return
-        entry, why = self._reserve_budget(nc, np, snap)
+        entry, why = self._reserve_budget(nc, np, snap, m)
         if entry is None:
             report.rebalance[-1]["replace"] = False
             self._ignore(report, m, iid, nc, f"rebalance replacement blocked by the disruption budget ({why})")
@@ -260,24 +298,39 @@ class Interruption(Controller):
                 self.ledger.release(entry)   # nothing started: the budget slot goes back
             raise
 
-    def _reserve_budget(self, nc, np, snap):
+    def _reserve_budget(self, nc, np, snap, m=None):
         """Take one slot of the NodePool's disruption budget in the sweeps' ledger: (entry, "") or (None, why).
         ``True`` instead of an entry when there is no ledger (no state table): the allowance is computed only, by
-        the same rule and counts (nothing recorded in flight)."""
+        the same rule and counts (nothing recorded in flight).
+
+        The slot this handler already holds for the NodeClaim (a delivery that crashed or timed out between the
+        reservation and the deletion request) is resumed, not refused: the redelivery completes the disruption
+        (the replacements' names are deterministic, the deletion request is idempotent).  Slots of the handler
+        whose owner died and that nothing resumed are released after :data:`STALE_RESERVATION_AGE` (here and by
+        the lifecycle sweep, :func:`release_stale_reservations`)."""
         reason = REASONS[im.REBALANCE_RECOMMENDATION]
         pool = np.name
         if self.ledger is None:
             allowance, _count = nodepool_allowance(snap, pool, reason)
             return (True, "") if allowance.allowed > 0 else (None, allowance.message)
-        live = {n: e for n, e in self.ledger.entries().items() if n in snap.nodeclaims}
+        entries = self.ledger.entries()
+        mine = entries.get(nc.name)
+        if mine is not None and mine.sweep == INTERRUPTION_SWEEP:
+            self._decision("resume", f"NodeClaim {nc.name}: resuming the rebalance disruption reserved at "
+                                     f"{mine.since or mine.proposed_at:.0f} ({mine.command or 'earlier delivery'})",
+                           nodeclaim=nc.name, command=mine.command)
+            return mine, ""
+        release_stale_reservations(self.ledger, self.store, snap.now, entries, decide=self._decision)
+        live = {n: e for n, e in entries.items() if n in snap.nodeclaims}
         if nc.name in live:
             return None, f"already being disrupted ({live[nc.name].reason}, {live[nc.name].sweep})"
         budgets = SweepContext(snap, {n: e.nodepool for n, e in live.items()})
         recorded = {n for n, e in live.items() if e.nodepool == pool}
         allowance = budgets.allowance(pool, reason)
         count = count_nodes(snap, pool, recorded)
-        entry = Entry(nodeclaim=nc.name, nodepool=pool, reason=reason, sweep="interruption", state=DELETING,
+        entry = Entry(nodeclaim=nc.name, nodepool=pool, reason=reason, sweep=INTERRUPTION_SWEEP, state=DELETING,
                       proposed_at=snap.now, since=snap.now, detail="rebalance recommendation",
+                      command=f"interruption/{m.id}" if m is not None else "interruption",
                       instance_type=nc.labels.get(wk.INSTANCE_TYPE, ""), zone=nc.labels.get(wk.ZONE, ""),
                       capacity_type=nc.labels.get(wk.CAPACITY_TYPE, ""))
         if self.ledger.reserve(entry, reservation_limit(allowance, count)):
@@ -312,20 +365,33 @@ class Interruption(Controller):
                        capacityReservationId=rid)
 
     def _disrupt(self, m, iid, nc, snap, report, reason: str, replacements=(), unschedulable=(), drain=False) -> None:
-        """Taint the node (Karpenter v1's cordon), then request the NodeClaim's deletion (the drain follows)."""
+        """Request the NodeClaim's deletion, then taint the node (Karpenter v1's cordon); the drain follows.
+
+        In that order: the sweeps' stale-taint cleanup (``Executor.remove_stale_taints``) leaves the taint of a
+        NodeClaim marked deleting alone, so a taint set only after the deletion mark can never be taken for a
+        stale one by a concurrent sweep (tainting first left a window in which it could be removed)."""
         node = snap.node_of_nodeclaim(nc.name)
-        if node is not None:
-            self.kube.patch_node_taints(node["metadata"]["name"], add=[dict(DISRUPTED_TAINT)])
         updated = self.terminator.request(nc, reason)
         if updated is None:
             self._ignore(report, m, iid, nc, "NodeClaim gone")
             return
         snap.nodeclaims[nc.name] = updated
+        if node is not None:
+            self.kube.patch_node_taints(node["metadata"]["name"], add=[dict(DISRUPTED_TAINT)])
         if drain and m.kind == im.SPOT_INTERRUPTION and node is not None:
             self._drain_now(updated, node["metadata"]["name"], iid)
         report.disrupted.append(self._entry(m, iid, nc, node, reason, replacements, unschedulable))
         self._decision("disrupt", f"NodeClaim {nc.name} deleting: {reason} ({len(replacements)} replacements)",
                        nodeclaim=nc.name, reason=reason, instanceId=iid, replacements=list(replacements))
+
+    def _ensure_taint(self, nc, snap) -> None:
+        """A redelivery for a NodeClaim this handler marked deleting: the taint that follows the deletion mark in
+        :meth:`_disrupt` is set if the earlier delivery failed (or died) before it (idempotent)."""
+        if (nc.annotations or {}).get(DELETION_REASON_ANNOTATION) not in INTERRUPTION_REASONS:
+            return
+        node = snap.node_of_nodeclaim(nc.name)
+        if node is not None and not has_disrupted_taint(node):
+            self.kube.patch_node_taints(node["metadata"]["name"], add=[dict(DISRUPTED_TAINT)])
 
     def _drain_now(self, nc, node_name: str, iid: str) -> None:
         """The drain's first step in this invocation (two minutes' notice: no waiting for the lifecycle sweep).
@@ -433,5 +499,5 @@ class Interruption(Controller):
                             initialized=True)
 
 
-__all__ = ["Interruption", "InterruptionReport", "is_transient", "REBALANCE_ANNOTATION",
+__all__ = ["Interruption", "InterruptionReport", "is_transient", "release_stale_reservations", "REBALANCE_ANNOTATION",
            "REPLACES_ANNOTATION", "ACTED_STATES", "REASONS"]

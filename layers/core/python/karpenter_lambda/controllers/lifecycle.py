@@ -23,6 +23,9 @@
   deleted (with its Node); a registered one whose instance no longer shows in the tag-filtered list is looked up
   by id and, still running, terminated first (never a delete that leaves the instance running).  Launch claims
   (NodePool usage, pod reservations) of deleted NodeClaims are released, also stale ones left by a crash.
+* **Dead interruption budget slots**: a rebalance replacement's slot in the disruption ledger whose NodeClaim is
+  still not deleting 5 minutes after it was taken (the delivery died and no redelivery resumed it) is released
+  (:func:`.interrupt.release_stale_reservations`).
 * **EC2NodeClass deletion**: launch templates of EC2NodeClasses that no longer exist (and that no NodeClaim or
   live instance uses), and the instance profile this project created for them, are deleted.
 * **Deletion**: every NodeClaim marked deleting (``deletionTimestamp``) is finalized (:class:`.termination.Terminator`):
@@ -66,10 +69,11 @@ class LifecycleReport:
     evicted: list[dict] = field(default_factory=list)        # {pod, node, how}: evicted, or deleted at the deadline
     adopted: list[dict] = field(default_factory=list)        # {nodeClaim, instanceId}: launched, record completed here
     cleaned: list[dict] = field(default_factory=list)        # {nodeClass, launchTemplates, instanceProfile}
+    released_slots: list[str] = field(default_factory=list)  # NodeClaims whose dead interruption budget slot was freed
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("registered", "initialized", "terminated", "deleted", "released", "errors",
-                                              "draining", "evicted", "adopted", "cleaned")}
+                                              "draining", "evicted", "adopted", "cleaned", "released_slots")}
 
 
 def _cond(nc: NodeClaim, type_: str) -> dict | None:
@@ -170,7 +174,23 @@ class Lifecycle(Controller):
                     if self.claims.release(nodepool, name):
                         report.released.append(name)
                         self._decision("release", f"released stale launch claim {name}", nodeclaim=name)
+        self._release_stale_slots(now, report)
         return report
+
+    def _release_stale_slots(self, now: float, report: LifecycleReport) -> None:
+        """Disruption-budget slots the interruption handler took for a rebalance replacement and never completed
+        (its delivery crashed or timed out and no redelivery resumed it): released after
+        :data:`~.interrupt.STALE_RESERVATION_AGE`, so a NodePool's budget is not held until the node dies."""
+        ddb = getattr(self.claims, "ddb", None)
+        if ddb is None:
+            return
+        from ..adapters.store.ledger import DisruptionLedger
+        from .interrupt import release_stale_reservations
+        try:
+            ledger = DisruptionLedger(ddb, self.claims.cluster, self.claims.table)
+            report.released_slots.extend(release_stale_reservations(ledger, self.store, now, decide=self._decision))
+        except Exception as e:  # noqa: BLE001 - the next sweep tries again
+            report.errors.append(f"stale interruption budget slots: {e}")
 
     def _reconcile(self, nc: NodeClaim, np: NodePool | None, node_by_provider, instances, now, report) -> None:
         pid = nc.status.get("providerID")
