@@ -148,13 +148,15 @@ def controller_statements(cluster: str, node_role_arn: str) -> list[iam.PolicySt
             conditions={"StringEquals": {**request_owned, "ec2:CreateAction": [*launches, "CreateLaunchTemplate"]},
                         **request_nodeclass},
         ),
-        # Later tagging of an owned NodePool instance, only with the NodeClaim name / Name keys.
+        # Later tagging of an instance this deployment launched for a NodePool (owned, nodepool and this deployment's
+        # OWNER_TAG, as the termination below: never an upstream Karpenter's or a managed node group's instance),
+        # only with the NodeClaim name / Name keys.
         iam.PolicyStatement(
             sid="AllowScopedResourceTagging",
             actions=["ec2:CreateTags"],
             resources=instance,
             conditions={
-                "StringEquals": {f"aws:ResourceTag/{tag}": "owned"},
+                "StringEquals": {f"aws:ResourceTag/{tag}": "owned", f"aws:ResourceTag/{OWNER_TAG}": cluster},
                 "StringLike": {f"aws:ResourceTag/{NODEPOOL_TAG}": "*"},
                 "ForAllValues:StringEquals": {"aws:TagKeys": list(RETAG_KEYS)},
             },
@@ -281,16 +283,41 @@ class WatcherRole(Construct):
         self.role.add_to_policy(iam.PolicyStatement(sid="SendPendingPods", actions=["sqs:SendMessage"], resources=[queue_arn]))
 
 
-# the off-peak function's DynamoDB access: these item actions (pynamodb get/query/save/delete), only on the state
-# table's partitions of these kinds (partition key ``<cluster>#<Kind>``, adapters/store/state.py): its schedules
-# (status), its records, the NodePools it overrides and the NodeClaims it drains; never the EC2NodeClasses
-# (userData), launch reservations or usage.  No Scan: dynamodb:LeadingKeys does not apply to it.
-OFFPEAK_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem")
-OFFPEAK_STATE_KINDS = ("OffPeakSchedule", "OffPeakRecord", "NodePool", "NodeClaim")
+# the off-peak function's DynamoDB access: per partition of the state table (partition key ``<cluster>#<Kind>``,
+# adapters/store/state.py), only the item actions its code uses there (pynamodb get/query/save/delete): its
+# schedules (status) and its records (deleted when a window ends), the NodePools it overrides and the NodeClaims it
+# drains.  A drain only marks a NodeClaim deleting (an update: PutItem with the version condition): no DeleteItem on
+# NodeClaims (a deleted record would leave its instance to the orphan GC, terminated without a drain) nor on
+# NodePools or schedules.  Never the EC2NodeClasses (userData), launch reservations or usage.  No Scan:
+# dynamodb:LeadingKeys does not apply to it.
+_READ_WRITE = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem")
+OFFPEAK_TABLE_ACCESS: dict[str, tuple[str, ...]] = {
+    "OffPeakSchedule": _READ_WRITE,
+    "OffPeakRecord": (*_READ_WRITE, "dynamodb:DeleteItem"),
+    "NodePool": _READ_WRITE,
+    "NodeClaim": _READ_WRITE,
+}
+OFFPEAK_STATE_KINDS = tuple(OFFPEAK_TABLE_ACCESS)
+OFFPEAK_TABLE_ACTIONS = tuple(sorted({a for acts in OFFPEAK_TABLE_ACCESS.values() for a in acts}))
 
 
-def offpeak_leading_keys(cluster: str) -> list[str]:
-    return [f"{cluster}#{kind}" for kind in OFFPEAK_STATE_KINDS]
+def offpeak_leading_keys(cluster: str, kinds=OFFPEAK_STATE_KINDS) -> list[str]:
+    return [f"{cluster}#{kind}" for kind in kinds]
+
+
+def offpeak_table_statements(cluster: str, state_table_arn: str) -> list[iam.PolicyStatement]:
+    """One statement per distinct action set of :data:`OFFPEAK_TABLE_ACCESS`, each on its partitions only
+    (``OffPeakStateItems``: read and update; ``OffPeakRecordDeletion``: also delete, its own records only)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for kind, actions in OFFPEAK_TABLE_ACCESS.items():
+        groups.setdefault(tuple(actions), []).append(kind)
+    out = []
+    for actions, kinds in groups.items():
+        sid = "OffPeakRecordDeletion" if "dynamodb:DeleteItem" in actions else "OffPeakStateItems"
+        out.append(iam.PolicyStatement(
+            sid=sid, actions=list(actions), resources=[state_table_arn],
+            conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": offpeak_leading_keys(cluster, kinds)}}))
+    return out
 
 
 class OffPeakRole(Construct):
@@ -298,8 +325,8 @@ class OffPeakRole(Construct):
     the NodePool overrides in the state table, so it gets no EC2, IAM, SSM or pricing access at all.
 
     Here: ``eks:DescribeCluster`` on this cluster (the API server endpoint), ``sqs:SendMessage`` on the pod queue
-    (the morning hand-off of pending pods, SendMessageBatch) and :data:`OFFPEAK_TABLE_ACTIONS` on the state table's
-    partitions :func:`offpeak_leading_keys` only; the function construct adds its log group and X-Ray.  Kubernetes
+    (the morning hand-off of pending pods, SendMessageBatch) and, per partition of the state table,
+    :data:`OFFPEAK_TABLE_ACCESS` only; the function construct adds its log group and X-Ray.  Kubernetes
     access: its own access entry group (``infra/rbac/controller-rbac.yaml``).
     """
 
@@ -316,10 +343,5 @@ class OffPeakRole(Construct):
             iam.PolicyStatement(sid="AllowAPIServerEndpointDiscovery", actions=["eks:DescribeCluster"],
                                 resources=[cluster_arn(cluster)]),
             iam.PolicyStatement(sid="SendPendingPods", actions=["sqs:SendMessage"], resources=[pod_queue_arn]),
-            iam.PolicyStatement(
-                sid="OffPeakStateItems",
-                actions=list(OFFPEAK_TABLE_ACTIONS),
-                resources=[state_table_arn],
-                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": offpeak_leading_keys(cluster)}},
-            ),
+            *offpeak_table_statements(cluster, state_table_arn),
         ])

@@ -120,7 +120,7 @@ def test_tagging_on_create_and_on_owned_instances_only(controller):
     st = controller["AllowScopedResourceTagging"]
     assert st["Action"] == "ec2:CreateTags"
     assert _render(st["Resource"]).endswith(":instance/*")
-    assert st["Condition"] == {"StringEquals": RESOURCE_OWNED, "StringLike": RESOURCE_NODEPOOL,
+    assert st["Condition"] == {"StringEquals": {**RESOURCE_OWNED, **RESOURCE_OWNER}, "StringLike": RESOURCE_NODEPOOL,
                                "ForAllValues:StringEquals": {"aws:TagKeys": ["karpenter.sh/nodeclaim", "Name"]}}
 
 

@@ -123,8 +123,9 @@ def test_instances_are_created_only_with_the_nodepool_and_owner_tags(statements)
     tag_on_create = request(ours) | {"ec2:CreateAction": "CreateFleet"}
     assert allowed(statements, "ec2:CreateTags", "instance", tag_on_create)
     assert not allowed(statements, "ec2:CreateTags", "instance", request({OWNED: "owned", NODEPOOL: "x"}) | {"ec2:CreateAction": "CreateFleet"})
-    # re-tagging later: an owned NodePool instance, NodeClaim/Name keys only
-    retag = resource({OWNED: "owned", NODEPOOL: "default"}) | {"aws:TagKeys": ["karpenter.sh/nodeclaim"]}
+    # re-tagging later: an owned NodePool instance of this deployment, NodeClaim/Name keys only
+    # (an upstream Karpenter's instance, without the owner tag: tests/infra/test_iam_retag_owner.py)
+    retag = resource({OWNED: "owned", NODEPOOL: "default", OWNER_TAG: CLUSTER}) | {"aws:TagKeys": ["karpenter.sh/nodeclaim"]}
     assert allowed(statements, "ec2:CreateTags", "instance", retag)
     assert not allowed(statements, "ec2:CreateTags", "instance", resource({OWNED: "owned"}) | {"aws:TagKeys": ["Name"]})
 

@@ -108,9 +108,26 @@ def test_the_night_did_everything(night):
     assert end["ended"] == ["nights"] and end["handedOff"] == 2 and not end["failed"] and not end["errors"]
 
 
+DDB_SIDS = ("OffPeakStateItems", "OffPeakRecordDeletion")
+
+
+def _granted_by_kind(synth) -> dict[str, set[str]]:
+    """partition kind -> the DynamoDB actions the off-peak role's statements grant on it."""
+    out: dict[str, set[str]] = {}
+    for sid in DDB_SIDS:
+        st = _offpeak_statements(synth)[sid]
+        keys = st["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]
+        assert all(k.startswith(f"{CLUSTER}#") for k in keys)
+        state_id = next(k for k in synth.of_type("AWS::DynamoDB::Table") if k.startswith("TablesState"))
+        assert _listify(st["Resource"]) == [{"Fn::GetAtt": [state_id, "Arn"]}]
+        for k in keys:
+            out.setdefault(k.split("#", 1)[1], set()).update(_listify(st["Action"]))
+    return out
+
+
 def test_dynamodb_calls_are_exactly_the_granted_actions_and_partitions(night, synth):
     calls, _kube, _reports = night
-    used_actions, used_kinds = set(), set()
+    used: dict[str, set[str]] = {}   # partition kind -> actions used on it
     for target, body in calls:
         if not target.startswith("DynamoDB_"):
             continue
@@ -124,20 +141,25 @@ def test_dynamodb_calls_are_exactly_the_granted_actions_and_partitions(night, sy
             keys = [doc["ExpressionAttributeValues"][value]["S"]]
         else:
             pytest.fail(f"{action} has no leading key: dynamodb:LeadingKeys cannot restrict it ({doc})")
-        used_actions.add(action)
-        used_kinds.update(k.split("#", 1)[1] for k in keys)
-    st = _offpeak_statements(synth)["OffPeakStateItems"]
-    granted_kinds = {k.split("#", 1)[1] for k in st["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]}
-    assert all(k.startswith(f"{CLUSTER}#") for k in st["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"])
-    assert set(_listify(st["Action"])) == used_actions, "granted DynamoDB actions != the ones the function uses"
-    assert granted_kinds == used_kinds, "granted state partitions != the ones the function touches"
-    assert "EC2NodeClass" not in granted_kinds
-    state_id = next(k for k in synth.of_type("AWS::DynamoDB::Table") if k.startswith("TablesState"))
-    assert _listify(st["Resource"]) == [{"Fn::GetAtt": [state_id, "Arn"]}]
+        for k in keys:
+            used.setdefault(k.split("#", 1)[1], set()).add(action)
+    granted = _granted_by_kind(synth)
+    # per partition: what the function does there, and nothing more
+    assert granted == used, "granted DynamoDB actions per partition != the ones the function uses"
+    assert "EC2NodeClass" not in granted
     # no other statement of the role reaches DynamoDB (an unconditioned grant would undo the condition)
-    others = [s for sid, s in _offpeak_statements(synth).items() if sid != "OffPeakStateItems"
+    others = [s for sid, s in _offpeak_statements(synth).items() if sid not in DDB_SIDS
               and any(a.startswith("dynamodb:") for a in _listify(s["Action"]))]
     assert others == []
+
+
+def test_offpeak_role_cannot_delete_nodeclaim_records(synth):
+    """A deleted NodeClaim record leaves its instance to the orphan GC, which terminates it without a drain: the
+    off-peak role drains NodeClaims only by marking them deleting (an update)."""
+    granted = _granted_by_kind(synth)
+    assert "dynamodb:DeleteItem" not in granted["NodeClaim"]
+    assert {k for k, acts in granted.items() if "dynamodb:DeleteItem" in acts} == {"OffPeakRecord"}
+    assert not any(a in granted["NodeClaim"] for a in ("dynamodb:*", "dynamodb:BatchWriteItem", "dynamodb:UpdateItem"))
 
 
 def test_every_other_aws_call_is_granted(night, synth):
