@@ -38,6 +38,7 @@ from ..api import hashes
 from ..api import labels as wk
 from ..api.conditions import make_condition, set_condition
 from ..api.kube import pod_key, pod_uid, provider_id
+from ..api.times import to_epoch
 from ..api.labels import (  # noqa: F401  (NOMINATED_PODS_ANNOTATION re-exported: provision, the simulator)
     LAUNCH_TOKEN_ANNOTATION,
     NOMINATED_PODS_ANNOTATION,
@@ -48,11 +49,39 @@ from ..api.labels import (  # noqa: F401  (NOMINATED_PODS_ANNOTATION re-exported
 )
 from ..api.objects import NodeClaim
 from ..api.quantity import format_resource
+from ..cloudprovider.instance import GONE_STATES, instance_state
 from ..cloudprovider.types import CreateRequest, LaunchFailed, NoCapacity
 from ..scheduling.inputs import claim_request, limits_of
+from ..scheduling.model import NodeClaimPlan
+from ..scheduling.requirements import Requirements
 from . import runtime
 
 log = logging.getLogger(__name__)
+
+# A NodeClaim without providerID whose launch is older than this has no live launcher: no single launch (launch
+# templates, CreateFleet with its ICE fallback and botocore's retries) takes that long, and it is the provisioner's
+# Lambda timeout.  Its outcome is resolved by the next provisioning round (:meth:`Launcher.resolve`); one marked
+# ``LaunchOutcomeUnknown`` by a launcher that survived the error is resolved at once.
+LAUNCH_LEASE = 120.0
+LAUNCHING, OUTCOME_UNKNOWN, RELAUNCHING = "Launching", "LaunchOutcomeUnknown", "Relaunching"
+
+
+class _NotResolvable(Exception):
+    """The NodeClaim is launched, deleting, or being launched by a live launcher."""
+
+
+def launch_pending(nc, now: float) -> bool:
+    """A NodeClaim whose launch must be resolved now: no providerID, not deleting, and its outcome unknown or its
+    launcher's lease (:data:`LAUNCH_LEASE` since the last launch attempt) over."""
+    if nc.status.get("providerID") or nc.metadata.get("deletionTimestamp"):
+        return False
+    cond = nc.condition("Launched") or {}
+    if cond.get("status") == "True":
+        return False
+    if cond.get("reason") == OUTCOME_UNKNOWN:
+        return True
+    since = to_epoch(cond.get("lastTransitionTime")) or to_epoch(nc.metadata.get("creationTimestamp")) or now
+    return now - since >= LAUNCH_LEASE
 
 
 class Throttled(RuntimeError):
@@ -217,8 +246,9 @@ class Launcher:
             out.failed = f"launch failed: {e}"
             out.error = (f"NodeClaim {name}: {e} (record kept: the lifecycle sweep adopts an instance tagged for it, "
                          f"or deletes it)")
-            self.decide("launch-unknown", f"NodeClaim {name}: launch outcome unknown ({e}); kept for the lifecycle "
-                                          f"sweep to adopt or delete", nodeclaim=name)
+            self.decide("launch-unknown", f"NodeClaim {name}: launch outcome unknown ({e}); kept for the next "
+                                          f"provisioning round to adopt or relaunch", nodeclaim=name)
+            self._mark_unknown(name, str(e))
             return out
         it = next((t for t in plan.instance_types if t.name == inst.instance_type), None)
         try:
@@ -230,6 +260,104 @@ class Launcher:
                                 instance_type=inst.instance_type, zone=inst.zone, capacity_type=inst.capacity_type,
                                 price=float(inst.price), image_id=inst.image_id, pods=keys)
         return out
+
+    def _mark_unknown(self, name: str, why: str) -> None:
+        """Best effort: the next provisioning round resolves a NodeClaim so marked at once (not after the lease)."""
+        now = self.clock()
+
+        def mutate(obj):
+            if obj.status.get("providerID"):
+                return obj
+            set_condition(obj.status, make_condition("Launched", "Unknown", OUTCOME_UNKNOWN,
+                                                     f"launch outcome unknown: {why}"[:512], now))
+            return obj
+
+        try:
+            self.store.update("NodeClaim", name, mutate)
+        except Exception as e:  # noqa: BLE001 - the lease resolves it later
+            log.warning("NodeClaim %s: not marked %s: %s", name, OUTCOME_UNKNOWN, e)
+
+    # -- an unknown launch outcome, resolved (Karpenter's launch reconciler) -----------------------------------
+    def resolve(self, nc, nodepool, nodeclass, resolved, instance_types: list) -> tuple[str, str]:
+        """A NodeClaim stuck launching (:func:`launch_pending`): ``(outcome, detail)``.
+
+        Taken first by a conditional update of its Launched condition (reason ``Relaunching``, a new lease), so two
+        rounds never relaunch it together.  Then the instance tagged ``karpenter.sh/nodeclaim=<name>`` (this
+        deployment's, live) is adopted (``adopted``); else the same NodeClaim is launched again with its recorded
+        launch token as ClientToken base, so EC2 answers a launch that did happen with its instance
+        (``relaunched``).  Nothing to launch (no capacity, launch refused): the record and its launch claim are
+        rolled back and its pods are free for the round (``failed``).  Throttled or unknown again: left for the next
+        round (``unknown``).  ``skipped``: someone else has it."""
+        name = nc.name
+        now = self.clock()
+
+        def take(obj):
+            if not launch_pending(obj, now):
+                raise _NotResolvable(name)
+            set_condition(obj.status, make_condition("Launched", "Unknown", RELAUNCHING,
+                                                     "resolving a launch whose outcome is unknown", now))
+            return obj
+
+        try:
+            nc = self.store.update("NodeClaim", name, take)
+        except _NotResolvable:
+            return "skipped", "launched, deleting or being launched"
+        except Exception as e:  # noqa: BLE001 - gone, or the store failed: the next round looks again
+            return "skipped", str(e)
+        if nc is None:
+            return "skipped", "gone"
+        types = {t.name: t for t in instance_types}
+        live = sorted((d for d in self.cloud.instances_of(name).values()
+                       if getattr(self.cloud, "owns", lambda _d: True)(d) and instance_state(d) not in GONE_STATES),
+                      key=lambda d: (str(d.get("LaunchTime") or ""), d["InstanceId"]))
+        if live:
+            inst = self.adopt(name, nodepool.name, live[0], types.get(live[0].get("InstanceType")))
+            return "adopted", inst.instance_id
+        allowed = set()
+        for r in nc.spec.get("requirements") or []:
+            if r.get("key") == wk.INSTANCE_TYPE and r.get("operator") == "In":
+                allowed = set(r.get("values") or [])
+        reqs = Requirements.from_list([r for r in nc.spec.get("requirements") or [] if r.get("key") != wk.INSTANCE_TYPE])
+        its = [t for t in instance_types if t.name in allowed]
+        plan = NodeClaimPlan(name=name, nodepool=nodepool.name, requirements=reqs, instance_types=its,
+                             instance_type="", zone="", capacity_type="", price=0.0,
+                             pods=json.loads(nc.annotations.get(NOMINATED_PODS_ANNOTATION) or "[]"), requests={},
+                             reason="relaunch of a launch whose outcome was unknown")
+        token = nc.annotations.get(LAUNCH_TOKEN_ANNOTATION) or launch_token(name, now)
+        request = CreateRequest(name=name, plan=plan, nodepool=nodepool, nodeclass=nodeclass, resolved=resolved,
+                                labels=dict(nc.labels), client_token=token)
+        try:
+            inst = self.cloud.create(request, None)
+        except NoCapacity as e:
+            self.rollback(name, nodepool.name)
+            return "failed", str(e)
+        except LaunchFailed as e:
+            if e.throttled:
+                self._mark_unknown(name, str(e))
+                return "unknown", str(e)
+            self.rollback(name, nodepool.name)
+            return "failed", str(e)
+        except Exception as e:  # noqa: BLE001 - unknown again
+            self._mark_unknown(name, str(e))
+            return "unknown", str(e)
+        it = types.get(inst.instance_type)
+        self.mark_launched(name, nodepool.name, inst, it)
+        return "relaunched", inst.instance_id
+
+    def adopt(self, name: str, nodepool: str, desc: dict, it):
+        """Write this deployment's instance ``desc`` (tagged for NodeClaim ``name``) on the record, as a launch
+        would have (price from the catalog entry ``it``, 0 when unknown).  Returns the Instance."""
+        inst = self.cloud.as_instance(desc)
+        price = 0.0
+        if it is not None:
+            try:
+                o = it.cheapest_offering(zones={inst.zone}, capacity_types={inst.capacity_type})
+                price = float(o.price) if o else 0.0
+            except Exception:  # noqa: BLE001
+                price = 0.0
+        inst.price = price
+        self.mark_launched(name, nodepool, inst, it)
+        return inst
 
     def rollback(self, name: str, nodepool: str) -> None:
         try:

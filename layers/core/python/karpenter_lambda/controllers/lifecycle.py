@@ -14,7 +14,9 @@
 * **Adoption**: a NodeClaim without providerID (a crash, timeout or DynamoDB error between CreateFleet and
   marking it Launched) is matched with this deployment's live instance tagged ``karpenter.sh/nodeclaim=<its
   name>``: the instance is written on it (providerID, type/zone/capacity-type labels, capacity, price) as the
-  launcher would have.  Only when no such instance exists after 5 minutes is the NodeClaim deleted.
+  launcher would have.  Only when no such instance exists 5 minutes after the last launch attempt is the NodeClaim
+  deleted (the backstop: the next provisioning round resolves an unknown launch within seconds, adopting or
+  launching again, :meth:`.launcher.Launcher.resolve`).
 * **Liveness**: launched but not registered within 15 minutes -> terminate the instance, delete the
   NodeClaim (deletion honours the finalizer: :mod:`.termination`).
 * **Garbage collection** (by providerID): this deployment's instances (``karpenter-lambda.io/cluster=<name>``,
@@ -201,7 +203,10 @@ class Lifecycle(Controller):
         if not pid:
             if self._adopt(nc, np, instances, now, report):
                 return
-            if now - created > LAUNCH_TIMEOUT:
+            # the backstop (the provisioner resolves an unknown launch at its next round, controllers/launcher.py
+            # Launcher.resolve): 5 minutes after the last launch attempt (a relaunch moves the Launched condition)
+            attempt = max(created, to_epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created)
+            if now - attempt > LAUNCH_TIMEOUT:
                 self._delete_nodeclaim(nc, "launch did not complete within 5m and no instance is tagged for it", report)
             return
         iid = instance_id_of(pid)

@@ -41,7 +41,7 @@ from ..scheduling.inputs import (  # noqa: F401  (re-exported: scheduling_taints
 from . import runtime
 from .base import Controller
 from .cluster_state import as_dict
-from .launcher import Launched, Launcher, Throttled, nodeclaim_name  # noqa: F401  (re-exported)
+from .launcher import Launched, Launcher, Throttled, launch_pending, nodeclaim_name  # noqa: F401  (re-exported)
 from .snapshot import SnapshotLoader
 
 MAX_LAUNCH_ATTEMPTS = 6
@@ -55,6 +55,7 @@ class ProvisionReport:
     unschedulable: list[dict] = field(default_factory=list)        # {"pod": "ns/name", "reason": str}
     skipped: list[dict] = field(default_factory=list)              # {"pod", "reason"}: bound, nominated, deleted...
     duplicates: list[str] = field(default_factory=list)            # NodeClaims a previous delivery already made
+    resolved: list[dict] = field(default_factory=list)             # {nodeClaim, outcome, detail}: unknown launches
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -72,6 +73,7 @@ class ProvisionReport:
             "unschedulable": self.unschedulable,
             "skipped": self.skipped,
             "duplicates": self.duplicates,
+            "resolved": self.resolved,
             "errors": self.errors,
             "costPerHour": round(self.cost_per_hour, 6),
         }
@@ -99,6 +101,8 @@ class Provisioner(Controller):
     def provision(self, pods: list[dict]) -> ProvisionReport:
         report = ProvisionReport()
         snap = self.loader.load(self.clock(), instance_types=False)
+        if self._resolve_stuck_launches(snap, report):
+            snap = self.loader.load(self.clock(), instance_types=False)   # records adopted, relaunched, rolled back
         held = held_reservations(snap)
         pending = self._pods_to_schedule(pods, snap, held, report)
         if not pending:
@@ -116,6 +120,37 @@ class Provisioner(Controller):
                 report.unschedulable.append({"pod": pod_key(p), "reason": "conflicting concurrent provisioning; will retry"})
         self._pod_events(report, snap)
         return report
+
+    # -- launches whose outcome is unknown (Karpenter's launch reconciler) --------------------------
+    def _resolve_stuck_launches(self, snap, report: ProvisionReport) -> bool:
+        """NodeClaims stuck launching (an EC2 5xx after retries, a read timeout, a crash at CreateFleet: no
+        providerID, :func:`~.launcher.launch_pending`) are resolved at the start of every round, not after the
+        lifecycle sweep's 5-minute backstop: the instance tagged for the NodeClaim is adopted, else the NodeClaim is
+        launched again (same ClientToken base), else rolled back so its pods are planned again.  True when a record
+        changed."""
+        stuck = [nc for nc in snap.nodeclaims.values() if launch_pending(nc, snap.now)]
+        if not stuck:
+            return False
+        self.loader.load_instance_types(snap)
+        changed = False
+        for nc in sorted(stuck, key=lambda x: x.name):
+            np = snap.nodepools.get(nc.nodepool_name)
+            ncls = snap.nodeclasses.get((np.node_class_ref.get("name") if np else None) or "")
+            if np is None or ncls is None:
+                continue   # its NodePool or EC2NodeClass is gone: the lifecycle sweep's backstop deletes it
+            try:
+                outcome, detail = self.launcher.resolve(nc, np, ncls, snap.resolved.get(ncls.name),
+                                                        snap.instance_types.get(np.name, []))
+            except Exception as ex:  # noqa: BLE001 - one stuck NodeClaim must not stop the round
+                report.errors.append(f"NodeClaim {nc.name}: resolving its unknown launch: {ex}")
+                continue
+            if outcome == "skipped":
+                continue
+            changed = True
+            report.resolved.append({"nodeClaim": nc.name, "outcome": outcome, "detail": detail})
+            self._decision(f"launch-{outcome}", f"NodeClaim {nc.name} (launch outcome unknown): {outcome} {detail}",
+                           nodeclaim=nc.name, outcome=outcome, detail=detail)
+        return changed
 
     # -- Kubernetes Events on the pods (best effort) ------------------------------------------------
     def _pod_events(self, report: ProvisionReport, snap) -> None:
