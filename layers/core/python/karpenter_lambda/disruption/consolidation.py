@@ -356,6 +356,7 @@ class Applied:
     gone_nodes: set[str]      # the candidates' nodes
     gone_claims: set[str]     # the candidates' NodeClaims
     touched: set[str]         # the nodes that received pods (the replacement's included)
+    moved: dict = dataclasses.field(default_factory=dict)   # moved pod key -> the node it went to
 
 
 def carry_out(snap: ClusterSnapshot, opt: Option) -> Applied:
@@ -418,7 +419,10 @@ def carry_out(snap: ClusterSnapshot, opt: Option) -> Applied:
         # scheduling's per-snapshot pod facts (scheduling.inputs keeps them on the snapshot; its entries are checked
         # against the pods' identities): shared, as before; the disruption caches travel in the SweepContext
         new.__dict__[POD_FACTS_CACHE] = snap.__dict__[POD_FACTS_CACHE]
-    return Applied(new, gone_nodes, gone_claims, set(moved.values()))
+    # every pod the option placed (also those of nodes already leaving that it counted on a candidate, which
+    # replace.removal_plan moves with the candidate's own): where it went, for the caches carried to ``new``
+    placed = {**opt.placements, **{k: rep_node for k in (rep.pods if rep is not None else ())}, **moved}
+    return Applied(new, gone_nodes, gone_claims, set(moved.values()), placed)
 
 
 def apply_option(snap: ClusterSnapshot, opt: Option) -> ClusterSnapshot:

@@ -11,7 +11,8 @@ receives a :class:`SweepContext`:
 * ``caches``: per-snapshot answers (:class:`SnapshotCaches`: consolidateAfter windows, consolidatable verdicts, the
   PDB index) and ``memo``: per-sweep answers (:class:`SweepMemo`: groups and prefixes found invalid, pod requests,
   bin types);
-* ``exclude`` (NodeClaims already being disrupted: neither candidates nor capacity) and ``busy_nodepools`` (drift:
+* ``exclude`` (NodeClaims already being disrupted: neither candidates nor capacity), ``leaving`` (those whose pods
+  are placed before the candidates', :mod:`.replace`; None: ``exclude``) and ``busy_nodepools`` (drift:
   NodePools with a non-empty replacement in flight).
 
 :meth:`SweepContext.derive` is the context after a consolidation option is carried out (``apply_option``): a new
@@ -106,6 +107,8 @@ class SnapshotCaches:
     window: dict[str, bool] = field(default_factory=dict)            # node name -> inside its consolidateAfter window
     consolidatable: dict[str, object] = field(default_factory=dict)  # NodeClaim -> None | () | (cause, message)
     pdb_index: list | None = None                                    # disruption.pdb.pdb_index
+    # replace.leaving_placements: (leaving, exclude) -> {pod key: (node, pod)}, the pods of the nodes already leaving
+    leaving: dict = field(default_factory=dict)
 
     def derive(self, snap: ClusterSnapshot, applied: Applied) -> "SnapshotCaches":
         """The caches that still hold on ``applied.snapshot`` (``snap`` with an option carried out): the PDB index
@@ -116,7 +119,19 @@ class SnapshotCaches:
                     if k not in applied.gone_claims
                     and (snap.node_of_nodeclaim(k) or {}).get("metadata", {}).get("name") not in touched}
         window = {k: v for k, v in self.window.items() if k not in applied.gone_nodes and k not in touched}
-        return SnapshotCaches(window=window, consolidatable=verdicts, pdb_index=self.pdb_index)
+        leaving = {}
+        for key, placed in self.leaving.items():   # pods counted on a node the option removed went where it put them
+            kept = {}
+            for pod, (where, p) in placed.items():
+                if where in applied.gone_nodes:
+                    where = applied.moved.get(pod)
+                    if where is None:
+                        break
+                    p = {**p, "spec": {**(p.get("spec") or {}), "nodeName": where}}
+                kept[pod] = (where, p)
+            else:
+                leaving[key] = kept
+        return SnapshotCaches(window=window, consolidatable=verdicts, pdb_index=self.pdb_index, leaving=leaving)
 
 
 @dataclass
@@ -135,7 +150,8 @@ class SweepContext:
     def __init__(self, snap: ClusterSnapshot, inflight: dict[str, str] | None = None, *,
                  caches: SnapshotCaches | None = None, budgets: AllowanceView | None = None,
                  counters: Evaluations | None = None, memo: SweepMemo | None = None,
-                 exclude: set[str] | None = None, busy_nodepools: set[str] | None = None):
+                 exclude: set[str] | None = None, busy_nodepools: set[str] | None = None,
+                 leaving: set[str] | None = None):
         self.snapshot = snap
         self.budgets = budgets if budgets is not None else AllowanceView(snap, inflight)
         self.counters = counters if counters is not None else Evaluations()
@@ -143,13 +159,15 @@ class SweepContext:
         self.memo = memo if memo is not None else SweepMemo()
         self.exclude: set[str] = set(self.budgets.inflight) if exclude is None else exclude
         self.busy_nodepools: set[str] = set() if busy_nodepools is None else busy_nodepools
+        # NodeClaims whose pods are placed before the candidates' (replace.leaving_of); None: ``exclude``
+        self.leaving: set[str] | None = leaving
 
     def derive(self, option: Option) -> "SweepContext":
         """The context after ``option`` is carried out: ``carry_out`` of the snapshot, the caches that still hold,
         and the SAME budgets, counters, memo, exclusions (what this sweep took stays taken)."""
         applied = carry_out(self.snapshot, option)
         return SweepContext(applied.snapshot, caches=self.caches.derive(self.snapshot, applied), budgets=self.budgets, counters=self.counters, memo=self.memo, exclude=self.exclude,
-                            busy_nodepools=self.busy_nodepools)
+                            busy_nodepools=self.busy_nodepools, leaving=self.leaving)
 
     def caches_for(self, snap: ClusterSnapshot) -> SnapshotCaches:
         """This context's caches when ``snap`` is its snapshot; otherwise fresh ones (answers about another snapshot

@@ -18,7 +18,9 @@ Karpenter's checks, in its order (pkg/controllers/nodeclaim/disruption/drift.go,
 The cloud-side checks (3-6) run only when the EC2NodeClass resolved in this snapshot (an unresolved one says
 nothing about drift).  :class:`Drift` is the method: eventual class, replacement first, empty nodes first, then one
 non-empty node per NodePool per sweep, earliest drift first; a node whose pods cannot all be rescheduled is skipped
-for the next one.
+for the next one.  A node's pods are never counted on room that is already spoken for (:mod:`.replace`): not on an
+empty drifted node removed in the same sweep, not on a replacement launched for another node's pods, not on room
+the pods of an earlier command (in flight, or planned earlier in this sweep) will take.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ..api import labels as wk
 from ..api.snapshot import ClusterSnapshot
 from ..scheduling.requirements import Requirements
 from .candidates import condition_time, graceful_blockers
-from .replace import removal_plan
+from .replace import leaving_of, removal_plan
 from .types import BLOCK_PODS_WOULD_NOT_FIT, DRIFTED, GRACEFUL, Blocked, Candidate, Command, MethodBase
 
 NODEPOOL_DRIFTED = "NodePoolDrifted"
@@ -142,6 +144,8 @@ class Drift(MethodBase):
         ordered = sorted(candidates, key=lambda c: (bool(c.reschedulable), c.drifted_since or snap.now, c.name))
         busy: set[str] = set(ctx.busy_nodepools)   # one non-empty drift per NodePool
         budgets = ctx.budgets
+        emptied: set[str] = set()                   # empty drifted nodes removed in this sweep: no capacity
+        moving: set[str] = set()                    # earlier non-empty commands of this sweep: their pods go first
         for c in ordered:
             why = graceful_blockers(c, snap, eventual=True, ctx=ctx)
             if why:
@@ -155,15 +159,18 @@ class Drift(MethodBase):
             detail = f"{c.drift_reason}"
             if not c.reschedulable:
                 budgets.take(c.nodepool_name, DRIFTED)
+                emptied.add(c.name)
                 commands.append(Command(DRIFTED, [c], detail=detail, savings_per_hour=round(c.price, 6)))
                 continue
-            result, exclude = removal_plan(snap, [c], ctx)
+            result, exclude = removal_plan(snap, [c], ctx, exclude=emptied,
+                                           leaving=leaving_of(snap, ctx) | moving)
             if not result.all_rescheduled:
                 pod, why_not = next(iter(result.unschedulable.items()))
                 blocked.append(Blocked(c.name, BLOCK_PODS_WOULD_NOT_FIT, f"pod {pod}: {why_not}", DRIFTED))
                 continue
             budgets.take(c.nodepool_name, DRIFTED)
             busy.add(c.nodepool_name)
+            moving.add(c.name)
             commands.append(Command(DRIFTED, [c], replacements=list(result.new_nodeclaims), detail=detail,
                                     savings_per_hour=round(c.price - result.price, 6)))
         return commands, blocked
