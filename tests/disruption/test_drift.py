@@ -94,13 +94,19 @@ def test_requirement_drift_and_widening_a_list_never_drifts(make_world):
 
 
 def test_expiration_is_forceful_and_not_held_by_budgets(make_world):
+    """Not held by a zero budget; the pod that has no other place gets its replacement first (issue 28 item 4): the
+    old node is drained only once the replacement is Initialized."""
     d = make_world(consolidate_after="Never", expire_after="30m", budgets='[{nodes: "0"}]')
     (old,) = d.nodes_with_pods([1])
     d.tick(25 * 60, "drift")
     assert d.alive() == {old["name"]}
     out = d.tick(6 * 60, "drift")
+    assert out["drift"]["disrupted"] == [] and not out["lifecycle"]["evicted"]
+    (rep,) = out["drift"]["replacing"][0]["replacements"]
+    assert d.w.store.get("NodeClaim", rep).is_true("Initialized") and len(d.pods_on(old["nodeName"])) == 1
+    out = d.tick(30, "drift")
     (ev,) = out["drift"]["disrupted"]
-    assert ev["reason"] == "Expired" and ev["replacements"] == [] and "30m" in ev["detail"]
+    assert ev["reason"] == "Expired" and ev["replacements"] == [rep] and "30m" in ev["detail"]
     assert out["lifecycle"]["evicted"] and d.w.store.get("NodeClaim", old["name"]) is None
     assert d.state(old["iid"]) in ("shutting-down", "terminated")
 

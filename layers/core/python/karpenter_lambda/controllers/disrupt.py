@@ -16,8 +16,10 @@
    the NodeClaim is gone.  A replacement that fails to launch, is deleted before it initializes, or is not
    Initialized within 10 minutes: the taint is removed, the node kept, the budget slot released, the reason recorded.
    Then any ``karpenter.sh/disrupted`` taint on a node with no in-flight entry and no deletion is removed.
-3. **Plan** (:func:`~karpenter_lambda.disruption.plan.plan_sweep`, pure) and **record**: expiration (forceful)
-   requests the deletion at once; each graceful command is reserved in the ledger, conditionally on its budget.
+3. **Plan** (:func:`~karpenter_lambda.disruption.plan.plan_sweep`, pure) and **record**: expiration (forceful) is
+   recorded outside the budgets and carried out at once (its replacements launched, the deletion requested when they
+   are Initialized, or at once when it needs none); each graceful command is reserved in the ledger, conditionally
+   on its budget.
 4. **Explain**: each blocked node's cause is written to ``status.disruptionBlocked`` and reported once per cause.
 """
 
@@ -155,14 +157,16 @@ class DisruptionSweep(Controller):
             report.errors.append(f"removing stale disrupted taints: {ex}")
             self.logger.exception("removing stale disrupted taints failed")
         budgets = SweepContext(snap, {n: e.nodepool for n, e in live.items()}, caches=caches)
+        # a NodePool with a drift in flight that launches (or, re-validated, may launch) replacements: one at a time
         budgets.busy_nodepools = {e.nodepool for e in live.values()
-                                  if e.reason == DRIFTED and e.state != DELETING and e.planned_price is not None}
+                                  if e.reason == DRIFTED and e.state != DELETING
+                                  and (e.planned_price is not None or e.replacements)}
         plan = plan_sweep(snap, self.methods, budgets)
         batch = hashlib.sha256(f"{self.kind}:{snap.now}".encode()).hexdigest()[:10] if plan.sequential else ""
         for i, cmd in enumerate(plan.commands):
             try:
                 if cmd.forceful:
-                    self._expire(cmd, snap, report)
+                    self._expire(cmd, snap, live, report)
                 else:
                     self._propose(cmd, snap, budgets, live, report,
                                   key=f"{SEQUENCE_PREFIX}{batch}-{i:04d}" if batch else None)
@@ -264,17 +268,25 @@ class DisruptionSweep(Controller):
             snap.nodeclaims[name] = self.store.update("NodeClaim", name, mutate)
 
     # -- new decisions ----------------------------------------------------------------------------
-    def _event(self, c, reason: str, replacements: list[str], savings: float, detail: str) -> dict:
-        return {"nodeClaim": c.name, "reason": reason, "nodePool": c.nodepool_name, "instanceType": c.instance_type,
-                "zone": c.zone, "capacityType": c.capacity_type, "replacements": list(replacements),
-                "savingsPerHour": round(savings, 6), "detail": detail}
-
-    def _expire(self, cmd: Command, snap, report) -> None:
+    def _expire(self, cmd: Command, snap, live: dict, report) -> None:
+        """Expiration: recorded in flight outside the budgets (forceful) and carried out at once -- the replacements
+        its pods need launched, the deletion requested once they are Initialized (``Executor.carry``), or at once
+        when they need none."""
+        group = []
         for c in cmd.candidates:
-            self.terminator.request(c.nodeclaim, f"{EXPIRED}: {cmd.detail}")
-            self.executor.taint(c.node_name, add=True)
-            report.disrupted.append(self._event(c, EXPIRED, [], 0.0, cmd.detail))
-            self._decision("disrupt", f"NodeClaim {c.name} expired: {cmd.detail}", nodeclaim=c.name, reason=EXPIRED)
+            entry = Entry(nodeclaim=c.name, nodepool=c.nodepool_name, reason=EXPIRED, sweep=self.kind,
+                          proposed_at=snap.now, since=snap.now,
+                          planned_price=round(sum(p.price for p in cmd.replacements), 6) if cmd.replacements else None,
+                          detail=cmd.detail, instance_type=c.instance_type, zone=c.zone, capacity_type=c.capacity_type)
+            if not self.ledger.reserve(entry, None):   # recorded meanwhile by an overlapping invocation
+                continue
+            live[c.name] = entry
+            group.append(entry)
+        if len(group) != len(cmd.candidates):
+            return
+        if not self.executor.carry(cmd, group, snap, report):
+            for e in group:
+                live.pop(e.nodeclaim, None)
 
     def _propose(self, cmd: Command, snap, budgets: SweepContext, live: dict, report, key: str | None = None) -> None:
         planned = round(sum(p.price for p in cmd.replacements), 6) if cmd.replacements else None

@@ -6,8 +6,10 @@ candidate sharing ``Entry.command``; every step applies to the whole group:
 ``proposed`` -(>= the validation delay: :func:`~karpenter_lambda.disruption.plan.revalidate`, else cancelled)->
 taint every candidate ``karpenter.sh/disrupted:NoSchedule`` and launch the replacements through the
 :class:`~.launcher.Launcher` (deterministic names: a retried step finds them) -> ``replacing`` -(every replacement
-Initialized)-> request every candidate's deletion -> ``deleting`` (the lifecycle sweep drains and terminates; the
-entry is released once its NodeClaim is gone).  A replacement that fails to launch or is deleted before it
+Initialized, and the last look finds a place for every pod, :meth:`Executor._before_drain`)-> request every
+candidate's deletion -> ``deleting`` (the lifecycle sweep drains and terminates; the entry is released once its
+NodeClaim is gone).  Expiration enters at :meth:`Executor.carry` in the sweep that decided it (no budget, no 15 s
+wait).  A replacement that fails to launch or is deleted before it
 initializes: the taints are removed, the nodes kept, the launched replacements abandoned, the reason recorded.
 
 No path leaves a candidate tainted without an in-flight entry: a cancellation on re-validation removes the taint (a
@@ -27,8 +29,11 @@ from ..adapters.store.ledger import DELETING, PROPOSED, REPLACING, Entry
 from ..api import events as ev
 from ..api.labels import DISRUPTED_TAINT, REPLACES_ANNOTATION, encode_replaces, has_disrupted_taint
 from ..api.times import format_time
+from ..disruption.candidates import make_candidate
 from ..disruption.context import SnapshotCaches, SweepContext
 from ..disruption.plan import revalidate
+from ..disruption.replace import removal_plan
+from ..disruption.types import DRIFTED, EXPIRED
 
 REPLACEMENT_TIMEOUT = 10 * 60.0   # seconds a command waits for its replacements to initialize (Karpenter: 10 min)
 
@@ -58,7 +63,7 @@ class Executor:
                 return True
             return self._execute(group, snap, live, report, seq, caches)
         if state == REPLACING:
-            return self._check_replacements(group, snap, report)
+            return self._check_replacements(group, snap, live, report)
         self._start_deletion(group, snap, report)   # DELETING without deletion timestamps: a crash in between
         return True
 
@@ -72,7 +77,7 @@ class Executor:
         # later commands of the same sequence were still there when this one was planned: not excluded
         later = {n for n in (seq or {}).get("members", ()) if n not in mine and n in live and live[n].state == PROPOSED}
         ctx = SweepContext(view, {n: x.nodepool for n, x in live.items() if n not in later},
-                           caches=seq.get("caches") if seq else caches)
+                           caches=seq.get("caches") if seq else caches, leaving=self.older(group, live))
         cmd, why = revalidate(view, method, [e.nodeclaim for e in group], ctx, planned_price=lead.planned_price)
         if cmd is not None and seq is not None and cmd.option is not None:
             after = ctx.derive(cmd.option)
@@ -85,6 +90,24 @@ class Executor:
             self.s._decision("cancel", f"{lead.reason} of {', '.join(e.nodeclaim for e in group)} cancelled on "
                                        f"re-validation: {why}", nodeclaims=[e.nodeclaim for e in group], reason=lead.reason)
             return False
+        return self.carry(cmd, group, snap, report)
+
+    @staticmethod
+    def older(group: list[Entry], live: dict) -> set[str]:
+        """The in-flight NodeClaims of commands proposed before this one: their pods are placed before its own
+        (they were planned first, and every later command was planned around them); the later ones are left out
+        of the capacity only (``disruption.replace``)."""
+        lead = group[0]
+        mine = {e.nodeclaim for e in group}
+        at = (lead.proposed_at, lead.command or lead.nodeclaim)
+        return {n for n, x in live.items() if n not in mine and (x.proposed_at, x.command or x.nodeclaim) < at}
+
+    def carry(self, cmd, group: list[Entry], snap, report) -> bool:
+        """Carry out a command that holds on ``snap``: taint its candidates, launch its replacements (the pods that
+        have no other place get one) -> ``replacing``; with none to launch, request the deletion at once.  False
+        when a replacement failed (the command is released)."""
+        lead = group[0]
+        names: list[str] = []
         try:
             for c in cmd.candidates:
                 self.taint(c.node_name, add=True)
@@ -93,9 +116,15 @@ class Executor:
             if not cmd.replacements:
                 self._start_deletion(group, snap, report)
                 return True
-            names: list[str] = []
             for i, plan in enumerate(cmd.replacements):
-                name, problem = self._launch(lead, [e.nodeclaim for e in group], i, plan, snap)
+                name, problem, limit = self._launch(lead, [e.nodeclaim for e in group], i, plan, snap)
+                if problem and limit and cmd.forceful:
+                    # expiration is forceful: a NodePool limit that leaves no room for the replacement while the old
+                    # node still counts does not keep the node (Karpenter launches nothing for it at all)
+                    self.s._decision("replacement-skipped", f"{lead.reason} of {', '.join(e.nodeclaim for e in group)}: "
+                                                            f"replacement {name} refused ({problem}); expiring without it",
+                                     reason=lead.reason)
+                    continue
                 if problem:
                     self._fail(group, snap, names, f"replacement {name or plan.nodepool} did not launch: {problem}",
                                report)
@@ -106,6 +135,9 @@ class Executor:
             if not any(e.state == DELETING for e in group):
                 self._untaint(group, snap, names=[c.node_name for c in cmd.candidates])
             raise
+        if not names:
+            self._start_deletion(group, snap, report)
+            return True
         for e in group:
             e.state, e.replacements, e.since = REPLACING, names, snap.now
             self.s.ledger.advance(e)
@@ -118,24 +150,25 @@ class Executor:
                          nodeclaims=[e.nodeclaim for e in group], replacements=names)
         return True
 
-    def _launch(self, lead: Entry, members: list[str], i: int, plan, snap) -> tuple[str, str]:
+    def _launch(self, lead: Entry, members: list[str], i: int, plan, snap) -> tuple[str, str, bool]:
+        """(the replacement's name, why it did not launch or "", whether a NodePool limit refused it)."""
         nodepool = snap.nodepools.get(plan.nodepool)
         if nodepool is None:
-            return "", f"NodePool {plan.nodepool} is gone"
+            return "", f"NodePool {plan.nodepool} is gone", False
         nodeclass = snap.nodeclasses.get(nodepool.node_class_ref.get("name", ""))
         resolved = snap.resolved.get(nodeclass.name) if nodeclass is not None else None
         if nodeclass is None or resolved is None:
-            return "", f"EC2NodeClass of NodePool {nodepool.name} is not resolved"
+            return "", f"EC2NodeClass of NodePool {nodepool.name} is not resolved", False
         key = lead.command or lead.nodeclaim
         digest = hashlib.sha256(f"replace:{key}:{lead.proposed_at}:{i}".encode()).hexdigest()[:10]
         name = f"{nodepool.name}-{digest}"
         out = self.s.launcher.launch(plan, nodepool, nodeclass, resolved, [], name=name,
                                      annotations={REPLACES_ANNOTATION: encode_replaces(members)})
         if out.launched is not None or out.duplicate:
-            return name, ""
-        return name, out.limit or out.failed or "launch refused"
+            return name, "", False
+        return name, out.limit or out.failed or "launch refused", bool(out.limit)
 
-    def _check_replacements(self, group: list[Entry], snap, report) -> bool:
+    def _check_replacements(self, group: list[Entry], snap, live: dict, report) -> bool:
         reps = group[0].replacements
         found = [snap.nodeclaims.get(r) for r in reps]
         gone = [r for r, x in zip(reps, found) if x is None or x.metadata.get("deletionTimestamp")]
@@ -143,8 +176,7 @@ class Executor:
             self._fail(group, snap, [], f"replacement {', '.join(gone)} was deleted before it initialized", report)
             return False
         if all(x.is_true("Initialized") for x in found):
-            self._start_deletion(group, snap, report)
-            return True
+            return self._before_drain(group, snap, live, report)
         waited = snap.now - (group[0].since or group[0].proposed_at)
         if waited >= REPLACEMENT_TIMEOUT:
             late = [r for r, x in zip(reps, found) if not x.is_true("Initialized")]
@@ -152,6 +184,66 @@ class Executor:
             self._fail(group, snap, [], f"replacement {', '.join(late)} not initialized within "
                                         f"{int(REPLACEMENT_TIMEOUT // 60)}m ({int(waited)}s); replacements kept", report)
             return False
+        return True
+
+    def _before_drain(self, group: list[Entry], snap, live: dict, report) -> bool:
+        """The last look before the drain, every replacement Initialized: does every pod of the candidates still
+        have a place on the Initialized nodes (its replacements included) now?  The cluster moved on since the
+        plan (pods bound to the room it counted on, another command's pods).  Yes: the deletion is requested.
+        Pods that would need a new node: drift and expiration launch it and wait again (the 10-minute rule still
+        counts from the first launch); a consolidation is abandoned instead (one more node would undo its saving),
+        as is any graceful command whose pods would have no place at all.  Expiration is forceful: pods that no
+        node could take do not hold it."""
+        lead = group[0]
+        cands = []
+        for e in group:
+            nc = snap.nodeclaims.get(e.nodeclaim)
+            np = snap.nodepools.get(e.nodepool)
+            if nc is None or np is None:
+                self._start_deletion(group, snap, report)
+                return True
+            cands.append(make_candidate(snap, nc, snap.node_of_nodeclaim(e.nodeclaim), np))
+        if not any(c.reschedulable for c in cands):
+            self._start_deletion(group, snap, report)
+            return True
+        forceful = lead.reason == EXPIRED
+        ctx = SweepContext(snap, {n: x.nodepool for n, x in live.items()}, leaving=self.older(group, live))
+        result, _ = removal_plan(snap, cands, ctx, initialized_only=True)
+        if result.unschedulable and not forceful:
+            pod, why = next(iter(sorted(result.unschedulable.items())))
+            self._fail(group, snap, [], f"pod {pod} would have no place after the drain ({why}); replacements kept",
+                       report)
+            return False
+        if not result.new_nodeclaims:
+            self._start_deletion(group, snap, report)
+            return True
+        if lead.reason not in (DRIFTED, EXPIRED):
+            self._fail(group, snap, [], f"{len(result.new_nodeclaims)} more node(s) needed since the plan "
+                                        f"(pod {result.new_nodeclaims[0].pods[0] if result.new_nodeclaims[0].pods else '?'}); "
+                                        f"replacements kept", report)
+            return False
+        names = list(lead.replacements)
+        for plan in result.new_nodeclaims:
+            name, problem, limit = self._launch(lead, [e.nodeclaim for e in group], len(names), plan, snap)
+            if problem and limit and forceful:
+                continue
+            if problem:
+                self._fail(group, snap, [], f"replacement {name or plan.nodepool} did not launch: {problem}; "
+                                            f"replacements kept", report)
+                return False
+            names.append(name)
+        if names == list(lead.replacements):   # nothing could be launched (limits) and expiration is forceful
+            self._start_deletion(group, snap, report)
+            return True
+        added = names[len(lead.replacements):]
+        for e in group:
+            e.replacements = names
+            self.s.ledger.advance(e)
+        report.replacing.append({"nodeClaim": lead.nodeclaim, "nodeClaims": [e.nodeclaim for e in group],
+                                 "replacements": added})
+        self.s._decision("replace", f"{', '.join(e.nodeclaim for e in group)}: pods without a place since the plan; "
+                                    f"launched {', '.join(added)}; draining once they are initialized",
+                         nodeclaims=[e.nodeclaim for e in group], replacements=added)
         return True
 
     def _untaint(self, group: list[Entry], snap, names: list[str] | None = None, only_tainted: bool = False) -> None:
