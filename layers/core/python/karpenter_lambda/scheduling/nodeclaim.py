@@ -152,11 +152,16 @@ class NodeClaimTemplate:
                     room[i] = it.allocatable_for(r) - dvec[i]
                 avail = tuple(room)
             t = InstanceTypeOption(it, avail, it.capacity)
-            if t.reqs.intersects(reqs) is None and t.cheapest(reqs) is not None:
-                types.append(t)
-        types.sort(key=lambda t: (t.cheapest(reqs).price, t.name))
-        self.types = types
-        self._compat: dict = {}
+            if t.reqs.intersects(reqs) is None:
+                o = t.cheapest(reqs)
+                if o is not None:
+                    types.append((o.price, t.name, t))
+        types.sort(key=lambda x: (x[0], x[1]))
+        self.types = [t for _p, _n, t in types]
+        # signature -> the compatible types, and each one's cheapest allowed offering; the pool's own are known
+        sig = reqs.signature()
+        self._compat: dict = {sig: self.types}
+        self._compat_offers: dict = {sig: [t.cheapest(reqs) for t in self.types]}
         self.fit_cache: dict = {}
         self._priced: dict = {}
         self._price_of: dict = {}
@@ -172,10 +177,17 @@ class NodeClaimTemplate:
                 # the same requirements in any zone, then the zone: a type compatible with both has an offering in
                 # an allowed zone and capacity type (``cheapest``), which is all the zone adds.  Pods pinned to a
                 # zone (volumes, zone affinity, spread shares) then share one pass over the catalog.
-                hit = [t for t in self.compat_types(reqs.without(L.ZONE)) if t.cheapest(reqs) is not None]
+                candidates = self.compat_types(reqs.without(L.ZONE))
             else:
-                hit = [t for t in self.types if t.reqs.intersects(reqs) is None and t.cheapest(reqs) is not None]
+                candidates = [t for t in self.types if t.reqs.intersects(reqs) is None]
+            hit, offers = [], []
+            for t in candidates:
+                o = t.cheapest(reqs)
+                if o is not None:
+                    hit.append(t)
+                    offers.append(o)
             self._compat[sig] = hit
+            self._compat_offers[sig] = offers
         return hit
 
     def priced(self, reqs: Requirements) -> list:
@@ -183,10 +195,8 @@ class NodeClaimTemplate:
         sig = reqs.signature()
         hit = self._priced.get(sig)
         if hit is None:
-            hit = []
-            for t in self.compat_types(reqs):
-                o = t.cheapest(reqs)
-                hit.append((o.price, o, t))
+            types = self.compat_types(reqs)
+            hit = [(o.price, o, t) for o, t in zip(self._compat_offers[sig], types)]
             hit.sort(key=lambda x: (x[0], x[2].name))
             self._priced[sig] = hit
         return hit

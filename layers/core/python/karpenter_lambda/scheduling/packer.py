@@ -379,11 +379,18 @@ def standalone_values(types: list, counts: dict) -> dict:
     types each filled with that vector only.  A node whose fill is worth more than its price saves money
     against packing each vector apart."""
     values = {}
+    # a type's fill count depends on its allocatable only: the cheapest type of each allocatable vector decides
+    # (a real catalog has about a quarter as many distinct vectors as types)
+    cheapest: dict = {}
+    for p, t in types:
+        q = cheapest.get(t.avail)
+        if q is None or p < q:
+            cheapest[t.avail] = p
     for v in counts:
         best = None
-        for p, t in types:
+        for avail, p in cheapest.items():
             n = INF
-            for x, c in zip(v, t.avail):
+            for x, c in zip(v, avail):
                 if x:
                     k = c // x
                     if k < n:
@@ -402,8 +409,13 @@ def value_bounds(types: list, values: dict) -> dict:
     # each vector's value per unit of each resource, computed once (not once per type)
     per_unit = [(v, [u / x if x else 0.0 for x in v]) for v, u in values.items()]
     le = operator.le
+    by_avail: dict = {}   # the bound depends on the allocatable vector only (many types share one)
     for p, t in types:
         a = t.avail
+        hit = by_avail.get(a)
+        if hit is not None:
+            ubs[t.name] = hit
+            continue
         dens = None
         for v, d in per_unit:
             if all(map(le, v, a)):
@@ -414,7 +426,7 @@ def value_bounds(types: list, values: dict) -> dict:
             for i, d in enumerate(dens):
                 if d > 0:
                     ub = min(ub, a[i] * d)
-        ubs[t.name] = ub
+        ubs[t.name] = by_avail[a] = ub
     return ubs
 
 
