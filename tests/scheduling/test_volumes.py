@@ -204,3 +204,10 @@ def test_consolidation_never_moves_a_volume_pod_to_another_zone():
     for cmd in out.commands:
         if "b" in cmd.names:   # db-0's node goes: only for a replacement in zone b
             assert cmd.replacements and all(r.zone == B for r in cmd.replacements), cmd
+
+
+def test_the_current_zone_label_wins_over_the_ebs_csi_alias_on_a_node():
+    # a node of the EBS CSI driver carries both keys; a relabelled zone (or any disagreement) is read from the current key
+    assert L.normalize_labels({"topology.ebs.csi.aws.com/zone": A, L.ZONE: B}) == {L.ZONE: B}
+    assert L.normalize_labels({L.ZONE: B, "topology.ebs.csi.aws.com/zone": A}) == {L.ZONE: B}
+    assert L.normalize_labels({"topology.ebs.csi.aws.com/zone": A}) == {L.ZONE: A}

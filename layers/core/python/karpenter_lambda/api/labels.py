@@ -114,6 +114,15 @@ def normalize_key(key: str) -> str:
     return NORMALIZED.get(key, key)
 
 
+def normalize_labels(labels: dict) -> dict[str, str]:
+    """A node's labels under their current keys; where a node carries both an alias and the current key (a node of
+    the EBS CSI driver has ``topology.ebs.csi.aws.com/zone`` beside ``topology.kubernetes.io/zone``), the current
+    key's value wins."""
+    out = {NORMALIZED[k]: str(v) for k, v in labels.items() if k in NORMALIZED}
+    out.update((k, str(v)) for k, v in labels.items() if k not in NORMALIZED)
+    return out
+
+
 # --- annotations / taints -----------------------------------------------------------
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 NODEPOOL_HASH = "karpenter.sh/nodepool-hash"

@@ -67,7 +67,7 @@ def build_existing_nodes(existing: list, rindex: list, rpos: dict, pool_by_name:
             except (PodSpecError, ValueError, AttributeError) as e:
                 raise SchedulingError(f"{where}: pods[{j}] {pod_key(p) if isinstance(p, dict) else ''}: {e}") from None
         labels = dict(en.labels or {})
-        labels = {L.normalize_key(k): str(v) for k, v in labels.items()}
+        labels = L.normalize_labels(labels)
         labels.setdefault(L.HOSTNAME, en.name)
         if en.zone and L.ZONE not in labels:
             labels[L.ZONE] = en.zone
