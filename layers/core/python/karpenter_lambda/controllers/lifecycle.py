@@ -267,17 +267,8 @@ class Lifecycle(Controller):
             return False
         desc = live[0]
         it = self._instance_type(nc, np, desc.get("InstanceType"))
-        price = 0.0
-        inst = self.cloud.as_instance(desc)
-        if it is not None:
-            try:
-                o = it.cheapest_offering(zones={inst.zone}, capacity_types={inst.capacity_type})
-                price = float(o.price) if o else 0.0
-            except Exception:  # noqa: BLE001
-                price = 0.0
-        inst.price = price
-        Launcher(self.store, self.claims, self.cloud, self.clock, self._decision).mark_launched(
-            nc.name, nc.nodepool_name, inst, it)
+        inst = Launcher(self.store, self.claims, self.cloud, self.clock, self._decision).adopt(
+            nc.name, nc.nodepool_name, desc, it)
         report.adopted.append({"nodeClaim": nc.name, "instanceId": inst.instance_id})
         self._decision("adopt", f"NodeClaim {nc.name} adopted instance {inst.instance_id} ({inst.instance_type} "
                                 f"{inst.capacity_type} {inst.zone}): launched but never recorded",
