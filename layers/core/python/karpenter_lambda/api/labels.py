@@ -214,3 +214,15 @@ def volume_resource(driver: str) -> str:
 def volume_driver(resource: str) -> str | None:
     """The CSI driver a volume-count resource names, or None for any other resource."""
     return resource[len(VOLUME_RESOURCE_PREFIX):] if resource.startswith(VOLUME_RESOURCE_PREFIX) else None
+
+# --- node repair and static NodePools (issue 30 items 2-3) ---------------------------
+# Karpenter's drain deadline on a NodeClaim (RFC 3339): pods still on the node at that time are deleted, not
+# evicted; node repair sets it to the deletion time (forceful)
+NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION = "karpenter.sh/nodeclaim-termination-timestamp"
+# Node conditions of the EKS Node Monitoring Agent that Karpenter's AWS repair policies read
+CONDITION_READY = "Ready"
+CONDITION_ACCELERATED_HARDWARE_READY = "AcceleratedHardwareReady"
+CONDITION_STORAGE_READY = "StorageReady"
+CONDITION_NETWORKING_READY = "NetworkingReady"
+CONDITION_KERNEL_READY = "KernelReady"
+CONDITION_CONTAINER_RUNTIME_READY = "ContainerRuntimeReady"
