@@ -45,3 +45,18 @@ __all__ = ["DISRUPTION_BLOCKED", "DISRUPTION_LAUNCHING", "DISRUPTION_TERMINATING
            "MAX_POD_EVENTS_PER_ROUND", "NOMINATED", "NORMAL", "SOURCE", "UNCONSOLIDATABLE", "WARNING",
            "disruption_launching_message", "disruption_terminating_message", "failed_scheduling_message",
            "nominated_message"]
+
+# nodes (node repair, issue 30 item 2): a repaired Node, and one whose NodePool has too many unhealthy nodes
+NODE_REPAIRED = "NodeRepaired"
+NODE_REPAIR_BLOCKED = "NodeRepairBlocked"
+
+
+def node_repaired_message(condition: str, status: str, held: str, toleration: str) -> str:
+    return f"Repairing node: condition {condition}={status} for {held} (toleration {toleration}); NodeClaim deleted"
+
+
+def node_repair_blocked_message(percent: str) -> str:
+    return f"more than {percent} nodes are unhealthy in the nodepool"
+
+
+__all__ += ["NODE_REPAIRED", "NODE_REPAIR_BLOCKED", "node_repaired_message", "node_repair_blocked_message"]
