@@ -73,14 +73,21 @@ class Terminator:
         self.decide = decide or (lambda decision, message, **f: log.info("%s %s", decision, message))
         self.actions: list[dict] = []   # pods evicted / deleted by this object (the caller's report drains it)
 
-    def request(self, nodeclaim, reason: str):
-        """Mark the NodeClaim deleting (idempotent: an earlier timestamp and reason are kept)."""
+    def request(self, nodeclaim, reason: str, *, forceful: bool = False):
+        """Mark the NodeClaim deleting (idempotent: an earlier timestamp and reason are kept).  ``forceful`` (node
+        repair): Karpenter's ``karpenter.sh/nodeclaim-termination-timestamp`` is set to now, so the drain deletes the
+        pods at once instead of evicting them (no PodDisruptionBudget is asked)."""
         now = self.clock()
 
         def mutate(obj):
             if not obj.metadata.get("deletionTimestamp"):
                 obj.metadata["deletionTimestamp"] = format_time(now)
                 obj.metadata.setdefault("annotations", {})[DELETION_REASON_ANNOTATION] = reason
+            if forceful:
+                ann = obj.metadata.setdefault("annotations", {})
+                stamped = to_epoch(ann.get(wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION))
+                if stamped is None or stamped > now:   # an earlier deadline stands
+                    ann[wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION] = format_time(now)
             return obj
 
         try:
@@ -170,15 +177,18 @@ class Terminator:
                 raise
 
     def deadline(self, nodeclaim) -> float | None:
-        """deletionTimestamp + ``spec.terminationGracePeriod``; None (wait forever) without one."""
+        """deletionTimestamp + ``spec.terminationGracePeriod``, or the NodeClaim's
+        ``karpenter.sh/nodeclaim-termination-timestamp`` when earlier; None (wait forever) without either."""
+        stamped = to_epoch((nodeclaim.annotations or {}).get(wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION))
         tgp = nodeclaim.spec.get("terminationGracePeriod")
         start = to_epoch(nodeclaim.metadata.get("deletionTimestamp"))
         if not tgp or start is None:
-            return None
+            return stamped
         try:
-            return start + parse_duration(tgp)
+            by_grace = start + parse_duration(tgp)
         except DurationError:
-            return None
+            return stamped
+        return by_grace if stamped is None else min(by_grace, stamped)
 
     def drain(self, nodeclaim, node: dict) -> str:
         """One drain step now ("draining" | "drained"), for a deletion already requested; the instance and the
