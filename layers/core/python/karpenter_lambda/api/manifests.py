@@ -1,7 +1,7 @@
 """Load manifests from YAML/JSON text: multi-document files, every error reported.
 
 ``load_text`` / ``load_files`` return a :class:`LoadResult` holding the typed
-Karpenter objects (NodePool, EC2NodeClass, NodeClaim, CRD defaults applied),
+Karpenter objects (NodePool, EC2NodeClass, NodeClaim, NodeOverlay, CRD defaults applied),
 any other Kubernetes objects as :class:`KubeObject` (when ``allow_other_kinds``)
 and the list of :class:`ValidationIssue` found.  Reading files is the only
 I/O here and it is done by the caller-facing ``load_files`` helper.
@@ -113,6 +113,8 @@ def _version_hint(api_version, kind: str) -> str:
         return (f" (Karpenter's v1alpha5 {kind} became the v1beta1 {_ALPHA_KINDS[kind]}: migrate it to v1beta1 as Karpenter's "
                 f"v1beta1 migration guide says; v1beta1 NodePools and EC2NodeClasses are then converted to v1 here)")
     cls = KIND_BY_NAME.get(kind)
+    if kind == "NodeOverlay":
+        return f" (expected {cls.api_version}, the only NodeOverlay version)"
     if cls is None or kind not in ("NodePool", "EC2NodeClass", "NodeClaim"):
         return ""
     if kind == "NodeClaim" and isinstance(api_version, str) and api_version.endswith("/v1beta1"):
@@ -267,7 +269,8 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
                 d.issue(kind, name, "apiVersion", f"skipped: {data.get('apiVersion')} {kind} is another Karpenter provider's node class (only karpenter.k8s.aws/v1 EC2NodeClass is used here)")
             )
         else:
-            expected = "karpenter.sh/v1 NodePool or NodeClaim, karpenter.k8s.aws/v1 EC2NodeClass, or karpenter-lambda.io/v1alpha1 OffPeakSchedule"
+            expected = ("karpenter.sh/v1 NodePool or NodeClaim, karpenter.k8s.aws/v1 EC2NodeClass, karpenter.sh/v1alpha1 NodeOverlay, "
+                        "or karpenter-lambda.io/v1alpha1 OffPeakSchedule")
             if accept_kinds:
                 expected += f", or one of {', '.join(sorted(accept_kinds))}"
             result.issues.append(d.issue(kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected {expected}{_version_hint(data.get('apiVersion'), kind)}"))

@@ -227,6 +227,42 @@ class OffPeakSchedule(KubeObject):
         return [NodePoolOverride.from_spec(n) for n in self.spec.get("nodePools") or []]
 
 
+class NodeOverlay(KubeObject):
+    """Karpenter's NodeOverlay (karpenter.sh/v1alpha1): prices and extended resources changed on the instance types
+    its requirements select.  Validation and the price syntax in :mod:`.overlay`; applied by :mod:`..catalog.overlay`."""
+
+    api_version = "karpenter.sh/v1alpha1"
+    kind_name = "NodeOverlay"
+
+    @property
+    def requirements(self) -> list[dict]:
+        return self.spec.get("requirements") or []
+
+    @property
+    def price(self) -> str | None:
+        return self.spec.get("price")
+
+    @property
+    def price_adjustment(self) -> str | None:
+        return self.spec.get("priceAdjustment")
+
+    @property
+    def price_change(self) -> str | None:
+        """What the overlay does to a price: ``price`` (absolute, e.g. "0.25") or ``priceAdjustment`` ("-10%",
+        "+0.5"); None when it sets neither (the CRD forbids both)."""
+        return self.price if self.price is not None else self.price_adjustment
+
+    @property
+    def capacity(self) -> dict:
+        """``spec.capacity`` as written (resource name -> quantity)."""
+        return self.spec.get("capacity") or {}
+
+    @property
+    def weight(self) -> int:
+        """``spec.weight``; unset counts as 0 (Karpenter's ``lo.FromPtr``)."""
+        return int(self.spec.get("weight") or 0)
+
+
 ALIAS_FAMILIES = {
     "al2": "AL2",
     "al2023": "AL2023",
@@ -241,5 +277,6 @@ KINDS: dict[tuple[str, str], type[KubeObject]] = {
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): EC2NodeClass,
     ("karpenter.sh/v1", "NodeClaim"): NodeClaim,
     ("karpenter-lambda.io/v1alpha1", "OffPeakSchedule"): OffPeakSchedule,
+    ("karpenter.sh/v1alpha1", "NodeOverlay"): NodeOverlay,
 }
 KIND_BY_NAME: dict[str, type[KubeObject]] = {cls.kind_name: cls for cls in KINDS.values()}

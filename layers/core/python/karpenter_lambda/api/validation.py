@@ -23,6 +23,7 @@ from .durations import DURATION_RE, NILLABLE_DURATION_RE, DurationError, parse_g
 from .errors import FieldError
 from .objects import ALIAS_FAMILIES
 from .offpeak import spec_schema as _offpeak_spec_schema
+from .overlay import spec_schema as _overlay_spec_schema
 from .quantity import QuantityError, parse_quantity
 from .schema import AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Str, describe, index, join, key
 from .validators import (BUDGET, CONSOLIDATION_POLICIES, DISRUPTION_REASONS, DURATION_MSG, NILLABLE_DURATION_MSG,
@@ -95,7 +96,8 @@ def restricted_label_problem(k: str, *, allow_nodepool: bool = False) -> str | N
     if domain.endswith("k8s.io") and not domain.endswith("kops.k8s.io"):
         return f'label domain "k8s.io" is restricted: {k!r} is not allowed'
     if domain.endswith("karpenter.sh") and k != L.CAPACITY_TYPE:
-        return f'label domain "karpenter.sh" is restricted: only karpenter.sh/capacity-type may be used, not {k!r}'
+        allowed = "karpenter.sh/capacity-type and karpenter.sh/nodepool" if allow_nodepool else "karpenter.sh/capacity-type"
+        return f'label domain "karpenter.sh" is restricted: only {allowed} may be used, not {k!r}'
     if domain.endswith("karpenter.k8s.aws") and k not in _AWS_ALLOWED and not k.startswith(L.AWS_WELL_KNOWN_PREFIXES):
         return f'label domain "karpenter.k8s.aws" is restricted: {k!r} is not one of its well-known labels'
     return None
@@ -670,12 +672,14 @@ SCHEMAS: dict[str, Obj] = {
 
 # karpenter-lambda's own kind: its spec schema lives with its type (offpeak.py builds on validators.py).
 SCHEMAS["OffPeakSchedule"] = _top(_offpeak_spec_schema())
+# Karpenter's NodeOverlay (karpenter.sh/v1alpha1): the schema in overlay.py, with the NodePool requirement rules
+SCHEMAS["NodeOverlay"] = _top(_overlay_spec_schema(_check_requirement_factory(allow_nodepool=True)))
 
 
 def validate_and_default(kind: str, doc: dict) -> tuple[dict, list[FieldError]]:
     """Return (a NEW dict with Karpenter's CRD defaults applied, every FieldError found).
 
-    ``kind`` is NodePool, EC2NodeClass, NodeClaim or OffPeakSchedule.  The input is never modified.
+    ``kind`` is NodePool, EC2NodeClass, NodeClaim, NodeOverlay or OffPeakSchedule.  The input is never modified.
     """
     schema = SCHEMAS.get(kind)
     if schema is None:

@@ -1,0 +1,262 @@
+"""NodeOverlays applied to the instance types: prices changed, extended resources added.  Pure: no I/O.
+
+Karpenter's semantics (kubernetes-sigs/karpenter ``pkg/controllers/nodeoverlay/controller.go`` and ``store.go``,
+``cloudprovider.AdjustedPrice``), per NodePool because an overlay may select on ``karpenter.sh/nodepool`` and on the
+NodePool's template labels:
+
+* An overlay selects an instance type when its requirements are compatible with the type's labels, its offerings'
+  zones / zone IDs / capacity types / reservations, the NodePool's name and template labels (a key none of them
+  defines matches only NotIn / DoesNotExist); then it changes the offerings its zone, zone-ID, capacity-type and
+  reservation requirements allow.
+* Overlays apply in weight order, highest first (unset = 0), equal weights in reverse name order.  For each offering
+  the first overlay with a price change sets it: ``price`` replaces the price, ``priceAdjustment`` adds an amount
+  or a percentage (never below 0).  ``capacity`` resources merge, the first overlay naming a resource wins.
+* An overlay that would change an offering's price, or a resource, that an overlay of the SAME weight already
+  changes is in conflict: it is applied nowhere (Karpenter sets its ValidationSucceeded condition False, reason
+  Conflict), whatever NodePool the clash is in.
+
+Nothing given is mutated: changed instance types and offerings are new objects (:class:`OverlaidInstanceType`,
+:class:`OverlaidOffering`) that say which overlay changed them; unchanged ones are returned as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Iterable, Mapping, Sequence
+
+from ..api import labels as L
+from ..api.objects import NodeOverlay, NodePool
+from ..api.overlay import adjusted_price
+from ..api.quantity import QuantityError, resource_value
+from .types import InstanceType, Offering
+
+__all__ = ["OverlaidOffering", "OverlaidInstanceType", "OverlayResult", "apply_overlays", "apply_overlays_by_nodepool",
+           "order_overlays", "offering_overlay"]
+
+#: requirement keys an offering answers by itself (Karpenter's offering requirements)
+OFFERING_KEYS = (L.ZONE, L.ZONE_ID, L.CAPACITY_TYPE, L.CAPACITY_RESERVATION_ID)
+
+
+@dataclass(frozen=True)
+class OverlaidOffering(Offering):
+    """An offering whose price a NodeOverlay changed: ``price`` is the new price, ``base_price`` the catalog's."""
+
+    overlay: str = ""          # the NodeOverlay that set the price
+    base_price: float = 0.0    # the price before the overlay
+    price_change: str = ""     # the overlay's price or priceAdjustment, e.g. "-10%"
+
+
+@dataclass(eq=False)
+class OverlaidInstanceType(InstanceType):
+    """An instance type a NodeOverlay changed: ``capacity_overlays`` names the overlay of each added resource."""
+
+    capacity_overlays: dict[str, str] = field(default_factory=dict)
+
+
+def offering_overlay(offering: Offering) -> str | None:
+    """The NodeOverlay that set this offering's price, or None (displays: plan, simulate)."""
+    return offering.overlay if isinstance(offering, OverlaidOffering) and offering.overlay else None
+
+
+@dataclass
+class OverlayResult:
+    instance_types: dict[str, list[InstanceType]]      # NodePool name -> instance types with overlays applied
+    conflicts: dict[str, str] = field(default_factory=dict)   # overlay name -> why it was not applied
+    applied: dict[str, int] = field(default_factory=dict)     # overlay name -> instance types (over all NodePools) it changed
+
+
+def order_overlays(overlays: Iterable[NodeOverlay]) -> list[NodeOverlay]:
+    """Karpenter's ``OrderByWeight``: weight descending, then name descending."""
+    return sorted(overlays, key=lambda o: (o.weight, o.name), reverse=True)
+
+
+# ----------------------------------------------------------------------------- requirement matching
+def _satisfies(values: set[str] | None, req: dict) -> bool:
+    """Whether a key whose possible values are ``values`` (None: the key is not defined) can meet ``req``."""
+    op, wanted = req.get("operator"), [str(v) for v in req.get("values") or []]
+    if values is None:
+        return op in ("NotIn", "DoesNotExist")
+    if op == "In":
+        return bool(values & set(wanted))
+    if op == "NotIn":
+        return bool(values - set(wanted))
+    if op == "Exists":
+        return bool(values)
+    if op == "DoesNotExist":
+        return False
+    if op in ("Gt", "Lt", "Gte", "Lte") and len(wanted) == 1:
+        bound = int(wanted[0])
+        for v in values:
+            try:
+                n = int(v)
+            except ValueError:
+                continue
+            if (op == "Gt" and n > bound) or (op == "Lt" and n < bound) or (op == "Gte" and n >= bound) or (op == "Lte" and n <= bound):
+                return True
+    return False
+
+
+def _offering_values(o: Offering) -> dict[str, str | None]:
+    return {L.ZONE: o.zone, L.ZONE_ID: o.zone_id, L.CAPACITY_TYPE: o.capacity_type, L.CAPACITY_RESERVATION_ID: o.reservation_id}
+
+
+def _domain(it: InstanceType, nodepool: NodePool | None) -> dict[str, set[str]]:
+    """Every value each key can take on a node of ``it`` in ``nodepool`` (Karpenter's instance-type requirements
+    plus the NodePool's name and template labels)."""
+    out = {k: {str(v)} for k, v in it.labels.items()}
+    for o in it.offerings:
+        for k, v in _offering_values(o).items():
+            if v:
+                out.setdefault(k, set()).add(v)
+    if nodepool is not None:
+        out[L.NODEPOOL] = {nodepool.name}
+        for k, v in nodepool.template_labels.items():
+            out[k] = {str(v)}
+    return out
+
+
+def _selected_offerings(it: InstanceType, domain: dict[str, set[str]], overlay: NodeOverlay) -> list[int]:
+    """Indexes of the offerings of ``it`` the overlay changes ([] when it does not select the type)."""
+    reqs = overlay.requirements
+    if not all(_satisfies(domain.get(r.get("key")), r) for r in reqs):
+        return []
+    offering_reqs = [r for r in reqs if r.get("key") in OFFERING_KEYS]
+    out = []
+    for i, o in enumerate(it.offerings):
+        vals = _offering_values(o)
+        if all(vals[r["key"]] is None or _satisfies({vals[r["key"]]}, r) for r in offering_reqs):
+            out.append(i)
+    return out
+
+
+# ----------------------------------------------------------------------------- the updates (Karpenter's store)
+@dataclass
+class _Price:
+    change: str
+    overlay: str
+    lowest_weight: int
+    lowest_overlay: str
+
+
+@dataclass
+class _Capacity:
+    resources: dict[str, tuple[int, str]] = field(default_factory=dict)   # resource -> (value, overlay)
+    lowest_weight: int = 0
+    lowest_resources: tuple[str, ...] = ()
+    lowest_overlay: str = ""
+
+
+def _capacity_of(overlay: NodeOverlay) -> dict[str, int]:
+    out = {}
+    for name, q in overlay.capacity.items():
+        try:
+            out[name] = resource_value(name, q)
+        except (QuantityError, ValueError):
+            continue   # validation refuses it; a stored object that slipped through changes nothing
+    return out
+
+
+def apply_overlays_by_nodepool(instance_types: Mapping[str, Sequence[InstanceType]], nodepools: Mapping[str, NodePool],
+                               overlays: Iterable[NodeOverlay]) -> OverlayResult:
+    """Every NodePool's instance types with the overlays applied (Karpenter's conflict rule across all NodePools).
+
+    ``instance_types``: NodePool name -> its instance types; ``nodepools``: NodePool name -> NodePool (a name
+    missing here is matched without NodePool name and labels).  Inputs are not mutated."""
+    ordered = order_overlays(overlays)
+    result = OverlayResult(instance_types={name: list(its) for name, its in instance_types.items()})
+    if not ordered:
+        return result
+    domains = {(np_name, i): _domain(it, nodepools.get(np_name))
+               for np_name, its in instance_types.items() for i, it in enumerate(its)}
+    prices: dict[tuple[str, int, int], _Price] = {}
+    capacity: dict[tuple[str, int], _Capacity] = {}
+    changed: dict[str, set[tuple[str, int]]] = {}
+    for ov in ordered:
+        change, cap = ov.price_change, _capacity_of(ov)
+        if change is None and not cap:
+            continue
+        selected = {(np_name, i): _selected_offerings(it, domains[(np_name, i)], ov)
+                    for np_name, its in instance_types.items() for i, it in enumerate(its)}
+        selected = {k: v for k, v in selected.items() if v}
+        clash = _conflict(ov, change, cap, selected, prices, capacity, instance_types)
+        if clash:
+            result.conflicts[ov.name] = clash
+            continue
+        for (np_name, i), offers in selected.items():
+            if change is not None:
+                for j in offers:
+                    p = prices.get((np_name, i, j))
+                    if p is None:
+                        prices[(np_name, i, j)] = _Price(change, ov.name, ov.weight, ov.name)
+                    else:
+                        p.lowest_weight, p.lowest_overlay = ov.weight, ov.name
+            if cap:
+                c = capacity.setdefault((np_name, i), _Capacity())
+                for name, value in cap.items():
+                    c.resources.setdefault(name, (value, ov.name))
+                c.lowest_weight, c.lowest_resources, c.lowest_overlay = ov.weight, tuple(cap), ov.name
+            changed.setdefault(ov.name, set()).add((np_name, i))
+    for np_name, its in instance_types.items():
+        result.instance_types[np_name] = [_overlaid(np_name, i, it, prices, capacity) for i, it in enumerate(its)]
+    # what each overlay really set (a lower-weight overlay whose every price and resource was already set counts 0)
+    winners: dict[str, set[tuple[str, int]]] = {}
+    for (np_name, i, _j), p in prices.items():
+        winners.setdefault(p.overlay, set()).add((np_name, i))
+    for key, c in capacity.items():
+        for _value, name in c.resources.values():
+            winners.setdefault(name, set()).add(key)
+    result.applied = {name: len(winners.get(name, ())) for name in changed}
+    return result
+
+
+def _conflict(ov: NodeOverlay, change, cap: dict[str, int], selected, prices, capacity, instance_types) -> str | None:
+    for (np_name, i), offers in selected.items():
+        it_name = instance_types[np_name][i].name
+        if change is not None:
+            for j in offers:
+                p = prices.get((np_name, i, j))
+                if p is not None and p.lowest_weight == ov.weight:
+                    o = instance_types[np_name][i].offerings[j]
+                    return (f"conflict with NodeOverlay {p.lowest_overlay} (same weight {ov.weight}): both set the price of "
+                            f"{it_name} {o.capacity_type} in {o.zone} (NodePool {np_name})")
+        c = capacity.get((np_name, i))
+        if cap and c is not None and c.lowest_weight == ov.weight:
+            same = sorted(set(cap) & set(c.lowest_resources))
+            if same:
+                return (f"conflict with NodeOverlay {c.lowest_overlay} (same weight {ov.weight}): both set {', '.join(same)} "
+                        f"on {it_name} (NodePool {np_name})")
+    return None
+
+
+def _overlaid(np_name: str, i: int, it: InstanceType, prices, capacity) -> InstanceType:
+    offerings = list(it.offerings)
+    touched = False
+    for j, o in enumerate(it.offerings):
+        p = prices.get((np_name, i, j))
+        if p is None:
+            continue
+        base = {f.name: getattr(o, f.name) for f in fields(Offering)}
+        absolute = not p.change.startswith(("+", "-"))
+        base["price"] = adjusted_price(o.price, p.change)
+        base["price_estimated"] = bool(o.price_estimated) and not absolute   # a price the user gave is no estimate
+        offerings[j] = OverlaidOffering(**base, overlay=p.overlay, base_price=o.price, price_change=p.change)
+        touched = True
+    c = capacity.get((np_name, i))
+    added = {name: value for name, (value, _ov) in c.resources.items()} if c is not None else {}
+    if not touched and not added:
+        return it
+    values = {f.name: getattr(it, f.name) for f in fields(InstanceType)}
+    values["offerings"] = offerings
+    if added:
+        values["capacity"] = {**it.capacity, **added}
+    owners = {name: ov for name, (_v, ov) in c.resources.items()} if c is not None else {}
+    return OverlaidInstanceType(**values, capacity_overlays={**getattr(it, "capacity_overlays", {}), **owners})
+
+
+def apply_overlays(instance_types: Sequence[InstanceType], overlays: Iterable[NodeOverlay],
+                   nodepool: NodePool | None = None) -> list[InstanceType]:
+    """One NodePool's instance types with the overlays applied (conflicts judged within this NodePool only; the
+    loader and ``plan`` use :func:`apply_overlays_by_nodepool`, which judges them across all NodePools)."""
+    name = nodepool.name if nodepool is not None else ""
+    pools = {name: nodepool} if nodepool is not None else {}
+    return apply_overlays_by_nodepool({name: instance_types}, pools, overlays).instance_types[name]
