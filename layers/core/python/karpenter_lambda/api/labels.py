@@ -226,3 +226,5 @@ CONDITION_STORAGE_READY = "StorageReady"
 CONDITION_NETWORKING_READY = "NetworkingReady"
 CONDITION_KERNEL_READY = "KernelReady"
 CONDITION_CONTAINER_RUNTIME_READY = "ContainerRuntimeReady"
+# NodeOverlay status (Karpenter's v1alpha1 NodeOverlay conditions; Ready mirrors it)
+CONDITION_VALIDATION_SUCCEEDED = "ValidationSucceeded"
