@@ -10,7 +10,10 @@
 * EKS-optimized AMIs behind the SSM alias parameters (``ssm_seed.seed_eks_amis``), plus an image for
   every ``name``/``tags`` AMI selector term;
 * an EKS cluster (``eks:DescribeCluster`` works) whose endpoint is the local Kubernetes API URL;
-* the state and cache DynamoDB tables and the SQS pod queue (with a DLQ).
+* the state and cache DynamoDB tables and the SQS pod queue (with a DLQ);
+* EC2 as EC2 behaves where moto does not (:mod:`.moto_ec2`): ClientToken idempotency of CreateFleet/RunInstances and
+  DescribeInstances' eventual consistency (a launched instance invisible for ``ec2_visibility_delay`` virtual seconds,
+  :data:`DEFAULT_EC2_VISIBILITY_DELAY` unless set; the test :class:`~.world.World` sets its own).
 """
 
 from __future__ import annotations
@@ -26,11 +29,14 @@ from ..adapters.aws import amis, ssm_seed
 from ..adapters.aws.unavailable import UnavailableOfferings
 from ..adapters.store import Store
 from ..catalog.zones import DEFAULT_ZONE_SUFFIXES
+from . import moto_ec2
 
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nc2ltdWxhdGVkIGNsdXN0ZXIgQ0E=\n-----END CERTIFICATE-----\n").decode()
 
 
 INITIAL_AMI_RELEASE = "v20250101"  # the EKS AMI release every family starts with (a pinned alias can name it)
+# seconds a launched instance stays invisible to DescribeInstances (EC2's eventual consistency; a few seconds)
+DEFAULT_EC2_VISIBILITY_DELAY = 5.0
 AMI_FAMILIES = ("al2023", "al2", "bottlerocket", "windows2019", "windows2022", "windows2025")
 
 
@@ -48,12 +54,14 @@ class SimAccount:
     queue_url: str | None = None
     interruption_queue_url: str | None = None
     dlq_url: str | None = None
+    ec2_visibility_delay: float = DEFAULT_EC2_VISIBILITY_DELAY
 
     def client(self, service: str):
         return boto3.client(service, region_name=self.region)
 
     # ------------------------------------------------------------------------------------------
     def create(self, nodeclasses, kube_url: str) -> "SimAccount":
+        moto_ec2.enable(self.region, self.ec2_visibility_delay)
         ec2 = self.client("ec2")
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         self.vpc_id = vpc

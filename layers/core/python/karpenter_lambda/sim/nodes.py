@@ -39,6 +39,7 @@ __all__ = [
     "make_csinode",
     "ebs_attach_limit",
     "csi_drivers",
+    "instance_type_info",
     "EBS_ZONE_KEY",
 ]
 
@@ -191,12 +192,10 @@ def csi_drivers(region: str, instance_type: str, nodeclass: Any = None) -> dict[
 _TYPE_INFO: dict[str, dict[str, dict]] = {}   # region -> instance type -> DescribeInstanceTypes entry
 
 
-def ebs_attach_limit(region: str, instance_type: str, nodeclass: Any = None) -> int | None:
-    """How many EBS CSI volumes a node of ``instance_type`` attaches (``catalog.allocatable.volume_limits``: the
-    type's ``MaximumEbsAttachments`` minus the ``nodeclass``'s block devices), from the catalog the simulator
-    launches from (moto's data); None when the type is unknown there."""
+def instance_type_info(region: str, instance_type: str) -> dict | None:
+    """The ``DescribeInstanceTypes`` entry of ``instance_type`` in the catalog the simulator launches from (moto's
+    data); None when the type is unknown there."""
     from karpenter_lambda.adapters.aws.ec2_catalog import bundled_ec2_data
-    from karpenter_lambda.catalog.allocatable import NodeSettings, volume_limits
 
     infos = _TYPE_INFO.get(region)
     if infos is None:
@@ -205,7 +204,16 @@ def ebs_attach_limit(region: str, instance_type: str, nodeclass: Any = None) -> 
         except KeyError:      # a region moto does not serve: no type is known there
             types = []
         infos = _TYPE_INFO[region] = {t["InstanceType"]: t for t in types}
-    info = infos.get(instance_type)
+    return infos.get(instance_type)
+
+
+def ebs_attach_limit(region: str, instance_type: str, nodeclass: Any = None) -> int | None:
+    """How many EBS CSI volumes a node of ``instance_type`` attaches (``catalog.allocatable.volume_limits``: the
+    type's ``MaximumEbsAttachments`` minus the ``nodeclass``'s block devices), from the catalog the simulator
+    launches from (moto's data); None when the type is unknown there."""
+    from karpenter_lambda.catalog.allocatable import NodeSettings, volume_limits
+
+    info = instance_type_info(region, instance_type)
     if info is None:
         return None
     try:

@@ -9,6 +9,12 @@
 
 Everything runs inside ``moto.mock_aws`` on a :class:`VirtualClock` (``w.clock.advance(...)``), set up by the
 same :class:`~.environment.SimEnvironment` as ``simulate``.
+
+EC2 (:mod:`.moto_ec2`): ClientToken idempotency is on; a launched instance stays invisible to DescribeInstances for
+``w.ec2_visibility_delay`` virtual seconds (0 by default here, so a test can provision and join at once; set it, or
+pass ``World(..., ec2_visibility_delay=5)``, for EC2's eventual consistency).  ``w.instances()`` is what EC2 answers,
+``w.launched_instances()`` what runs (the kubelets' view).  ``w.join`` registers a Node as the instance's kubelet
+would (:mod:`.kubelet`: capacity from the instance type, labels and taints from its userData).
 """
 
 from __future__ import annotations
@@ -21,10 +27,9 @@ import threading
 import boto3
 from moto.core.botocore_stubber import BotocoreStubber
 
-from ..api.kube import provider_id
 from ..api.manifests import load_text
 from ..controllers import environment
-from . import kubescheduler, storage
+from . import kubelet, kubescheduler, moto_ec2, storage
 from . import nodes as simnodes
 from .clock import VirtualClock
 from .environment import LambdaContext, SimEnvironment, capture_logs, load_module, repo_root
@@ -35,8 +40,9 @@ UNREGISTERED = simnodes.UNREGISTERED_TAINT   # kubelet registers with it (userDa
 
 class World:
     def __init__(self, manifests: str | list, cluster: str = "test-cluster", region: str = "us-east-1",
-                 k8s_version: str = "1.31", start: float | None = None):
+                 k8s_version: str = "1.31", start: float | None = None, ec2_visibility_delay: float = 0.0):
         self.manifests = manifests
+        self._visibility_delay = ec2_visibility_delay
         self.cluster = cluster
         self.region = region
         self.k8s_version = k8s_version
@@ -68,7 +74,17 @@ class World:
             capture_logs(mod, self.logs)
         self.ec2 = self.env.ec2
         self.sqs = boto3.client("sqs", region_name=self.region)
+        self.ec2_visibility_delay = self._visibility_delay
         return self
+
+    @property
+    def ec2_visibility_delay(self) -> float:
+        """Virtual seconds a launched instance stays invisible to DescribeInstances (EC2's eventual consistency)."""
+        return moto_ec2.visibility_delay(self.region)
+
+    @ec2_visibility_delay.setter
+    def ec2_visibility_delay(self, seconds: float) -> None:
+        moto_ec2.set_visibility_delay(self.region, seconds)
 
     def __exit__(self, *exc) -> None:
         self._stack.close()
@@ -136,35 +152,32 @@ class World:
 
     # -- EC2 / nodes ------------------------------------------------------------------------------
     def instances(self, states=("pending", "running")) -> list[dict]:
+        """What DescribeInstances answers now (an instance launched less than ``ec2_visibility_delay`` ago is missing)."""
         resp = self.ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": list(states)}])
         return [i for r in resp["Reservations"] for i in r["Instances"]]
 
+    def launched_instances(self, states=("pending", "running")) -> list[dict]:
+        """Every instance in ``states``, visible to DescribeInstances yet or not (what runs: the kubelets' view)."""
+        with moto_ec2.unfiltered():
+            return self.instances(states)
+
     def join(self, instance: dict, ready: bool = True, remove_startup_taints: bool = True) -> dict:
-        """The kubelet of ``instance`` registers a Node (labels/taints from its NodeClaim, as userData passes them)."""
-        tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
-        nc = self.store.get("NodeClaim", tags.get("karpenter.sh/nodeclaim", ""))
-        zone = instance["Placement"]["AvailabilityZone"]
-        labels = dict(nc.labels) if nc else {}
-        taints = list(nc.spec.get("taints") or []) if nc else []
-        startup = list(nc.spec.get("startupTaints") or []) if nc else []
-        capacity = dict(nc.status.get("capacity") or {}) if nc else {"cpu": "2", "memory": "4Gi", "pods": "29"}
-        alloc = dict(nc.status.get("allocatable") or {}) if nc else None
-        name = instance.get("PrivateDnsName") or f"node-{instance['InstanceId']}"
-        node = simnodes.make_node(name, provider_id(zone, instance["InstanceId"]), instance["InstanceType"], zone, capacity,
-                                  alloc or None, labels, taints + startup + [UNREGISTERED], ready=False,
-                                  arch=labels.get("kubernetes.io/arch", "amd64"), now=self.clock.isoformat())
-        nodeclass = self.store.get("EC2NodeClass", (nc.spec.get("nodeClassRef") or {}).get("name") or "") if nc else None
-        simnodes.join_node(self.server, node, csi=simnodes.csi_drivers(self.region, instance["InstanceType"], nodeclass))
+        """The kubelet of ``instance`` registers its Node (:func:`.kubelet.register`: capacity and allocatable from the
+        instance type, labels and taints from its userData -- no NodeClaim needed); ``ready``: then Ready, and the
+        startup taints removed (as the node's agents do) unless ``remove_startup_taints`` is False."""
+        node, boot = kubelet.register(self.server, self.store, self.region, instance, self.ec2, now=self.clock.isoformat())
+        name = node["metadata"]["name"]
         if ready:
             simnodes.set_node_ready(self.server, name, True)
-            if startup and remove_startup_taints:
-                simnodes.remove_startup_taints(self.server, name, startup)
+            if boot.startup_taints and remove_startup_taints:
+                simnodes.remove_startup_taints(self.server, name, boot.startup_taints)
         return self.server.store.get("nodes", name)
 
     def join_all(self, ready: bool = True) -> list[dict]:
+        """A Node for every launched instance without one (visible to DescribeInstances yet or not)."""
         have = {(n.get("spec") or {}).get("providerID") for n in self.server.store.list("nodes")}
         out = []
-        for inst in self.instances():
+        for inst in self.launched_instances():
             pid = f"aws:///{inst['Placement']['AvailabilityZone']}/{inst['InstanceId']}"
             if pid not in have:
                 out.append(self.join(inst, ready=ready))
