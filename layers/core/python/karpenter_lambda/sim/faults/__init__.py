@@ -24,18 +24,23 @@ Every fault that actually hits is counted in :attr:`FaultInjector.counts` (by ki
 invocation never reached is not.  :mod:`karpenter_lambda.sim.faults` also holds the scenario (:func:`run_seed`)
 that ``bench/faults.py`` and ``tests/reliability`` run, and the ground-truth counters it reports.
 
-By fault family: :mod:`.plan` (plans and crashes), :mod:`.aws` (AWS error answers), :mod:`.injector` (the doors,
-Kubernetes faults included), :mod:`.scenario` (the run).
+By fault family: :mod:`.plan` (plans, crashes, hung calls), :mod:`.aws` (AWS error answers), :mod:`.injector` (the
+doors, Kubernetes faults and Lambda timeouts on the virtual clock included), :mod:`.queues` (moto's SQS on the
+virtual clock with the stack's queue settings), :mod:`.scenario` (the run), :mod:`.invariants` (checked after every
+round), :mod:`.ground_truth` (the loss counters), :mod:`.targeted` (a scripted run through every recovery path) and
+:mod:`.mutations` (each recovery path switched off, and what must catch it).
 """
 
 from __future__ import annotations
 
 from .aws import aws_operation
-from .injector import FaultInjector
-from .plan import CRITICAL_CALLS, WRITE_OPS, FaultPlan, InjectedCrash, is_write, random_plan
+from .injector import EVENT_KINDS, FAULT_KINDS, RETRY_KINDS, FaultInjector
+from .invariants import NAMES as INVARIANT_NAMES
+from .plan import CRITICAL_CALLS, WRITE_OPS, FaultPlan, InjectedCrash, LambdaTimeout, is_write, random_plan
 from .scenario import (BUDGET, COUNTER_KEYS, CPU_LIMIT, LOSS_KEYS, MANIFESTS, ROUND_SECONDS, SETTLE_JUMP,
                        SPOT_WARNING_SECONDS, FaultRun, deployment, run_seed)
 
-__all__ = ["aws_operation", "FaultInjector", "CRITICAL_CALLS", "WRITE_OPS", "FaultPlan", "InjectedCrash", "is_write",
+__all__ = ["aws_operation", "FaultInjector", "FAULT_KINDS", "RETRY_KINDS", "EVENT_KINDS", "INVARIANT_NAMES",
+           "LambdaTimeout", "CRITICAL_CALLS", "WRITE_OPS", "FaultPlan", "InjectedCrash", "is_write",
            "random_plan", "BUDGET", "COUNTER_KEYS", "CPU_LIMIT", "LOSS_KEYS", "MANIFESTS", "ROUND_SECONDS",
            "SETTLE_JUMP", "SPOT_WARNING_SECONDS", "FaultRun", "deployment", "run_seed"]

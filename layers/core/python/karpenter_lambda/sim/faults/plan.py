@@ -11,6 +11,10 @@ class InjectedCrash(BaseException):
     """The Lambda process died here (a BaseException: the code under test cannot catch it with ``except Exception``)."""
 
 
+class LambdaTimeout(InjectedCrash):
+    """The invocation ran past its function's configured timeout (virtual clock): Lambda kills it where it is."""
+
+
 @dataclass
 class FaultPlan:
     crash_at: int | None = None
@@ -19,6 +23,9 @@ class FaultPlan:
     crash_on: tuple | None = None       # or at the first call of this (service, operation prefix), e.g. ("ec2", "CreateFleet")
     aws_errors: dict = field(default_factory=dict)      # (service, op) -> [kind, times]
     kube_faults: list = field(default_factory=list)     # (status, times, method)
+    hang_at: int | None = None          # the N-th external call hangs ``hang_seconds`` virtual seconds (a stalled
+    hang_seconds: float = 0.0           # connection): past the function's timeout, Lambda kills the invocation there
+    hang_after: bool = False            # the hung call took effect before the kill (its answer is lost)
 
     def describe(self) -> str:
         parts = []
@@ -30,6 +37,8 @@ class FaultPlan:
             parts.append(f"crash@write{self.crash_at_write}{'+' if self.crash_after else ''}")
         parts += [f"{k[0]}.{k[1]}:{v[0]}x{v[1]}" for k, v in self.aws_errors.items()]
         parts += [f"kube{s}x{t}{'/' + m if m else ''}" for s, t, m in self.kube_faults]
+        if self.hang_at:
+            parts.append(f"hang@{self.hang_at}:{self.hang_seconds:.0f}s{'+' if self.hang_after else ''}")
         return ",".join(parts) or "none"
 
 
@@ -49,14 +58,22 @@ CRITICAL_CALLS = [("ec2", "CreateFleet"), ("ec2", "TerminateInstances"), ("dynam
                   ("kube", "PATCH nodes")]
 
 
-def random_plan(rng: random.Random, name: str, seen_calls: int, rate: float = 0.6, seen_writes: int = 0) -> FaultPlan | None:
-    """A plan for one invocation of ``name``: nothing (1 - rate), a crash, or errors.  A crash lands at a random
-    external call (45%), a random state-changing one (30%), or the first of one of CRITICAL_CALLS (25%: before or
-    after CreateFleet, TerminateInstances, a store transaction, an eviction, a Node write), where a crash splits state."""
+def random_plan(rng: random.Random, name: str, seen_calls: int, rate: float = 0.6, seen_writes: int = 0,
+                timeout: float | None = None) -> FaultPlan | None:
+    """A plan for one invocation of ``name``: nothing (1 - rate), a crash, a hung call, or errors.  A crash lands at a
+    random external call (45%), a random state-changing one (30%), or the first of one of CRITICAL_CALLS (25%: before
+    or after CreateFleet, TerminateInstances, a store transaction, an eviction, a Node write), where a crash splits
+    state.  A hung call (with ``timeout``, the function's Lambda timeout) stalls 0.6-1.6x the timeout: mostly the
+    invocation is killed there (a Lambda timeout), else it goes on late."""
     if rng.random() > rate:
         return None
     plan = FaultPlan()
     r = rng.random()
+    if timeout and r < 0.08:
+        plan.hang_at = rng.randint(1, max(seen_calls, 8))
+        plan.hang_seconds = round(rng.uniform(0.6, 1.6) * timeout, 1)
+        plan.hang_after = rng.random() < 0.5
+        return plan
     if r < 0.5:
         mode = rng.random()
         if mode < 0.3:

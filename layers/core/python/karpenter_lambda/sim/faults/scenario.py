@@ -1,6 +1,8 @@
 """The fault scenario ``bench/faults.py`` and ``tests/reliability`` run: a cluster with Deployments driven round by
 round through the real handlers with faults on (:mod:`.injector`), settled with faults off, then counted from
-ground truth (moto's instances, the API server's pods and nodes, the store)."""
+ground truth (moto's instances, the API server's pods and nodes, the store).  The invariants (:mod:`.invariants`)
+are checked after every round; the pod and interruption queues are moto's SQS on the virtual clock with the stack's
+settings (:mod:`.queues`); every invocation dies at its function's Lambda timeout on the virtual clock."""
 
 from __future__ import annotations
 
@@ -15,12 +17,14 @@ from ...api.kube import instance_id_of
 from ...api.labels import has_disrupted_taint
 from .. import nodes as simnodes
 from ..environment import LambdaContext, capture_logs, load_module, repo_root
-from ..feeds import sqs_record
 from ..interruption_events import spot_warning, state_change
 from ..workloads import WorkloadController
 from ..world import NODECLASS_YAML, World
+from .ground_truth import measure, signature
 from .injector import FaultInjector
+from .invariants import Invariants
 from .plan import FaultPlan, random_plan
+from .queues import SimQueue, function_timeouts, sqs_on_clock, stack_queues
 
 
 # ==================================================================================================================
@@ -70,6 +74,10 @@ COUNTER_KEYS = ("faults_injected", "leaked_instances", "lost_pods", "stuck_pods"
 LOSS_KEYS = COUNTER_KEYS[1:]
 
 
+class StopRun(Exception):
+    """A counter named in ``FaultRun.stop_on`` fired: the run has shown what it was run for (a mutation caught)."""
+
+
 def deployment(name: str, replicas: int, cpu: str, memory: str) -> dict:
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
@@ -85,8 +93,12 @@ def _iid(provider_id: str | None) -> str:
 class FaultRun:
     """One seed: ``run()`` returns the counters (COUNTER_KEYS) plus detail for a finding."""
 
-    def __init__(self, seed: int, rounds: int = 24, settle_rounds: int = 40, rate: float = 0.7, verbose: bool = False):
+    def __init__(self, seed: int, rounds: int = 24, settle_rounds: int = 40, rate: float = 0.7, verbose: bool = False,
+                 stop_on: tuple[str, ...] = ()):
         self.seed = seed
+        self.stop_on = set(stop_on)   # invariant names (or "budget_overruns"): stop the run as soon as one fires
+        self.stopped: str | None = None
+        self.last_event_at = 0.0      # virtual time of the latest scenario event that moves work (reclaim, scale, ...)
         self.rng = random.Random(seed)
         self.rounds = rounds
         self.settle_rounds = settle_rounds
@@ -97,7 +109,6 @@ class FaultRun:
         self.overrun_detail: list = []
         self.interrupted: set[str] = set()        # instances AWS takes back (their nodes are not disruption's)
         self.reclaims: list[tuple[float, str, bool]] = []   # (due, iid, lose the state-change event)
-        self.redeliver: list[tuple[str, dict]] = []        # (function, SQS event) to deliver again
         self.errors: Counter = Counter()
         self.settled = False
 
@@ -121,18 +132,32 @@ class FaultRun:
                 self.deploys[name] = self.rng.randint(2, 8)
                 self.wc.add(deployment(name, self.deploys[name], self.rng.choice(["250m", "500m", "1", "1500m"]),
                                        self.rng.choice(["256Mi", "1Gi", "2Gi"])))
-            self._setup_interruption_queue()
-            with FaultInjector(w) as inj:
+            root = repo_root()
+            self.timeouts = function_timeouts(root)
+            with sqs_on_clock(w.clock), FaultInjector(w, self.timeouts) as inj:
                 self.inj = inj
-                for _ in range(self.rounds):
-                    self._round()
-                self.faults_on = False
-                self._settle()
+                self._setup_queues(stack_queues(root))
+                self.invariants = Invariants(w)
+                self.last_event_at = w.clock()
+                try:
+                    self._setup()
+                    for _ in range(self.rounds):
+                        self._round()
+                    self.faults_on = False
+                    self._settle()
+                except StopRun as stop:
+                    self.stopped = str(stop)
                 if before_measure is not None:
                     before_measure(self)
                 result = self.measure()
                 result["faults"] = dict(inj.counts)
                 result["faults_injected"] = inj.total
+                result["retries"] = dict(inj.retries)
+                result["scenario_events"] = dict(inj.events)
+                result["invariant_violations"] = dict(self.invariants.counts)
+                result["violations"] = [v.to_dict() for v in self.invariants.violations[:20]]
+                result["stopped"] = self.stopped
+                result["dead_letters"] = {q.settings.name: q.depth(dlq=True) for q in (self.pod_queue, self.iq)}
                 result["crash_points"] = sorted(inj.crash_points)
                 result["calls_seen"] = dict(inj.calls_seen)
                 result["writes_seen"] = dict(inj.writes_seen)
@@ -160,17 +185,36 @@ class FaultRun:
         self.settled = quiet >= 2
         self.settle_count = n
 
-    def _setup_interruption_queue(self) -> None:
+    def _setup(self) -> None:
+        """Before the first round (a targeted run plants its states here)."""
+
+    def _setup_queues(self, settings) -> None:
         w = self.w
-        self.iq_url = w.sqs.create_queue(QueueName=f"{w.cluster}-interruption", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
+        self.pod_queue = SimQueue(w.sqs, settings["pod"], f"{w.cluster}-faults", w.region)
+        self.iq = SimQueue(w.sqs, settings["interruption"], f"{w.cluster}-faults", w.region)
         self.interruption = load_module(repo_root() / "functions" / "interruption" / "handler.py", "faults_interruption_handler")
         capture_logs(self.interruption, w.logs)
+
+    def event(self, kind: str) -> None:
+        """A scenario event that moves work (the invariants' bounds count from the latest one, as from a fault)."""
+        self.inj.event(kind)
+        self.last_event_at = self.w.clock()
+
+    def last_disturbance(self) -> float:
+        return max(self.last_event_at, self.inj.last_fault_at or 0.0)
+
+    def _check(self) -> None:
+        self.invariants.check(self.last_disturbance())
+        fired = [n for n in self.stop_on if self.invariants.counts.get(n) or (n == "budget_overruns" and self.budget_overruns)]
+        if fired:
+            raise StopRun(", ".join(sorted(fired)))
 
     # -- one round ---------------------------------------------------------------------------------------------
     def _plan(self, name: str):
         if not self.faults_on:
             return None
-        return random_plan(self.rng, name, self.inj.calls_seen[name], self.rate, self.inj.writes_seen[name])
+        return random_plan(self.rng, name, self.inj.calls_seen[name], self.rate, self.inj.writes_seen[name],
+                           timeout=self.timeouts.get(name))
 
     def _invoke(self, name: str, fn, plan=None) -> dict:
         with self.inj.invocation(name, plan if plan is not None else self._plan(name)) as out:
@@ -195,7 +239,7 @@ class FaultRun:
         for t in threads:
             t.join()
         sys.stdout = saved        # redirect_stdout is not thread-safe: two handlers at once may leave it swapped
-        self.inj.count("concurrent_invocations")
+        self.inj.event("concurrent_invocations")
         return outs
 
     def _round(self):
@@ -206,6 +250,7 @@ class FaultRun:
         if self.faults_on and rng.random() < 0.4:          # load changes: scale a Deployment
             name = rng.choice(sorted(self.deploys))
             self.deploys[name] = rng.randint(0, 10)
+            self.event("scale")
             self.wc.scale("Deployment", "default", name, self.deploys[name])
             self.wc.reconcile()
             w.schedule()
@@ -229,11 +274,16 @@ class FaultRun:
         self._kubelets()
         w.schedule()
         self._pod_gc()
-        w.clock.advance(ROUND_SECONDS)
+        w.clock.advance(ROUND_SECONDS / 2)
+        self._deliver_interruptions()     # Lambda polls the queue all the time: a record made visible again mid-round
+        w.schedule()
+        self._check()
+        w.clock.advance(ROUND_SECONDS / 2)
         return self._signature()
 
     def _drift_nodepool(self) -> None:
         self.generation = getattr(self, "generation", 0) + 1
+        self.event("nodepool_change")
 
         def mutate(np):
             labels = np.spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})
@@ -242,40 +292,37 @@ class FaultRun:
         self.w.store.update("NodePool", "default", mutate)
 
     def _provision(self) -> None:
+        """The watcher sends every pending pod (its 60 s resync: one round); Lambda's event source polls the pod queue
+        (records a failed invocation left come back after the visibility timeout, then to the DLQ)."""
         w, rng = self.w, self.rng
         pending = [p for p in w.server.store.list("pods") if not (p.get("spec") or {}).get("nodeName")
                    and not p["metadata"].get("deletionTimestamp")]
-        todo = [r for r in self.redeliver if r[0] == "provisioner"]
-        self.redeliver = [r for r in self.redeliver if r[0] != "provisioner"]
-        for _fn, ev in todo:                              # SQS redelivery of records that failed or crashed
-            self.inj.count("sqs_redelivery") if self.faults_on else None
-            self._provision_event(ev)
-        if not pending:
-            return
-        ev = w.sqs_event(pending)
-        if self.faults_on and rng.random() < 0.15:       # duplicate delivery at once (two pollers got the batch)
-            self.inj.count("sqs_duplicate")
-            outs = self._concurrently([("provisioner", lambda: w.provision(ev)), ("provisioner", lambda: w.provision(ev))])
-            for o in outs:
-                self._after_provision(ev, o)
-            return
-        out = self._provision_event(ev)
-        if self.faults_on and rng.random() < 0.15 and not out["crashed"]:   # at-least-once: delivered again later
-            self.inj.count("sqs_duplicate")
-            self._provision_event(ev)
+        for p in pending:
+            self.pod_queue.send(w.message_body(p))
+        while True:
+            before = (self.pod_queue.redelivered, self.pod_queue.depth(dlq=True))
+            ev = self.pod_queue.poll()
+            self._count_queue(self.pod_queue, before)
+            if ev is None:
+                return
+            if self.faults_on and rng.random() < 0.15:   # two pollers got the batch (at-least-once delivery)
+                self.inj.count("sqs_duplicate")
+                outs = self._concurrently([("provisioner", lambda: w.provision(ev)), ("provisioner", lambda: w.provision(ev))])
+                self.pod_queue.settle(ev, outs[0] if not (outs[0]["crashed"] or outs[0]["error"]) else outs[1])
+                continue
+            out = self._invoke("provisioner", lambda: w.provision(ev))
+            self.pod_queue.settle(ev, out)
+            if self.faults_on and rng.random() < 0.15 and not out["crashed"]:   # the same records sent again
+                self.inj.count("sqs_duplicate")
+                for r in ev["Records"]:
+                    self.pod_queue.send(r["body"])
 
-    def _provision_event(self, ev: dict) -> dict:
-        out = self._invoke("provisioner", lambda: self.w.provision(ev))
-        self._after_provision(ev, out)
-        return out
-
-    def _after_provision(self, ev: dict, out: dict) -> None:
-        if out["crashed"] or out["error"]:
-            self.redeliver.append(("provisioner", ev))
-            return
-        failed = {f["itemIdentifier"] for f in (out.get("response") or {}).get("batchItemFailures", [])}
-        if failed:
-            self.redeliver.append(("provisioner", {"Records": [r for r in ev["Records"] if r["messageId"] in failed]}))
+    def _count_queue(self, q: SimQueue, before: tuple[int, int]) -> None:
+        if q.redelivered > before[0]:
+            self.inj.retry("sqs_redelivery", q.redelivered - before[0])
+        dead = q.depth(dlq=True) - before[1]
+        if dead > 0:
+            self.inj.retry("sqs_dead_letter", dead)
 
     def _kubelets(self) -> None:
         """Every running instance's kubelet registers a Ready Node (as userData makes it)."""
@@ -304,22 +351,24 @@ class FaultRun:
         inst = self.rng.choice(running)
         iid = inst["InstanceId"]
         self.interrupted.add(iid)
+        self.event("spot_warning")
         lose_state = self.rng.random() < 0.3
         self.reclaims.append((self.w.clock.now() + SPOT_WARNING_SECONDS, iid, lose_state))
         if self.rng.random() < 0.3:
             self.inj.count("eventbridge_lost")          # the warning never reaches the queue
             return
         body = json.dumps(spot_warning(iid, self.w.clock.isoformat()))
-        self.w.sqs.send_message(QueueUrl=self.iq_url, MessageBody=body)
+        self.iq.send(body)
         if self.rng.random() < 0.3:
             self.inj.count("sqs_duplicate")             # EventBridge -> SQS is at-least-once
-            self.w.sqs.send_message(QueueUrl=self.iq_url, MessageBody=body)
+            self.iq.send(body)
 
     def _aws_reclaims(self) -> None:
         now = self.w.clock.now()
         due = [r for r in self.reclaims if r[0] <= now]
         self.reclaims = [r for r in self.reclaims if r[0] > now]
         for _t, iid, lose in due:
+            self.event("spot_reclaim")
             r = self.w.ec2.describe_instances(InstanceIds=[iid])["Reservations"]
             state = r[0]["Instances"][0]["State"]["Name"] if r else "terminated"
             if state not in ("shutting-down", "terminated"):
@@ -330,36 +379,28 @@ class FaultRun:
             if lose:
                 self.inj.count("eventbridge_lost")
             else:
-                self.w.sqs.send_message(QueueUrl=self.iq_url, MessageBody=json.dumps(
-                    state_change(iid, "shutting-down", self.w.clock.isoformat())))
+                self.iq.send(json.dumps(state_change(iid, "shutting-down", self.w.clock.isoformat())))
 
     def _deliver_interruptions(self) -> None:
         w = self.w
-        msgs = []
         while True:
-            got = w.sqs.receive_message(QueueUrl=self.iq_url, MaxNumberOfMessages=10, VisibilityTimeout=30,
-                                        AttributeNames=["All"]).get("Messages", [])
-            if not got:
-                break
-            msgs.extend(got)
-        if not msgs:
-            return
-        ev = {"Records": [sqs_record(m, self.iq_url, w.region) for m in msgs]}
+            before = (self.iq.redelivered, self.iq.depth(dlq=True))
+            ev = self.iq.poll()
+            self._count_queue(self.iq, before)
+            if ev is None:
+                return
 
-        def call():
-            with contextlib.redirect_stdout(w.logs):
-                return self.interruption.handler(ev, LambdaContext(f"{w.cluster}-interruption"))
+            def call(ev=ev):
+                with contextlib.redirect_stdout(w.logs):
+                    return self.interruption.handler(ev, LambdaContext(f"{w.cluster}-interruption"))
 
-        out = self._invoke("interruption", call)
-        failed = {f["itemIdentifier"] for f in (out.get("response") or {}).get("batchItemFailures", [])} \
-            if not (out["crashed"] or out["error"]) else {r["messageId"] for r in ev["Records"]}
-        for r in ev["Records"]:
-            if r["messageId"] in failed:   # visible again at once (the queue redelivers it next round)
-                w.sqs.change_message_visibility(QueueUrl=self.iq_url, ReceiptHandle=r["receiptHandle"], VisibilityTimeout=0)
-                if self.faults_on:
-                    self.inj.count("sqs_redelivery")
-            else:
-                w.sqs.delete_message(QueueUrl=self.iq_url, ReceiptHandle=r["receiptHandle"])
+            out = self._invoke("interruption", call)
+            left = {r["messageId"] for r in self.iq.settle(ev, out)}
+            for r in ev["Records"]:
+                if r["messageId"] not in left:
+                    self.invariants.acknowledged(r["body"])
+            if left:
+                return   # what is left comes back after the visibility timeout
 
     # -- observation and counters ------------------------------------------------------------------------------
     def _observe(self, after: str) -> None:
@@ -377,63 +418,10 @@ class FaultRun:
             self.overrun_detail.append(f"after {after} at {self.w.clock.isoformat()}: {n} disrupting {names}")
 
     def _signature(self):
-        w = self.w
-        pods = tuple(sorted((p["metadata"]["name"], (p.get("spec") or {}).get("nodeName") or "") for p in w.server.store.list("pods")))
-        insts = tuple(sorted(i["InstanceId"] for i in w.instances()))
-        claims = tuple(sorted((nc.name, bool(nc.metadata.get("deletionTimestamp"))) for nc in w.store.list("NodeClaim")))
-        taints = tuple(sorted(n["metadata"]["name"] for n in w.server.store.list("nodes")
-                              if has_disrupted_taint(n)))
-        return pods, insts, claims, taints
+        return signature(self.w)
 
     def measure(self) -> dict:
-        w = self.w
-        resp = w.ec2.describe_instances()
-        every = [i for r in resp["Reservations"] for i in r["Instances"]]
-        tags = {i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags") or []} for i in every}
-        ours = [i for i in every if "karpenter.sh/nodepool" in tags[i["InstanceId"]]]
-        per_claim = Counter(tags[i["InstanceId"]].get("karpenter.sh/nodeclaim", "") for i in ours)
-        double = {k: v for k, v in per_claim.items() if k and v > 1}
-        claims = w.store.list("NodeClaim")
-        live_iids = {_iid(nc.status.get("providerID")) for nc in claims if not nc.metadata.get("deletionTimestamp")}
-        running = {i["InstanceId"]: i for i in ours if i["State"]["Name"] in ("pending", "running")}
-        leaked = sorted(iid for iid in running if iid not in live_iids)
-
-        nodes = {n["metadata"]["name"]: n for n in w.server.store.list("nodes")}
-        pods = [p for p in w.server.store.list("pods") if not p["metadata"].get("deletionTimestamp")]
-        lost, stuck = {}, []
-        for name in self.deploys:
-            obj = w.server.store.get("deployments", name, "default") or {}
-            replicas = int((obj.get("spec") or {}).get("replicas") or 0)
-            mine = [p for p in pods if (p["metadata"].get("labels") or {}).get("app") == name]
-            ok = pend = 0
-            for p in mine:
-                node = (p.get("spec") or {}).get("nodeName")
-                if not node:
-                    pend += 1
-                    continue
-                n = nodes.get(node)
-                if n is not None and _iid((n.get("spec") or {}).get("providerID")) in running:
-                    ok += 1
-            if replicas - ok - pend > 0:
-                lost[name] = replicas - ok - pend
-            stuck += [p["metadata"]["name"] for p in mine if not (p.get("spec") or {}).get("nodeName")]
-        by_iid = {_iid(nc.status.get("providerID")): nc for nc in claims}
-        stranded = []
-        for n in nodes.values():
-            if not has_disrupted_taint(n):
-                continue
-            nc = by_iid.get(_iid((n.get("spec") or {}).get("providerID")))
-            if nc is None or not nc.metadata.get("deletionTimestamp"):
-                stranded.append(n["metadata"]["name"])
-        out = {"seed": self.seed, "leaked_instances": len(leaked), "lost_pods": sum(lost.values()), "stuck_pods": len(stuck),
-               "stranded_taints": len(stranded), "budget_overruns": self.budget_overruns,
-               "double_launches": sum(v - 1 for v in double.values())}
-        out["detail"] = {"leaked": leaked, "lost": lost, "stuck": stuck[:20], "stranded": stranded, "double": double,
-                         "overruns": self.overrun_detail[:10], "errors": dict(self.errors.most_common(10)),
-                         "settled": self.settled, "settle_rounds": getattr(self, "settle_count", 0),
-                         "instances": len(running), "nodeclaims": len(claims),
-                         "virtual_minutes": round(w.clock.elapsed / 60, 1)}
-        return out
+        return measure(self)
 
 
 def run_seed(seed: int, **kw) -> dict:
