@@ -30,6 +30,11 @@
   (:func:`.interrupt.release_stale_reservations`).
 * **EC2NodeClass deletion**: launch templates of EC2NodeClasses that no longer exist (and that no NodeClaim or
   live instance uses), and the instance profile this project created for them, are deleted.
+* **Node repair** (:mod:`.repair`, on unless ``KARPENTER_LAMBDA_NODE_REPAIR=false``): a node unhealthy past its
+  toleration (Ready False/Unknown 30 min, ...) has its NodeClaim deleted forcefully, unless more than 20% of its
+  NodePool is unhealthy.  **Static NodePools** (:mod:`.static`): each ``spec.replicas`` NodePool is brought to its
+  count (launch, or delete the least disruptive).  Both come before the per-NodeClaim work, so their deletions
+  start in the same sweep; each deletion is one ``disrupted`` entry of the report.
 * **Deletion**: every NodeClaim marked deleting (``deletionTimestamp``) is finalized (:class:`.termination.Terminator`):
   instance terminated, then Node and record removed once EC2 reports the instance gone.
 
@@ -52,6 +57,8 @@ from . import runtime
 from .base import Controller
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
 from .launcher import Launcher
+from .repair import NodeRepairer
+from .static import StaticCapacity
 from .termination import Terminator
 
 LAUNCH_TIMEOUT = 5 * 60
@@ -72,10 +79,16 @@ class LifecycleReport:
     adopted: list[dict] = field(default_factory=list)        # {nodeClaim, instanceId}: launched, record completed here
     cleaned: list[dict] = field(default_factory=list)        # {nodeClass, launchTemplates, instanceProfile}
     released_slots: list[str] = field(default_factory=list)  # NodeClaims whose dead interruption budget slot was freed
+    # {nodeClaim, reason (Unhealthy | Overprovisioned), nodePool, node, instanceType, zone, capacityType, replacements,
+    #  savingsPerHour, detail}: deletions decided here (node repair, static scale down), one NodeClaimDisrupted each
+    disrupted: list[dict] = field(default_factory=list)
+    repair_blocked: list[dict] = field(default_factory=list)  # {nodeClaim, node, nodePool, unhealthy, nodes, allowed}
+    static_launched: list[dict] = field(default_factory=list)  # {nodeClaim, nodePool, instanceType, zone, ...}
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("registered", "initialized", "terminated", "deleted", "released", "errors",
-                                              "draining", "evicted", "adopted", "cleaned", "released_slots")}
+                                              "draining", "evicted", "adopted", "cleaned", "released_slots",
+                                              "disrupted", "repair_blocked", "static_launched")}
 
 
 def _cond(nc: NodeClaim, type_: str) -> dict | None:
@@ -84,7 +97,7 @@ def _cond(nc: NodeClaim, type_: str) -> dict | None:
 
 class Lifecycle(Controller):
     def __init__(self, store, cloud, kube, cluster_name: str, claims=None, clock=None, logger=None,
-                 registration_timeout: float = 15 * 60, orphan_min_age: float = 30.0):
+                 registration_timeout: float = 15 * 60, orphan_min_age: float = 30.0, node_repair: bool = True):
         super().__init__(clock, logger or log)
         self.store = store
         self.cloud = cloud
@@ -94,12 +107,14 @@ class Lifecycle(Controller):
         self.registration_timeout = registration_timeout
         self.orphan_min_age = orphan_min_age
         self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
+        self.repairer = NodeRepairer(kube, self.terminator, self._decision) if node_repair else None
+        self.static = StaticCapacity(store, kube, cloud, claims, self.terminator, self.clock, self._decision, self.logger)
 
     @classmethod
     def from_environment(cls, env, logger=None) -> "Lifecycle":
         return cls(env.store, AWSCloudProvider.from_environment(env), env.kube, env.config.cluster, claims=env.claims, clock=runtime.clock_proxy,
                    logger=logger, registration_timeout=env.config.registration_timeout,
-                   orphan_min_age=env.config.orphan_min_age)
+                   orphan_min_age=env.config.orphan_min_age, node_repair=env.config.node_repair)
 
     # -- EC2 (through the cloud provider) -----------------------------------------------------------
     def _instances(self) -> dict[str, dict]:
@@ -133,6 +148,8 @@ class Lifecycle(Controller):
         nodes = [as_dict(n) for n in self.kube.list_nodes()]
         node_by_provider = {(n.get("spec") or {}).get("providerID"): n for n in nodes if (n.get("spec") or {}).get("providerID")}
         instances = self._instances()
+        if self._repair_and_static(nodes, nodeclaims, nodepools, now, report):
+            nodeclaims = {nc.name: nc for nc in self.store.list("NodeClaim")}
 
         for nc in nodeclaims.values():
             try:
@@ -178,6 +195,24 @@ class Lifecycle(Controller):
                         self._decision("release", f"released stale launch claim {name}", nodeclaim=name)
         self._release_stale_slots(now, report)
         return report
+
+    def _repair_and_static(self, nodes, nodeclaims, nodepools, now: float, report: LifecycleReport) -> bool:
+        """Node repair, then the static NodePools' counts; True when a NodeClaim was created or marked deleting.
+        A failure of either is reported and the rest of the sweep goes on."""
+        changed = False
+        if self.repairer is not None:
+            try:
+                changed = bool(self.repairer.run(nodes, nodeclaims, now, report))
+            except Exception as e:  # noqa: BLE001
+                report.errors.append(f"node repair: {e}")
+                self.logger.exception("lifecycle: node repair failed")
+        try:
+            claims = {nc.name: nc for nc in self.store.list("NodeClaim")} if changed else nodeclaims
+            changed |= self.static.run(nodepools, claims, now, report)
+        except Exception as e:  # noqa: BLE001
+            report.errors.append(f"static NodePools: {e}")
+            self.logger.exception("lifecycle: static NodePools failed")
+        return changed
 
     def _release_stale_slots(self, now: float, report: LifecycleReport) -> None:
         """Disruption-budget slots the interruption handler took for a rebalance replacement and never completed

@@ -83,6 +83,11 @@ class Config:
     aws_read_timeout: float = 15.0
     # running beside upstream Karpenter (a migration): instances are launched without the tag keys it lists by
     beside_karpenter: bool = False
+    # node repair (Karpenter's NodeRepair feature gate): unhealthy nodes past their toleration are replaced
+    node_repair: bool = True
+    # minValues when the instance types left cannot meet it: "Strict" (Karpenter's default: not launched) or
+    # "BestEffort" (launched with fewer values); read by the solver
+    min_values_policy: str = "Strict"
 
     @classmethod
     def from_env(cls, env=None) -> "Config":
@@ -105,16 +110,27 @@ class Config:
         )
 
 
+MIN_VALUES_POLICIES = ("Strict", "BestEffort")
+
+
 def _aws_settings(env) -> dict:
-    """The botocore settings from ``KARPENTER_LAMBDA_AWS_RETRY_MODE`` (standard | adaptive),
-    ``KARPENTER_LAMBDA_AWS_MAX_ATTEMPTS``, ``KARPENTER_LAMBDA_AWS_CONNECT_TIMEOUT_SECONDS``,
+    """``KARPENTER_LAMBDA_BESIDE_KARPENTER`` and ``KARPENTER_LAMBDA_NODE_REPAIR`` (true | false),
+    ``KARPENTER_LAMBDA_MIN_VALUES_POLICY`` (Strict | BestEffort), and the botocore settings from
+    ``KARPENTER_LAMBDA_AWS_RETRY_MODE`` (standard | adaptive), ``KARPENTER_LAMBDA_AWS_MAX_ATTEMPTS``, ``KARPENTER_LAMBDA_AWS_CONNECT_TIMEOUT_SECONDS``,
     ``KARPENTER_LAMBDA_AWS_READ_TIMEOUT_SECONDS``; a bad value is an error naming the variable."""
     out: dict = {}
-    beside = (env.get("KARPENTER_LAMBDA_BESIDE_KARPENTER") or "").strip().lower()
-    if beside:
-        if beside not in ("true", "false"):
-            raise ValueError(f"environment variable KARPENTER_LAMBDA_BESIDE_KARPENTER must be true or false, not {beside!r}")
-        out["beside_karpenter"] = beside == "true"
+    for var, key in (("KARPENTER_LAMBDA_BESIDE_KARPENTER", "beside_karpenter"), ("KARPENTER_LAMBDA_NODE_REPAIR", "node_repair")):
+        flag = (env.get(var) or "").strip().lower()
+        if flag:
+            if flag not in ("true", "false"):
+                raise ValueError(f"environment variable {var} must be true or false, not {flag!r}")
+            out[key] = flag == "true"
+    policy = (env.get("KARPENTER_LAMBDA_MIN_VALUES_POLICY") or "").strip()
+    if policy:
+        if policy not in MIN_VALUES_POLICIES:
+            raise ValueError(f"environment variable KARPENTER_LAMBDA_MIN_VALUES_POLICY must be one of "
+                             f"{', '.join(MIN_VALUES_POLICIES)}, not {policy!r}")
+        out["min_values_policy"] = policy
     mode = env.get("KARPENTER_LAMBDA_AWS_RETRY_MODE")
     if mode:
         if mode not in ("standard", "adaptive"):
