@@ -247,8 +247,8 @@ def test_nothing_left_is_insufficient_capacity(launch_env):
     with pytest.raises(InsufficientCapacityError, match="no launchable on-demand offering left"):
         FleetLauncher(env.ec2, CLUSTER, le["cache"]).launch(req)
     assert le["captured"] == []  # no CreateFleet call
-    with pytest.raises(ValueError, match="capacity_type must be spot or on-demand"):
-        FleetLauncher(env.ec2, CLUSTER, None).launch(_request(le, "reserved"))
+    with pytest.raises(ValueError, match="capacity_type must be spot, on-demand or reserved"):
+        FleetLauncher(env.ec2, CLUSTER, None).launch(_request(le, "dedicated"))
 
 
 def test_mixed_arch_overrides_use_the_matching_template_and_image(env):

@@ -205,7 +205,8 @@ def test_status_patch_ready(env):
     assert len(st["amis"]) == 5 and all(a["requirements"][0]["key"] == "kubernetes.io/arch" for a in st["amis"])
     assert st["instanceProfile"] == r.instance_profile
     conds = {c["type"]: c for c in st["conditions"]}
-    assert set(conds) == {"SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady", "Ready"}
+    assert set(conds) == {"SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady", "CapacityReservationsReady",
+                          "Ready"}
     assert all(c["status"] == "True" for c in conds.values())
     assert conds["Ready"]["lastTransitionTime"] == "2023-11-14T22:13:20Z"
     assert r.require_ready() is r

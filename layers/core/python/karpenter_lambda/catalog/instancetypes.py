@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping
 from ..api import labels as L
 from .allocatable import NodeSettings, compute_capacity, compute_overhead, volume_limits
 from .pricing import PriceBook
+from .reservations import CapacityReservation, reserved_offerings
 from .types import InstanceType, Offering
 
 __all__ = ["build_instance_types", "compute_labels", "zones_by_type", "KUBE_ARCH"]
@@ -138,6 +139,8 @@ def build_instance_types(
     settings: NodeSettings | None = None,
     skipped: dict[str, str] | None = None,
     estimated_available: bool = True,
+    reservations: Iterable[CapacityReservation] = (),
+    placement_group_id: str | None = None,
 ) -> list[InstanceType]:
     """Build the catalog, sorted by name.
 
@@ -149,6 +152,10 @@ def build_instance_types(
     ``Offering.zone_id``.  An offering whose price is an estimate (no real spot price known) has
     ``price_estimated=True``; ``estimated_available=False`` (the launch path, as Karpenter: no price, no
     launch) also keeps it with ``available=False``, while ``plan`` and the simulator leave it available.
+    ``reservations`` (the EC2NodeClass's resolved capacity reservations) add one ``reserved`` offering per
+    reservation of the type in one of its zones (:func:`~.reservations.reserved_offerings`: near-zero price,
+    available while the reservation has room).  ``placement_group_id`` (the resolved ``placementGroupSelector``)
+    becomes every type's ``karpenter.k8s.aws/placement-group-id`` label.
     """
     if not isinstance(prices, PriceBook):
         raise ValueError(f"prices: expected a PriceBook, got {type(prices).__name__}")
@@ -164,6 +171,8 @@ def build_instance_types(
     unavailable = frozenset(unavailable or ())
     zone_ids = zone_ids or {}
     os_name = "windows" if traits.windows else "linux"
+    reservations = list(reservations or ())
+    reserved_types = {r.instance_type for r in reservations}
     result: list[InstanceType] = []
     seen: set[str] = set()
 
@@ -212,6 +221,10 @@ def build_instance_types(
                         price_estimated=hit.estimated,
                     )
                 )
+        if name in reserved_types:
+            od = prices.on_demand(name)
+            offs.extend(reserved_offerings(name, reservations, od.price if od is not None else None, zones=type_zones,
+                                           unavailable=unavailable, zone_ids=zone_ids))
         if not offs:
             if type_zones:
                 skip(name, "no offering: no price known")
@@ -224,6 +237,8 @@ def build_instance_types(
         except (KeyError, TypeError) as e:
             raise ValueError(f"raw_types[{i}] ({name}): malformed description: missing {e}") from None
         labels = compute_labels(info, region, arch, os_name, traits.windows_build)
+        if placement_group_id:
+            labels[L.PLACEMENT_GROUP_ID] = placement_group_id
         result.append(InstanceType(name=name, labels=labels, capacity=capacity, overhead=overhead, offerings=offs,
                                    volume_limits=volume_limits(info, settings)))
     result.sort(key=lambda it: it.name)

@@ -23,6 +23,11 @@ class Offering:
     #: quoted.  The launch path makes such offerings unavailable (as Karpenter does with unpriced offerings);
     #: ``plan`` and the simulator keep them, labelled (docs/catalog.md "Estimated prices").
     price_estimated: bool = False
+    #: a ``reserved`` offering's capacity reservation: ``default`` or ``capacity-block`` (``reservation_id`` names it)
+    reservation_type: str | None = None
+    #: a ``reserved`` offering: how many instances the reservation can still take (DescribeCapacityReservations'
+    #: ``AvailableInstanceCount``); 0 for other capacity types
+    reservation_capacity: int = 0
 
 
 @dataclass(eq=False)

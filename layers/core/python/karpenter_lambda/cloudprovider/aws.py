@@ -63,8 +63,11 @@ class AWSCloudProvider:
         zones = self.zones(resolved)
         if self.catalog_loader is not None:
             return self.catalog_loader(self.ec2, self.region, nodeclass, zones, unavailable)
+        pg = getattr(resolved, "placement_group", None)
         return default_catalog_loader(self.ec2, self.region, nodeclass, zones, unavailable,
-                                      pricing=self.pricing, price_cache=self.price_cache)
+                                      pricing=self.pricing, price_cache=self.price_cache,
+                                      reservations=tuple(getattr(resolved, "capacity_reservations", None) or ()),
+                                      placement_group_id=pg.id if pg is not None else None)
 
     # -- instances (the instance provider) ------------------------------------------------------------
     def create(self, request: CreateRequest, on_retry=None) -> Instance:
@@ -116,7 +119,8 @@ class AWSCloudProvider:
 
 def not_ready_reason(status: dict) -> str | None:
     for c in status.get("conditions") or []:
-        if c.get("type") in ("SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady") and c.get("status") == "False":
+        if c.get("type") in ("SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady",
+                             "CapacityReservationsReady", "PlacementGroupReady") and c.get("status") == "False":
             return c.get("message") or c.get("reason") or c.get("type")
     for c in status.get("conditions") or []:
         if c.get("type") == "Ready" and c.get("status") == "False":

@@ -97,10 +97,25 @@ class InstanceProvider:
 
     @staticmethod
     def as_instance(desc: dict, price: float = 0.0) -> Instance:
-        """An EC2 instance description as the :class:`Instance` a launch returns."""
+        """An EC2 instance description as the :class:`Instance` a launch returns.  Reserved (as upstream): launched
+        into a capacity reservation with the ``capacity-reservations-only`` preference only this project's reserved
+        launch templates set (an instance that found an open reservation by itself stays on-demand)."""
+        capacity_type, labels = wk.CAPACITY_TYPE_ON_DEMAND, {}
+        spec = desc.get("CapacityReservationSpecification") or {}
+        if desc.get("InstanceLifecycle") == "spot" or desc.get("SpotInstanceRequestId"):
+            capacity_type = wk.CAPACITY_TYPE_SPOT
+        elif desc.get("CapacityReservationId") and spec.get("CapacityReservationPreference") == "capacity-reservations-only":
+            capacity_type = wk.CAPACITY_TYPE_RESERVED
+            labels = {wk.CAPACITY_RESERVATION_ID: desc["CapacityReservationId"],
+                      wk.CAPACITY_RESERVATION_TYPE: "capacity-block" if desc.get("InstanceLifecycle") == "capacity-block"
+                      else "default"}
+        placement = desc.get("Placement") or {}
+        if placement.get("GroupId"):
+            labels[wk.PLACEMENT_GROUP_ID] = placement["GroupId"]
+            if placement.get("PartitionNumber"):
+                labels[wk.PLACEMENT_GROUP_PARTITION] = str(placement["PartitionNumber"])
         return Instance(instance_id=desc["InstanceId"], instance_type=desc.get("InstanceType", ""),
-                        zone=(desc.get("Placement") or {}).get("AvailabilityZone", ""),
-                        capacity_type=wk.CAPACITY_TYPE_SPOT if desc.get("InstanceLifecycle") == "spot"
-                        else wk.CAPACITY_TYPE_ON_DEMAND,
+                        zone=placement.get("AvailabilityZone", ""), capacity_type=capacity_type,
                         price=float(price or 0.0), image_id=desc.get("ImageId"), subnet_id=desc.get("SubnetId"),
-                        security_group_ids=sorted(g["GroupId"] for g in desc.get("SecurityGroups") or [] if g.get("GroupId")))
+                        security_group_ids=sorted(g["GroupId"] for g in desc.get("SecurityGroups") or [] if g.get("GroupId")),
+                        labels=labels)

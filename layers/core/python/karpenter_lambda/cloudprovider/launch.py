@@ -3,10 +3,13 @@
 The instance provider's ``create`` (:mod:`.instance`, behind :class:`~.aws.AWSCloudProvider`); the launcher
 (:mod:`karpenter_lambda.controllers.launcher`) calls it after the NodeClaim is committed and written.  Candidates are the
 plan's instance types x available offerings in the EC2NodeClass's subnet zones, filtered by the plan's
-zone and capacity-type requirements.  Spot is used when the plan allows it and spot offerings exist
-(Karpenter's behaviour), else on-demand.  Each insufficient-capacity answer marks the offerings
-unavailable (3 min, by the fleet launcher) and the next attempt uses what remains; when nothing
-remains the reason is returned so the pods are reported unschedulable.
+zone and capacity-type requirements.  The capacity type is Karpenter's choice: ``reserved`` when the plan allows it
+and a capacity reservation has room, else spot when allowed and offered, else on-demand.  A reserved launch uses one
+launch template per capacity reservation (``CapacityReservationSpecification`` targeting it) and labels the NodeClaim
+with the reservation's id and type; a full reservation (``ReservationCapacityExceeded`` / insufficient capacity) is
+marked unavailable as ``(reservation id, zone, "reserved")`` and the next attempt falls back to spot or on-demand.
+Each insufficient-capacity answer marks the offerings unavailable (3 min, by the fleet launcher) and the next
+attempt uses what remains; when nothing remains the reason is returned so the pods are reported unschedulable.
 
 What the caller may roll back: :class:`NoCapacity` and :class:`LaunchFailed` mean nothing was launched
 (``LaunchFailed.throttled``: EC2 throttled the call, retry later).  Any other exception leaves it open.
@@ -27,6 +30,7 @@ from ..adapters.aws.fleet import (
 from ..adapters.aws.launch_templates import LaunchTemplates
 from ..adapters.aws.userdata import ClusterInfo
 from ..api import labels as wk
+from ..catalog.reservations import reservation_unavailable
 from .types import CreateRequest, Instance, LaunchFailed, NoCapacity
 
 log = logging.getLogger(__name__)
@@ -44,32 +48,96 @@ def _allowed(requirements, key: str, value: str) -> bool:
         return False
 
 
-def candidates_for(plan, resolved, exclude: set) -> dict[str, list[tuple[str, str, float]]]:
-    """capacity type -> [(instance type, zone, price)] cheapest first."""
+def _excluded(exclude: set, it: str, o) -> bool:
+    if (it, o.zone, o.capacity_type) in exclude:
+        return True
+    return bool(o.reservation_id) and reservation_unavailable(o.reservation_id, o.zone, exclude)
+
+
+def candidates_for(plan, resolved, exclude: set) -> dict[str, list[tuple]]:
+    """capacity type -> [(instance type, zone, price)] cheapest first; ``reserved`` entries carry the capacity
+    reservation as a 4th item, one per (instance type, zone): the one with the most room, as upstream."""
     zones = set(resolved.subnets_by_zone()) if hasattr(resolved, "subnets_by_zone") else None
-    out: dict[str, list[tuple[str, str, float]]] = {}
+    out: dict[str, list[tuple]] = {}
+    best_reserved: dict[tuple[str, str], object] = {}
     for it in plan.instance_types:
         for o in it.offerings:
-            if not o.available or (it.name, o.zone, o.capacity_type) in exclude:
+            if not o.available or _excluded(exclude, it.name, o):
                 continue
             if zones is not None and o.zone not in zones:
                 continue
             if not _allowed(plan.requirements, wk.ZONE, o.zone) or not _allowed(plan.requirements, wk.CAPACITY_TYPE, o.capacity_type):
                 continue
             if o.capacity_type == wk.CAPACITY_TYPE_RESERVED:
-                continue  # capacity reservations are not launched by this path
+                if not o.reservation_id or not _allowed(plan.requirements, wk.CAPACITY_RESERVATION_ID, o.reservation_id):
+                    continue
+                cur = best_reserved.get((it.name, o.zone))
+                if cur is None or (o.reservation_capacity, cur.reservation_id) > (cur.reservation_capacity, o.reservation_id):
+                    best_reserved[(it.name, o.zone)] = o
+                continue
             out.setdefault(o.capacity_type, []).append((it.name, o.zone, float(o.price)))
+    if best_reserved:
+        out[wk.CAPACITY_TYPE_RESERVED] = [(name, zone, float(o.price), o) for (name, zone), o in best_reserved.items()]
     for ct in out:
         out[ct].sort(key=lambda c: (c[2], c[0], c[1]))
     return out
 
 
 def _pick_capacity_type(cands: dict) -> str | None:
-    if cands.get(wk.CAPACITY_TYPE_SPOT):
-        return wk.CAPACITY_TYPE_SPOT
-    if cands.get(wk.CAPACITY_TYPE_ON_DEMAND):
-        return wk.CAPACITY_TYPE_ON_DEMAND
+    """Upstream's order: reserved, then spot, then on-demand."""
+    for ct in (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND):
+        if cands.get(ct):
+            return ct
     return None
+
+
+def _partition(requirements) -> int | None:
+    """The placement-group partition a NodeClaim's requirements pin (the lowest allowed), else None (EC2 chooses)."""
+    try:
+        if wk.PLACEMENT_GROUP_PARTITION not in requirements:
+            return None
+        req = requirements.get(wk.PLACEMENT_GROUP_PARTITION)
+    except Exception:  # noqa: BLE001
+        return None
+    if req.complement or not req.values:
+        return None
+    nums = sorted(int(v) for v in req.values if str(v).isdigit())
+    return nums[0] if nums else None
+
+
+def _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen, partition) -> tuple[dict, dict, str | None]:
+    """``(launch templates, reservations, reservation type)`` for a launch: per instance type for on-demand/spot;
+    per (instance type, zone) for reserved, one template per capacity reservation (those of the cheapest
+    candidate's reservation type only: one type per launch)."""
+    if ct != wk.CAPACITY_TYPE_RESERVED:
+        return lts.ensure_for(resolved, info, its, labels, taints, startup, ct, placement_partition=partition), {}, None
+    by_name = {it.name: it for it in its}
+    rtype = chosen[0][3].reservation_type or "default"
+    out, reservations = {}, {}
+    for name, zone, _price, o in chosen:
+        if (o.reservation_type or "default") != rtype:
+            continue
+        made = lts.ensure_for(resolved, info, [by_name[name]], labels, taints, startup, ct,
+                              reservation=(o.reservation_id, rtype), placement_partition=partition)
+        if name in made:
+            out[(name, zone)] = made[name]
+            reservations[(name, zone)] = o.reservation_id
+    return out, reservations, rtype
+
+
+def instance_labels(result, ct: str, reservation_type: str | None, resolved, partition: int | None) -> dict[str, str]:
+    """The labels a launch adds to its NodeClaim beyond the instance type's: the capacity reservation's id and type
+    (a reserved launch), the placement group partition it was launched into."""
+    out: dict[str, str] = {}
+    if ct == wk.CAPACITY_TYPE_RESERVED and getattr(result, "reservation_id", None):
+        out[wk.CAPACITY_RESERVATION_ID] = result.reservation_id
+        out[wk.CAPACITY_RESERVATION_TYPE] = reservation_type or "default"
+    pg = getattr(resolved, "placement_group", None)
+    if pg is not None:
+        out[wk.PLACEMENT_GROUP_ID] = pg.id
+        if partition is not None:
+            out[wk.PLACEMENT_GROUP_PARTITION] = str(partition)
+    return out
 
 
 def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
@@ -88,6 +156,7 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
         fleet = FleetLauncher(provider.ec2, cluster.name, provider.unavailable,
                               beside_karpenter=bool(getattr(provider, "beside_karpenter", False)))
         types_by_name = {it.name: it for it in plan.instance_types}
+        partition = _partition(plan.requirements) if getattr(resolved, "placement_group", None) is not None else None
     except Exception as e:
         raise LaunchFailed(f"launch of NodeClaim {request.name} not prepared: {e}") from e
     exclude: set = set()
@@ -105,10 +174,11 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
             chosen = cands[ct][:60]
             its = [types_by_name[n] for n in dict.fromkeys(c[0] for c in chosen)]
             try:
-                lt_map = lts.ensure_for(resolved, info, its, labels, taints, startup, ct)
+                lt_map, reservations, rtype = _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen,
+                                                         partition)
             except Exception as e:
                 raise LaunchFailed(f"launch templates for EC2NodeClass {nodeclass.name}: {e}", throttled=_throttled(e)) from e
-            chosen = [c for c in chosen if c[0] in lt_map]
+            chosen = [c[:3] for c in chosen if (c[0], c[1]) in lt_map or c[0] in lt_map]
             if not chosen:
                 raise NoCapacity(f"EC2NodeClass {nodeclass.name}: no AMI matches the instance types of NodePool {np.name}")
             subnets = resolved.subnets_by_zone()
@@ -117,6 +187,7 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
                 candidates=chosen, launch_templates=dict(lt_map),
                 subnets={z: s["id"] for z, s in subnets.items()}, tags=dict(nodeclass.tags),
                 client_token=f"{request.client_token or name}-{attempt}"[:64],
+                reservations=reservations, reservation_type=rtype, context=nodeclass.spec.get("context") or None,
             )
         except (NoCapacity, LaunchFailed):
             raise
@@ -141,7 +212,8 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
             raise LaunchFailed(str(e)) from e
         # launched: from here on nothing may fail the launch
         it = types_by_name.get(result.instance_type)
-        image_id = getattr(result, "image_id", None) or (lt_map[result.instance_type].image_id if result.instance_type in lt_map else None)
+        ref = lt_map.get((result.instance_type, result.zone)) or lt_map.get(result.instance_type)
+        image_id = getattr(result, "image_id", None) or (ref.image_id if ref is not None else None)
         price = getattr(result, "price", None)
         if price is None and it is not None:
             try:
@@ -152,7 +224,8 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
         return Instance(instance_id=result.instance_id, instance_type=result.instance_type, zone=result.zone,
                         capacity_type=result.capacity_type, price=float(price or 0.0), image_id=image_id,
                         subnet_id=getattr(result, "subnet_id", None),
-                        security_group_ids=sorted(getattr(resolved, "security_group_ids", None) or []))
+                        security_group_ids=sorted(getattr(resolved, "security_group_ids", None) or []),
+                        labels=instance_labels(result, ct, rtype, resolved, partition))
     raise NoCapacity(f"no capacity after {attempt + 1} attempts ({last_error})")
 
 

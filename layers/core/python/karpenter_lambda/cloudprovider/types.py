@@ -39,6 +39,9 @@ class Instance:
     image_id: str | None = None
     subnet_id: str | None = None
     security_group_ids: list[str] = field(default_factory=list)
+    #: labels the launch adds to the NodeClaim beyond the instance type's (capacity reservation id/type, placement
+    #: group partition): the launcher writes them with the others
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 class NoCapacity(Exception):

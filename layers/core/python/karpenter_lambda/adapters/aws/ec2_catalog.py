@@ -307,6 +307,8 @@ def load_catalog(
     prices: PriceBook | None = None,
     source: str | None = None,
     estimated_available: bool = True,
+    reservations: tuple | list = (),
+    placement_group_id: str | None = None,
 ) -> list[InstanceType]:
     """Instance types for ``region`` as the scheduler needs them.
 
@@ -315,7 +317,9 @@ def load_catalog(
     ``source`` (else ``$KARPENTER_LAMBDA_CATALOG_SOURCE``): ``ec2`` (default) or ``moto-bundled``; with
     ``moto-bundled`` ``session_or_clients`` may be None (then on-demand prices are the bundled table)
     and an unknown region raises ``KeyError(region)`` as moto does.  ``estimated_available=False`` makes offerings
-    whose price is an estimate unavailable (the launch path; see the module doc).
+    whose price is an estimate unavailable (the launch path; see the module doc).  ``reservations`` (resolved
+    :class:`~karpenter_lambda.catalog.reservations.CapacityReservation` records) add ``reserved`` offerings;
+    ``placement_group_id`` labels every type (``build_instance_types``).
     """
     if catalog_source(source) == SOURCE_MOTO_BUNDLED:
         ec2, pricing = _clients(session_or_clients, region, endpoint_url) if session_or_clients is not None else (None, None)
@@ -332,4 +336,5 @@ def load_catalog(
             zone_ids = {}
         book = prices if prices is not None else load_price_book(ec2, pricing, region, cache)
     return build_instance_types(raw, offerings, book, region, nodeclass=nodeclass, zones=zones, unavailable=unavailable,
-                                zone_ids=zone_ids, estimated_available=estimated_available)
+                                zone_ids=zone_ids, estimated_available=estimated_available,
+                                reservations=reservations, placement_group_id=placement_group_id)

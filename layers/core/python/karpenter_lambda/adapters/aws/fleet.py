@@ -68,7 +68,7 @@ THROTTLE_CODES = frozenset(
         "SlowDown",
     }
 )
-CAPACITY_TYPES = ("spot", "on-demand")
+CAPACITY_TYPES = ("spot", "on-demand", "reserved")
 log = logging.getLogger(__name__)
 
 
@@ -102,12 +102,28 @@ class LaunchRequest:
     nodeclaim_name: str
     nodepool_name: str
     nodeclass_name: str
-    capacity_type: str  # "spot" | "on-demand"
+    capacity_type: str  # "spot" | "on-demand" | "reserved"
     candidates: list[tuple]  # [(instance type, zone or None, price)], cheapest first
-    launch_templates: dict  # {instance type: LaunchTemplateRef | {"name", "image_id"?} | lt name}
+    #: {instance type: LaunchTemplateRef | {"name", "image_id"?} | lt name}; a reserved launch keys them by
+    #: (instance type, zone): one template per capacity reservation
+    launch_templates: dict
     subnets: object  # {zone: subnet id} or [{id, zone, available_ips}] (best per zone is used)
     tags: dict = field(default_factory=dict)  # EC2NodeClass tags
     client_token: str | None = None
+    #: a reserved launch: {(instance type, zone): capacity reservation id} and the reservations' type
+    #: (``default`` | ``capacity-block``; one type per launch, as upstream)
+    reservations: dict = field(default_factory=dict)
+    reservation_type: str | None = None
+    context: str | None = None  # the EC2NodeClass's ``context`` (CreateFleet Context)
+
+    def offering_keys(self, offerings) -> list[tuple[str, str, str]]:
+        """Unavailable-offerings keys of ``(type, zone, capacity type)`` rows: a reserved row is its capacity
+        reservation ``(reservation id, zone, "reserved")`` (what the catalog and the interruption handler read)."""
+        out = []
+        for it, zone, ct in offerings:
+            rid = self.reservations.get((it, zone)) if ct == "reserved" else None
+            out.append((rid, zone, ct) if rid else (it, zone, ct))
+        return sorted(set(out))
 
 
 @dataclass
@@ -122,6 +138,7 @@ class LaunchResult:
     launch_template: str | None = None
     fleet_id: str | None = None
     errors: list[dict] = field(default_factory=list)  # partial errors for offerings not chosen
+    reservation_id: str | None = None  # a reserved launch: the capacity reservation it went into
 
 
 def _lt_fields(ref) -> tuple[str, str | None]:
@@ -184,18 +201,18 @@ class FleetLauncher:
     def plan_overrides(self, req: LaunchRequest, unavailable: set | None = None) -> list[dict]:
         """``[{type, zone, subnet, price, lt, image_id}]`` in price order, filtered and capped at 60."""
         if req.capacity_type not in CAPACITY_TYPES:
-            raise ValueError(f"capacity_type must be spot or on-demand, got {req.capacity_type!r}")
+            raise ValueError(f"capacity_type must be spot, on-demand or reserved, got {req.capacity_type!r}")
         zones = subnet_per_zone(req.subnets)
         skip = unavailable or set()
         rows, seen = [], set()
         for cand in req.candidates:
             it, zone, price = cand[0], cand[1], (cand[2] if len(cand) > 2 else None)
-            ref = req.launch_templates.get(it)
-            if ref is None:
-                continue
-            lt, image_id = _lt_fields(ref)
             for z in [zone] if zone else sorted(zones):
-                if z not in zones or (it, z) in seen or (it, z, req.capacity_type) in skip:
+                ref = req.launch_templates.get((it, z)) or req.launch_templates.get(it)
+                if ref is None:
+                    continue
+                lt, image_id = _lt_fields(ref)
+                if z not in zones or (it, z) in seen or req.offering_keys([(it, z, req.capacity_type)])[0] in skip:
                     continue
                 seen.add((it, z))
                 rows.append({"type": it, "zone": z, "subnet": zones[z], "price": price, "lt": lt, "image_id": image_id})
@@ -217,6 +234,9 @@ class FleetLauncher:
                 o["ImageId"] = r["image_id"]
             configs.setdefault(r["lt"], []).append(o)
         tags = [{"Key": k, "Value": v} for k, v in sorted(fleet_tags(self.cluster_name, req, self.beside_karpenter).items())]
+        default_type = req.capacity_type
+        if req.capacity_type == "reserved":  # EC2 has no "reserved" target: the template's reservation decides
+            default_type = "capacity-block" if req.reservation_type == "capacity-block" else "on-demand"
         params = {
             "Type": "instant",
             "ClientToken": self.client_token(req, rows),
@@ -224,13 +244,15 @@ class FleetLauncher:
                 {"LaunchTemplateSpecification": {"LaunchTemplateName": lt, "Version": "$Latest"}, "Overrides": ovs}
                 for lt, ovs in configs.items()
             ],
-            "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": req.capacity_type},
+            "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": default_type},
             "TagSpecifications": [{"ResourceType": rt, "Tags": tags} for rt in ("instance", "volume", "fleet")],
         }
         if req.capacity_type == "spot":
             params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
-        else:
+        elif default_type != "capacity-block":
             params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+        if req.context:
+            params["Context"] = req.context
         return params
 
     # -- launch ---------------------------------------------------------------------
@@ -270,7 +292,7 @@ class FleetLauncher:
             if code in THROTTLE_CODES:
                 raise LaunchThrottled(f"CreateFleet throttled: {code}: {msg}", [{"code": code, "message": msg}]) from e
             if code in ICE_CODES:
-                offs = sorted({(r["type"], r["zone"], req.capacity_type) for r in rows})
+                offs = req.offering_keys({(r["type"], r["zone"], req.capacity_type) for r in rows})
                 self._mark(offs, f"{code}: {msg}")
                 raise InsufficientCapacityError(f"{code}: {msg}", offs, [{"code": code, "message": msg}]) from e
             status = ((getattr(e, "response", None) or {}).get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0
@@ -284,12 +306,13 @@ class FleetLauncher:
             it = ov.get("InstanceType")
             zone = ov.get("AvailabilityZone") or by_subnet.get(ov.get("SubnetId", ""))
             ct = err.get("Lifecycle") or req.capacity_type
-            ct = "on-demand" if ct == "on-demand" else ("spot" if ct == "spot" else req.capacity_type)
+            ct = req.capacity_type if req.capacity_type == "reserved" else (
+                "on-demand" if ct == "on-demand" else ("spot" if ct == "spot" else req.capacity_type))
             entry = {"code": err.get("ErrorCode", ""), "message": err.get("ErrorMessage", ""), "instanceType": it, "zone": zone}
             errors.append(entry)
             if entry["code"] in ICE_CODES and it and zone:
                 ice.append((it, zone, ct))
-        ice = sorted(set(ice))
+        ice = req.offering_keys(ice)
         ice_reason = "; ".join(sorted({f"{e['code']}: {e['message']}" for e in errors if e["code"] in ICE_CODES}))
 
         # The instance first: once EC2 launched one, nothing below may turn this into a failure (a caller
@@ -313,17 +336,20 @@ class FleetLauncher:
                 except Exception as e:  # noqa: BLE001 - eventual consistency: describe may not see it yet
                     log.warning("launched %s but could not describe it: %s", ids[0], e)
             lifecycle = inst.get("Lifecycle") or req.capacity_type
+            if req.capacity_type == "reserved":
+                lifecycle = "reserved"
             result = LaunchResult(
                 instance_id=ids[0],
                 instance_type=it,
                 zone=zone,
                 subnet_id=subnet,
-                capacity_type="spot" if lifecycle == "spot" else "on-demand",
+                capacity_type=lifecycle if lifecycle in ("spot", "reserved") else "on-demand",
                 image_id=image_id,
                 price=price_of.get((it, zone)),
                 launch_template=lt_of.get(it),
                 fleet_id=resp.get("FleetId"),
                 errors=errors,
+                reservation_id=req.reservations.get((it, zone)),
             )
             break
         if ice:

@@ -41,7 +41,7 @@ def ec2_block_device_mappings(mappings: Iterable[dict]) -> list[dict]:
         for src, dst in (("volumeType", "VolumeType"), ("kmsKeyID", "KmsKeyId"), ("snapshotID", "SnapshotId")):
             if ebs.get(src):
                 e[dst] = ebs[src]
-        for src, dst in (("iops", "Iops"), ("throughput", "Throughput")):
+        for src, dst in (("iops", "Iops"), ("throughput", "Throughput"), ("volumeInitializationRate", "VolumeInitializationRate")):
             if ebs.get(src):
                 e[dst] = int(ebs[src])
         for src, dst in (("encrypted", "Encrypted"), ("deleteOnTermination", "DeleteOnTermination")):
@@ -77,6 +77,14 @@ class LaunchTemplateOptions:
     capacity_type: str | None = None
     associate_public_ip_address: bool | None = None
     detailed_monitoring: bool = False
+    ip_prefix_count: int | None = None
+    ipv6: bool = False  # the cluster is IPv6: ipPrefixCount counts IPv6 prefixes
+    #: a ``reserved`` launch: the capacity reservation the template targets, and its type (``capacity-block``: the
+    #: instance market type is ``capacity-block``)
+    capacity_reservation_id: str | None = None
+    capacity_reservation_type: str | None = None
+    placement_group_id: str | None = None
+    placement_partition: int | None = None
 
     def canonical(self) -> str:
         d = asdict(self)
@@ -108,8 +116,11 @@ def options_for(
     startup_taints: list[dict] | None,
     max_pods: int | None,
     capacity_type: str | None = None,
+    reservation: tuple[str, str] | None = None,
+    placement_partition: int | None = None,
 ) -> LaunchTemplateOptions:
-    """Options for one launch template from a :class:`ResolvedNodeClass`, an AMI and the NodeClaim's labels/taints."""
+    """Options for one launch template from a :class:`ResolvedNodeClass`, an AMI and the NodeClaim's labels/taints.
+    ``reservation``: ``(capacity reservation id, reservation type)`` of a ``reserved`` launch."""
     image_id = ami if isinstance(ami, str) else ami.id
     ud = render_user_data(
         resolved.ami_family or "Custom",
@@ -121,7 +132,9 @@ def options_for(
         resolved.kubelet,
         max_pods,
         resolved.user_data,
+        instance_store_policy=getattr(resolved, "instance_store_policy", None),
     )
+    pg = getattr(resolved, "placement_group", None)
     return LaunchTemplateOptions(
         cluster_name=cluster.name,
         nodeclass_name=resolved.name,
@@ -135,7 +148,28 @@ def options_for(
         capacity_type=capacity_type,
         associate_public_ip_address=resolved.associate_public_ip_address,
         detailed_monitoring=bool(resolved.detailed_monitoring),
+        ip_prefix_count=getattr(resolved, "ip_prefix_count", None),
+        ipv6=cluster.family == "ipv6",
+        capacity_reservation_id=reservation[0] if reservation else None,
+        capacity_reservation_type=reservation[1] if reservation else None,
+        placement_group_id=pg.id if pg is not None else None,
+        placement_partition=placement_partition if pg is not None else None,
     )
+
+
+def reservation_fields(options: LaunchTemplateOptions) -> dict:
+    """``CapacityReservationSpecification`` (and ``InstanceMarketOptions`` for a capacity block), as upstream with its
+    ``ReservedCapacity`` gate on (its default): a ``reserved`` template targets its reservation only
+    (``capacity-reservations-only``); an on-demand or spot one opts out of open reservations (``none``), so only
+    launches the catalog counted as reserved use reserved capacity."""
+    if options.capacity_type == wk.CAPACITY_TYPE_RESERVED and options.capacity_reservation_id:
+        out: dict = {"CapacityReservationSpecification": {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "CapacityReservationTarget": {"CapacityReservationId": options.capacity_reservation_id}}}
+        if options.capacity_reservation_type == "capacity-block":
+            out["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        return out
+    return {"CapacityReservationSpecification": {"CapacityReservationPreference": "none"}}
 
 
 def _code(e: Exception) -> str:
@@ -181,12 +215,20 @@ class LaunchTemplates:
         if options.block_device_mappings:
             data["BlockDeviceMappings"] = options.block_device_mappings
         groups = sorted(options.security_group_ids)
-        if options.associate_public_ip_address is not None:
-            data["NetworkInterfaces"] = [
-                {"DeviceIndex": 0, "AssociatePublicIpAddress": bool(options.associate_public_ip_address), "Groups": groups}
-            ]
+        if options.associate_public_ip_address is not None or options.ip_prefix_count is not None:
+            eni: dict = {"DeviceIndex": 0, "Groups": groups}
+            if options.associate_public_ip_address is not None:
+                eni["AssociatePublicIpAddress"] = bool(options.associate_public_ip_address)
+            if options.ip_prefix_count is not None:
+                eni["Ipv6PrefixCount" if options.ipv6 else "Ipv4PrefixCount"] = int(options.ip_prefix_count)
+            data["NetworkInterfaces"] = [eni]
         else:
             data["SecurityGroupIds"] = groups
+        data.update(reservation_fields(options))
+        if options.placement_group_id:
+            data["Placement"] = {"GroupId": options.placement_group_id}
+            if options.placement_partition:
+                data["Placement"]["PartitionNumber"] = int(options.placement_partition)
         return {
             "LaunchTemplateName": options.name,
             "LaunchTemplateData": data,
@@ -230,11 +272,14 @@ class LaunchTemplates:
         taints: list[dict] | None = None,
         startup_taints: list[dict] | None = None,
         capacity_type: str | None = None,
+        reservation: tuple[str, str] | None = None,
+        placement_partition: int | None = None,
     ) -> dict[str, LaunchTemplateRef]:
         """``{instance type name: LaunchTemplateRef}`` for catalog ``InstanceType`` objects.
 
         One template per distinct (AMI, max pods) as Karpenter does; max pods is the instance
-        type's ``capacity["pods"]``.  Instance types no AMI serves are left out.
+        type's ``capacity["pods"]``.  Instance types no AMI serves are left out.  A ``reserved`` launch asks once
+        per capacity reservation (``reservation``: its id and type; one template per reservation, as upstream).
         """
         out: dict[str, LaunchTemplateRef] = {}
         made: dict[tuple[str, int | None], LaunchTemplateRef] = {}
@@ -245,7 +290,8 @@ class LaunchTemplates:
             pods = it.capacity.get("pods") if hasattr(it, "capacity") else None
             key = (ami.id, pods)
             if key not in made:
-                opts = options_for(resolved, cluster, ami, labels, taints, startup_taints, pods, capacity_type)
+                opts = options_for(resolved, cluster, ami, labels, taints, startup_taints, pods, capacity_type,
+                                   reservation, placement_partition)
                 lt = self.ensure(opts)
                 made[key] = LaunchTemplateRef(name=lt["name"], id=lt["id"], image_id=ami.id)
             out[it.name] = made[key]

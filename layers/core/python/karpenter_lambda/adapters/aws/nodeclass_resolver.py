@@ -18,7 +18,10 @@ from typing import Callable
 from ...api import labels as wk
 from ...api.objects import ALIAS_FAMILIES
 from ...api.times import format_time
+from ...catalog.reservations import CapacityReservation
+from . import capacity_reservations, placement_groups
 from .amis import AMI, AMIProvider, AMIResolutionError, pick_ami
+from .placement_groups import PlacementGroup
 
 DEFAULT_METADATA_OPTIONS = {
     "httpEndpoint": "enabled",
@@ -84,6 +87,10 @@ class ResolvedNodeClass:
     user_data: str | None = None
     associate_public_ip_address: bool | None = None
     detailed_monitoring: bool = False
+    instance_store_policy: str | None = None  # "RAID0" or None
+    ip_prefix_count: int | None = None
+    capacity_reservations: list[CapacityReservation] = field(default_factory=list)  # sorted by id
+    placement_group: PlacementGroup | None = None
     conditions: list[Condition] = field(default_factory=list)
     now: str | None = None
 
@@ -137,6 +144,10 @@ class ResolvedNodeClass:
         }
         if self.instance_profile:
             out["instanceProfile"] = self.instance_profile
+        if self.capacity_reservations:
+            out["capacityReservations"] = [r.to_status() for r in self.capacity_reservations]
+        if self.placement_group is not None:
+            out["placementGroups"] = [self.placement_group.to_status()]
         return out
 
 
@@ -286,6 +297,35 @@ class NodeClassResolver:
             return None
         return profile
 
+    # -- capacity reservations, placement group ------------------------------------------
+    def _reservations_and_placement(self, r: ResolvedNodeClass, spec: dict) -> list[Condition]:
+        """Resolve ``capacityReservationSelectorTerms`` and ``placementGroupSelector`` onto ``r``; their conditions
+        (``CapacityReservationsReady`` is False only when the describe call failed; ``PlacementGroupReady`` when the
+        selected group is not found or cannot be described)."""
+        conds = []
+        terms = spec.get("capacityReservationSelectorTerms") or []
+        try:
+            r.capacity_reservations, _ = capacity_reservations.resolve(self.ec2, terms, self.clock())
+            conds.append(Condition("CapacityReservationsReady", True, "CapacityReservationsReady"))
+        except Exception as e:  # noqa: BLE001 - e.g. DescribeCapacityReservations denied
+            conds.append(Condition("CapacityReservationsReady", False, "CapacityReservationResolutionFailed",
+                                   f"capacityReservationSelectorTerms {format_terms(terms)}: {e}"))
+        selector = spec.get("placementGroupSelector")
+        if not selector:
+            return conds
+        try:
+            r.placement_group = placement_groups.resolve(self.ec2, selector)
+        except Exception as e:  # noqa: BLE001
+            conds.append(Condition("PlacementGroupReady", False, "PlacementGroupResolutionFailed",
+                                   f"placement group {placement_groups.selector_text(selector)!r}: {e}"))
+            return conds
+        if r.placement_group is None:
+            conds.append(Condition("PlacementGroupReady", False, "PlacementGroupNotFound",
+                                   f"Placement group {placement_groups.selector_text(selector)!r} not found"))
+        else:
+            conds.append(Condition("PlacementGroupReady", True, "PlacementGroupReady"))
+        return conds
+
     # -- all together -------------------------------------------------------------------
     def resolve(self, nodeclass) -> ResolvedNodeClass:
         name, spec, metadata = _spec(nodeclass)
@@ -299,6 +339,8 @@ class NodeClassResolver:
             user_data=spec.get("userData"),
             associate_public_ip_address=spec.get("associatePublicIPAddress"),
             detailed_monitoring=bool(spec.get("detailedMonitoring", False)),
+            instance_store_policy=spec.get("instanceStorePolicy"),
+            ip_prefix_count=int(spec["ipPrefixCount"]) if spec.get("ipPrefixCount") is not None else None,
             metadata_options={**DEFAULT_METADATA_OPTIONS, **(spec.get("metadataOptions") or {})},
             block_device_mappings=[dict(b) for b in spec.get("blockDeviceMappings") or []] or default_block_device_mappings(family),
             now=now,
@@ -343,6 +385,8 @@ class NodeClassResolver:
             if profile
             else Condition("InstanceProfileReady", False, "InstanceProfileNotFound", err)
         )
+
+        conds.extend(self._reservations_and_placement(r, spec))
 
         bad = [c for c in conds if not c.status]
         if bad:

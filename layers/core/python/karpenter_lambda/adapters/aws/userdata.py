@@ -33,12 +33,14 @@ from typing import Any, Iterable
 import yaml
 
 from ...api import labels as wk
+from .toml_writer import dump_toml
 
 UNREGISTERED_TAINT = {"key": wk.UNREGISTERED_TAINT_KEY, "effect": "NoExecute"}
 MIME_BOUNDARY = "//"
 CT_NODECONFIG = "application/node.eks.aws"
 CT_SHELL = 'text/x-shellscript; charset="us-ascii"'
 
+RAID0 = "RAID0"  # the one instanceStorePolicy
 FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022", "Windows2025", "Custom")
 
 
@@ -268,10 +270,11 @@ def node_config(cluster: ClusterInfo, labels, taints, kubelet: dict, max_pods: i
     }
 
 
-def _render_al2023(cluster, labels, taints, kubelet, max_pods, user_data) -> str:
-    ours = "# Karpenter Generated NodeConfig\n" + yaml.safe_dump(
-        node_config(cluster, labels, taints, kubelet, max_pods), sort_keys=True, default_flow_style=False
-    )
+def _render_al2023(cluster, labels, taints, kubelet, max_pods, user_data, instance_store_policy=None) -> str:
+    cfg = node_config(cluster, labels, taints, kubelet, max_pods)
+    if instance_store_policy == RAID0:  # nodeadm assembles the instance-store volumes into a RAID-0 array
+        cfg["spec"]["instance"] = {"localStorage": {"strategy": "RAID0"}}
+    ours = "# Karpenter Generated NodeConfig\n" + yaml.safe_dump(cfg, sort_keys=True, default_flow_style=False)
     return serialize_mime(_user_parts(user_data, yaml_is_nodeconfig=True) + [(CT_NODECONFIG, ours)])
 
 
@@ -284,7 +287,8 @@ def _shq(s: str) -> str:
     return f"'{s}'"
 
 
-def bootstrap_command(cluster: ClusterInfo, labels, taints, kubelet: dict, max_pods: int | None) -> str:
+def bootstrap_command(cluster: ClusterInfo, labels, taints, kubelet: dict, max_pods: int | None,
+                      instance_store_policy: str | None = None) -> str:
     lines = [f"/etc/eks/bootstrap.sh {_shq(cluster.name)} --apiserver-endpoint {_shq(cluster.endpoint)}"]
     if cluster.ca_b64:
         lines[0] += f" --b64-cluster-ca {_shq(cluster.ca_b64)}"
@@ -297,14 +301,16 @@ def bootstrap_command(cluster: ClusterInfo, labels, taints, kubelet: dict, max_p
     args = _kubelet_extra_args(labels, taints, kubelet, max_pods)
     if args:
         lines.append(f"--kubelet-extra-args {_shq(' '.join(args))}")
+    if instance_store_policy == RAID0:  # bootstrap.sh's setup-local-disks builds the RAID-0 array
+        lines.append("--local-disks raid0")
     return " \\\n".join(lines)
 
 
-def _render_al2(cluster, labels, taints, kubelet, max_pods, user_data) -> str:
+def _render_al2(cluster, labels, taints, kubelet, max_pods, user_data, instance_store_policy=None) -> str:
     script = (
         "#!/bin/bash -xe\n"
         "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n"
-        + bootstrap_command(cluster, labels, taints, kubelet, max_pods)
+        + bootstrap_command(cluster, labels, taints, kubelet, max_pods, instance_store_policy)
     )
     return serialize_mime(_user_parts(user_data, yaml_is_nodeconfig=False) + [(CT_SHELL, script)])
 
@@ -312,7 +318,7 @@ def _render_al2(cluster, labels, taints, kubelet, max_pods, user_data) -> str:
 # ---------------------------------------------------------------------------------------
 # Bottlerocket (TOML)
 # ---------------------------------------------------------------------------------------
-def _render_bottlerocket(cluster, labels, taints, kubelet, max_pods, user_data) -> str:
+def _render_bottlerocket(cluster, labels, taints, kubelet, max_pods, user_data, instance_store_policy=None) -> str:
     try:
         doc = tomllib.loads(user_data) if user_data and user_data.strip() else {}
     except tomllib.TOMLDecodeError as e:
@@ -361,71 +367,14 @@ def _render_bottlerocket(cluster, labels, taints, kubelet, max_pods, user_data) 
         k8s["image-gc-low-threshold-percent"] = str(int(kubelet["imageGCLowThresholdPercent"]))
     if kubelet.get("cpuCFSQuota") is not None:
         k8s["cpu-cfs-quota-enforced"] = bool(kubelet["cpuCFSQuota"])
+    if instance_store_policy == RAID0:  # upstream: format and mount the instance store before the kubelet starts
+        commands = settings.setdefault("bootstrap-commands", {})
+        commands["000-mount-instance-storage"] = {
+            "commands": [["apiclient", "ephemeral-storage", "init"],
+                         ["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet",
+                          "/var/log/pods"]],
+            "mode": "always", "essential": True}
     return dump_toml(doc)
-
-
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _toml_key(k: str) -> str:
-    return k if _BARE_KEY.match(k) else "'" + k + "'" if "'" not in k and "\n" not in k else _toml_str(k)
-
-
-def _toml_str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, str):
-        return _toml_str(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    raise UserDataError(f"cannot write {v!r} as TOML")
-
-
-def dump_toml(doc: dict) -> str:
-    """A small TOML writer (tables, arrays of tables, scalars, arrays, inline tables) for Bottlerocket settings."""
-    out: list[str] = []
-
-    def header(path: list[str], array: bool = False) -> str:
-        inner = ".".join(_toml_key(p) for p in path)
-        return f"[[{inner}]]" if array else f"[{inner}]"
-
-    def emit(table: dict, path: list[str]) -> None:
-        scalars = [(k, v) for k, v in table.items() if not isinstance(v, dict) and not _is_table_array(v)]
-        subtables = [(k, v) for k, v in table.items() if isinstance(v, dict)]
-        arrays = [(k, v) for k, v in table.items() if _is_table_array(v)]
-        if path and (scalars or (not subtables and not arrays)):
-            out.append(header(path))
-        for k, v in scalars:
-            out.append(f"{_toml_key(k)} = {_toml_value(v)}")
-        if scalars or (path and not subtables and not arrays):
-            out.append("")
-        for k, v in subtables:
-            emit(v, path + [k])
-        for k, items in arrays:
-            for item in items:
-                out.append(header(path + [k], array=True))
-                for ik, iv in item.items():
-                    out.append(f"{_toml_key(ik)} = {_toml_value(iv)}")
-                out.append("")
-
-    emit(doc, [])
-    return "\n".join(out).strip("\n") + "\n"
-
-
-def _is_table_array(v: Any) -> bool:
-    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
 
 
 # ---------------------------------------------------------------------------------------
@@ -474,12 +423,19 @@ def render_user_data(
     kubelet: dict | None = None,
     max_pods: int | None = None,
     user_data: str | None = None,
+    *,
+    instance_store_policy: str | None = None,
 ) -> str:
     """The node's userData (plain text) for ``family``.
 
     ``nodeclass`` (an ``EC2NodeClass`` or None) supplies ``spec.userData`` and ``spec.kubelet``
     when ``user_data`` / ``kubelet`` are not given.  ``labels`` are the NodeClaim's labels,
     ``taints`` / ``startup_taints`` the NodePool's; ``max_pods`` the instance type's pod capacity.
+    ``instance_store_policy`` ``RAID0`` (the EC2NodeClass's ``instanceStorePolicy``) makes the node build a RAID-0
+    array of its instance-store volumes for ephemeral storage: AL2 ``--local-disks raid0``, AL2023 nodeadm
+    ``instance.localStorage.strategy: RAID0``, Bottlerocket ``settings.bootstrap-commands`` running ``apiclient
+    ephemeral-storage init`` / ``bind``; Windows and Custom: nothing (as upstream: a Custom AMI's userData is the
+    user's, and the Windows bootstrap has no such option).
     Deterministic: the same input always gives the same bytes (it feeds the launch template hash).
     """
     fam = normalize_family(family)
@@ -496,10 +452,11 @@ def render_user_data(
         raise UserDataError("cluster name and endpoint are required to render userData")
     tnts = all_taints(taints, startup_taints)
     labels = dict(labels or {})
+    policy = RAID0 if instance_store_policy == RAID0 else None
     if fam == "AL2023":
-        return _render_al2023(cluster, labels, tnts, kubelet, max_pods, user_data)
+        return _render_al2023(cluster, labels, tnts, kubelet, max_pods, user_data, policy)
     if fam == "AL2":
-        return _render_al2(cluster, labels, tnts, kubelet, max_pods, user_data)
+        return _render_al2(cluster, labels, tnts, kubelet, max_pods, user_data, policy)
     if fam == "Bottlerocket":
-        return _render_bottlerocket(cluster, labels, tnts, kubelet, max_pods, user_data)
+        return _render_bottlerocket(cluster, labels, tnts, kubelet, max_pods, user_data, policy)
     return _render_windows(cluster, labels, tnts, kubelet, max_pods, user_data)
