@@ -4,7 +4,9 @@
 EC2NodeClasses and NodeClaims from the store; nodes, pods, DaemonSets and PDBs from the Kubernetes API; pod
 nominations and NodePool usage from the launch claims; each NodePool's instance types (priced, minus offerings
 marked unavailable) from the cloud provider, whose EC2NodeClass resolution is written back to the
-EC2NodeClass status when it changed.  Provisioning, the sweeps and ``plan`` all decide on this one snapshot.
+EC2NodeClass status when it changed, with the stored NodeOverlays applied (``catalog.overlay``: prices and extended
+resources; an overlay's ValidationSucceeded/Ready conditions say whether it conflicts).  Provisioning, the sweeps
+and ``plan`` all decide on this one snapshot.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 import json
 import logging
 
+from ..api import labels as L
+from ..api.conditions import get_condition, make_condition, set_condition
 from ..api.snapshot import ClusterSnapshot
+from ..catalog.overlay import OverlayResult, apply_overlays_by_nodepool
 from ..scheduling.volumes import apply_volumes, has_claims
 from .cluster_state import as_dict
 
@@ -85,7 +90,10 @@ class SnapshotLoader:
         return resolved, problem
 
     def load_instance_types(self, snap: ClusterSnapshot) -> None:
+        """Each NodePool's instance types from the cloud provider, with the NodeOverlays applied (once: the
+        overlays always start from the provider's types, so a second call does not adjust prices twice)."""
         unavailable = self.cloud.unavailable_offerings()
+        base: dict[str, list] = {}
         for np in snap.nodepools.values():
             ref = np.node_class_ref
             nc = snap.nodeclasses.get(ref.get("name", ""))
@@ -98,7 +106,38 @@ class SnapshotLoader:
             if problem:
                 snap.nodepool_problems[np.name] = f"NodePool {np.name}: EC2NodeClass {nc.name} not ready: {problem}"
                 continue
-            snap.instance_types[np.name] = self.cloud.instance_types(nc, resolved, unavailable)
+            base[np.name] = self.cloud.instance_types(nc, resolved, unavailable)
+        snap.instance_types.update(self.apply_overlays(snap, base))
+
+    def apply_overlays(self, snap: ClusterSnapshot, base: dict[str, list]) -> dict[str, list]:
+        """``base`` (NodePool -> the provider's instance types) with the stored NodeOverlays applied; each overlay's
+        status says whether it applies or conflicts (written only when that changed)."""
+        overlays = self.store.list("NodeOverlay") if base else []
+        if not overlays:
+            return base
+        result = apply_overlays_by_nodepool(base, snap.nodepools, overlays)
+        for name, why in result.conflicts.items():
+            self.logger.warning(f"NodeOverlay {name} not applied: {why}")
+        self._write_overlay_status(overlays, result, snap.now)
+        return result.instance_types
+
+    def _write_overlay_status(self, overlays: list, result: OverlayResult, now: float) -> None:
+        for ov in overlays:
+            why = result.conflicts.get(ov.name)
+            ok = why is None
+            # as Karpenter's status conditions: a True condition's reason is its type, a conflict's is Conflict
+            reason, message = (L.CONDITION_VALIDATION_SUCCEEDED, "") if ok else ("Conflict", why)
+            current = get_condition(ov.status, L.CONDITION_VALIDATION_SUCCEEDED)
+            if current is not None and (current.get("status") == ("True" if ok else "False")
+                                        and current.get("reason") == reason and current.get("message") == message):
+                continue
+            status: dict = {"conditions": list(ov.status.get("conditions") or [])}
+            for type_ in (L.CONDITION_VALIDATION_SUCCEEDED, L.CONDITION_READY):
+                set_condition(status, make_condition(type_, ok, type_ if ok else reason, message, now))
+            try:
+                self.store.update_status("NodeOverlay", ov.name, {"conditions": status["conditions"]})
+            except Exception as e:   # a status is a report: the decision goes on without it
+                self.logger.warning(f"could not write NodeOverlay {ov.name} status: {e}")
 
 
 def _strip_times(status: dict) -> dict:

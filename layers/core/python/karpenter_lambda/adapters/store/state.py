@@ -8,7 +8,7 @@ retries, :meth:`Store.put` with a ``metadata.resourceVersion`` fails with
 :class:`Conflict` when the object changed since it was read.
 
 Objects come back as ``api.objects`` classes (``NodePool``, ``EC2NodeClass``,
-``NodeClaim``, ``OffPeakSchedule``; other kinds as ``KubeObject``) with
+``NodeClaim``, ``NodeOverlay``, ``OffPeakSchedule``; other kinds as ``KubeObject``) with
 ``metadata.resourceVersion`` = the item version (a string, as in Kubernetes),
 ``metadata.uid``, ``metadata.creationTimestamp`` and ``metadata.generation``
 (bumped when ``spec`` changes) maintained by the store.
@@ -52,6 +52,7 @@ KIND_ALIASES: dict[str, str] = {
     "nodeclass": "EC2NodeClass", "nodeclasses": "EC2NodeClass",
     "nodeclaim": "NodeClaim", "nodeclaims": "NodeClaim", "nc": "NodeClaim",
     "offpeakschedule": "OffPeakSchedule", "offpeakschedules": "OffPeakSchedule", "ops": "OffPeakSchedule",
+    "nodeoverlay": "NodeOverlay", "nodeoverlays": "NodeOverlay", "overlay": "NodeOverlay", "overlays": "NodeOverlay",
 }
 
 _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes generateName alphabet
