@@ -17,6 +17,9 @@ from .schema import List, Obj, Str, join
 __all__ = [
     "DNS1123_SUBDOMAIN_RE",
     "CONSOLIDATION_POLICIES",
+    "WHEN_EMPTY",
+    "WHEN_EMPTY_OR_UNDERUTILIZED",
+    "BALANCED",
     "DISRUPTION_REASONS",
     "NILLABLE_DURATION_MSG",
     "DURATION_MSG",
@@ -27,7 +30,10 @@ __all__ = [
     "dns_subdomain_check",
 ]
 
-CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced")
+WHEN_EMPTY = "WhenEmpty"
+WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"   # the CRD default
+BALANCED = "Balanced"   # consolidation moves scored: savings share over disruption share (disruption/balanced.py)
+CONSOLIDATION_POLICIES = (WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED, BALANCED)
 DISRUPTION_REASONS = ("Underutilized", "Empty", "Drifted")
 NILLABLE_DURATION_MSG = "must be a duration such as 30s, 10m, 720h or 1h30m (digits with units s, m, h), or Never"
 DURATION_MSG = "must be a duration such as 30s, 10m or 1h30m (digits with units s, m, h); Never is not allowed here"

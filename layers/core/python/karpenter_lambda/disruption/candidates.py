@@ -92,21 +92,23 @@ def node_blocker(node: dict | None) -> tuple[str, str] | None:
     return None
 
 
+def eviction_cost(pod: dict) -> float:
+    """Karpenter's ``EvictionCost`` of one pod: ``1 + deletion-cost/2^27 + priority/2^25``, clamped to [-10, 10]."""
+    cost = 1.0
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    try:
+        cost += float(ann.get("controller.kubernetes.io/pod-deletion-cost", 0)) / 2 ** 27
+    except (TypeError, ValueError):
+        pass
+    prio = (pod.get("spec") or {}).get("priority")
+    if isinstance(prio, (int, float)):
+        cost += float(prio) / 2 ** 25
+    return min(10.0, max(-10.0, cost))
+
+
 def disruption_cost(pods: list[dict], lifetime_left: float = 1.0) -> float:
-    total = 0.0
-    for p in pods:
-        if not is_reschedulable(p):
-            continue
-        cost = 1.0
-        ann = (p.get("metadata") or {}).get("annotations") or {}
-        try:
-            cost += float(ann.get("controller.kubernetes.io/pod-deletion-cost", 0)) / 2 ** 27
-        except (TypeError, ValueError):
-            pass
-        prio = (p.get("spec") or {}).get("priority")
-        if isinstance(prio, (int, float)):
-            cost += float(prio) / 2 ** 25
-        total += min(10.0, max(-10.0, cost))
+    """Consolidation's ordering: the reschedulable pods' :func:`eviction_cost` summed, times the lifetime left."""
+    total = sum(eviction_cost(p) for p in pods if is_reschedulable(p))
     return total * max(0.0, min(1.0, lifetime_left))
 
 
@@ -195,5 +197,5 @@ def graceful_blockers(c: Candidate, snap: ClusterSnapshot, *, eventual: bool = F
 
 
 __all__ = ["LAST_POD_EVENT", "SECURITY_GROUPS_ANNOTATION", "SUBNET_ANNOTATION", "build_candidates", "condition_time",
-           "created_at", "disruption_cost", "do_not_disrupt_until", "epoch", "evictable_pods",
+           "created_at", "disruption_cost", "do_not_disrupt_until", "epoch", "evictable_pods", "eviction_cost",
            "graceful_blockers", "lifetime_left", "make_candidate", "nominated", "pod_blockers", "pod_uid"]

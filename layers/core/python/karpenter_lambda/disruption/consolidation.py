@@ -2,8 +2,8 @@
 
 Shared by multi-node and single-node consolidation (Karpenter's pkg/controllers/disruption/consolidation.go):
 
-* a candidate is **consolidatable**: its NodePool's ``consolidationPolicy`` is ``WhenEmptyOrUnderutilized`` and
-  ``consolidateAfter`` has elapsed since the last pod event (:func:`.emptiness.consolidatable_in`); graceful
+* a candidate is **consolidatable**: its NodePool's ``consolidationPolicy`` is ``WhenEmptyOrUnderutilized`` or
+  ``Balanced`` and ``consolidateAfter`` has elapsed since the last pod event (:func:`.emptiness.consolidatable_in`); graceful
   blockers apply;
 * :func:`consolidation_option` asks the scheduling question (:func:`.replace.removal_plan`) for a set of
   candidates.  The move is valid only when every reschedulable pod lands on the remaining initialized nodes plus
@@ -11,6 +11,8 @@ Shared by multi-node and single-node consolidation (Karpenter's pkg/controllers/
   **replace**, only with instance types strictly cheaper than the candidates together; spot -> spot needs at least
   15 cheaper spot types and offers the 15 cheapest (Karpenter's rule; single-node only); on-demand -> spot where the
   NodePool allows spot; a requirement's ``minValues`` must still hold after the price filter;
+* ``Balanced`` NodePools: a valid option is also scored (:func:`.balanced.judge`); under the threshold it is not
+  valid, its reason gives the score;
 * nodes still inside their own ``consolidateAfter`` window are not destinations (a synthetic NoSchedule taint in
   the simulation keeps their pods counted for topology), nor are uninitialized ones (``simulate_removal``).
 """
@@ -25,11 +27,13 @@ from ..api import labels as wk
 from ..api.kube import pod_key
 from ..api.objects import NodeClaim
 from ..api.snapshot import ClusterSnapshot
+from ..api.validators import BALANCED, WHEN_EMPTY_OR_UNDERUTILIZED
 from ..scheduling.inputs import POD_FACTS_CACHE, nodepool_inputs
 from ..scheduling.model import ExistingNode
 from ..scheduling.nodeclaim import NodeClaimTemplate
 from ..scheduling.requirements import Requirement, Requirements
 from ..scheduling.resources import pod_requests
+from .balanced import judge
 from .candidates import graceful_blockers, make_candidate
 from .emptiness import consolidatable_in
 from .replace import new_capacity_sketch, removal_plan
@@ -39,8 +43,11 @@ SPOT_TO_SPOT_MIN_TYPES = 15
 WINDOW_TAINT = {"key": "karpenter-lambda.io/consolidate-after-window", "effect": "NoSchedule"}
 
 
+UNDERUTILIZED_POLICIES = (WHEN_EMPTY_OR_UNDERUTILIZED, BALANCED)   # the policies that consolidate non-empty nodes
+
+
 def consolidation_enabled(c: Candidate) -> bool:
-    return (c.nodepool.disruption or {}).get("consolidationPolicy", "WhenEmptyOrUnderutilized") == "WhenEmptyOrUnderutilized"
+    return (c.nodepool.disruption or {}).get("consolidationPolicy", WHEN_EMPTY_OR_UNDERUTILIZED) in UNDERUTILIZED_POLICIES
 
 
 def fmt_seconds(s: float) -> str:
@@ -126,6 +133,13 @@ def evaluations_left(ctx) -> int:
 
 def consolidation_option(snap: ClusterSnapshot, candidates: list[Candidate], ctx=None, *,
                          window: set[str] | None = None, one_node: str | None = None) -> Option:
+    """The validity test of deleting ``candidates`` or replacing them by one strictly cheaper node, and in a
+    ``Balanced`` NodePool the move's score (:func:`.balanced.judge`; under the threshold the option is not valid)."""
+    return judge(_option(snap, candidates, ctx, window=window, one_node=one_node), snap, ctx)
+
+
+def _option(snap: ClusterSnapshot, candidates: list[Candidate], ctx=None, *,
+            window: set[str] | None = None, one_node: str | None = None) -> Option:
     """The validity test of deleting ``candidates`` or replacing them by one strictly cheaper node.
 
     ``one_node`` (a zone; packed groups, whose pods were chosen to fill one node there): the replacement is sized

@@ -144,6 +144,8 @@ class SweepMemo:
     single_node_invalid: set[str] = field(default_factory=set)    # single-node candidates found invalid
     pod_requests: dict = field(default_factory=dict)               # (namespace, name) -> (cpu, memory)
     bin_types: dict = field(default_factory=dict)                  # (NodePool, zone, capacity type) -> bin types
+    # Balanced NodePools' price and disruption totals (balanced.Totals), taken once per sweep as Karpenter does
+    balanced_totals: dict | None = None
 
 
 class SweepContext:

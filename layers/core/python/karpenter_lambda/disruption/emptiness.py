@@ -2,7 +2,7 @@
 
 Karpenter's rules (pkg/controllers/disruption/emptiness.go and nodeclaim/disruption/consolidation.go):
 
-* the NodePool's ``consolidationPolicy`` is ``WhenEmpty`` or ``WhenEmptyOrUnderutilized`` and its
+* the NodePool's ``consolidationPolicy`` is ``WhenEmpty``, ``WhenEmptyOrUnderutilized`` or ``Balanced`` and its
   ``consolidateAfter`` is not ``Never``;
 * the node is **consolidatable**: ``now - max(last pod event on it, initialized time) >= consolidateAfter``.  The
   last pod event is kept by the sweeps on the NodeClaim (``status.lastPodEventTime``: they compare the node's pods
@@ -12,17 +12,21 @@ Karpenter's rules (pkg/controllers/disruption/emptiness.go and nodeclaim/disrupt
 * a pending pod nominated to it keeps it (the candidate filter), and graceful blockers apply (do-not-disrupt, PDB).
 
 Empty candidates of a NodePool are removed together up to the ``Empty`` budget (one command each, so each is
-recorded, revalidated and reported on its own).  Nothing is launched.
+recorded, revalidated and reported on its own).  Nothing is launched.  In a ``Balanced`` NodePool the delete's score
+(:mod:`.balanced`) is given with the command, not applied: Karpenter's emptiness is not scored (an empty node's
+disruption cost is the per-node base alone, so its delete passes but where the node is a tiny share of the price).
 """
 
 from __future__ import annotations
 
 from ..api.durations import DurationError, parse_nillable_duration
 from ..api.snapshot import ClusterSnapshot
+from ..api.validators import BALANCED, WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED
+from .balanced import delete_score, totals_for
 from .candidates import LAST_POD_EVENT, condition_time, epoch, graceful_blockers
 from .types import EMPTY, GRACEFUL, Blocked, Candidate, Command, MethodBase
 
-CONSOLIDATING_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
+CONSOLIDATING_POLICIES = (WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED, BALANCED)
 
 
 def consolidate_after(nodepool) -> int | None:
@@ -45,7 +49,7 @@ def last_pod_event(c: Candidate) -> float | None:
 
 def consolidatable_in(c: Candidate, snap: ClusterSnapshot) -> float | None:
     """Seconds until the node is consolidatable (<= 0: it is); None when its NodePool never consolidates."""
-    policy = (c.nodepool.disruption or {}).get("consolidationPolicy", "WhenEmptyOrUnderutilized")
+    policy = (c.nodepool.disruption or {}).get("consolidationPolicy", WHEN_EMPTY_OR_UNDERUTILIZED)
     after = consolidate_after(c.nodepool)
     if policy not in CONSOLIDATING_POLICIES or after is None:
         return None
@@ -77,5 +81,7 @@ class Emptiness(MethodBase):
                 blocked.append(Blocked(c.name, "budget", ctx.budgets.message(c.nodepool_name, EMPTY), EMPTY))
                 continue
             ctx.budgets.take(c.nodepool_name, EMPTY)
-            commands.append(Command(EMPTY, [c], savings_per_hour=round(c.price, 6), detail="empty"))
+            score = delete_score(c, totals_for(snap, ctx))
+            commands.append(Command(EMPTY, [c], savings_per_hour=round(c.price, 6), score=score,
+                                    detail="empty" + (f"; balanced {score.text()}" if score is not None else "")))
         return commands, blocked

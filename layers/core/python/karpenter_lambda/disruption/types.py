@@ -10,10 +10,14 @@ stays (budget, do-not-disrupt, PDB, pods would not fit, ...), at most once per n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..api.objects import NodeClaim, NodePool
 from ..api.snapshot import ClusterSnapshot
 from ..scheduling import NodeClaimPlan
+
+if TYPE_CHECKING:
+    from .balanced import BalancedScore
 
 # reasons (the `reason` keys of `NodeClaimDisrupted` events; Karpenter's budget reasons are Empty/Drifted/Underutilized)
 EMPTY = "Empty"
@@ -74,6 +78,7 @@ class Option:
     placements: dict[str, str] = field(default_factory=dict)   # moved pod key -> existing node (where the test put it)
     usage: dict[str, dict[str, int]] = field(default_factory=dict)   # NodePool usage with the candidates freed
     stray: list[str] = field(default_factory=list)   # pods that would still need another new node (not one node)
+    score: "BalancedScore | None" = None   # a Balanced NodePool's score of the move (rejected: ``reason`` says so)
 
     @property
     def valid(self) -> bool:
@@ -93,6 +98,7 @@ class Command:
     forceful: bool = False                          # not held by budgets (expiration)
     detail: str = ""                                # human explanation (drift kind, ...)
     option: Option | None = None                    # consolidation: the validity test's answer (where pods go)
+    score: "BalancedScore | None" = None            # consolidation in a Balanced NodePool: the move's score
 
     @property
     def names(self) -> list[str]:
@@ -105,6 +111,7 @@ class Blocked:
     cause: str        # BLOCK_* above
     message: str      # e.g. "do-not-disrupt pod default/web-1", "budget Drifted 0 of 3 left"
     reason: str = ""  # the disruption reason it blocked (EMPTY, DRIFTED, ...)
+    score: "BalancedScore | None" = None   # cause "balanced score": the rejected move's score
 
 
 @dataclass

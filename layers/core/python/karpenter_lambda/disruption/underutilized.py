@@ -33,6 +33,7 @@ from ..scheduling.resources import pod_requests
 from ..scheduling.predicates import labels_match
 from .consolidation import (consolidatable, consolidation_enabled, consolidation_option, evaluations_left, ordered,
                             window_nodes)
+from .balanced import BLOCK_BALANCED, REJECTED_PREFIX, delete_score, totals_for
 from .emptiness import consolidatable_in
 from .types import BLOCK_PODS_WOULD_NOT_FIT, GRACEFUL, UNDERUTILIZED, Blocked, Candidate, Command, MethodBase, Option
 
@@ -48,15 +49,18 @@ ZONE_SPREAD_LAST = True   # first-fit packs the nodes whose zone-spread pods cou
 
 
 def _cause(reason: str) -> str:
+    if reason.startswith(REJECTED_PREFIX):
+        return BLOCK_BALANCED
     return BLOCK_PODS_WOULD_NOT_FIT if reason.startswith("pods would not fit") else NO_CHEAPER
 
 
 def _command(opt: Option) -> Command:
     return Command(UNDERUTILIZED, list(opt.candidates), replacements=[opt.replacement] if opt.replacement else [],
-                   savings_per_hour=opt.savings, option=opt,
+                   savings_per_hour=opt.savings, option=opt, score=opt.score,
                    detail=(f"{opt.action} {len(opt.candidates)} node(s)" +
                            (f" by {opt.replacement.instance_type}" if opt.replacement is not None else "") +
-                           f", saves ${opt.savings:.4f}/h"))
+                           f", saves ${opt.savings:.4f}/h" +
+                           (f"; balanced {opt.score.text()}" if opt.score is not None else "")))
 
 
 class _Underutilized(MethodBase):
@@ -389,11 +393,19 @@ class SingleNodeConsolidation(_Underutilized):
             if not budgets.available(c.nodepool_name, UNDERUTILIZED):
                 blocked.append(Blocked(c.name, "budget", budgets.message(c.nodepool_name, UNDERUTILIZED), UNDERUTILIZED))
                 continue
+            best = delete_score(c, totals_for(snap, ctx))
+            if best is not None and not best.approved:
+                # Balanced: even deleting it (the most any move of it saves) scores under the threshold -- no
+                # simulation needed (Karpenter's CanPassThreshold)
+                tried.add(c.name)
+                blocked.append(Blocked(c.name, BLOCK_BALANCED, f"{REJECTED_PREFIX}even a delete would have "
+                                       f"{best.text()}", UNDERUTILIZED, score=best))
+                continue
             n += 1
             opt = consolidation_option(snap, [c], ctx, window=window)
             if opt.valid:
                 budgets.take(c.nodepool_name, UNDERUTILIZED)
                 return [_command(opt)], blocked
             tried.add(c.name)
-            blocked.append(Blocked(c.name, _cause(opt.reason), opt.reason, UNDERUTILIZED))
+            blocked.append(Blocked(c.name, _cause(opt.reason), opt.reason, UNDERUTILIZED, score=opt.score))
         return [], blocked
