@@ -60,3 +60,8 @@ def node_repair_blocked_message(percent: str) -> str:
 
 
 __all__ += ["NODE_REPAIRED", "NODE_REPAIR_BLOCKED", "node_repaired_message", "node_repair_blocked_message"]
+
+# Balanced consolidation (disruption/balanced.py): a scored move's Node gets one of these, the message giving the score
+CONSOLIDATION_APPROVED = "ConsolidationApproved"
+CONSOLIDATION_REJECTED = "ConsolidationRejected"
+__all__ += ["CONSOLIDATION_APPROVED", "CONSOLIDATION_REJECTED"]
