@@ -1,0 +1,70 @@
+"""Each crash point of :mod:`.crashpoints` runs in a forked copy of one set-up world: moto's state (in-process) and
+the local Kubernetes API's store are copied with the process, so every run starts from exactly the same state
+without paying for the set-up again, and several runs can go at once (one per core).
+
+The API server's serving thread does not survive a fork and its listening socket would be shared: each child
+closes its copy of the socket and serves the copied store on a port of its own
+(``KARPENTER_LAMBDA_KUBE_ENDPOINT`` points the controllers at it); the controllers' environment is dropped on
+both sides, so no client keeps a connection to another process's server."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Callable
+
+from .crashpoints import Call
+
+Result = tuple[list[Call], bool, list[str]]
+
+
+@dataclass
+class Child:
+    pid: int
+    fd: int
+
+
+def _own_server(server) -> None:
+    """In the child: the copied store served on a new port, the controllers pointed at it."""
+    httpd = server._httpd
+    if httpd is not None:
+        httpd.socket.close()
+    server._httpd, server._thread, server._connections, server.port = None, None, set(), 0
+    os.environ["KARPENTER_LAMBDA_KUBE_ENDPOINT"] = server.start()
+
+
+def start(run: Callable[[], Result], server) -> Child:
+    """``run()`` in a forked child; :func:`collect` returns its (calls, died, problems)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                   # the child: never returns
+        os.close(r)
+        code = 0
+        try:
+            _own_server(server)
+            calls, died, problems = run()
+            payload = {"calls": [[c.index, c.service, c.op] for c in calls], "died": died, "problems": problems}
+        except BaseException as e:  # noqa: BLE001 - reported to the parent as the run's problem
+            tb = traceback.format_exc().strip().splitlines()
+            payload = {"calls": [], "died": False, "problems": [f"harness error: {type(e).__name__}: {e} "
+                                                                 f"({' | '.join(tb[-3:])})"]}
+            code = 1
+        with os.fdopen(w, "wb") as f:
+            f.write(json.dumps(payload).encode())
+        os._exit(code)
+    os.close(w)
+    return Child(pid, r)
+
+
+def collect(child: Child) -> Result:
+    with os.fdopen(child.fd, "rb") as f:
+        data = f.read()
+    os.waitpid(child.pid, 0)
+    payload = json.loads(data or b'{"calls": [], "died": false, "problems": ["the child died without an answer"]}')
+    calls = [Call(int(i), str(s), str(o)) for i, s, o in payload["calls"]]
+    return calls, bool(payload["died"]), list(payload["problems"])
