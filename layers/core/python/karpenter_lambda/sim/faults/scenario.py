@@ -127,11 +127,7 @@ class FaultRun:
             self.w = w
             self.wc = WorkloadController(w.server)
             self.deploys = {}
-            for i in range(self.rng.randint(2, 4)):
-                name = f"app{i}"
-                self.deploys[name] = self.rng.randint(2, 8)
-                self.wc.add(deployment(name, self.deploys[name], self.rng.choice(["250m", "500m", "1", "1500m"]),
-                                       self.rng.choice(["256Mi", "1Gi", "2Gi"])))
+            self._workloads()
             root = repo_root()
             self.timeouts = function_timeouts(root)
             with sqs_on_clock(w.clock), FaultInjector(w, self.timeouts) as inj:
@@ -185,8 +181,22 @@ class FaultRun:
         self.settled = quiet >= 2
         self.settle_count = n
 
+    def _workloads(self) -> None:
+        for i in range(self.rng.randint(2, 4)):
+            name = f"app{i}"
+            self.deploys[name] = self.rng.randint(2, 8)
+            self.wc.add(deployment(name, self.deploys[name], self.rng.choice(["250m", "500m", "1", "1500m"]),
+                                   self.rng.choice(["256Mi", "1Gi", "2Gi"])))
+
     def _setup(self) -> None:
         """Before the first round (a targeted run plants its states here)."""
+
+    def _script(self) -> None:
+        """At the start of every round (a targeted run's scripted events)."""
+
+    def _chance(self, p: float) -> bool:
+        """A random scenario choice of the fault phase (a targeted run scripts its own instead)."""
+        return self.faults_on and self.rng.random() < p
 
     def _setup_queues(self, settings) -> None:
         w = self.w
@@ -247,27 +257,28 @@ class FaultRun:
         self._aws_reclaims()
         self.wc.reconcile()
         w.schedule()
-        if self.faults_on and rng.random() < 0.4:          # load changes: scale a Deployment
+        self._script()
+        if self._chance(0.4):                              # load changes: scale a Deployment
             name = rng.choice(sorted(self.deploys))
             self.deploys[name] = rng.randint(0, 10)
             self.event("scale")
             self.wc.scale("Deployment", "default", name, self.deploys[name])
             self.wc.reconcile()
             w.schedule()
-        if self.faults_on and rng.random() < 0.06:         # a NodePool change: every node drifts (replacements)
+        if self._chance(0.06):                             # a NodePool change: every node drifts (replacements)
             self._drift_nodepool()
         self._provision()
         self._kubelets()
         self._invoke("lifecycle", w.sweep)
         self._kubelets()
-        if self.faults_on and rng.random() < 0.2:
+        if self._chance(0.2):
             self._concurrently([("consolidation", lambda: w.invoke("consolidation")),
                                 (rng.choice(["lifecycle", "consolidation", "drift"]),
                                  lambda: w.invoke("drift") if rng.random() < 0.3 else w.sweep())])
         else:
             self._invoke("consolidation", lambda: w.invoke("consolidation"))
             self._invoke("drift", lambda: w.invoke("drift"))
-        if self.faults_on and rng.random() < 0.25:
+        if self._chance(0.25):
             self._interrupt()
         self._deliver_interruptions()
         self._invoke("lifecycle", w.sweep)
@@ -294,7 +305,7 @@ class FaultRun:
     def _provision(self) -> None:
         """The watcher sends every pending pod (its 60 s resync: one round); Lambda's event source polls the pod queue
         (records a failed invocation left come back after the visibility timeout, then to the DLQ)."""
-        w, rng = self.w, self.rng
+        w = self.w
         pending = [p for p in w.server.store.list("pods") if not (p.get("spec") or {}).get("nodeName")
                    and not p["metadata"].get("deletionTimestamp")]
         for p in pending:
@@ -305,14 +316,14 @@ class FaultRun:
             self._count_queue(self.pod_queue, before)
             if ev is None:
                 return
-            if self.faults_on and rng.random() < 0.15:   # two pollers got the batch (at-least-once delivery)
+            if self._chance(0.15):   # two pollers got the batch (at-least-once delivery)
                 self.inj.count("sqs_duplicate")
                 outs = self._concurrently([("provisioner", lambda: w.provision(ev)), ("provisioner", lambda: w.provision(ev))])
                 self.pod_queue.settle(ev, outs[0] if not (outs[0]["crashed"] or outs[0]["error"]) else outs[1])
                 continue
             out = self._invoke("provisioner", lambda: w.provision(ev))
             self.pod_queue.settle(ev, out)
-            if self.faults_on and rng.random() < 0.15 and not out["crashed"]:   # the same records sent again
+            if not out["crashed"] and self._chance(0.15):   # the same records sent again
                 self.inj.count("sqs_duplicate")
                 for r in ev["Records"]:
                     self.pod_queue.send(r["body"])
@@ -330,11 +341,15 @@ class FaultRun:
         have = {(n.get("spec") or {}).get("providerID") for n in w.server.store.list("nodes")}
         for inst in w.instances(states=("running",)):
             pid = f"aws:///{inst['Placement']['AvailabilityZone']}/{inst['InstanceId']}"
-            if pid not in have and inst["InstanceId"] not in self.interrupted:
+            if pid not in have and inst["InstanceId"] not in self.interrupted and self._kubelet_starts(inst):
                 try:
                     w.join(inst, ready=True)
                 except Exception as e:  # noqa: BLE001 - e.g. its NodeClaim vanished meanwhile
                     self.errors[f"join: {e}"[:120]] += 1
+
+    def _kubelet_starts(self, inst: dict) -> bool:
+        """Whether this instance's kubelet registers (a targeted run breaks some)."""
+        return True
 
     def _pod_gc(self) -> None:
         names = {n["metadata"]["name"] for n in self.w.server.store.list("nodes")}
@@ -344,22 +359,23 @@ class FaultRun:
                 self.w.server.store.delete("pods", p["metadata"]["name"], p["metadata"].get("namespace") or "default")
 
     # -- interruptions -----------------------------------------------------------------------------------------
-    def _interrupt(self) -> None:
-        running = [i for i in self.w.instances(states=("running",)) if i["InstanceId"] not in self.interrupted]
-        if not running:
-            return
-        inst = self.rng.choice(running)
-        iid = inst["InstanceId"]
+    def _interrupt(self, iid: str | None = None, lose: bool | None = None) -> None:
+        """A spot warning (random instance, random losses unless given), the reclaim two minutes later."""
+        if iid is None:
+            running = [i for i in self.w.instances(states=("running",)) if i["InstanceId"] not in self.interrupted]
+            if not running:
+                return
+            iid = self.rng.choice(running)["InstanceId"]
         self.interrupted.add(iid)
         self.event("spot_warning")
-        lose_state = self.rng.random() < 0.3
+        lose_state = self.rng.random() < 0.3 if lose is None else lose
         self.reclaims.append((self.w.clock.now() + SPOT_WARNING_SECONDS, iid, lose_state))
-        if self.rng.random() < 0.3:
+        if (self.rng.random() < 0.3) if lose is None else lose:
             self.inj.count("eventbridge_lost")          # the warning never reaches the queue
             return
         body = json.dumps(spot_warning(iid, self.w.clock.isoformat()))
         self.iq.send(body)
-        if self.rng.random() < 0.3:
+        if lose is None and self.rng.random() < 0.3:
             self.inj.count("sqs_duplicate")             # EventBridge -> SQS is at-least-once
             self.iq.send(body)
 
