@@ -16,14 +16,14 @@ limits: the exact cheapest cover (:func:`cover_plan`).  What is left goes throug
 
 from __future__ import annotations
 
-import operator
-
 from .cover import min_cost_cover
 from .model import INF, SimNode, fit_count
 from .nodeclaim import InstanceTypeOption, NodeClaimTemplate
 from .podfacts import PodClass
 from .taints import untolerated
+from .valuation import TypeView, lp_duals, lp_pair, simulate, standalone_values, value_bounds, value_bounds_by_avail
 
+# the valuations live in valuation.py; their names stay importable from here
 __all__ = ["BulkPacker", "repack", "cover_plan", "lp_duals", "lp_pair", "simulate", "standalone_values",
            "value_bounds", "shrunk_price"]
 
@@ -95,11 +95,23 @@ class BulkPacker:
         counts = {v: sum(x.limit - x.placed for x in cl) for v, cl in buckets.items()}
         minvec = [min(v[i] for v in counts) for i in range(nres)]
         exotic_ok = any(x.wants_exotic() for x in live)
-        types = [(p, t) for p, _, t in pool.priced(reqs) if all(a >= v for a, v in zip(t.avail, minvec))]
+        holds: dict = {}   # allocatable vector -> holds the smallest request of every resource
+        types = []
+        for p, _, t in pool.priced(reqs):
+            a = t.avail
+            ok = holds.get(a)
+            if ok is None:
+                ok = holds[a] = all(x >= v for x, v in zip(a, minvec))
+            if ok:
+                types.append((p, t))
         if not exotic_ok:
             types = [(p, t) for p, t in types if not t.exotic] or types
         if not types:
             return
+        view = TypeView(types)
+        cache = self.__dict__.get("_valuation_cache")
+        if cache is None:
+            cache = self._valuation_cache = {}
         # two ways to value a pod: its share of the 2-resource LP's dual prices of CPU and memory, and what it
         # costs packed alone; the packing is planned under each and the cheaper plan is kept
         # one request vector and no limits: the exact cheapest cover (the greedy fills below can only tie it)
@@ -107,11 +119,11 @@ class BulkPacker:
         plans = [exact] if exact is not None else []
         if exact is None:
             demand = [sum(v[i] * k for v, k in counts.items()) for i in range(2)]
-            y0, y1 = lp_duals([(t, t.avail[0], t.avail[1], p) for p, t in types], max(1, demand[0]), max(1, demand[1]))
-            for values in ({v: y0 * v[0] + y1 * v[1] for v in counts}, standalone_values(types, counts)):
+            y0, y1 = lp_duals(view.lp_items, max(1, demand[0]), max(1, demand[1]))
+            for values in ({v: y0 * v[0] + y1 * v[1] for v in counts}, standalone_values(types, counts, cache, view)):
                 values = {v: u for v, u in values.items() if u > 0}
                 if values:
-                    plans.append(self._plan_new(pool, types, dict(counts), values))
+                    plans.append(self._plan_new(pool, view, dict(counts), values, cache))
         if not plans:
             return
         best = min(plans, key=lambda x: (-x[1], x[2]))  # most pods placed, then cheapest
@@ -136,12 +148,14 @@ class BulkPacker:
                             cl.pop(0)
                 self.add_planned(node)
 
-    def _plan_new(self, pool: NodeClaimTemplate, types: list, counts: dict, values: dict):
+    def _plan_new(self, pool: NodeClaimTemplate, view: TypeView, counts: dict, values: dict, cache: dict):
         """Plan new nodes for ``counts`` ({request vector: pods}) greedily: each step opens the type whose
         simulated fill is worth the most per dollar (pods valued at ``values``) and repeats that fill while the
         pods last.  Returns ([(type, {vector: pods per node}, nodes)], pods placed, cost); nothing is changed."""
-        ubs = value_bounds(types, values)
-        short = sorted(((ubs[t.name] / p, p, t) for p, t in types if ubs[t.name] > 0), key=lambda x: (-x[0], x[1], x[2].name))
+        types = view.types
+        ubs = value_bounds_by_avail(view.avails, values, cache)
+        short = [(ub / p, p, t) for p, t in types if (ub := ubs[t.avail]) > 0]
+        short.sort(key=lambda x: (-x[0], x[1], x[2].name))
         remaining = dict(pool.remaining)
 
         def limit_ok(t):
@@ -372,188 +386,3 @@ def repack(plan: list, types: list) -> list:
                                                  for i, u in enumerate(shrink[k][1])])
                 groups[nk] = groups.get(nk, 0) + 1
     return [(ttype[k], dict(k), n) for k, n in groups.items() if n]
-
-
-def standalone_values(types: list, counts: dict) -> dict:
-    """Value of one pod per request vector: what it costs packed alone, the lowest price per pod over the
-    types each filled with that vector only.  A node whose fill is worth more than its price saves money
-    against packing each vector apart."""
-    values = {}
-    # a type's fill count depends on its allocatable only: the cheapest type of each allocatable vector decides
-    # (a real catalog has about a quarter as many distinct vectors as types)
-    cheapest: dict = {}
-    for p, t in types:
-        q = cheapest.get(t.avail)
-        if q is None or p < q:
-            cheapest[t.avail] = p
-    for v in counts:
-        best = None
-        for avail, p in cheapest.items():
-            n = INF
-            for x, c in zip(v, avail):
-                if x:
-                    k = c // x
-                    if k < n:
-                        n = k
-            if 0 < n < INF and (best is None or p / n < best):
-                best = p / n
-        if best is not None:
-            values[v] = best
-    return values
-
-
-def value_bounds(types: list, values: dict) -> dict:
-    """Upper bound of the value one node of each type can hold (fractional knapsack, per resource: capacity
-    times the best value per unit of it among the vectors that fit); 0 when no vector fits."""
-    ubs = {}
-    # each vector's value per unit of each resource, computed once (not once per type)
-    per_unit = [(v, [u / x if x else 0.0 for x in v]) for v, u in values.items()]
-    le = operator.le
-    by_avail: dict = {}   # the bound depends on the allocatable vector only (many types share one)
-    for p, t in types:
-        a = t.avail
-        hit = by_avail.get(a)
-        if hit is not None:
-            ubs[t.name] = hit
-            continue
-        dens = None
-        for v, d in per_unit:
-            if all(map(le, v, a)):
-                dens = list(d) if dens is None else [y if y > z else z for y, z in zip(d, dens)]
-        ub = 0.0
-        if dens is not None:
-            ub = INF
-            for i, d in enumerate(dens):
-                if d > 0:
-                    ub = min(ub, a[i] * d)
-        ubs[t.name] = by_avail[a] = ub
-    return ubs
-
-
-def simulate(cap, counts: dict, values: dict, cache: dict | None = None):
-    """Fill a node of capacity ``cap`` from ``counts`` ({request vector: pods left}); returns ({vector: pods
-    taken}, value).  Two greedy fills are tried and the more valuable kept: one keeping the node's free CPU
-    and memory fractions balanced (larger pods first), one taking the most valuable pods per share of the
-    node's scarcest resource.  A node never takes more than its pod slots of one vector, so counts are capped
-    at that for the ``cache`` key: the same fill is found again while plenty of pods are left."""
-    if cache is not None:
-        slots = cap[2]
-        key = (cap, tuple((v, k if k < slots else slots) for v, k in counts.items()))
-        hit = cache.get(key)
-        if hit is not None:
-            return hit
-    a = simulate_fill(cap, counts, values, False)
-    b = simulate_fill(cap, counts, values, True)
-    out = a if a[1] >= b[1] else b
-    if cache is not None:
-        cache[key] = out
-    return out
-
-
-def simulate_fill(cap, counts: dict, values: dict, density: bool):
-    free = list(cap)
-    c0, c1, c2 = float(cap[0] or 1), float(cap[1] or 1), float(cap[2] or 1)
-    left = {v: k for v, k in counts.items() if v in values}
-    taken: dict = {}
-    value = 0.0
-    n = len(free)
-    while left:
-        if free[0] <= 0 or free[1] <= 0 or free[2] <= 0:
-            break
-        f0, f1 = free[0] / c0, free[1] / c1
-        best = None
-        bscore = None
-        for v in left:
-            ok = True
-            for i in range(n):
-                if v[i] > free[i]:
-                    ok = False
-                    break
-            if not ok:
-                continue
-            a0, a1 = v[0] / c0, v[1] / c1
-            if density:
-                s = -values[v] / max(a0, a1, v[2] / c2)
-            else:
-                s = abs((f0 - a0) - (f1 - a1)) * 4.0 - (a0 + a1)
-            if bscore is None or s < bscore:
-                best, bscore = v, s
-        if best is None:
-            break
-        fit = INF
-        for i in range(n):
-            if best[i]:
-                q = free[i] // best[i]
-                if q < fit:
-                    fit = q
-        k = min(left[best], max(1, fit // 6))
-        for i in range(n):
-            free[i] -= best[i] * k
-        taken[best] = taken.get(best, 0) + k
-        value += values[best] * k
-        left[best] -= k
-        if not left[best]:
-            del left[best]
-    return taken, value
-
-
-def lp_duals(items, C: float, M: float):
-    """Dual prices (per CPU unit, per memory unit) of the 2-resource covering LP."""
-    sol = lp_pair(items, C, M)
-    if len(sol) == 2:
-        (a, _, _), (b, _, _) = sol
-        pa = next(p for o, c, m, p in items if o is a)
-        pb = next(p for o, c, m, p in items if o is b)
-        ca, ma = a.avail[0], a.avail[1]
-        cb, mb = b.avail[0], b.avail[1]
-        det = ca * mb - cb * ma
-        if det:
-            y0 = (pa * mb - pb * ma) / det
-            y1 = (ca * pb - cb * pa) / det
-            if y0 >= 0 and y1 >= 0:
-                return y0, y1
-    a = sol[0][0]
-    pa = next(p for o, c, m, p in items if o is a)
-    # single type: split its price by the share of each resource the demand uses
-    ca, ma = a.avail[0], a.avail[1]
-    u0, u1 = C / ca, M / ma
-    tot = u0 + u1
-    return pa * (u0 / tot) / ca, pa * (u1 / tot) / ma
-
-
-def lp_pair(items, C: float, M: float):
-    """Exact optimum of min sum(p x) s.t. sum(cpu x) >= C, sum(mem x) >= M, x >= 0 over ``items``
-    ``(obj, cpu, mem, price)``: returns ``[(obj, x), ...]`` (one or two entries).  A basic optimal solution
-    uses at most two types, and only types on the Pareto frontier of (cpu/price, mem/price) matter."""
-    pts = [(cpu / p, mem / p, o, cpu, mem, p) for o, cpu, mem, p in items if p > 0 and cpu > 0 and mem > 0]
-    if not pts:
-        return [(items[0][0], 1.0)] if items else []
-    pts.sort(key=lambda x: (-x[0], -x[1]))
-    front = []
-    best_m = -1.0
-    for pt in pts:
-        if pt[1] > best_m:
-            front.append(pt)
-            best_m = pt[1]
-    best = None
-    for pt in front:
-        x = max(C / pt[3], M / pt[4])
-        cost = x * pt[5]
-        if best is None or cost < best[0]:
-            best = (cost, [(pt[2], x)])
-    for i in range(len(front)):
-        a = front[i]
-        for j in range(i + 1, len(front)):
-            b = front[j]
-            det = a[3] * b[4] - b[3] * a[4]
-            if det == 0:
-                continue
-            xa = (C * b[4] - b[3] * M) / det
-            xb = (a[3] * M - C * a[4]) / det
-            if xa < 0 or xb < 0:
-                continue
-            cost = xa * a[5] + xb * b[5]
-            if cost < best[0]:
-                best = (cost, [(a[2], xa), (b[2], xb)])
-    out = [(o, x, 0) for o, x in best[1] if x > 0]
-    return out or [(best[1][0][0], 1.0, 0)]

@@ -153,21 +153,26 @@ def solve(inp: SchedulingInput) -> SchedulingResult:
     """Run one provisioning round over ``inp`` (pure; no I/O). Raises SchedulingError on malformed input."""
     if not isinstance(inp, SchedulingInput):
         raise SchedulingError("solve() needs a SchedulingInput")
-    if inp.pod_problems or inp.pod_notes:
-        return _with_pod_facts(inp)
     # the simulation allocates many small objects and frees them all at the end: the cyclic collector's
-    # passes over the (large) input would only cost time, so it is paused for the call and restored after
+    # passes over the (large) input would only cost time, so it is paused for the whole call (the volume
+    # wrapper included) and restored after
     enabled = gc.isenabled()
     gc.disable()
     try:
-        if any(npi.nodepool.limits for npi in inp.nodepools):
-            unlimited = solve_within_limits_unconstrained(inp, _run)
-            if unlimited is not None:
-                return unlimited
-        return _Solver(inp).run()
+        if inp.pod_problems or inp.pod_notes:
+            return _with_pod_facts(inp)
+        return _solve(inp)
     finally:
         if enabled:
             gc.enable()
+
+
+def _solve(inp: SchedulingInput) -> SchedulingResult:
+    if any(npi.nodepool.limits for npi in inp.nodepools):
+        unlimited = solve_within_limits_unconstrained(inp, _run)
+        if unlimited is not None:
+            return unlimited
+    return _Solver(inp).run()
 
 
 def _with_pod_facts(inp: SchedulingInput) -> SchedulingResult:
@@ -182,7 +187,7 @@ def _with_pod_facts(inp: SchedulingInput) -> SchedulingResult:
             blocked.append(Unschedulable(key, problems[key]))
         else:
             pods.append(p)
-    res = solve(replace(inp, pods=pods, pod_problems={}, pod_notes={}))
+    res = _solve(replace(inp, pods=pods, pod_problems={}, pod_notes={}))
     for u in res.unschedulable:
         if u.pod in notes:
             u.reason = f"{u.reason}; volumes: {notes[u.pod]}"

@@ -1,0 +1,254 @@
+"""How the bulk packer values pods and node types (``packer.BulkPacker``): the 2-resource covering LP's dual
+prices of CPU and memory (:func:`lp_duals`), what a pod costs packed alone (:func:`standalone_values`), an upper
+bound of what one node of a type can hold (:func:`value_bounds`) and simulated fills of one node (:func:`simulate`).
+
+A fill or a bound depends on a type's allocatable vector only, and a real catalog has about a third as many distinct
+vectors as types: :class:`TypeView` groups the types a packing may open by allocatable vector once, and the
+valuations work per vector.  ``cache`` (a dict the caller keeps for one solver run) holds what depends on the
+request vectors and the allocatable vectors only (which vectors fit a type, how many of one fit alone), so packings
+that differ only in the zones their types are offered in (pods pinned to a zone by their volumes) compute it once.
+Pure functions; the results are those of the per-type computation, exactly.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from .model import INF
+
+__all__ = ["TypeView", "lp_duals", "lp_pair", "simulate", "simulate_fill", "standalone_values", "value_bounds",
+           "value_bounds_by_avail"]
+
+
+class TypeView:
+    """The types one packing may open (``types``: [(price, type)], cheapest first) grouped by allocatable vector:
+    ``avails`` (the distinct vectors in order of first appearance), ``cheapest`` ({vector: lowest price, the first
+    of equal ones}) and ``lp_items`` (the covering LP's candidates: per vector the cheapest type with a positive
+    price, CPU and memory; a type with the same vector and a higher price is dominated and never on the LP's Pareto
+    frontier; every type when none qualifies, so :func:`lp_pair`'s fallback is unchanged)."""
+
+    __slots__ = ("types", "avails", "cheapest", "lp_items")
+
+    def __init__(self, types: list):
+        self.types = types
+        cheapest: dict = {}
+        lp: dict = {}
+        for i, (p, t) in enumerate(types):
+            a = t.avail
+            q = cheapest.get(a)
+            if q is None or p < q:
+                cheapest[a] = p
+            if p > 0 and a[0] > 0 and a[1] > 0:
+                e = lp.get(a)
+                if e is None or p < e[1][3]:
+                    lp[a] = (i, (t, a[0], a[1], p))
+        self.avails = list(cheapest)
+        self.cheapest = cheapest
+        # lp_pair sorts its points stably: the representatives keep the types' order
+        self.lp_items = ([e for _, e in sorted(lp.values(), key=lambda x: x[0])] if lp
+                         else [(t, t.avail[0], t.avail[1], p) for p, t in types])
+
+
+def standalone_values(types: list, counts: dict, cache: dict | None = None, view: TypeView | None = None) -> dict:
+    """Value of one pod per request vector: what it costs packed alone, the lowest price per pod over the
+    types each filled with that vector only.  A node whose fill is worth more than its price saves money
+    against packing each vector apart.  ``types``: [(price, type)]; ``view``: their :class:`TypeView`."""
+    cheapest = (view or TypeView(types)).cheapest
+    values = {}
+    for v in counts:
+        alone = None
+        if cache is not None:
+            alone = cache.get(("alone", v))
+            if alone is None:
+                alone = cache[("alone", v)] = {}
+        best = None
+        for avail, p in cheapest.items():
+            n = alone.get(avail) if alone is not None else None
+            if n is None:
+                n = INF
+                for x, c in zip(v, avail):
+                    if x:
+                        k = c // x
+                        if k < n:
+                            n = k
+                if alone is not None:
+                    alone[avail] = n
+            if 0 < n < INF and (best is None or p / n < best):
+                best = p / n
+        if best is not None:
+            values[v] = best
+    return values
+
+
+def value_bounds(types: list, values: dict, cache: dict | None = None) -> dict:
+    """Upper bound of the value one node of each type can hold, {type name: bound} (see
+    :func:`value_bounds_by_avail`)."""
+    ubs = value_bounds_by_avail(TypeView(types).avails, values, cache)
+    return {t.name: ubs[t.avail] for _, t in types}
+
+
+def value_bounds_by_avail(avails: list, values: dict, cache: dict | None = None) -> dict:
+    """Upper bound of the value one node of each allocatable vector can hold (fractional knapsack, per resource:
+    capacity times the best value per unit of it among the vectors that fit), {vector: bound}; 0 when no vector
+    fits."""
+    vecs = tuple(values)
+    per_unit = [[u / x if x else 0.0 for x in v] for v, u in values.items()]
+    fits = None
+    if cache is not None:
+        fits = cache.get(("fits", vecs))
+        if fits is None:
+            fits = cache[("fits", vecs)] = {}
+    le = operator.le
+    dens_of: dict = {}   # which vectors fit -> their best value per unit of each resource
+    out = {}
+    for a in avails:
+        m = fits.get(a) if fits is not None else None
+        if m is None:
+            m = tuple(i for i, v in enumerate(vecs) if all(map(le, v, a)))
+            if fits is not None:
+                fits[a] = m
+        if not m:
+            out[a] = 0.0
+            continue
+        dens = dens_of.get(m)
+        if dens is None:
+            dens = None
+            for i in m:
+                d = per_unit[i]
+                dens = list(d) if dens is None else [y if y > z else z for y, z in zip(d, dens)]
+            dens_of[m] = dens
+        ub = INF
+        for i, d in enumerate(dens):
+            if d > 0:
+                ub = min(ub, a[i] * d)
+        out[a] = ub
+    return out
+
+
+def simulate(cap, counts: dict, values: dict, cache: dict | None = None):
+    """Fill a node of capacity ``cap`` from ``counts`` ({request vector: pods left}); returns ({vector: pods
+    taken}, value).  Two greedy fills are tried and the more valuable kept: one keeping the node's free CPU
+    and memory fractions balanced (larger pods first), one taking the most valuable pods per share of the
+    node's scarcest resource.  A node never takes more than its pod slots of one vector, so counts are capped
+    at that for the ``cache`` key: the same fill is found again while plenty of pods are left."""
+    if cache is not None:
+        slots = cap[2]
+        key = (cap, tuple((v, k if k < slots else slots) for v, k in counts.items()))
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    a = simulate_fill(cap, counts, values, False)
+    b = simulate_fill(cap, counts, values, True)
+    out = a if a[1] >= b[1] else b
+    if cache is not None:
+        cache[key] = out
+    return out
+
+
+def simulate_fill(cap, counts: dict, values: dict, density: bool):
+    free = list(cap)
+    c0, c1, c2 = float(cap[0] or 1), float(cap[1] or 1), float(cap[2] or 1)
+    left = {v: k for v, k in counts.items() if v in values}
+    taken: dict = {}
+    value = 0.0
+    n = len(free)
+    while left:
+        if free[0] <= 0 or free[1] <= 0 or free[2] <= 0:
+            break
+        f0, f1 = free[0] / c0, free[1] / c1
+        best = None
+        bscore = None
+        for v in left:
+            ok = True
+            for i in range(n):
+                if v[i] > free[i]:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            a0, a1 = v[0] / c0, v[1] / c1
+            if density:
+                s = -values[v] / max(a0, a1, v[2] / c2)
+            else:
+                s = abs((f0 - a0) - (f1 - a1)) * 4.0 - (a0 + a1)
+            if bscore is None or s < bscore:
+                best, bscore = v, s
+        if best is None:
+            break
+        fit = INF
+        for i in range(n):
+            if best[i]:
+                q = free[i] // best[i]
+                if q < fit:
+                    fit = q
+        k = min(left[best], max(1, fit // 6))
+        for i in range(n):
+            free[i] -= best[i] * k
+        taken[best] = taken.get(best, 0) + k
+        value += values[best] * k
+        left[best] -= k
+        if not left[best]:
+            del left[best]
+    return taken, value
+
+
+def lp_duals(items, C: float, M: float):
+    """Dual prices (per CPU unit, per memory unit) of the 2-resource covering LP."""
+    sol = lp_pair(items, C, M)
+    if len(sol) == 2:
+        (a, _, _), (b, _, _) = sol
+        pa = next(p for o, c, m, p in items if o is a)
+        pb = next(p for o, c, m, p in items if o is b)
+        ca, ma = a.avail[0], a.avail[1]
+        cb, mb = b.avail[0], b.avail[1]
+        det = ca * mb - cb * ma
+        if det:
+            y0 = (pa * mb - pb * ma) / det
+            y1 = (ca * pb - cb * pa) / det
+            if y0 >= 0 and y1 >= 0:
+                return y0, y1
+    a = sol[0][0]
+    pa = next(p for o, c, m, p in items if o is a)
+    # single type: split its price by the share of each resource the demand uses
+    ca, ma = a.avail[0], a.avail[1]
+    u0, u1 = C / ca, M / ma
+    tot = u0 + u1
+    return pa * (u0 / tot) / ca, pa * (u1 / tot) / ma
+
+
+def lp_pair(items, C: float, M: float):
+    """Exact optimum of min sum(p x) s.t. sum(cpu x) >= C, sum(mem x) >= M, x >= 0 over ``items``
+    ``(obj, cpu, mem, price)``: returns ``[(obj, x), ...]`` (one or two entries).  A basic optimal solution
+    uses at most two types, and only types on the Pareto frontier of (cpu/price, mem/price) matter."""
+    pts = [(cpu / p, mem / p, o, cpu, mem, p) for o, cpu, mem, p in items if p > 0 and cpu > 0 and mem > 0]
+    if not pts:
+        return [(items[0][0], 1.0)] if items else []
+    pts.sort(key=lambda x: (-x[0], -x[1]))
+    front = []
+    best_m = -1.0
+    for pt in pts:
+        if pt[1] > best_m:
+            front.append(pt)
+            best_m = pt[1]
+    best = None
+    for pt in front:
+        x = max(C / pt[3], M / pt[4])
+        cost = x * pt[5]
+        if best is None or cost < best[0]:
+            best = (cost, [(pt[2], x)])
+    for i in range(len(front)):
+        a = front[i]
+        for j in range(i + 1, len(front)):
+            b = front[j]
+            det = a[3] * b[4] - b[3] * a[4]
+            if det == 0:
+                continue
+            xa = (C * b[4] - b[3] * M) / det
+            xb = (a[3] * M - C * a[4]) / det
+            if xa < 0 or xb < 0:
+                continue
+            cost = xa * a[5] + xb * b[5]
+            if cost < best[0]:
+                best = (cost, [(a[2], xa), (b[2], xb)])
+    out = [(o, x, 0) for o, x in best[1] if x > 0]
+    return out or [(best[1][0][0], 1.0, 0)]
