@@ -7,7 +7,11 @@ the global ``--cluster``, ``--region`` and ``--endpoint-url`` (as ``get``).  ``-
 
     {"time": RFC3339, "nodes": [{"nodeClaim", "nodePool", "instanceType", "capacityType", "pricePerHour",
                                  "decision": "disrupt|blocked|in flight|keep", "reason", "cause", "detail",
-                                 "replacements", "savingsPerHour"}]}
+                                 "replacements", "savingsPerHour", "balancedScore"}]}
+
+``balancedScore`` (null outside ``consolidationPolicy: Balanced``): the move's ``{"nodePool", "score", "threshold",
+"approved", "savingsFraction", "disruptionFraction"}`` (``score`` null when infinite); the table's SCORE column shows
+it as ``3.33>=0.50`` (approved) or ``0.07<0.50`` (rejected).
 
 Exit 0; 1 when the state or the cluster cannot be read (the message says what to set).
 """
@@ -62,11 +66,20 @@ def run(args) -> int:
     if not rows:
         print("no NodeClaims")
         return 0
-    print(render_table(["NODECLAIM", "NODEPOOL", "TYPE", "PRICE/H", "DECISION", "REASON", "DETAIL"],
+    print(render_table(["NODECLAIM", "NODEPOOL", "TYPE", "PRICE/H", "DECISION", "REASON", "SCORE", "DETAIL"],
                        [[r["nodeClaim"], r["nodePool"], r["instanceType"], f"${r['pricePerHour']:.4f}", r["decision"],
-                         r["reason"] or "-", r["detail"] + (f" -> {', '.join(r['replacements'])}" if r["replacements"] else "")]
+                         r["reason"] or "-", _score(r.get("balancedScore")),
+                         r["detail"] + (f" -> {', '.join(r['replacements'])}" if r["replacements"] else "")]
                         for r in rows], right={3}))
     acting = sum(1 for r in rows if r["decision"] == "disrupt")
     saving = sum(r["savingsPerHour"] for r in rows if r["decision"] == "disrupt")
     print(f"{acting} of {len(rows)} NodeClaims would be disrupted by the next sweeps (saves ${saving:.4f}/h); nothing was changed")
     return 0
+
+
+def _score(s: dict | None) -> str:
+    """A Balanced move's score for the table: ``3.33>=0.50``, ``0.07<0.50``, ``inf>=0.50``; ``-`` without one."""
+    if not s:
+        return "-"
+    value = "inf" if s["score"] is None else f"{s['score']:.2f}"
+    return f"{value}{'>=' if s['approved'] else '<'}{s['threshold']:.2f}"

@@ -21,6 +21,10 @@
    are Initialized, or at once when it needs none); each graceful command is reserved in the ledger, conditionally
    on its budget.
 4. **Explain**: each blocked node's cause is written to ``status.disruptionBlocked`` and reported once per cause.
+   A ``Balanced`` NodePool's scored moves (:mod:`karpenter_lambda.disruption.balanced`) are counted in
+   ``report.scored`` (metrics ``ConsolidationMovesApproved`` / ``ConsolidationMovesRejected``); the candidates' Nodes
+   get a ``ConsolidationApproved`` event when the move is proposed, ``ConsolidationRejected`` when it is refused
+   (once per node and cause, as every block), each with the score.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ..api import labels as wk
 from ..api.conditions import make_condition, set_condition
 from ..api.labels import REPLACES_ANNOTATION
 from ..api.times import format_time
+from ..disruption.balanced import BLOCK_BALANCED
 from ..disruption.budgets import count_nodes, reservation_limit
 from ..disruption.candidates import LAST_POD_EVENT, make_candidate
 from ..disruption.context import SnapshotCaches, SweepContext
@@ -75,15 +80,20 @@ class DisruptionReport:
     drifted: list[dict] = field(default_factory=list)     # newly marked Drifted
     errors: list[str] = field(default_factory=list)
     untainted: list[str] = field(default_factory=list)    # nodes whose stale karpenter.sh/disrupted taint was removed
+    # Balanced NodePools: every move this sweep scored, approved or rejected ({"nodeClaims", "reason", "decision",
+    # "nodePool", "score", "threshold", "savingsFraction", "disruptionFraction"})
+    scored: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("sweep", "disrupted", "proposed", "replacing", "cancelled", "failed",
-                                              "blocked", "drifted", "errors", "untainted")}
+                                              "blocked", "drifted", "errors", "untainted", "scored")}
 
     def metric_counts(self) -> dict[str, float]:
         return {"NodesDisrupted": len(self.disrupted), "DisruptionsProposed": len(self.proposed),
                 "DisruptionsCancelled": len(self.cancelled), "DisruptionReplacementFailures": len(self.failed),
-                "DisruptionErrors": len(self.errors)}
+                "DisruptionErrors": len(self.errors),
+                "ConsolidationMovesApproved": sum(1 for s in self.scored if s["decision"] == "approved"),
+                "ConsolidationMovesRejected": sum(1 for s in self.scored if s["decision"] == "rejected")}
 
 
 def _fingerprint(pods: list[dict]) -> str:
@@ -174,7 +184,19 @@ class DisruptionSweep(Controller):
                 report.errors.append(f"{cmd.reason} {cmd.names}: {ex}")
                 self.logger.exception(f"disruption command {cmd.names} failed")
         self._record_blocked(plan.blocked, snap, report)
+        self._record_scores(plan, report)
         return report
+
+    def _record_scores(self, plan, report) -> None:
+        """The Balanced scores of this sweep's moves: the approved commands, the rejected single nodes."""
+        for cmd in plan.commands:
+            if cmd.score is not None:
+                report.scored.append({"nodeClaims": cmd.names, "reason": cmd.reason, "decision": "approved",
+                                      **cmd.score.to_dict()})
+        for b in plan.blocked:
+            if b.score is not None and b.cause == BLOCK_BALANCED:
+                report.scored.append({"nodeClaims": [b.nodeclaim], "reason": b.reason, "decision": "rejected",
+                                      **b.score.to_dict()})
 
     # -- a dry run (karpenter-lambda disruption plan) ----------------------------------------------
     def preview(self, now: float | None = None) -> list[dict]:
@@ -193,11 +215,13 @@ class DisruptionSweep(Controller):
                 for c in cmd.candidates:
                     rows.setdefault(c.name, {"decision": "disrupt", "reason": cmd.reason, "cause": "", "detail": cmd.detail,
                                              "replacements": [p.instance_type for p in cmd.replacements],
-                                             "savingsPerHour": round(cmd.savings_per_hour / len(cmd.candidates), 6)})
+                                             "savingsPerHour": round(cmd.savings_per_hour / len(cmd.candidates), 6),
+                                             "balancedScore": cmd.score.to_dict() if cmd.score is not None else None})
                     budgets.exclude.add(c.name)
             for b in plan.blocked:
                 rows.setdefault(b.nodeclaim, {"decision": "blocked", "reason": b.reason, "cause": b.cause,
-                                              "detail": b.message, "replacements": [], "savingsPerHour": 0.0})
+                                              "detail": b.message, "replacements": [], "savingsPerHour": 0.0,
+                                              "balancedScore": b.score.to_dict() if b.score is not None else None})
         out = []
         for name, nc in sorted(snap.nodeclaims.items()):
             row = rows.get(name)
@@ -217,7 +241,7 @@ class DisruptionSweep(Controller):
                                f"consolidateAfter {int(left)}s left" if left > 0 else
                                f"{policy}: nothing to gain")
                 row = {"decision": "keep", "reason": "", "cause": "", "detail": "; ".join(why), "replacements": [],
-                       "savingsPerHour": 0.0}
+                       "savingsPerHour": 0.0, "balancedScore": None}
             out.append({"nodeClaim": name, "nodePool": nc.labels.get(wk.NODEPOOL, ""),
                         "instanceType": nc.labels.get(wk.INSTANCE_TYPE, ""),
                         "capacityType": nc.labels.get(wk.CAPACITY_TYPE, ""),
@@ -316,7 +340,18 @@ class DisruptionSweep(Controller):
                                     "replacements": len(cmd.replacements), "command": e.command or e.nodeclaim})
         self._decision("propose", f"{cmd.reason} {', '.join(cmd.names)} ({cmd.detail or 'no detail'}); "
                                   f"re-validated in {int(self.validation_delay)}s",
-                       nodeclaims=cmd.names, reason=cmd.reason, replacements=len(cmd.replacements))
+                       nodeclaims=cmd.names, reason=cmd.reason, replacements=len(cmd.replacements),
+                       **({"score": cmd.score.to_dict()} if cmd.score is not None else {}))
+        if cmd.score is not None:   # Balanced: the approved move's score on each candidate's Node (best effort)
+            for c in cmd.candidates:
+                if c.node is None:
+                    continue
+                try:
+                    self.kube.create_event({**c.node, "apiVersion": "v1", "kind": "Node"}, ev.CONSOLIDATION_APPROVED,
+                                           f"{cmd.reason}: {cmd.score.text()}", source=ev.SOURCE,
+                                           now=format_time(snap.now))
+                except Exception as ex:
+                    report.errors.append(f"event on node {c.node_name}: {ex}")
 
     # -- explanations -----------------------------------------------------------------------------
     def _record_blocked(self, blocked, snap, report) -> None:
@@ -351,7 +386,8 @@ class DisruptionSweep(Controller):
         node = snap.node_of_nodeclaim(nc.name)
         if node is not None:   # the explanation on the Node too, as Karpenter's events (best effort)
             try:
-                kind = ev.UNCONSOLIDATABLE if b["reason"] in (EMPTY, UNDERUTILIZED) else ev.DISRUPTION_BLOCKED
+                kind = (ev.CONSOLIDATION_REJECTED if b["cause"] == BLOCK_BALANCED else
+                        ev.UNCONSOLIDATABLE if b["reason"] in (EMPTY, UNDERUTILIZED) else ev.DISRUPTION_BLOCKED)
                 self.kube.create_event({**node, "apiVersion": "v1", "kind": "Node"}, kind,
                                        f"{b['reason']}: {b['message']}", source="karpenter-lambda",
                                        now=format_time(snap.now))
