@@ -213,13 +213,19 @@ class Map(Node):
 
 
 class Obj(Node):
-    """A mapping with known fields; unknown fields are errors (with a did-you-mean hint)."""
+    """A mapping with known fields; unknown fields are errors (with a did-you-mean hint).
 
-    def __init__(self, fields: dict[str, Node], *, required: Iterable[str] | dict[str, str] = (), **kw):
+    ``unknown_message``: the message for an unknown field with no close known name, for an object whose upstream
+    type takes more fields than karpenter-lambda applies (the kubelet's KubeletConfiguration): such a field is
+    refused as not supported rather than called a typo."""
+
+    def __init__(self, fields: dict[str, Node], *, required: Iterable[str] | dict[str, str] = (),
+                 unknown_message: str | None = None, **kw):
         super().__init__(**kw)
         self.fields = fields
         # a dict maps a required field to extra words for its "Required value" message
         self.required = dict(required) if isinstance(required, dict) else {name: "" for name in required}
+        self.unknown_message = unknown_message
 
     def _walk(self, value, path, errors):
         if not isinstance(value, dict):
@@ -234,7 +240,8 @@ class Obj(Node):
             if node is None:
                 near = difflib.get_close_matches(k, list(self.fields), n=1, cutoff=0.75)
                 hint = f' (did you mean "{near[0]}"?)' if near else ""
-                errors.append(FieldError(join(path, k), f"unknown field{hint}"))
+                message = self.unknown_message if self.unknown_message and not near else f"unknown field{hint}"
+                errors.append(FieldError(join(path, k), message))
                 continue
             if v is None:
                 continue  # null == omitted
@@ -263,3 +270,24 @@ class OneOf(Node):
             errors.append(FieldError(path, problem))
             return _INVALID
         return copy.deepcopy(value)
+
+
+#: the start of every refusal message (docs/api.md's field table and tests/api/test_field_table.py read it)
+NOT_SUPPORTED = "not supported by karpenter-lambda"
+
+
+class Refused(Node):
+    """A field of Karpenter's API that karpenter-lambda does not implement: any value given is refused with
+    "not supported by karpenter-lambda (<reason>)", never taken silently nor called an unknown field (a typo)."""
+
+    def __init__(self, reason: str = "", **kw):
+        super().__init__(**kw)
+        self.reason = reason
+
+    @property
+    def message(self) -> str:
+        return f"{NOT_SUPPORTED} ({self.reason})" if self.reason else NOT_SUPPORTED
+
+    def _walk(self, value, path, errors):
+        errors.append(FieldError(path, self.message))
+        return _INVALID

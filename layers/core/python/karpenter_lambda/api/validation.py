@@ -25,7 +25,8 @@ from .objects import ALIAS_FAMILIES
 from .offpeak import spec_schema as _offpeak_spec_schema
 from .overlay import spec_schema as _overlay_spec_schema
 from .quantity import QuantityError, parse_quantity
-from .schema import AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Str, describe, index, join, key
+from .field_status import KUBELET_OTHER_FIELDS, refusal
+from .schema import NOT_SUPPORTED, AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Refused, Str, describe, index, join, key
 from .validators import (BUDGET, CONSOLIDATION_POLICIES, DISRUPTION_REASONS, DURATION_MSG, NILLABLE_DURATION_MSG,
                          dns_subdomain_check, label_key_problem, label_value_check, label_value_problem)
 
@@ -502,6 +503,7 @@ KUBELET = Obj(
         "cpuCFSQuota": Bool(),
     },
     checks=[_kubelet_check],
+    unknown_message=f"{NOT_SUPPORTED} ({KUBELET_OTHER_FIELDS})",
 )
 
 
@@ -644,8 +646,9 @@ EC2NODECLASS_SPEC = Obj(
             },
             default={},
         ),
-        "enclaveOptions": Obj({"enabled": Bool()}),
         "context": Str(),
+        # fields of Karpenter's EC2NodeClass karpenter-lambda does not implement: refused, never ignored
+        **{f: Refused(refusal("EC2NodeClass", f"spec.{f}")) for f in ("networkInterfaces", "cpuOptions", "connectionTracking", "enclaveOptions")},
     },
     required={
         "subnetSelectorTerms": "at least one subnet selector term (tags or id) is needed",

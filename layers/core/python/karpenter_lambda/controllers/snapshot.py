@@ -16,6 +16,7 @@ import logging
 
 from ..api import labels as L
 from ..api.conditions import get_condition, make_condition, set_condition
+from ..api.objects import AWS_GROUP
 from ..api.snapshot import ClusterSnapshot
 from ..catalog.overlay import OverlayResult, apply_overlays_by_nodepool
 from ..scheduling.volumes import apply_volumes, has_claims
@@ -96,6 +97,12 @@ class SnapshotLoader:
         base: dict[str, list] = {}
         for np in snap.nodepools.values():
             ref = np.node_class_ref
+            group = str(ref.get("group", "")).split("/", 1)[0]   # validation lets "karpenter.k8s.aws/v1" through
+            if (group, ref.get("kind")) != (AWS_GROUP, "EC2NodeClass"):
+                snap.nodepool_problems[np.name] = (f"NodePool {np.name}: nodeClassRef {ref.get('group')}/{ref.get('kind')} "
+                                                   f"{ref.get('name')!r} is not an EC2NodeClass ({AWS_GROUP}): karpenter-lambda "
+                                                   f"launches EC2 instances only")
+                continue
             nc = snap.nodeclasses.get(ref.get("name", ""))
             if nc is None:
                 snap.nodepool_problems[np.name] = f"NodePool {np.name}: EC2NodeClass {ref.get('name')!r} not found"
