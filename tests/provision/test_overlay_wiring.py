@@ -6,7 +6,9 @@ from __future__ import annotations
 from karpenter_lambda.api import labels as L
 from karpenter_lambda.api.conditions import get_condition
 from karpenter_lambda.api.manifests import load_text
+from karpenter_lambda.cloudprovider import AWSCloudProvider
 from karpenter_lambda.cloudprovider import catalog as catalog_cache
+from karpenter_lambda.controllers.snapshot import SnapshotLoader
 from karpenter_lambda.sim.world import World, make_pod, scenario_manifests
 
 # the NodePool allows m5, c5 and m6i on-demand; a savings plan on m6i.2xlarge makes it the cheapest for a 1-CPU pod
@@ -37,6 +39,16 @@ spec:
       operator: In
       values: ["m6i"]
   priceAdjustment: "+50%"
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: kwok
+spec:
+  template:
+    spec:
+      requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
 """
 
 
@@ -61,3 +73,9 @@ def test_stored_overlays_steer_the_launch_and_report_conflicts(monkeypatch):
         versions = {o.name: o.metadata["resourceVersion"] for o in world.store.list("NodeOverlay")}
         world.provision(world.sqs_event(world.add_pods([make_pod("web-1", cpu="1", owner="other")])))
         assert {o.name: o.metadata["resourceVersion"] for o in world.store.list("NodeOverlay")} == versions
+        # a NodePool whose nodeClassRef is not an EC2NodeClass gets no instance types (not the EC2NodeClass
+        # "default" of the same name), and says why
+        env = world.env
+        snap = SnapshotLoader(env.store, env.kube, env.claims, AWSCloudProvider.from_environment(env)).load(world.clock.now())
+        assert "kwok" not in snap.instance_types and "is not an EC2NodeClass" in snap.nodepool_problems["kwok"]
+        assert {it.name for it in snap.instance_types["default"] if it.name == "m6i.2xlarge"} == {"m6i.2xlarge"}
