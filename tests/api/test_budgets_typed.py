@@ -71,3 +71,35 @@ def test_invalid_budget_is_parsed_with_its_problem_and_fails_closed_for_every_re
 def test_schedule_without_duration_is_invalid():
     (b,) = parse_budgets({"budgets": [{"nodes": "1", "schedule": "@daily"}]})
     assert b.problem == "'schedule' must be set with 'duration'"
+
+
+def test_a_budget_schedule_in_a_time_zone_follows_its_local_clock():
+    # nodes: 0 from 09:00 to 17:00 New York time on weekdays (beyond Karpenter: CRON_TZ=)
+    (b,) = np_([{"nodes": "0", "schedule": "CRON_TZ=America/New_York 0 9 * * mon-fri", "duration": "8h"}]).budgets
+    assert b.valid
+    assert not b.is_active(MON_10)                                   # 06:00 in New York (EDT, UTC-4)
+    assert b.is_active(datetime(2026, 6, 1, 13, 0, tzinfo=timezone.utc).timestamp())   # 09:00 EDT
+    assert b.is_active(MON_18) and not b.is_active(datetime(2026, 6, 1, 21, 0, tzinfo=timezone.utc).timestamp())
+    winter = datetime(2026, 12, 7, 13, 30, tzinfo=timezone.utc).timestamp()   # 08:30 EST (UTC-5): not yet
+    assert not b.is_active(winter) and b.is_active(winter + 1800)
+    a = allowance(np_([{"nodes": "0", "schedule": "TZ=America/New_York 0 9 * * mon-fri", "duration": "8h"},
+                       {"nodes": "100%"}]).budgets, "Drifted", total_nodes=4, disrupting=0, now=MON_18)
+    assert a.limit == 0 and "TZ=America/New_York" in a.budget
+
+
+def test_an_unknown_time_zone_is_a_validation_error_naming_the_field():
+    from karpenter_lambda.api.manifests import load_text
+
+    from .helpers import manifest_text
+
+    patch = ("spec:\n  disruption:\n    consolidateAfter: 0s\n    budgets:\n"
+             "      - {nodes: '0', schedule: 'CRON_TZ=Mars/Base 0 9 * * *', duration: 1h}\n")
+    result = load_text(manifest_text("NodePool", patch), "np.yaml")
+    assert result.objects == []
+    assert [(i.path, i.message.split(" (")[0]) for i in result.issues] == [
+        ("spec.disruption.budgets[0].schedule", 'unknown time zone "Mars/Base"')]
+    (b,) = np_([{"nodes": "0", "schedule": "CRON_TZ=Mars/Base 0 9 * * *", "duration": "1h"}]).budgets
+    assert not b.valid and b.problem.startswith('unknown time zone "Mars/Base"')   # fails closed: allows 0
+    assert allowance((b,), "Empty", total_nodes=5, disrupting=0, now=MON_10).allowed == 0
+    ok = load_text(manifest_text("NodePool", patch.replace("Mars/Base", "Europe/Berlin")), "np.yaml")
+    assert ok.issues == [] and len(ok.objects) == 1

@@ -164,7 +164,7 @@ def test_disrupting_is_subtracted_and_floored():
     ({"nodes": "-1"}, "nodes"),
     ({"nodes": "1", "schedule": "61 * * * *", "duration": "1h"}, "minute"),
     ({"nodes": "1", "schedule": "0 9 * * funday", "duration": "1h"}, "day-of-week"),
-    ({"nodes": "1", "schedule": "TZ=Europe/Paris 0 9 * * *", "duration": "1h"}, "timezone"),
+    ({"nodes": "1", "schedule": "TZ=Mars/Base 0 9 * * *", "duration": "1h"}, 'unknown time zone "Mars/Base"'),
     ({"nodes": "1", "schedule": "@daily", "duration": "30s"}, "duration"),
     ({"nodes": "1", "schedule": "@daily", "duration": "soon"}, "duration"),
     ({"nodes": "1", "schedule": "@daily"}, "'schedule' must be set with 'duration'"),
@@ -240,7 +240,7 @@ def test_cron_weekday_steps_stop_at_saturday():
 
 
 @pytest.mark.parametrize("expr", ["0 0 L * *", "0 0 LW * *", "0 0 * * 5L", "0 0 * * 1#2", "0 0 * * 7", "@DAILY",
-                                  "@every 1h", "CRON_TZ=UTC 0 9 * * *", "0 0 30 2 *", "0 9 * * 1 *"])
+                                  "@every 1h", "CRON_TZ=Mars/Base 0 9 * * *", "0 0 30 2 *", "0 9 * * 1 *"])
 def test_cron_refuses_what_robfig_or_karpenter_refuses(expr):
     with pytest.raises(CronError):
         parse_cron(expr)

@@ -8,7 +8,8 @@ A NodePool's ``spec.disruption.budgets`` is parsed and defaulted once, here, int
 * A budget applies to a reason when its ``reasons`` is empty, or names the reason.
 * A budget is active when it has neither ``schedule`` nor ``duration``, or when a hit of its ``schedule`` (5-field
   UTC cron or ``@daily``-style, :mod:`.cron`) happened in ``(now - duration, now]`` (Karpenter's
-  ``Budget.IsActive``).  ``schedule`` without ``duration`` (or the reverse) is invalid, as the CRD's CEL rule says.
+  ``Budget.IsActive``).  Beyond Karpenter, ``schedule`` may start with ``CRON_TZ=Area/City `` (or ``TZ=``): it is
+  then read in that zone and its window lasts ``duration`` of wall-clock time there (:mod:`.wallclock`).  ``schedule`` without ``duration`` (or the reverse) is invalid, as the CRD's CEL rule says.
 * ``nodes`` is a count (``"5"``) or a percentage of the NodePool's nodes (``"30%"``), rounded UP like
   ``intstr.GetScaledValueFromIntOrPercent(..., roundUp=true)``: 10% of 1 node is 1, 10% of 0 is 0.
 * A budget that does not parse keeps its ``problem``: the NodePool then allows 0, for every reason (fail closed,
@@ -29,9 +30,10 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from .cron import CronError, budget_active, parse_cron
+from .cron import CronError, parse_budget_schedule
 from .durations import BUDGET_DURATION_RE, parse_duration
 from .times import to_datetime
+from .wallclock import budget_active_at
 
 __all__ = ["REASONS", "UNLIMITED", "DEFAULT_BUDGETS", "NODES_RE", "Budget", "Allowance", "parse_nodes",
            "parse_budgets", "budget_limit", "allowance"]
@@ -86,10 +88,10 @@ class Budget:
         return not self.reasons or reason in self.reasons
 
     def is_active(self, now) -> bool:
-        """Always without a schedule; else a schedule hit in ``(now - duration, now]``."""
+        """Always without a schedule; else a schedule hit in ``(now - duration, now]`` (in its time zone, if any)."""
         if self.schedule is None:
             return True
-        return budget_active(self.schedule, self.duration_seconds or 0, to_datetime(now))
+        return budget_active_at(self.schedule, self.duration_seconds or 0, to_datetime(now))
 
     def limit(self, total_nodes: int) -> int:
         """``nodes`` of ``total_nodes`` (a percentage rounded up)."""
@@ -131,7 +133,7 @@ def _check(b) -> tuple[str | None, int | None]:
     if schedule is None or duration is None:
         return "'schedule' must be set with 'duration'", None
     try:
-        parse_cron(schedule)
+        parse_budget_schedule(schedule)
     except CronError as e:
         return str(e), None
     if not isinstance(duration, str) or not BUDGET_DURATION_RE.match(duration):

@@ -21,8 +21,10 @@ differ:
   wrapper rewrites the fields so cronsim's rule gives robfig's answer: a field robfig sees as unrestricted becomes
   ``*`` (its set is the full range anyway), and a stepped star (``*/2``) becomes the explicit range (``1-31/2``,
   ``0-6/2``), which robfig treats as restricted;
-* ``TZ=``/``CRON_TZ=`` prefixes and ``@every`` are refused: Karpenter schedules are UTC, and the CRD pattern
-  does not admit ``@every``;
+* ``@every`` is refused (the CRD pattern does not admit it), and so is a ``TZ=``/``CRON_TZ=`` prefix by
+  :func:`parse_cron`; a *budget* schedule may carry one (:func:`parse_budget_schedule`, beyond Karpenter, whose
+  budget schedules are UTC): ``CRON_TZ=Europe/Berlin 0 22 * * *`` is read in that IANA zone, its windows in
+  wall-clock time with the off-peak windows' DST rules (:mod:`.wallclock`, :func:`.wallclock.budget_active_at`);
 * a schedule that can never fire (``0 0 30 2 *``) is refused (cronsim's check).  robfig would accept it and its
   ``Next`` would return the zero time, which Karpenter's IsActive reads as "always active"; refusing it makes a
   budget with it invalid (fail closed) instead.
@@ -37,7 +39,10 @@ from datetime import datetime, timedelta, timezone
 
 from cronsim import CronSim, CronSimError
 
-__all__ = ["CronError", "CronSchedule", "parse_cron", "budget_active", "DESCRIPTORS"]
+__all__ = ["CronError", "TimeZoneError", "CronSchedule", "BudgetSchedule", "parse_cron", "parse_budget_schedule",
+           "split_time_zone", "budget_active", "DESCRIPTORS", "TZ_PREFIXES"]
+
+TZ_PREFIXES = ("CRON_TZ=", "TZ=")   # a budget schedule's time-zone prefix, as Kubernetes CronJobs once accepted
 
 DESCRIPTORS = {
     "@yearly": "0 0 1 1 *",
@@ -57,6 +62,11 @@ _FIELDS = (("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day-of-month", 1, 31, {
 
 class CronError(ValueError):
     """A schedule that does not parse (the message says which field)."""
+
+
+class TimeZoneError(CronError):
+    """A budget schedule's ``CRON_TZ=``/``TZ=`` prefix names no known time zone (the message is the whole reason:
+    ``unknown time zone "Mars/Base"``)."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +99,9 @@ def parse_cron(expr: str) -> CronSchedule:
     if not isinstance(expr, str) or not expr.strip():
         raise CronError("empty schedule: expected 5 fields (minute hour day-of-month month day-of-week) or @daily-style")
     text = expr.strip()
-    if text.startswith(("TZ=", "CRON_TZ=")):
-        raise CronError(f"schedule {expr!r}: timezones are not supported (budget schedules are UTC)")
+    if text.startswith(TZ_PREFIXES):
+        raise CronError(f"schedule {expr!r}: a time-zone prefix is not accepted here (only in a disruption budget's "
+                        "schedule)")
     if text.startswith("@"):
         if text not in DESCRIPTORS:
             raise CronError(f"schedule {expr!r}: unknown descriptor (use one of {', '.join(DESCRIPTORS)})")
@@ -158,8 +169,52 @@ def _explain(fields: list[str]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class BudgetSchedule:
+    """A disruption budget's schedule: the cron part, and the IANA zone it is read in (None: UTC, as Karpenter)."""
+
+    time_zone: str | None
+    cron: CronSchedule
+
+
+def split_time_zone(expr: str) -> tuple[str | None, str]:
+    """(``Area/City`` of a ``CRON_TZ=Area/City `` or ``TZ=Area/City `` prefix or None, the rest of the schedule)."""
+    text = expr.strip() if isinstance(expr, str) else expr
+    if not isinstance(text, str) or not text.startswith(TZ_PREFIXES):
+        return None, expr
+    head, _, rest = text.partition(" ")
+    return head.partition("=")[2], rest.strip()
+
+
+def _zone_known(name: str) -> bool:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError   # stdlib; here only, where a zone is named
+
+    if not name or name == "localtime":   # 'localtime' depends on the machine
+        return False
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return False
+    return True
+
+
+def parse_budget_schedule(expr: str) -> BudgetSchedule:
+    """A budget's ``schedule``: :func:`parse_cron`'s grammar, optionally after ``CRON_TZ=Area/City `` (or ``TZ=``).
+    Raises :class:`TimeZoneError` for a zone ``zoneinfo`` does not know, :class:`CronError` for the rest."""
+    zone, rest = split_time_zone(expr)
+    if zone is not None:
+        if not rest:
+            raise CronError(f"schedule {expr!r}: expected 5 fields (minute hour day-of-month month day-of-week) "
+                            f"after the time zone")
+        if not _zone_known(zone):
+            raise TimeZoneError(f'unknown time zone "{zone}" (expected an IANA name such as Europe/Berlin, '
+                                f'America/New_York or UTC)')
+    return BudgetSchedule(zone, parse_cron(rest))
+
+
 def budget_active(schedule: str, duration_seconds: int, now: datetime) -> bool:
-    """Karpenter's Budget.IsActive: the next hit after ``now - duration`` is not after ``now``.
+    """Karpenter's Budget.IsActive: the next hit after ``now - duration`` is not after ``now`` (UTC schedules;
+    :func:`.wallclock.budget_active_at` also reads a time-zone prefix).
 
     Raises :class:`CronError` for a bad schedule (callers fail closed: allow 0 disruptions).
     """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .cron import CronError, parse_cron
+from .cron import CronError, TimeZoneError, parse_budget_schedule
 from .durations import BUDGET_DURATION_RE
 from .errors import FieldError
 from .schema import List, Obj, Str, join
@@ -103,9 +103,12 @@ def _check_budget(b: dict, path: str, errors: list[FieldError]) -> None:
 
 
 def _check_schedule(value, path, errors):
+    """A budget's schedule: cron, optionally after ``CRON_TZ=Area/City `` (an unknown zone is named as such)."""
     if isinstance(value, str):
         try:
-            parse_cron(value)
+            parse_budget_schedule(value)
+        except TimeZoneError as e:
+            errors.append(FieldError(path, str(e)))
         except CronError as e:
             errors.append(FieldError(path, f"invalid schedule {value!r}: {e}"))
 
