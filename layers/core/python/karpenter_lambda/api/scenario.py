@@ -11,7 +11,12 @@ spec:
     - {at: 20m, apply: <a whole manifest: NodePool, EC2NodeClass or workload>}
     - {at: 30m, delete: {kind: Deployment, namespace: default, name: web}}
     - {at: 40m, releaseAMI: {family: al2023}}
+    - {at: 50m, nodeUnhealthy: {nodePool: default, count: 1, condition: Ready, status: "False", duration: 31m}}
 ```
+
+``nodeUnhealthy`` sets a Node condition (``Ready`` by default, or a Node Monitoring Agent condition such as
+``AcceleratedHardwareReady``) to ``status`` (default ``"False"``) on the ``count`` oldest nodes of ``nodePool`` (or
+on ``node`` by name); with ``duration`` the condition turns ``"True"`` again after it (the node recovers).
 
 :func:`parse_scenario` returns a :class:`Scenario` or raises :class:`ScenarioError` whose lines name the step index
 and field (``FILE:DOC: Scenario/NAME: spec.steps[3].scale.replicas: must be an integer >= 0``).  Actions are a
@@ -59,6 +64,10 @@ class Step:
             return f"apply {a.get('kind')} {meta.get('name')}"
         if self.action == "releaseAMI":
             return f"release a new EKS-optimized AMI for {a['family']}"
+        if self.action == "nodeUnhealthy":
+            which = f"node {a['node']}" if a.get("node") else f"the {a.get('count', 1)} oldest node(s) of NodePool {a['nodePool']}"
+            back = f" for {a['duration']}" if a.get("duration") is not None else ""
+            return f"{a.get('condition', 'Ready')}={a.get('status', 'False')} on {which}{back}"
         if self.action == "interrupt":
             state = f" ({a['state']})" if a.get("state") else ""
             return f"{a['kind']}{state} for the {a.get('count', 1)} oldest NodeClaim(s) of NodePool {a['nodePool']}"
@@ -152,6 +161,32 @@ def _interrupt(args, where):
     return problems
 
 
+CONDITION_STATUSES = ("False", "Unknown", "True")
+
+
+def _node_unhealthy(args, where):
+    if not isinstance(args, dict):
+        return [f"{where}: must be a mapping with nodePool (or node), and optionally count, condition, status, duration"]
+    problems = []
+    if bool(args.get("nodePool")) == bool(args.get("node")):
+        problems.append(f"{where}: exactly one of nodePool (its oldest nodes) or node (a Node name)")
+    for k in ("nodePool", "node", "condition"):
+        if k in args and (not isinstance(args[k], str) or not args[k]):
+            problems.append(f"{where}.{k}: must be a non-empty string")
+    count = args.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        problems.append(f"{where}.count: must be an integer >= 1, got {count!r}")
+    elif "count" in args and args.get("node"):
+        problems.append(f"{where}.count: only with nodePool")
+    if args.get("status", "False") not in CONDITION_STATUSES:
+        problems.append(f"{where}.status: must be one of {', '.join(CONDITION_STATUSES)} (quoted), got {args.get('status')!r}")
+    if "duration" in args and parse_duration(args["duration"]) is None:
+        problems.append(f"{where}.duration: must be a duration like 90s, 10m or 1h30m, got {args['duration']!r}")
+    known = {"nodePool", "node", "count", "condition", "status", "duration"}
+    problems += [f"{where}.{k}: unknown field" for k in sorted(set(args) - known)]
+    return problems
+
+
 # action -> validator(args, where) -> [problem, ...]; extend this table to add an action
 ACTIONS: dict[str, Callable[[object, str], list[str]]] = {
     "scale": _scale,
@@ -159,6 +194,7 @@ ACTIONS: dict[str, Callable[[object, str], list[str]]] = {
     "delete": _delete,
     "releaseAMI": _release_ami,
     "interrupt": _interrupt,
+    "nodeUnhealthy": _node_unhealthy,
 }
 
 

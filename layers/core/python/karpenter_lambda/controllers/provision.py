@@ -6,7 +6,9 @@
 2. Keep the pods that still need a node: not deleted, not bound, not terminal, not DaemonSet-owned and not
    protected by a nomination that still holds (:func:`karpenter_lambda.scheduling.inputs.held_reservations`: its
    NodeClaim in flight, not initialized, with room for the pod next to what is bound there).
-3. Solve against the snapshot's nodes, in-flight NodeClaims and NodePools (:func:`scheduling_input`).
+3. Solve against the snapshot's nodes, in-flight NodeClaims and NodePools (:func:`scheduling_input`); static NodePools
+   (``spec.replicas``) are left out: the lifecycle sweep keeps their count (``controllers/static.py``), their nodes
+   take pods as existing capacity.
 4. Launch each NodeClaim plan through the launcher (:mod:`.launcher`): one DynamoDB transaction (limits +
    pod reservations; a duplicate plan is refused there), the NodeClaim record, CreateFleet with
    insufficient-capacity fallback.  Pods taken by a concurrent invocation or a limit changed meanwhile:
@@ -30,6 +32,7 @@ from ..api.labels import NOMINATED_PODS_ANNOTATION, NOMINATED_UIDS_ANNOTATION, P
 from ..api.text import plural
 from ..api.times import format_time
 from ..cloudprovider import AWSCloudProvider
+from ..disruption.static import is_static
 from ..scheduling import solve
 from ..scheduling.inputs import (  # noqa: F401  (re-exported: scheduling_taints, EPHEMERAL_TAINT_KEYS, limits_of)
     EPHEMERAL_TAINT_KEYS,
@@ -215,6 +218,12 @@ class Provisioner(Controller):
 
     def _round(self, pending, snap, held, report) -> list[dict]:
         inp, blocked = scheduling_input(snap, pending, held=held)
+        # static NodePools (spec.replicas) are never provisioned for pods: their nodes stay existing capacity only
+        static = sorted(x.nodepool.name for x in inp.nodepools if is_static(x.nodepool))
+        if static:
+            inp.nodepools = [x for x in inp.nodepools if not is_static(x.nodepool)]
+            if not inp.nodepools:
+                blocked = [*blocked, f"static NodePools ({', '.join(static)}) are not provisioned for pods"]
         if not inp.nodepools:
             reason = "; ".join(blocked) or "no NodePool exists"
             return self._unschedulable(pending, reason, report)

@@ -10,9 +10,11 @@ import boto3
 import yaml
 
 from ..api.manifests import load_text
+from ..api.scenario import parse_duration as step_duration
 from ..api.kube import pod_key, provider_id
 from ..api.text import plural
 from ..api.workloads import WORKLOAD_KINDS, expand
+from ..controllers import runtime
 from ..controllers.runtime import parse_iso
 from . import kubescheduler, storage
 from . import nodes as simnodes
@@ -33,6 +35,32 @@ class LoopMixin:
         heapq.heappush(self._timers, (at, self._seq, kind, data))
 
     def _loop(self) -> str:
+        # the lifecycle sweep's own disruptions (node repair, static scale down) become NodeClaimDisrupted events
+        # before the rest of its report (NodeClaimDeleted) is turned into events
+        runtime.REPORT_HOOKS.insert(0, self._on_lifecycle_disruptions)
+        try:
+            return self._run_loop()
+        finally:
+            runtime.REPORT_HOOKS.remove(self._on_lifecycle_disruptions)
+
+    def _on_lifecycle_disruptions(self, kind: str, report) -> None:
+        """One ``NodeClaimDisrupted`` per NodeClaim the lifecycle sweep deleted for a reason (``Unhealthy``,
+        ``Overprovisioned``); a ``NodeRepairBlocked`` once per NodeClaim whose repair its NodePool's health blocks."""
+        if kind != "lifecycle":
+            return
+        keys = ("reason", "nodePool", "instanceType", "zone", "capacityType", "replacements", "savingsPerHour")
+        for d in getattr(report, "disrupted", []):
+            self._emit_disrupted(d["nodeClaim"], f"{d['reason']}: {d.get('instanceType')} {d.get('capacityType')} in "
+                                 f"{d.get('zone')} ({d.get('detail')})", **{k: d.get(k) for k in keys})
+        told = self.__dict__.setdefault("_repair_blocked_told", set())
+        for b in getattr(report, "repair_blocked", []):
+            if b["nodeClaim"] not in told:
+                told.add(b["nodeClaim"])
+                self.emit("NodeRepairBlocked", f"nodeclaim/{b['nodeClaim']}",
+                          f"node {b['node']} not repaired: {b['unhealthy']} of {b['nodes']} nodes of NodePool "
+                          f"{b['nodePool']} are unhealthy (at most {b['allowed']})", nodePool=b["nodePool"])
+
+    def _run_loop(self) -> str:
         sqs = boto3.client("sqs", region_name=self.region)
         ec2 = boto3.client("ec2", region_name=self.region)
         batch: list[dict] = []
@@ -194,6 +222,13 @@ class LoopMixin:
             self.emit("OffPeakInvoked", f"offpeakschedule/{data['schedule']}",
                       f"EventBridge Scheduler: window {data['edge']}", edge=data["edge"])
             self._invoke_scheduled("offpeak", self.offpeak)
+        elif kind == "heal":
+            if self.server.store.get("nodes", data["node"]) is not None:
+                simnodes.set_node_condition(self.server, data["node"], data["condition"], "True", "Recovered")
+                self.emit("NodeHealthy", f"node/{data['node']}", f"{data['condition']}=True again",
+                          condition=data["condition"])
+        elif kind == "repair":
+            self.last_change = self.clock.elapsed   # a toleration ends: the sweeps run now (see TimersMixin)
         elif kind == "ready":
             name = data["node"]
             if self.server.store.get("nodes", name) is None:
@@ -223,11 +258,36 @@ class LoopMixin:
                 self.emit("AMIReleased", f"ami/{a['family']}", f"{a['family']}@latest now resolves to release {release}")
             elif step.action == "interrupt":
                 self._interrupt(a)
+            elif step.action == "nodeUnhealthy":
+                self._node_unhealthy(a)
         except KeyError as e:
             raise SimulationError(f"Scenario step {step.index} ({step.describe()}): {e.args[0]}") from None
         changed = self.workload_controller.reconcile()
         if changed:
             self.emit("WorkloadsReconciled", "workloads", f"{plural(changed, 'pod')} created or deleted to match the replicas")
+
+    def _node_unhealthy(self, a: dict) -> None:
+        """A Scenario ``nodeUnhealthy`` step: the condition set on the chosen nodes (and set back after ``duration``)."""
+        if a.get("node"):
+            if self.server.store.get("nodes", a["node"]) is None:
+                raise KeyError(f"no node {a['node']}")
+            names = [a["node"]]
+        else:
+            claims = sorted((nc for nc in self.store.list("NodeClaim")
+                             if nc.labels.get("karpenter.sh/nodepool") == a["nodePool"] and nc.status.get("nodeName")
+                             and not nc.metadata.get("deletionTimestamp")),
+                            key=lambda nc: (nc.metadata.get("creationTimestamp") or "", nc.name))
+            names = [nc.status["nodeName"] for nc in claims
+                     if self.server.store.get("nodes", nc.status["nodeName"]) is not None][: a.get("count", 1)]
+            if not names:
+                raise KeyError(f"NodePool {a['nodePool']} has no registered node")
+        cond, status = a.get("condition", "Ready"), a.get("status", "False")
+        for name in names:
+            simnodes.set_node_condition(self.server, name, cond, status, "KubeletNotReady" if cond == "Ready" else "Simulated",
+                                        "set by the Scenario")
+            self.emit("NodeUnhealthy", f"node/{name}", f"{cond}={status}", condition=cond, status=status)
+            if a.get("duration") is not None:
+                self._schedule(self.clock.elapsed + step_duration(a["duration"]), "heal", {"node": name, "condition": cond})
 
     def _collect_orphan_pods(self) -> None:
         """Kubernetes' pod garbage collector: pods bound to a Node that no longer exists are deleted."""

@@ -34,6 +34,7 @@ __all__ = [
     "make_node",
     "join_node",
     "set_node_ready",
+    "set_node_condition",
     "remove_startup_taints",
     "node_is_ready",
     "make_csinode",
@@ -255,3 +256,25 @@ def remove_startup_taints(target: Any, name: str, taints: Iterable[dict | str]) 
         if t.get("key") not in drop_keys and (t.get("key"), t.get("effect")) not in drop_pairs
     ]
     return store.patch("nodes", name, {"spec": {"taints": keep or None}}, patch_type="merge")
+
+
+def set_node_condition(target: Any, name: str, type_: str, status: str, reason: str = "", message: str = "") -> dict:
+    """Set one Node condition as its agent would (the kubelet, the node controller, the Node Monitoring Agent): the
+    ``lastTransitionTime`` moves only when the status changes.  ``Ready`` not ``"True"`` also gets the node
+    controller's taint (``not-ready`` for False, ``unreachable`` for Unknown), removed when Ready again."""
+    store = _store(target)
+    node = store.must_get("nodes", name)
+    now = _now(store)
+    old = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == type_), None)
+    cond = make_condition(type_, status, reason or type_, message, to_epoch(now), lastHeartbeatTime=now)
+    if old is not None and old.get("status") == status and old.get("lastTransitionTime"):
+        cond["lastTransitionTime"] = old["lastTransitionTime"]
+    conds = set_condition({"conditions": (node.get("status") or {}).get("conditions")}, cond)["conditions"]
+    patch: dict = {"status": {"conditions": conds}}
+    if type_ == "Ready":
+        keys = {NOT_READY_TAINT["key"], UNREACHABLE_TAINT["key"]}
+        taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") not in keys]
+        if status != "True":
+            taints.append(dict(NOT_READY_TAINT if status == "False" else UNREACHABLE_TAINT))
+        patch["spec"] = {"taints": taints or None}
+    return store.patch("nodes", name, patch, patch_type="merge")

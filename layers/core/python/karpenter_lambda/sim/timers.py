@@ -9,10 +9,11 @@ from ..api.cron import CronError, parse_cron
 from ..api.durations import parse_duration
 from ..api.times import to_datetime
 from ..disruption.budgets import budget_limit
+from ..disruption.repair import unhealthy_condition
 from ..offpeak.window import window_at
 from .offpeak import window_edges
 
-DUE_KINDS = ("step", "offpeak", "budget")   # timers from the input (not consequences of the run: joins, Ready, ...)
+DUE_KINDS = ("step", "offpeak", "budget", "heal")   # timers from the input (not consequences of the run: joins, ...)
 BUDGET_LOOKAHEAD = 7 * 86400.0   # how far ahead a budget window edge may free a blocked disruption (one weekly cron)
 
 
@@ -79,6 +80,25 @@ class TimersMixin:
                 ahead = window_edges(self.offpeak_schedules, self.clock.start, horizon)
                 added |= self._add_edges([e for e in ahead if self.clock.elapsed < e[3]["start"] <= horizon], due=False)
         added |= self._add_budget_timers()
+        added |= self._add_repair_timers()
+        return added
+
+    def _add_repair_timers(self) -> bool:
+        """A ``repair`` timer when an unhealthy node's toleration ends (:mod:`karpenter_lambda.disruption.repair`), so
+        a quiet run neither stops nor skips past the lifecycle sweep that repairs it; one per node and due time."""
+        known = self.__dict__.setdefault("_repair_timer_keys", set())
+        added = False
+        for node in self.server.store.list("nodes"):
+            u = unhealthy_condition(node)
+            if u is None:
+                continue
+            at = u.due_at - self.clock.start
+            key = ((node.get("metadata") or {}).get("name"), round(at, 3))
+            if at <= self.clock.elapsed or key in known:
+                continue
+            known.add(key)
+            self._schedule(at, "repair", {"node": key[0]})
+            added = True
         return added
 
     def _add_budget_timers(self) -> bool:
