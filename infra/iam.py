@@ -27,11 +27,13 @@ NODE_MANAGED_POLICIES = (
 # EC2 describe calls do not support resource-level permissions: they are granted on "*" (named actions only).
 EC2_READ_ACTIONS = (
     "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeCapacityReservations",
     "ec2:DescribeImages",
     "ec2:DescribeInstances",
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeLaunchTemplates",
+    "ec2:DescribePlacementGroups",
     "ec2:DescribeSecurityGroups",
     "ec2:DescribeSpotPriceHistory",
     "ec2:DescribeSubnets",
@@ -89,6 +91,7 @@ def controller_statements(cluster: str, node_role_arn: str) -> list[iam.PolicySt
                 ec2_arn("security-group/*"),
                 ec2_arn("subnet/*"),
                 ec2_arn("capacity-reservation/*"),
+                ec2_arn("placement-group/*"),
             ],
         ),
         # Launch templates are used only when this cluster created them (they carry the owned tag).

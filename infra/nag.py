@@ -23,6 +23,7 @@ CONTROLLER_WILDCARDS = {
     f"{EC2}*:security-group/*": "security groups are chosen by the EC2NodeClass selector at run time; launches only attach them (same as Karpenter)",
     f"{EC2}*:subnet/*": "subnets are chosen by the EC2NodeClass selector at run time; launches only place instances in them (same as Karpenter)",
     f"{EC2}*:capacity-reservation/*": "capacity reservations are chosen by the EC2NodeClass selector at run time; launches only consume them",
+    f"{EC2}*:placement-group/*": "the placement group is chosen by the EC2NodeClass placementGroupSelector at run time; launches only place instances in it (same as Karpenter)",
     f"{EC2}*:launch-template/*": "launch templates are created per EC2NodeClass and shape at run time; creation and deletion require the tags kubernetes.io/cluster/<cluster>=owned and karpenter.k8s.aws/ec2nodeclass, use the owned tag",
     f"{EC2}*:fleet/*": "fleets are created at run time; allowed only with the request tags kubernetes.io/cluster/<cluster>=owned and karpenter.sh/nodepool",
     f"{EC2}*:instance/*": "instances are created at run time; creation needs the request tags kubernetes.io/cluster/<cluster>=owned, karpenter.sh/nodepool and karpenter-lambda.io/cluster=<cluster>, termination the same resource tags, re-tagging owned + nodepool",

@@ -98,7 +98,8 @@ def test_untaggable_launch_inputs_and_owned_launch_templates(controller):
     assert sorted(st["Action"]) == ["ec2:CreateFleet", "ec2:RunInstances"]
     assert "Condition" not in st
     rendered = sorted(_render(r) for r in st["Resource"])
-    assert sorted(r.split(":")[-1] for r in rendered) == ["capacity-reservation/*", "image/*", "security-group/*", "snapshot/*", "subnet/*"]
+    assert sorted(r.split(":")[-1] for r in rendered) == ["capacity-reservation/*", "image/*", "placement-group/*",
+                                                                  "security-group/*", "snapshot/*", "subnet/*"]
     assert all(r.startswith("arn:<AWS::Partition>:ec2:<AWS::Region>:") for r in rendered)
     lt = controller["AllowScopedEC2LaunchTemplateAccessActions"]
     assert [_render(r).split(":")[-1] for r in _listify(lt["Resource"])] == ["launch-template/*"]
@@ -144,6 +145,7 @@ def test_reads_ssm_pricing_and_cluster(controller):
     reads = controller["AllowRegionalReadActions"]
     assert reads["Resource"] == "*"
     assert all(a.startswith("ec2:Describe") for a in reads["Action"])
+    assert {"ec2:DescribeCapacityReservations", "ec2:DescribePlacementGroups"} <= set(reads["Action"])  # issue 30
     assert reads["Condition"] == {"StringEquals": {"aws:RequestedRegion": {"Ref": "AWS::Region"}}}
     ssm = controller["AllowSSMReadActions"]
     assert ssm["Action"] == "ssm:GetParameter"

@@ -30,7 +30,7 @@ from .types import Offering
 __all__ = ["CapacityReservation", "RESERVED_PRICE_DIVISOR", "CAPACITY_BLOCK_EXPIRY_WINDOW", "TYPE_DEFAULT",
            "TYPE_CAPACITY_BLOCK", "STATE_ACTIVE", "STATE_EXPIRING", "UNAVAILABLE_ANY_ZONE", "from_ec2",
            "parse_reservations", "reserved_price", "reserved_offerings", "reservation_unavailable",
-           "reservation_drift", "expiring_nodeclaims", "REASON_RESERVATION_DRIFT"]
+           "reservation_drift", "expiring_nodeclaims", "REASON_RESERVATION_DRIFT", "allot_reservations"]
 
 #: a reserved offering's price is the on-demand price divided by this (karpenter-provider-aws's constant)
 RESERVED_PRICE_DIVISOR = 10_000_000.0
@@ -161,3 +161,72 @@ def expiring_nodeclaims(labels_by_name: Mapping[str, Mapping[str, str]],
     the block ends (``capacityreservation/expiration``), sorted by name."""
     expiring = {r.id for r in reservations if r.state == STATE_EXPIRING}
     return sorted(n for n, lb in labels_by_name.items() if lb.get(L.CAPACITY_RESERVATION_ID) in expiring)
+
+
+def _admits(requirements, key: str, value: str) -> bool:
+    try:
+        return key not in requirements or bool(requirements.get(key).has(value))
+    except Exception:  # noqa: BLE001 - requirements that cannot be evaluated admit nothing
+        return False
+
+
+_LAUNCH_ORDER = {L.CAPACITY_TYPE_RESERVED: 0, L.CAPACITY_TYPE_SPOT: 1, L.CAPACITY_TYPE_ON_DEMAND: 2}
+
+
+def allot_reservations(claims: list) -> dict[str, str]:
+    """Hold planned NodeClaims to their reservations' room, in plan order: ``{claim name: reservation id}``.
+
+    The scheduler prices a reserved offering near zero and may give one reservation more NodeClaims than it has room
+    for; the launch path then finds it full and falls back.  This does the same in advance, for ``plan`` (duck-typed
+    NodeClaim plans: ``name``, ``instance_types``, ``requirements``, ``instance_type``, ``zone``, ``capacity_type``,
+    ``price``, ``reason``, changed in place): each reserved claim takes one unit of a reservation of its type and zone
+    with room left (the one with the most room); a claim that finds none launches as the launch path would: the
+    first capacity type in Karpenter's order (reserved elsewhere, spot, on-demand) its requirements allow and an
+    offering of its instance types has, at that type's cheapest offering."""
+    room: dict[str, int] = {}
+    for c in claims:
+        for it in c.instance_types:
+            for o in it.offerings:
+                if o.capacity_type == L.CAPACITY_TYPE_RESERVED and o.reservation_id and o.available:
+                    room.setdefault(o.reservation_id, o.reservation_capacity)
+    out: dict[str, str] = {}
+    for c in claims:
+        if c.capacity_type != L.CAPACITY_TYPE_RESERVED:
+            continue
+        best = None
+        for it in c.instance_types:
+            for o in it.offerings:
+                if (o.capacity_type != L.CAPACITY_TYPE_RESERVED or not o.available or room.get(o.reservation_id or "", 0) <= 0
+                        or not _admits(c.requirements, L.ZONE, o.zone)
+                        or (o.reservation_id and not _admits(c.requirements, L.CAPACITY_RESERVATION_ID, o.reservation_id))):
+                    continue
+                same = it.name == c.instance_type and o.zone == c.zone
+                key = (not same, o.price, -room[o.reservation_id], o.reservation_id, it.name)
+                if best is None or key < best[0]:
+                    best = (key, it, o)
+        if best is None:
+            best = _fallback(c)
+            if best is None:
+                continue
+            _, it, o = best
+            c.reason = (f"{c.reason}; reservation full: launches as {it.name} {o.capacity_type} in {o.zone} at "
+                        f"${o.price:.4f}/h")
+        _, it, o = best
+        c.instance_type, c.zone, c.capacity_type, c.price = it.name, o.zone, o.capacity_type, o.price
+        if o.capacity_type == L.CAPACITY_TYPE_RESERVED:
+            room[o.reservation_id] -= 1
+            out[c.name] = o.reservation_id
+    return out
+
+
+def _fallback(c):
+    best = None
+    for it in c.instance_types:
+        for o in it.offerings:
+            if (not o.available or o.capacity_type == L.CAPACITY_TYPE_RESERVED or not _admits(c.requirements, L.ZONE, o.zone)
+                    or not _admits(c.requirements, L.CAPACITY_TYPE, o.capacity_type)):
+                continue
+            key = (_LAUNCH_ORDER.get(o.capacity_type, 9), o.price, it.name, o.zone)
+            if best is None or key < best[0]:
+                best = (key, it, o)
+    return best

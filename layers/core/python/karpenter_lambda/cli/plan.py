@@ -8,13 +8,19 @@ the deterministic estimate (docs/catalog.md), marked as estimates.
 ``--live`` asks real AWS (credentials from the environment) and
 ``--endpoint-url`` any AWS-compatible endpoint.
 
+Capacity reservations: ``--capacity-reservations FILE`` (a saved DescribeCapacityReservations answer) or, with
+``--live``/``--endpoint-url``, EC2 itself: each EC2NodeClass gets the reservations its
+``capacityReservationSelectorTerms`` select, as ``reserved`` offerings; a reservation takes at most as many
+NodeClaims as it has room for, the rest launch as the launch path would fall back (spot, on-demand).
+
 Zones: the zones the simulator creates subnets in (``catalog.zones.default_zones``: ``<region>a..c``,
 those with offerings), or ``--zones us-east-1a,us-east-1b``; printed with the plan.
 
 ``--json`` prints exactly::
 
     {"nodeClaims": [{"name", "nodePool", "instanceTypes": [...], "instanceType", "zone",
-                     "capacityType", "pricePerHour", "priceEstimated", "pods": ["ns/name", ...]}],
+                     "capacityType", "pricePerHour", "priceEstimated", "pods": ["ns/name", ...],
+                     "capacityReservationId": "cr-..." or null}],
      "unschedulable": [{"pod": "ns/name", "reason": "..."}],
      "costPerHour": N, "costEstimated": bool, "zones": ["us-east-1a", ...]}
 
@@ -48,6 +54,10 @@ def register(sub) -> None:
     p.add_argument("--live", action="store_true", help="read instance types and prices from real AWS instead of moto's bundled data")
     p.add_argument("--zones", dest="plan_zones", metavar="ZONE[,ZONE...]", default=None,
                    help="availability zones to plan in (default: the simulator's, <region>a,b,c)")
+    p.add_argument("--capacity-reservations", dest="plan_reservations", metavar="FILE", default=None,
+                   help="a saved DescribeCapacityReservations answer (JSON): the reservations each EC2NodeClass's "
+                        "capacityReservationSelectorTerms select from it (default: asked of EC2 with --live or "
+                        "--endpoint-url; none offline)")
     p.set_defaults(func=run)
 
 
@@ -64,7 +74,7 @@ class PlanEnvironmentError(PlanError):
 
 
 def build_plan(files: list[str], region: str, endpoint_url: str | None = None, live: bool = False, progress=None,
-               zones: list[str] | None = None):
+               zones: list[str] | None = None, reservations_file: str | None = None):
     """Load, expand, build the catalog and solve; returns (SchedulingResult, context dict). Raises PlanError.
 
     ``zones``: the availability zones to plan in; None = the simulator's (``default_zones(region)``, those with
@@ -130,12 +140,14 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     snap = ClusterSnapshot(now=time.time(), nodepools={np.name: np for np in nodepools}, nodeclasses=dict(nodeclasses),
                            pods=pods, daemonsets=daemonsets, pvcs=storage["PersistentVolumeClaim"],
                            pvs=storage["PersistentVolume"], storageclasses=storage["StorageClass"])
+    reservations = _reservations(nodeclasses, reservations_file, None if offline else clients, region, endpoint_url)
     for np in nodepools:
         nc = nodeclasses[np.node_class_ref["name"]]
         if nc.name not in catalogs:
             try:
                 catalogs[nc.name] = load_catalog(clients, region, nodeclass=nc, endpoint_url=endpoint_url, source=catalog_source,
-                                                 zones=wanted_zones, estimated_available=True)  # a dry run: estimates shown, marked
+                                                 zones=wanted_zones, estimated_available=True,  # a dry run: estimates shown, marked
+                                                 reservations=reservations.get(nc.name, ()))
             except KeyError as e:  # moto has no data for that region
                 raise PlanError(f"--region {region}: no instance data for this region offline ({e})") from None
         snap.instance_types[np.name] = catalogs[nc.name]
@@ -154,8 +166,31 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
         progress(f"scheduling {len(pending)} pods over {len(nodepools)} NodePools ...")
     inp, _problems = scheduling_input(snap, pending)
     result = solve(inp)
+    from karpenter_lambda.catalog.reservations import allot_reservations
+
+    allotted = allot_reservations(result.nodeclaims)
     t2 = time.monotonic()
-    return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1, "zones": used_zones}
+    return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1, "zones": used_zones,
+                    "reservations": allotted}
+
+
+def _reservations(nodeclasses: dict, path: str | None, clients, region: str, endpoint_url: str | None) -> dict[str, list]:
+    """EC2NodeClass name -> the capacity reservations its selector terms select: from the saved answer ``path``, else
+    from EC2 (``clients``: a boto3 Session, when the catalog comes from EC2), else none."""
+    from karpenter_lambda.adapters.aws import capacity_reservations as crs
+
+    now = time.time()
+    with_terms = {n: nc.spec.get("capacityReservationSelectorTerms") or [] for n, nc in nodeclasses.items()}
+    if path is not None:
+        try:
+            entries = crs.read_file(path, now)
+        except ValueError as e:
+            raise PlanEnvironmentError(f"--capacity-reservations {e}") from None
+        return {n: crs.select(entries, terms, now) for n, terms in with_terms.items() if terms}
+    if clients is None or not any(with_terms.values()):
+        return {}
+    ec2 = clients.client("ec2", region_name=region, endpoint_url=endpoint_url)
+    return {n: crs.resolve(ec2, terms, now)[0] for n, terms in with_terms.items() if terms}
 
 
 def _stateful_claims(pods: list[dict], docs: list[dict], pvcs: list[dict]) -> None:
@@ -192,7 +227,7 @@ def _price_estimated(c) -> bool:
     return False
 
 
-def plan_to_json(result, zones: list[str] | None = None) -> dict:
+def plan_to_json(result, zones: list[str] | None = None, reservations: dict[str, str] | None = None) -> dict:
     claims = []
     for c in result.nodeclaims:
         claims.append({
@@ -206,6 +241,7 @@ def plan_to_json(result, zones: list[str] | None = None) -> dict:
             "priceEstimated": _price_estimated(c),
             "pods": list(c.pods),
             "reason": c.reason,
+            "capacityReservationId": (reservations or {}).get(c.name),
         })
     return {
         "nodeClaims": claims,
@@ -245,7 +281,8 @@ def run(args) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
     try:
-        result, info = build_plan(args.files, region, args.endpoint_url, args.live, progress, zones=zones)
+        result, info = build_plan(args.files, region, args.endpoint_url, args.live, progress, zones=zones,
+                                  reservations_file=getattr(args, "plan_reservations", None))
     except PlanEnvironmentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -255,7 +292,7 @@ def run(args) -> int:
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    out = plan_to_json(result, info["zones"])
+    out = plan_to_json(result, info["zones"], info.get("reservations"))
     if args.json:
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -264,7 +301,8 @@ def run(args) -> int:
         rows = []
         for c in out["nodeClaims"]:
             price = f"{'~' if c['priceEstimated'] else ''}${c['pricePerHour']:.4f}"
-            rows.append([c["name"], c["nodePool"], c["instanceType"], c["zone"], c["capacityType"],
+            capacity = c["capacityType"] + (f" ({c['capacityReservationId']})" if c.get("capacityReservationId") else "")
+            rows.append([c["name"], c["nodePool"], c["instanceType"], c["zone"], capacity,
                          price, len(c["pods"]), len(c["instanceTypes"])])
         print(render_table(["NODECLAIM", "NODEPOOL", "INSTANCE-TYPE", "ZONE", "CAPACITY", "PRICE/H", "PODS", "OPTIONS"], rows, right={5, 6, 7}))
         print()

@@ -7,8 +7,9 @@ does not know is no error, just none); a term with ``tags`` and/or ``instanceMat
 The answers are merged, deduplicated, parsed and filtered (unexpired) by
 :func:`karpenter_lambda.catalog.reservations.parse_reservations`.
 
-``capacity_reservations_from_file(path, now)`` reads the same from a saved DescribeCapacityReservations answer (JSON:
-``{"CapacityReservations": [...]}`` or the list itself), for ``plan --capacity-reservations FILE``.
+``read_file(path, now)`` reads a saved DescribeCapacityReservations answer (JSON: ``{"CapacityReservations": [...]}``
+or the list itself) and ``select(entries, terms, now)`` picks what an EC2NodeClass's terms select from it, as EC2
+would, for ``plan --capacity-reservations FILE``.
 """
 
 from __future__ import annotations
@@ -79,8 +80,29 @@ def resolve(ec2: Any, terms: list[dict] | None, now: float) -> tuple[list[Capaci
     return reservations, problems
 
 
-def capacity_reservations_from_file(path: str, now: float) -> list[CapacityReservation]:
-    """Reservations from a saved DescribeCapacityReservations answer; ValueError naming the file when it is not one."""
+def _selected(desc: dict, term: dict) -> bool:
+    if term.get("id"):
+        return desc.get("CapacityReservationId") == term["id"]
+    if not term.get("tags") and not term.get("instanceMatchCriteria"):
+        return False
+    tags = {t.get("Key"): t.get("Value") for t in desc.get("Tags") or []}
+    if term.get("ownerID") and str(desc.get("OwnerId") or "") != str(term["ownerID"]):
+        return False
+    if term.get("instanceMatchCriteria") and desc.get("InstanceMatchCriteria") != term["instanceMatchCriteria"]:
+        return False
+    return all(k in tags if v == "*" else tags.get(k) == str(v) for k, v in (term.get("tags") or {}).items())
+
+
+def select(descs: list[dict], terms: list[dict] | None, now: float) -> list[CapacityReservation]:
+    """The reservations of ``descs`` (a saved DescribeCapacityReservations answer) that ``terms`` select, as
+    :func:`resolve` would get them from EC2 (active, unexpired, sorted by id)."""
+    chosen = [d for d in descs if any(_selected(d, t) for t in terms or [])]
+    return parse_reservations(chosen, now)[0]
+
+
+def read_file(path: str, now: float) -> list[dict]:
+    """The entries of a saved DescribeCapacityReservations answer (JSON: ``{"CapacityReservations": [...]}`` or the
+    list); ValueError naming the file when it is not one or an entry cannot be used."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -88,7 +110,7 @@ def capacity_reservations_from_file(path: str, now: float) -> list[CapacityReser
     entries = doc.get("CapacityReservations") if isinstance(doc, dict) else doc
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ValueError(f"{path}: expected a DescribeCapacityReservations answer: {{\"CapacityReservations\": [...]}}")
-    reservations, problems = parse_reservations(entries, now)
+    problems = parse_reservations(entries, now)[1]
     if problems:
         raise ValueError(f"{path}: " + "; ".join(problems))
-    return reservations
+    return entries
