@@ -122,7 +122,7 @@ class SnapshotLoader:
         overlays = self.store.list("NodeOverlay") if base else []
         if not overlays:
             return base
-        result = apply_overlays_by_nodepool(base, snap.nodepools, overlays)
+        result = _overlaid(base, snap, overlays)
         for name, why in result.conflicts.items():
             self.logger.warning(f"NodeOverlay {name} not applied: {why}")
         self._write_overlay_status(overlays, result, snap.now)
@@ -145,6 +145,28 @@ class SnapshotLoader:
                 self.store.update_status("NodeOverlay", ov.name, {"conditions": status["conditions"]})
             except Exception as e:   # a status is a report: the decision goes on without it
                 self.logger.warning(f"could not write NodeOverlay {ov.name} status: {e}")
+
+
+# The last few overlay results per process: a warm invocation gets the provider's cached instance-type lists back
+# (the same objects), so the same lists, NodePools and overlays give the same result without recomputing it (a
+# catalog of 1,340 types takes a few hundred ms).  The value keeps the lists alive, so their ids stay theirs.
+_OVERLAID: dict[tuple, tuple[list, OverlayResult]] = {}
+
+
+def _overlaid(base: dict[str, list], snap: ClusterSnapshot, overlays: list) -> OverlayResult:
+    pools = {name: snap.nodepools.get(name) for name in base}
+    key = (tuple(sorted((name, id(its), len(its)) for name, its in base.items())),
+           tuple(sorted((name, json.dumps(np.template_labels if np is not None else None, sort_keys=True))
+                        for name, np in pools.items())),
+           tuple(sorted((ov.name, json.dumps(ov.spec, sort_keys=True, default=str)) for ov in overlays)))
+    hit = _OVERLAID.get(key)
+    if hit is not None:
+        return hit[1]
+    result = apply_overlays_by_nodepool(base, snap.nodepools, overlays)
+    if len(_OVERLAID) >= 8:
+        _OVERLAID.clear()
+    _OVERLAID[key] = (list(base.values()), result)
+    return result
 
 
 def _strip_times(status: dict) -> dict:
