@@ -113,7 +113,7 @@ CASES = [
     ("budget-cron-minute-range", "NodePool", budget("- {nodes: '0', schedule: '61 * * * *', duration: 1h}"), "spec.disruption.budgets[0].schedule", "minute field: 61 is out of range 0-59"),
     ("budget-cron-bad-name", "NodePool", budget("- {nodes: '0', schedule: '0 9 * * funday', duration: 1h}"), "spec.disruption.budgets[0].schedule", "day-of-week field: 'funday' is not a number or a name"),
     ("budget-cron-every", "NodePool", budget("- {nodes: '0', schedule: '@every 5m', duration: 1h}"), "spec.disruption.budgets[0].schedule", "unknown descriptor"),
-    ("budget-cron-tz", "NodePool", budget("- {nodes: '0', schedule: 'TZ=Europe/Paris 0 9 * * *', duration: 1h}"), "spec.disruption.budgets[0].schedule", "timezones are not supported"),
+    ("budget-cron-tz", "NodePool", budget("- {nodes: '0', schedule: 'CRON_TZ=Mars/Base 0 9 * * *', duration: 1h}"), "spec.disruption.budgets[0].schedule", 'unknown time zone "Mars/Base"'),
     ("budget-cron-step-zero", "NodePool", budget("- {nodes: '0', schedule: '*/0 * * * *', duration: 1h}"), "spec.disruption.budgets[0].schedule", "step '0' must be a positive integer"),
     ("budget-duration-seconds", "NodePool", budget("- {nodes: '0', schedule: '@daily', duration: 30s}"), "spec.disruption.budgets[0].duration", "hours and/or minutes"),
     ("budget-bad-reason", "NodePool", budget("- {nodes: '1', reasons: [Expired]}"), "spec.disruption.budgets[0].reasons[0]", "unsupported value 'Expired'"),
