@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
 export CDK_HOME := $(CURDIR)/.cdk-home
 
-.PHONY: venv test demo bench synth clean
+.PHONY: venv test demo bench synth clean wheel-check
 
 # -c watcher/requirements.txt: the suite runs with the watcher image's pinned boto3/kubernetes (a test holds them
 # equal), so a new boto3 release cannot turn a fresh clone red.
@@ -25,6 +25,10 @@ $(STAMP): requirements.txt requirements-dev.txt watcher/requirements.txt pyproje
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+
+# the wheel installed with its [sim] extra in a fresh venv runs every console command (.ci/wheel-check)
+wheel-check: $(STAMP)
+	PYTHON=$(PYTHON) .ci/wheel-check
 
 demo: $(STAMP)
 	$(PY) -m karpenter_lambda demo
@@ -45,4 +49,4 @@ synth: $(STAMP)
 	CDK_CONTEXT_JSON='$(SYNTH_CONTEXT)' $(PY) app.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache cdk.out .cdk-home .bench-out .demo
+	rm -rf $(VENV) .pytest_cache cdk.out .cdk-home .bench-out .demo .wheel-check

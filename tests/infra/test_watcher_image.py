@@ -51,10 +51,11 @@ def test_stack_builds_the_watcher_image_and_outputs_its_uri(synth):
 
 
 def test_pod_identity_association_matches_the_rendered_manifests(synth):
-    from karpenter_lambda.cli.watcher import DEFAULT_MANIFESTS, load_templates, render
+    from karpenter_lambda.cli.watcher import load_templates, render
+    from karpenter_lambda.resources import watcher_manifests_dir
 
     (assoc,) = synth.of_type("AWS::EKS::PodIdentityAssociation").values()
-    docs = render(load_templates(DEFAULT_MANIFESTS), image="r.example.com/w:1", cluster=CLUSTER, region="us-east-1",
+    docs = render(load_templates(watcher_manifests_dir()), image="r.example.com/w:1", cluster=CLUSTER, region="us-east-1",
                   pod_queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/q")
     dep = next(d for d in docs if d["kind"] == "Deployment")
     pod = dep["spec"]["template"]["spec"]

@@ -18,11 +18,12 @@ ENDPOINT_ENVS = ("KARPENTER_LAMBDA_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "
 
 
 def default_examples_dir() -> Path:
-    """``./examples`` if present, else the repository's ``examples/`` next to ``layers/`` (editable install)."""
+    """``./examples`` if present, else the repository's ``examples/`` (or the installed package's copy)."""
     here = Path.cwd() / "examples"
     if here.is_dir():
         return here
-    return Path(__file__).resolve().parents[5] / "examples"
+    from .. import resources
+    return resources.examples_dir()
 
 
 @contextmanager

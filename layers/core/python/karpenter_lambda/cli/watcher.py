@@ -19,10 +19,9 @@ from pathlib import Path
 
 import yaml
 
+from .. import resources
 from ..api import roles
 
-# the repository's watcher/manifests/ (this file is layers/core/python/karpenter_lambda/cli/watcher.py)
-DEFAULT_MANIFESTS = Path(__file__).resolve().parents[5] / "watcher" / "manifests"
 CONTAINER = "watcher"
 REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]$")
 SQS_URL_RE = re.compile(r"^https://sqs\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/[0-9]{12}/[A-Za-z0-9_.-]{1,80}$")
@@ -52,8 +51,8 @@ def register(sub) -> None:
     m.add_argument("--region", dest="watcher_region", metavar="REGION",
                    help="AWS region (output Region; else the pod queue URL's region, else the global --region)")
     m.add_argument("--event-queue-url", help="optional EVENT_QUEUE_URL (node and pod-bound events, docs/watcher.md)")
-    m.add_argument("--manifests", metavar="DIR", default=str(DEFAULT_MANIFESTS),
-                   help="folder of the manifest templates (default: the repository's watcher/manifests)")
+    m.add_argument("--manifests", metavar="DIR", default=None,
+                   help="folder of the manifest templates (default: the repository's watcher/manifests, or the installed package's copy)")
     m.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     m.set_defaults(func=run_manifest)
 
@@ -205,7 +204,7 @@ def resolve(args) -> dict:
 def run_manifest(args) -> int:
     try:
         values = resolve(args)
-        docs = render(load_templates(Path(args.manifests)), **values)
+        docs = render(load_templates(Path(args.manifests) if args.manifests else resources.watcher_manifests_dir()), **values)
     except RenderError as e:
         sys.stderr.write(f"watcher manifest: {e}\n")
         return 2

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from .. import resources
 from ..controllers import environment, runtime
 from .aws import SimAccount
 from .clock import VirtualClock
@@ -27,15 +28,12 @@ class SimulationError(Exception):
 
 
 def repo_root() -> Path:
-    """The checkout holding ``functions/`` (the package lives at layers/core/python/karpenter_lambda)."""
-    env = os.environ.get("KARPENTER_LAMBDA_REPO")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "functions" / "provisioner" / "handler.py").exists():
-            return parent
-    return here.parents[4]
+    """The folder holding ``functions/`` and ``infra/config.py``: the checkout, or the copy an installed wheel
+    carries (:func:`karpenter_lambda.resources.resource_root`; ``$KARPENTER_LAMBDA_REPO`` overrides)."""
+    try:
+        return resources.resource_root()
+    except FileNotFoundError as e:
+        raise SimulationError(str(e)) from None
 
 
 def load_module(path: Path, name: str):

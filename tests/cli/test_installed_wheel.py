@@ -1,0 +1,107 @@
+"""The package as a wheel installs it (issue 31 item 2): the console commands work with no checkout around them.
+
+The wheel is built from this checkout (``pip wheel --no-deps``, setup.py's bundle step), unpacked into a temporary
+site folder and run from an empty working directory with that folder first on ``sys.path``: the code and the files
+it reads beside the package (``functions/``, ``infra/config.py``, ``watcher/``, ``examples/``) come from the wheel,
+the third-party packages from this venv.  ``.ci/run`` also installs the wheel with its dependencies in a fresh
+venv (``make wheel-check``).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from karpenter_lambda import resources
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.xdist_group("wheel")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (path,) = out.glob("karpenter_lambda-*.whl")
+    return path
+
+
+@pytest.fixture(scope="module")
+def site(wheel, tmp_path_factory) -> Path:
+    dest = tmp_path_factory.mktemp("site")
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(dest)
+    return dest
+
+
+def _run(site: Path, cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in (resources.REPO_ENV, "PYTHONPATH")}
+    env["PYTHONPATH"] = str(site)
+    return subprocess.run([sys.executable, "-m", "karpenter_lambda", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _repo_files(rel: str) -> set[str]:
+    src = REPO / rel
+    if src.is_file():
+        return {rel}
+    return {str(p.relative_to(REPO)) for p in src.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+
+def test_wheel_carries_every_bundled_file(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    prefix = f"karpenter_lambda/{resources.BUNDLE_DIR}/"
+    bundled = {n[len(prefix):] for n in names if n.startswith(prefix)}
+    expected = set().union(*(_repo_files(rel) for rel in resources.BUNDLED))
+    assert "functions/registry.json" in expected and "watcher/manifests/30-deployment.yaml" in expected
+    assert expected - bundled == set(), "missing from the wheel"
+    assert "karpenter_lambda/data/ec2-catalog.json.gz" in names
+
+
+def test_commands_run_from_the_wheel_alone(site, tmp_path):
+    code = "import karpenter_lambda, karpenter_lambda.resources as r; print(karpenter_lambda.__file__); print(r.resource_root())"
+    env = {k: v for k, v in os.environ.items() if k not in (resources.REPO_ENV, "PYTHONPATH")}
+    env["PYTHONPATH"] = str(site)
+    where = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert where.returncode == 0, where.stderr
+    pkg, root = where.stdout.split()
+    assert Path(pkg).is_relative_to(site) and Path(root) == site / "karpenter_lambda" / resources.BUNDLE_DIR
+
+    bundle = Path(root)
+    watcher = _run(site, tmp_path, "watcher", "manifest", "--image", "r.example.com/w:1", "--cluster", "demo",
+                   "--pod-queue-url", "https://sqs.us-east-1.amazonaws.com/123456789012/pods", "--region", "us-east-1")
+    assert watcher.returncode == 0, watcher.stderr
+    assert "kind: Deployment" in watcher.stdout and "r.example.com/w:1" in watcher.stdout
+
+    valid = _run(site, tmp_path, "validate", str(bundle / "examples" / "default.yaml"))
+    assert valid.returncode == 0, valid.stderr
+
+    plan = _run(site, tmp_path, "plan", "-f", str(bundle / "examples" / "default.yaml"),
+                "-f", str(bundle / "examples" / "workloads" / "web.yaml"), "--json")
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["nodeClaims"], plan.stdout[:500]
+
+    demo = _run(site, tmp_path, "demo")
+    assert demo.returncode == 0, demo.stderr
+    assert "nodepools" in demo.stdout.lower()
+
+
+def test_simulate_runs_from_the_wheel_alone(site, tmp_path):
+    (tmp_path / "w.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  replicas: 2\n"
+        "  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n"
+        "      containers: [{name: c, image: nginx, resources: {requests: {cpu: '1', memory: 1Gi}}}]\n")
+    bundle = site / "karpenter_lambda" / resources.BUNDLE_DIR
+    sim = _run(site, tmp_path, "simulate", str(bundle / "examples" / "default.yaml"), "w.yaml", "--until", "5m",
+               "--json", "--quiet")
+    assert sim.returncode == 0, sim.stderr[-3000:]
+    out = json.loads(sim.stdout)
+    assert out["pods"]["bound"] == 2, out["pods"]
