@@ -10,7 +10,7 @@ is recorded once per thing, with the virtual time and the details.
 
 | invariant | breaks it | bound after the last disturbance |
 |---|---|---|
-| ``pending_bound`` | a pod pending (not bound, not deleting) | launch-to-ready (one round here) + 3 min |
+| ``pending_bound`` | a pod pending (not bound, not deleting) | launch-to-ready (one round here) + 3 min, after the pod's last fault (below) |
 | ``one_instance_per_nodeclaim`` | a NodeClaim tag on two live instances | none (at once) |
 | ``ledger_progress`` | a ledger entry in one state (proposed / replacing / deleting) or naming a gone NodeClaim; the ledger's per-NodePool count unequal to its entries | validation delay / replacement timeout / none, + 3 min; the count at once |
 | ``usage_matches_claims`` | a NodePool's usage totals unequal to the sum of its launch claims (at once); a claim whose NodeClaim does not exist | the stale-claim age (5 min) + 3 min |
@@ -87,7 +87,11 @@ class Invariants:
         return not any(self.counts.values())
 
     # -- the checks --------------------------------------------------------------------------------------------
-    def check(self, last_disturbance: float) -> None:
+    def check(self, last_disturbance: float, pod_reset: dict[str, float] | None = None, pods_reset: float = 0.0) -> None:
+        """``last_disturbance``: the latest fault or scenario event.  A pod's pending clock counts from the later of
+        its creation, ``pod_reset[uid]`` (a fault hit a provisioner invocation that had to plan it) and
+        ``pods_reset`` (a fault that delays every pod: the lifecycle sweep's, a kubelet that never starts); other
+        events do not delay a pod (a reclaim, a scale, a drift make new pods)."""
         w = self.w
         now = w.clock()
         seen: set = set()
@@ -106,7 +110,8 @@ class Invariants:
                 continue
             key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
             created = to_epoch(meta.get("creationTimestamp")) or now
-            self._suspect(seen, "pending_bound", key, created, LAUNCH_TO_READY + GRACE, last_disturbance,
+            since = max((pod_reset or {}).get(meta.get("uid") or "", 0.0), pods_reset)
+            self._suspect(seen, "pending_bound", key, created, LAUNCH_TO_READY + GRACE, since,
                           f"pod {key} pending since {round(created - w.clock.start)}s (now {round(now - w.clock.start)}s)")
 
         # one_instance_per_nodeclaim

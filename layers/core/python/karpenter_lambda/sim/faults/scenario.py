@@ -99,6 +99,8 @@ class FaultRun:
         self.stop_on = set(stop_on)   # invariant names (or "budget_overruns"): stop the run as soon as one fires
         self.stopped: str | None = None
         self.last_event_at = 0.0      # virtual time of the latest scenario event that moves work (reclaim, scale, ...)
+        self.pod_reset: dict[str, float] = {}   # pod uid -> the last fault of a provisioner invocation that planned it
+        self.pods_reset = 0.0                   # the last fault that delays every pod (lifecycle, a broken kubelet)
         self.rng = random.Random(seed)
         self.rounds = rounds
         self.settle_rounds = settle_rounds
@@ -214,7 +216,7 @@ class FaultRun:
         return max(self.last_event_at, self.inj.last_fault_at or 0.0)
 
     def _check(self) -> None:
-        self.invariants.check(self.last_disturbance())
+        self.invariants.check(self.last_disturbance(), self.pod_reset, self.pods_reset)
         fired = [n for n in self.stop_on if self.invariants.counts.get(n) or (n == "budget_overruns" and self.budget_overruns)]
         if fired:
             raise StopRun(", ".join(sorted(fired)))
@@ -227,8 +229,12 @@ class FaultRun:
                            timeout=self.timeouts.get(name))
 
     def _invoke(self, name: str, fn, plan=None) -> dict:
+        before = self.inj.total
         with self.inj.invocation(name, plan if plan is not None else self._plan(name)) as out:
             out["response"] = fn()
+        out["faulted"] = self.inj.total > before or out["crashed"]
+        if out["faulted"] and name == "lifecycle":
+            self.pods_reset = self.w.clock()
         if out["error"] and not out["crashed"]:
             self.errors[f"{name}: {out['error'][:120]}"] += 1
         self._observe(name)
@@ -316,17 +322,40 @@ class FaultRun:
             self._count_queue(self.pod_queue, before)
             if ev is None:
                 return
+            held = self._held()
+            uids = [json.loads(r["body"]).get("pod", {}).get("metadata", {}).get("uid", "") for r in ev["Records"]]
+            before_faults = self.inj.total
             if self._chance(0.15):   # two pollers got the batch (at-least-once delivery)
                 self.inj.count("sqs_duplicate")
                 outs = self._concurrently([("provisioner", lambda: w.provision(ev)), ("provisioner", lambda: w.provision(ev))])
                 self.pod_queue.settle(ev, outs[0] if not (outs[0]["crashed"] or outs[0]["error"]) else outs[1])
+                self._reset_pods(uids, held, before_faults)
                 continue
             out = self._invoke("provisioner", lambda: w.provision(ev))
             self.pod_queue.settle(ev, out)
+            self._reset_pods(uids, held, before_faults)
             if not out["crashed"] and self._chance(0.15):   # the same records sent again
                 self.inj.count("sqs_duplicate")
                 for r in ev["Records"]:
                     self.pod_queue.send(r["body"])
+
+    def _held(self) -> set[str]:
+        """Pods nominated to an in-flight NodeClaim (launched or launching, not Initialized, not deleting): the
+        provisioner leaves them alone, so its faults do not delay them."""
+        claims = {nc.name: nc for nc in self.w.store.list("NodeClaim")}
+        out = set()
+        for uid, name in (self.w.env.claims.reservations() or {}).items():
+            nc = claims.get(name)
+            if nc is not None and not nc.metadata.get("deletionTimestamp") and not nc.is_true("Initialized"):
+                out.add(uid)
+        return out
+
+    def _reset_pods(self, uids: list[str], held: set[str], before_faults: int) -> None:
+        if self.inj.total > before_faults:
+            now = self.w.clock()
+            for u in uids:
+                if u and u not in held:
+                    self.pod_reset[u] = now
 
     def _count_queue(self, q: SimQueue, before: tuple[int, int]) -> None:
         if q.redelivered > before[0]:

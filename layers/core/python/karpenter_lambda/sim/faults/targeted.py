@@ -4,15 +4,17 @@ One Deployment (3 pods of 1 CPU), no random choices; the faults and events come 
 
 | round | what | the recovery path it needs |
 |---|---|---|
-| 0 | the provisioner dies right after CreateFleet (instance running, NodeClaim without providerID) | adoption of the tagged instance |
-| 1 | scale to 5; the provisioner dies right before CreateFleet (a NodeClaim nothing was launched for) | relaunch of the unknown launch (``Launcher.resolve``) |
-| 2 | scale to 7; the provisioner dies right after the launch-claim transaction (a claim with no NodeClaim) | stale launch-claim release |
-| 2 | an instance tagged for a NodeClaim that does not exist, whose kubelet never starts (a record lost) | orphan GC by providerID |
-| 2 | a spot warning for the first node; the interruption handler's DynamoDB writes throttled (12 in a row) | the record returned in ``batchItemFailures`` and redelivered after the visibility timeout (90 s) |
-| 3 | the NodePool's template changes (every node drifts); the first replacement's kubelet never starts | the 10-minute replacement timeout; ledger release of the replaced NodeClaims |
-| 4 | a ``karpenter.sh/disrupted`` taint on a node launched after the change (no command; as a failed best-effort untaint leaves) | stale disrupted-taint removal |
+| 0 | the provisioner dies right before CreateFleet (a NodeClaim nothing was launched for) | relaunch of the unknown launch (``Launcher.resolve``) |
+| 1 | scale to 5; the provisioner dies right after the launch-claim transaction (a claim with no NodeClaim) | stale launch-claim release |
+| 2 | scale to 7; the provisioner dies right after CreateFleet (instance running, NodeClaim without providerID) | adoption of the tagged instance |
+| 3 | an instance tagged for a NodeClaim that does not exist, whose kubelet never starts (a record lost) | orphan GC by providerID |
+| 3 | a spot warning for the first recorded node; the interruption handler's DynamoDB writes throttled (12 in a row) | the record returned in ``batchItemFailures`` and redelivered after the visibility timeout (90 s) |
+| 6 | the NodePool's template changes (every node drifts); the first replacement's kubelet never starts | the 10-minute replacement timeout; ledger release of the replaced NodeClaims |
+| 7 | a ``karpenter.sh/disrupted`` taint on a node launched after the change (no command; as a failed best-effort untaint leaves) | stale disrupted-taint removal |
 
-Then the faults stop and the run settles as any other (:meth:`FaultRun._settle`): the invariants' bounds count from
+A replacement whose kubelet never starts is a fault that lasts until its instance is gone (the 15-minute
+registration timeout): pods the provisioner nominated to it wait as long, so while it runs every pod's pending clock
+restarts (``pods_reset``).  Then the faults stop and the run settles as any other (:meth:`FaultRun._settle`): the invariants' bounds count from
 the last of these.  Without a mutation every invariant holds and every loss counter is 0.
 """
 
@@ -22,7 +24,7 @@ from ...api.labels import DISRUPTED_TAINT, NODECLAIM_TAG, REPLACES_ANNOTATION
 from .plan import FaultPlan
 from .scenario import FaultRun, deployment
 
-TARGETED_ROUNDS = 5
+TARGETED_ROUNDS = 8
 
 
 class TargetedRun(FaultRun):
@@ -32,6 +34,7 @@ class TargetedRun(FaultRun):
         self.scripted: dict[str, FaultPlan] = {}   # invocation name -> the plan of its next invocation this round
         self.no_kubelet: set[str] = set()          # instance ids whose kubelet never starts
         self.break_next_replacement = False
+        self.broken: set[str] = set()              # replacements whose kubelet never starts (a lasting fault)
 
     def _workloads(self) -> None:
         self.deploys["app0"] = 3
@@ -54,8 +57,14 @@ class TargetedRun(FaultRun):
                 self.break_next_replacement = False
                 self.no_kubelet.add(iid)
                 self.inj.count("kubelet_broken")
+                self.broken.add(iid)
                 return False
         return True
+
+    def _check(self) -> None:
+        if self.broken and any(i["InstanceId"] in self.broken for i in self.w.instances()):
+            self.pods_reset = self.w.clock()
+        super()._check()
 
     def _scale(self, replicas: int) -> None:
         self.deploys["app0"] = replicas
@@ -70,22 +79,25 @@ class TargetedRun(FaultRun):
         self.round_no += 1
         r = self.round_no
         if r == 0:
-            self.scripted["provisioner"] = FaultPlan(crash_on=("ec2", "CreateFleet"), crash_after=True)
+            self.scripted["provisioner"] = FaultPlan(crash_on=("ec2", "CreateFleet"), crash_after=False)
         elif r == 1:
             self._scale(5)
-            self.scripted["provisioner"] = FaultPlan(crash_on=("ec2", "CreateFleet"), crash_after=False)
+            self.scripted["provisioner"] = FaultPlan(crash_on=("dynamodb", "TransactWriteItems"), crash_after=True)
         elif r == 2:
             self._scale(7)
-            self.scripted["provisioner"] = FaultPlan(crash_on=("dynamodb", "TransactWriteItems"), crash_after=True)
-            self._plant_orphan()
-            running = sorted(i["InstanceId"] for i in self.w.instances(states=("running",)) if i["InstanceId"] not in self.no_kubelet)
-            self._interrupt(running[0], lose=False)
-            self.scripted["interruption"] = FaultPlan(aws_errors={("dynamodb", "UpdateItem"): ["ddb_throttle", 12],
-                                                                  ("dynamodb", "PutItem"): ["ddb_throttle", 12]})
+            self.scripted["provisioner"] = FaultPlan(crash_on=("ec2", "CreateFleet"), crash_after=True)
         elif r == 3:
+            self._plant_orphan()
+            recorded = {nc.status.get("providerID", "").rsplit("/", 1)[-1] for nc in self.w.store.list("NodeClaim")}
+            running = sorted(i["InstanceId"] for i in self.w.instances(states=("running",)) if i["InstanceId"] in recorded)
+            if running:
+                self._interrupt(running[0], lose=False)
+                self.scripted["interruption"] = FaultPlan(aws_errors={("dynamodb", "UpdateItem"): ["ddb_throttle", 12],
+                                                                      ("dynamodb", "PutItem"): ["ddb_throttle", 12]})
+        elif r == 6:   # after the bounds of rounds 0-2 (a pod nominated to a NodeClaim that never registers waits)
             self.break_next_replacement = True
             self._drift_nodepool()
-        elif r == 4:
+        elif r == 7:
             self._plant_taint()
 
     # -- planted states ------------------------------------------------------------------------------------------
