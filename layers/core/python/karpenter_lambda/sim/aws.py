@@ -12,8 +12,9 @@
 * an EKS cluster (``eks:DescribeCluster`` works) whose endpoint is the local Kubernetes API URL;
 * the state and cache DynamoDB tables and the SQS pod queue (with a DLQ);
 * EC2 as EC2 behaves where moto does not (:mod:`.moto_ec2`): ClientToken idempotency of CreateFleet/RunInstances and
-  DescribeInstances' eventual consistency (a launched instance invisible for ``ec2_visibility_delay`` virtual seconds,
-  :data:`DEFAULT_EC2_VISIBILITY_DELAY` unless set; the test :class:`~.world.World` sets its own).
+  DescribeInstances' eventual consistency (a launched instance invisible for ``ec2_visibility_delay`` virtual seconds:
+  0 unless set -- ``simulate``'s loop still discovers instances to join through DescribeInstances, which would delay
+  its joins; :data:`DEFAULT_EC2_VISIBILITY_DELAY` is the realistic figure for the runs that set it).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class SimAccount:
     queue_url: str | None = None
     interruption_queue_url: str | None = None
     dlq_url: str | None = None
-    ec2_visibility_delay: float = DEFAULT_EC2_VISIBILITY_DELAY
+    ec2_visibility_delay: float = 0.0
 
     def client(self, service: str):
         return boto3.client(service, region_name=self.region)
