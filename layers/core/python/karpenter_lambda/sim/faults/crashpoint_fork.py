@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Callable
@@ -36,8 +37,26 @@ def _own_server(server) -> None:
     os.environ["KARPENTER_LAMBDA_KUBE_ENDPOINT"] = server.start()
 
 
-def start(run: Callable[[], Result], server) -> Child:
-    """``run()`` in a forked child; :func:`collect` returns its (calls, died, problems)."""
+def _rebase_process_caches(since: float) -> None:
+    """Process caches kept for a span of real time (the instance-type catalog, spot prices: 300 s) see the child
+    start at the checkpoint, however long the runs before it took: every run finds them as the set-up left them."""
+    from ...adapters.aws import ec2_catalog
+    from ...cloudprovider import catalog
+
+    delta = time.monotonic() - since
+    for cache in (getattr(catalog, "_catalog_cache", None), getattr(ec2_catalog, "_cache", None)):
+        for key, value in list((cache or {}).items()):
+            if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], float):
+                cache[key] = (value[0] + delta, value[1])
+
+
+def checkpoint() -> float:
+    return time.monotonic()
+
+
+def start(run: Callable[[], Result], server, since: float | None = None) -> Child:
+    """``run()`` in a forked child (process caches rebased to ``since``, :func:`checkpoint`); :func:`collect`
+    returns its (calls, died, problems)."""
     sys.stdout.flush()
     sys.stderr.flush()
     r, w = os.pipe()
@@ -47,6 +66,8 @@ def start(run: Callable[[], Result], server) -> Child:
         code = 0
         try:
             _own_server(server)
+            if since is not None:
+                _rebase_process_caches(since)
             calls, died, problems = run()
             payload = {"calls": [[c.index, c.service, c.op] for c in calls], "died": died, "problems": problems}
         except BaseException as e:  # noqa: BLE001 - reported to the parent as the run's problem

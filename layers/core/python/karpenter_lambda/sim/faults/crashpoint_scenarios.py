@@ -8,9 +8,12 @@ lifecycle          register               web's instance launched, its kubelet j
                                           and initializes the NodeClaim
 lifecycle          terminate              web on a node whose NodeClaim is deleting (AWS Health); the sweep
                                           drains it
-consolidation      empty-node             web scaled to 0: its node is empty; the sweep deletes it
-drift              replace                web on a node, the NodePool's template changed; the sweep launches
-                                          the replacement (every recovery round runs drift again)
+consolidation      empty-propose          web scaled to 0: its node is empty; the sweep proposes its deletion
+consolidation      empty-delete           the proposal made (set-up); the sweep taints and deletes the node
+drift              propose                web on a node, the NodePool's template changed; the sweep proposes
+drift              replace                the proposal made; the sweep taints and launches the replacement
+drift              delete                 the replacement launched; the sweep requests the node's deletion
+                                          (every recovery round of a sweep's scenario runs that sweep again)
 interruption       spot-warning           web on a spot node; the warning, AWS reclaims the instance 2 min later
 interruption       rebalance              same; a rebalance recommendation (the NodePool opts in to replacement)
 interruption       scheduled-change       same; an AWS Health EC2 scheduledChange naming the instance
@@ -104,6 +107,7 @@ START = _ts("2027-01-12T18:40:00Z")          # 19:40 in Berlin (winter): the off
 class Scenario:
     function = ""
     step = ""
+    expect = ""           # a key of the step's report that must not be empty in the run without a crash
     manifests = NODEPOOL
 
     @property
@@ -135,8 +139,10 @@ class Scenario:
         environment.reset()
         answer, died = doors.invoke(lambda: self.invoke(cw), target)
         calls = list(doors.calls)
+        problems = [f"the step did nothing: no {self.expect!r} in its report"] \
+            if target is None and self.expect and not (answer or {}).get(self.expect) else []
         self.after(cw, answer, died)
-        problems = self.recover(cw)
+        problems += self.recover(cw)
         return calls, died, end_state_problems(cw) + problems
 
     @contextlib.contextmanager
@@ -151,13 +157,14 @@ class Scenario:
             cw = CrashWorld(w)
             self.setup(cw)
             environment.reset()
+            since = forks.checkpoint()
 
             def run(targets):
                 out, running = [], []
                 for t in targets:
                     if len(running) >= max(jobs, 1):
                         out.append(forks.collect(running.pop(0)))
-                    running.append(forks.start(lambda t=t: self.finish(cw, doors, t), w.server))
+                    running.append(forks.start(lambda t=t: self.finish(cw, doors, t), w.server, since))
                 out.extend(forks.collect(c) for c in running)
                 return out
 
@@ -186,7 +193,7 @@ class Provisioner(Scenario):
 
 
 class LifecycleRegister(Scenario):
-    function, step = "lifecycle", "register"
+    function, step, expect = "lifecycle", "register", "registered"
 
     def setup(self, cw):
         cw.add(deployment("web", 2))
@@ -199,7 +206,7 @@ class LifecycleRegister(Scenario):
 
 
 class LifecycleTerminate(Scenario):
-    function, step = "lifecycle", "terminate"
+    function, step, expect = "lifecycle", "terminate", "evicted"
 
     def setup(self, cw):
         super().setup(cw)
@@ -212,37 +219,63 @@ class LifecycleTerminate(Scenario):
         return cw.w.sweep()
 
 
-class Consolidation(Scenario):
-    function, step = "consolidation", "empty-node"
+class Sweep(Scenario):
+    """A disruption sweep's step: the sweeps before it run (with a round after each) in the set-up."""
+    prior = 0
+
+    def prepare(self, cw):
+        """The change that makes the sweep act."""
 
     def setup(self, cw):
         super().setup(cw)
+        self.prepare(cw)
+        for _ in range(self.prior):
+            self.invoke(cw)
+            cw.round()
+
+    def invoke(self, cw):
+        return cw.w.invoke(self.function)
+
+    def sweeps(self, cw):
+        cw.w.invoke(self.function)
+
+
+class Consolidation(Sweep):
+    function = "consolidation"
+
+    def prepare(self, cw):
         cw.scale("web", 0)
         cw.w.clock.advance(60)
 
-    def invoke(self, cw):
-        return cw.w.invoke("consolidation")
 
-    def sweeps(self, cw):
-        cw.w.invoke("consolidation")
+class ConsolidationPropose(Consolidation):
+    step, prior, expect = "empty-propose", 1, "proposed"
 
 
-class Drift(Scenario):
-    function, step = "drift", "replace"
+class ConsolidationDelete(Consolidation):
+    step, prior, expect = "empty-delete", 2, "disrupted"
 
-    def setup(self, cw):
-        super().setup(cw)
 
+class Drift(Sweep):
+    function = "drift"
+
+    def prepare(self, cw):
         def mutate(np):
             np.spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})["gen"] = "2"
 
         cw.w.store.update("NodePool", "default", mutate)
 
-    def invoke(self, cw):
-        return cw.w.invoke("drift")
 
-    def sweeps(self, cw):
-        cw.w.invoke("drift")
+class DriftPropose(Drift):
+    step, prior, expect = "propose", 0, "proposed"
+
+
+class DriftReplace(Drift):
+    step, prior, expect = "replace", 1, "replacing"
+
+
+class DriftDelete(Drift):
+    step, prior, expect = "delete", 2, "disrupted"
 
 
 class Interruption(Scenario):
@@ -313,7 +346,7 @@ class CapacityReservation(Interruption):
 
 
 class OffPeak(Scenario):
-    function, step = "offpeak", "window-start"
+    function, step, expect = "offpeak", "window-start", "scaled"
     manifests = NODEPOOL + OFFPEAK
     window_start, window_end = _ts("2027-01-12T19:00:00Z"), _ts("2027-01-13T07:00:00Z")
 
@@ -349,9 +382,9 @@ class OffPeak(Scenario):
 
 
 SCENARIOS = {s.function + "/" + s.step: s for s in (
-    Provisioner, LifecycleRegister, LifecycleTerminate, Consolidation, Drift, Spot, Rebalance, ScheduledChange,
-    StateChange, CapacityReservation, OffPeak)}
+    Provisioner, LifecycleRegister, LifecycleTerminate, ConsolidationPropose, ConsolidationDelete, DriftPropose,
+    DriftReplace, DriftDelete, Spot, Rebalance, ScheduledChange, StateChange, CapacityReservation, OffPeak)}
 
 # the cheapest scenario of each function (tests/reliability/test_crash_points.py runs these exhaustively)
-CHEAPEST = ["provisioner/pending-pods", "lifecycle/register", "consolidation/empty-node", "drift/replace",
+CHEAPEST = ["provisioner/pending-pods", "lifecycle/register", "consolidation/empty-delete", "drift/delete",
             "interruption/state-change", "offpeak/window-start"]

@@ -1,0 +1,81 @@
+"""Issue 29 item 4: exhaustive crash points.  For the cheapest step of every function (provisioner, lifecycle,
+consolidation, drift, interruption, off-peak) the real handler crashes before and after each external call it makes,
+the system recovers (SQS redelivery, the next sweeps, the virtual clock) and the end state holds: no leaked
+instance, no lost pod, no stranded disrupted taint, no budget slot held, one instance per NodeClaim, DynamoDB
+usage equal to the live claims.  The full matrix (every interruption kind, lifecycle termination) is
+``bench/crashpoints.py``; docs/crash-points.md."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from karpenter_lambda.sim.faults.crashpoint_scenarios import CHEAPEST, SCENARIOS, Provisioner
+from karpenter_lambda.sim.faults.crashpoints import (AFTER, BEFORE, Call, crash_points, equivalence, is_read,
+                                                     run_scenario)
+
+os.environ.setdefault("KARPENTER_LAMBDA_REPO", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+
+def test_reads_and_writes():
+    assert is_read("ec2", "DescribeInstances") and is_read("dynamodb", "Query") and is_read("kube", "LIST pods")
+    assert is_read("kube", "GET nodes/n1") and is_read("eks", "Get /clusters")
+    for svc, op in (("ec2", "CreateFleet"), ("dynamodb", "TransactWriteItems"), ("kube", "EVICT pods default/p"),
+                    ("kube", "PATCH nodes/n1"), ("iam", "CreateInstanceProfile"), ("eks", ""), ("sqs", "SendMessage")):
+        assert not is_read(svc, op), (svc, op)
+    assert Call(3, "kube", "PATCH nodes/ip-10-0-1-2.ec2.internal").site == "kube.PATCH nodes"
+    assert Call(4, "kube", "CREATE events -n default").site == "kube.CREATE events"
+
+
+def test_equivalent_points_are_those_after_the_same_writes():
+    calls = [Call(1, "dynamodb", "Query"), Call(2, "ec2", "CreateFleet"), Call(3, "dynamodb", "GetItem"),
+             Call(4, "dynamodb", "PutItem"), Call(5, "kube", "GET nodes/a")]
+    eq = equivalence(calls)
+    assert set(eq) == set(crash_points(calls)) and len(eq) == 10
+    # nothing written yet: the representative is "before the first write"
+    assert eq[(1, BEFORE)] == eq[(1, AFTER)] == eq[(2, BEFORE)] == (2, BEFORE)
+    # after CreateFleet, up to the next write: one class, represented by "after CreateFleet"
+    assert eq[(2, AFTER)] == eq[(3, BEFORE)] == eq[(3, AFTER)] == eq[(4, BEFORE)] == (2, AFTER)
+    assert eq[(4, AFTER)] == eq[(5, BEFORE)] == eq[(5, AFTER)] == (4, AFTER)
+    assert len(set(eq.values())) == 3          # writes + 1 runs cover all ten points
+
+
+@pytest.mark.parametrize("name", CHEAPEST)
+def test_every_crash_point_recovers(name):
+    calls, rows = run_scenario(SCENARIOS[name](), jobs=2)
+    baseline, points = rows[0], rows[1:]
+    assert baseline.result == "ok", baseline.problems
+    # exhaustive: every (call, before|after) of the step has a row, run or equal to a run
+    assert [(r.index, r.when) for r in points] == crash_points(calls)
+    ran = [r for r in points if not r.result.startswith("same as")]
+    assert len(ran) == sum(c.write for c in calls) + 1
+    bad = [(r.index, r.when, r.call, r.result, r.problems) for r in ran if r.result != "ok"]
+    assert bad == [], bad
+
+
+def test_the_critical_calls_are_crash_points():
+    """The calls where a crash splits state between EC2, DynamoDB and Kubernetes are among the recorded points."""
+    sites = {c.site for c in run_scenario(SCENARIOS["provisioner/pending-pods"](), only=[])[0]}
+    assert {"ec2.CreateFleet", "dynamodb.TransactWriteItems", "ec2.CreateLaunchTemplate"} <= sites, sites
+
+
+class _NoRecovery(Provisioner):
+    """The provisioner scenario with the recovery switched off (no redelivery, no sweeps)."""
+
+    def after(self, cw, answer, died):
+        return None
+
+    def recover(self, cw):
+        return []
+
+
+def test_the_checks_see_an_unrecovered_crash():
+    """Crash right after CreateFleet and recover nothing: the instance is leaked and the pods are lost."""
+    calls, _rows = run_scenario(_NoRecovery(), only=[])
+    fleet = next(c.index for c in calls if c.site == "ec2.CreateFleet")
+    _calls, rows = run_scenario(_NoRecovery(), only=[(fleet, AFTER)])
+    (row,) = rows[1:]
+    assert row.result == "FAIL", row
+    text = "; ".join(row.problems)
+    assert "leaked instances" in text and "lost pods: default/web 0 of 2 running" in text, text
