@@ -162,7 +162,6 @@ class NodeClaimTemplate:
         sig = reqs.signature()
         self._compat: dict = {sig: self.types}
         self._compat_offers: dict = {sig: [x[3] for x in types]}
-        self._zone_firsts: dict = {}
         self.fit_cache: dict = {}
         self._priced: dict = {}
         self._price_of: dict = {}
@@ -178,22 +177,22 @@ class NodeClaimTemplate:
             if L.ZONE in reqs and len(reqs) > 1:
                 # the same requirements in any zone, then the zone: a type compatible with both has an offering in
                 # an allowed zone and capacity type (``cheapest``), which is all the zone adds.  Pods pinned to a
-                # zone (volumes, zone affinity, spread shares) then share one pass over the catalog, and each
-                # zone set only picks from every type's cheapest offering per zone (``_firsts_by_zone``).
+                # zone (volumes, zone affinity, spread shares) then share one pass over the catalog, and a type
+                # whose cheapest offering anywhere is in an allowed zone keeps it (the usual case: one price per
+                # region); only the others look through their offerings for one in the zones.
                 base = reqs.without(L.ZONE)
                 candidates = self.compat_types(base)
-                z = reqs.get(L.ZONE)
+                z, ct = reqs.get(L.ZONE), reqs.get(L.CAPACITY_TYPE)
                 if not z.complement:
-                    zones = sorted(z.values)
-                    for t, firsts in zip(candidates, self._firsts_by_zone(base, candidates)):
-                        best = None
-                        for zone in zones:
-                            e = firsts.get(zone)
-                            if e is not None and (best is None or e[0] < best[0]):
-                                best = e
-                        if best is not None:
-                            hit.append(t)
-                            offers.append(best[1])
+                    zones = z.values
+                    ct_ok = ct.has if ct.complement else ct.values.__contains__
+                    for t, o in zip(candidates, self._compat_offers[base.signature()]):
+                        if o.zone not in zones:
+                            o = next((x for x in t.by_price if x.zone in zones and ct_ok(x.capacity_type)), None)
+                            if o is None:
+                                continue
+                        hit.append(t)
+                        offers.append(o)
                     candidates = ()
             else:
                 candidates = [t for t in self.types if t.reqs.intersects(reqs) is None]
@@ -204,25 +203,6 @@ class NodeClaimTemplate:
                     offers.append(o)
             self._compat[sig] = hit
             self._compat_offers[sig] = offers
-        return hit
-
-    def _firsts_by_zone(self, base: Requirements, candidates: list) -> list[dict]:
-        """For each of ``candidates`` (the types compatible with ``base``, which has no zone requirement),
-        {zone: (position in ``by_price``, offering)} of its cheapest offering in that zone whose capacity type
-        ``base`` allows (cached per signature): ``cheapest`` under ``base`` plus a zone set is the earliest of
-        those in the set's zones."""
-        sig = base.signature()
-        hit = self._zone_firsts.get(sig)
-        if hit is None:
-            ct = base.get(L.CAPACITY_TYPE)
-            hit = []
-            for t in candidates:
-                firsts: dict = {}
-                for i, o in enumerate(t.by_price):
-                    if o.zone not in firsts and ct.has(o.capacity_type):
-                        firsts[o.zone] = (i, o)
-                hit.append(firsts)
-            self._zone_firsts[sig] = hit
         return hit
 
     def priced(self, reqs: Requirements) -> list:

@@ -82,6 +82,7 @@ def build_classes(pods: list, zone_map, unschedulable: list) -> list[PodClass]:
     requirements)."""
     by_key: dict = {}
     shapes: dict = {}
+    constraints: dict = {}
     classes = []
     for i, pod in enumerate(pods):
         if not isinstance(pod, dict):
@@ -99,21 +100,33 @@ def build_classes(pods: list, zone_map, unschedulable: list) -> list[PodClass]:
         c = by_key.get(key)
         if c is None:
             c = PodClass()
-            # classes that differ only in requests share their constraints: parsed once per shape
-            skey = (key[0], key[1], repr(spec.get("nodeSelector")), repr(spec.get("affinity")),
-                    repr(spec.get("topologySpreadConstraints")))
+            # classes share what they ask of a node when their node selector and node affinity are the same (pods
+            # differing only in labels or requests: StatefulSet replicas, pods pinned to a zone by their volumes),
+            # and their topology constraints when their labels, pod (anti-)affinity and spread constraints are:
+            # each parsed once
+            aff = spec.get("affinity") or {}
+            na = aff.get("nodeAffinity") or {}
+            nkey = (repr(spec.get("nodeSelector")), repr(na))
+            ckey = None
+            if spec.get("topologySpreadConstraints") or aff.get("podAffinity") or aff.get("podAntiAffinity"):
+                ckey = (key[0], key[1], repr(aff), repr(spec.get("topologySpreadConstraints")))
             try:
                 c.req = pod_requests(pod)
-                shape = shapes.get(skey)
+                shape = shapes.get(nkey)
                 if shape is None:
                     terms = node_terms(pod)
-                    na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
                     prefs = []
                     for j, p in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
                         prefs.append((int(p.get("weight", 1)), node_selector_term(p.get("preference"))))
                     prefs.sort(key=lambda x: -x[0])
-                    shape = shapes[skey] = (terms, prefs, T.pod_constraints(pod), [])
-                c.terms, c.preferred, cons, eff = shape
+                    shape = shapes[nkey] = (terms, prefs, [])
+                c.terms, c.preferred, eff = shape
+                if ckey is None:
+                    cons = []
+                else:
+                    cons = constraints.get(ckey)
+                    if cons is None:
+                        cons = constraints[ckey] = T.pod_constraints(pod)
                 c.ports = host_ports(spec)
             except (PodSpecError, RequirementError, ValueError) as e:
                 unschedulable.append(Unschedulable(pod_key(pod), f"invalid pod: {e}"))

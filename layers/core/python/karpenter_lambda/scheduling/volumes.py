@@ -104,43 +104,55 @@ class VolumeIndex:
         # several defaults: the newest wins, as the API server's DefaultStorageClass admission picks it
         self.default_class = (defaults[-1].get("metadata") or {}).get("name") if defaults else None
         self.csinodes = {(c.get("metadata") or {}).get("name"): c for c in csinodes}
+        # PV name / StorageClass name -> (requirements, their text, CSI driver): StatefulSet replicas share a
+        # class, and a PV may back several pods' claims
+        self._by_pv: dict = {}
+        self._by_class: dict = {}
 
     @classmethod
     def of(cls, snap: ClusterSnapshot) -> "VolumeIndex":
         return cls(snap.pvcs, snap.pvs, snap.storageclasses, snap.csinodes)
 
-    def pod_volumes(self, pod: dict) -> PodVolumes:
+    def pod_volumes(self, pod: dict, claims: list | None = None) -> PodVolumes:
+        """What ``pod``'s claims ask of its node; ``claims``: its ``_claims`` when the caller has them."""
         ns = (pod.get("metadata") or {}).get("namespace") or "default"
         reqs: list[dict] = []
         counts: dict[str, int] = {}
         notes: list[str] = []
-        for claim, template in _claims(pod):
+        for claim, template in (_claims(pod) if claims is None else claims):
             pvc = self.pvcs.get((ns, claim))
             if pvc is None and template is None:
                 return PodVolumes(problem=f"PVC {claim} not found (namespace {ns})")
             pvc_spec = (pvc or {}).get("spec") or template or {}
             pv_name = pvc_spec.get("volumeName")
-            pv = sc = None
             if pv_name:
-                pv = self.pvs.get(pv_name)
-                if pv is None:
-                    return PodVolumes(problem=f"PV {pv_name} of PVC {claim} not found")
-                r = self._pv_requirements(pv)
+                known = self._by_pv.get(pv_name)
+                if known is None:
+                    pv = self.pvs.get(pv_name)
+                    if pv is None:
+                        return PodVolumes(problem=f"PV {pv_name} of PVC {claim} not found")
+                    r = self._pv_requirements(pv)
+                    known = self._by_pv[pv_name] = (r, _fmt(r) if r else "", _driver(pv, None))
+                r, text, d = known
                 where = f"PVC {claim} (PV {pv_name})"
             else:
                 sc_name = pvc_spec.get("storageClassName")
                 if sc_name is None:
                     sc_name = self.default_class
-                if sc_name:
-                    sc = self.classes.get(sc_name)
-                    if sc is None:
-                        return PodVolumes(problem=f"StorageClass {sc_name} of PVC {claim} not found")
-                r = self._class_requirements(sc) if sc is not None else []
+                known = self._by_class.get(sc_name)
+                if known is None:
+                    sc = None
+                    if sc_name:
+                        sc = self.classes.get(sc_name)
+                        if sc is None:
+                            return PodVolumes(problem=f"StorageClass {sc_name} of PVC {claim} not found")
+                    r = self._class_requirements(sc) if sc is not None else []
+                    known = self._by_class[sc_name] = (r, _fmt(r) if r else "", _driver(None, sc))
+                r, text, d = known
                 where = f"PVC {claim} (StorageClass {sc_name}, not bound yet)"
             if r:
                 reqs.extend(r)
-                notes.append(f"{where} requires {_fmt(r)}")
-            d = _driver(pv, sc)
+                notes.append(f"{where} requires {text}")
             if d:
                 counts[d] = counts.get(d, 0) + 1
         return PodVolumes(tuple(reqs), tuple(sorted(counts.items())), tuple(notes))
@@ -210,13 +222,14 @@ def apply_volumes(snap: ClusterSnapshot) -> None:
     if snap.__dict__.get(_APPLIED):
         return
     snap.__dict__[_APPLIED] = True
-    if not any(has_claims(p) for p in snap.pods):
+    claims = [list(_claims(p)) for p in snap.pods]
+    if not any(claims):
         return
     index = VolumeIndex.of(snap)
     pods = []
-    for p in snap.pods:
-        if has_claims(p):
-            vols = index.pod_volumes(p)
+    for p, cl in zip(snap.pods, claims):
+        if cl:
+            vols = index.pod_volumes(p, cl)
             uid = pod_uid(p)
             if vols.problem:
                 snap.pod_problems[uid] = vols.problem
