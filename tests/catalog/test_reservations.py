@@ -81,6 +81,8 @@ def test_drift_when_the_reservation_no_longer_resolves():
     assert R.reservation_drift(ours, rs) is None
     assert R.reservation_drift(ours, []) == R.REASON_RESERVATION_DRIFT
     assert R.reservation_drift({L.CAPACITY_TYPE: "on-demand"}, []) is None
+    status = [r.to_status() for r in rs]                     # the EC2NodeClass status entries work as well
+    assert R.reservation_drift(ours, status) is None and R.reservation_drift(ours, [{"id": "cr-0zzz"}]) == R.REASON_RESERVATION_DRIFT
 
 
 def _claim(name, types, ct="reserved", zone="us-east-1a", itype="m5.xlarge", allowed=("reserved", "on-demand")):

@@ -59,6 +59,10 @@ def test_selector_terms_resolve_by_id_tags_and_owner(cr_env):
     assert capacity_reservations.resolve(ec2, [{"tags": {"team": "*"}}], 0.0)[0].__len__() == 3
     ec2.cancel_capacity_reservation(CapacityReservationId=a)
     assert capacity_reservations.resolve(ec2, [{"id": a}], 0.0)[0] == []  # only active ones
+    # the EC2NodeClass status then lists none (an empty list, so drift sees the reservation gone)
+    r = resolver(cr_env.env).resolve(nodeclass(capacityReservationSelectorTerms=[{"id": a}]))
+    assert r.status_patch()["capacityReservations"] == []
+    assert "capacityReservations" not in resolver(cr_env.env).resolve(nodeclass()).status_patch()
 
 
 def test_resolver_status_lists_the_reservations(cr_env):

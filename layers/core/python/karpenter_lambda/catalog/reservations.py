@@ -142,15 +142,16 @@ def reserved_offerings(instance_type: str, reservations: Iterable[CapacityReserv
     return out
 
 
-def reservation_drift(labels: Mapping[str, str], reservations: Iterable[CapacityReservation]) -> str | None:
+def reservation_drift(labels: Mapping[str, str], reservations: Iterable) -> str | None:
     """The drift reason of a NodeClaim (its labels) launched into a capacity reservation that is no longer among the
-    EC2NodeClass's resolved ``reservations`` (deselected, expired, cancelled), else None."""
+    EC2NodeClass's resolved ``reservations`` (deselected, expired, cancelled), else None.  ``reservations``:
+    :class:`CapacityReservation` records or the EC2NodeClass's ``status.capacityReservations`` entries (dicts)."""
     if labels.get(L.CAPACITY_TYPE) != L.CAPACITY_TYPE_RESERVED:
         return None
     rid = labels.get(L.CAPACITY_RESERVATION_ID)
     if not rid:
         return None
-    if any(r.id == rid for r in reservations):
+    if any((r.get("id") if isinstance(r, Mapping) else r.id) == rid for r in reservations):
         return None
     return REASON_RESERVATION_DRIFT
 

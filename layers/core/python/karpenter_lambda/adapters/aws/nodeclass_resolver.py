@@ -90,6 +90,7 @@ class ResolvedNodeClass:
     instance_store_policy: str | None = None  # "RAID0" or None
     ip_prefix_count: int | None = None
     capacity_reservations: list[CapacityReservation] = field(default_factory=list)  # sorted by id
+    capacity_reservations_selected: bool = False  # the EC2NodeClass has capacityReservationSelectorTerms
     placement_group: PlacementGroup | None = None
     conditions: list[Condition] = field(default_factory=list)
     now: str | None = None
@@ -144,7 +145,7 @@ class ResolvedNodeClass:
         }
         if self.instance_profile:
             out["instanceProfile"] = self.instance_profile
-        if self.capacity_reservations:
+        if self.capacity_reservations or self.capacity_reservations_selected:  # [] when none resolves (drift reads it)
             out["capacityReservations"] = [r.to_status() for r in self.capacity_reservations]
         if self.placement_group is not None:
             out["placementGroups"] = [self.placement_group.to_status()]
@@ -304,6 +305,7 @@ class NodeClassResolver:
         selected group is not found or cannot be described)."""
         conds = []
         terms = spec.get("capacityReservationSelectorTerms") or []
+        r.capacity_reservations_selected = bool(terms)
         try:
             r.capacity_reservations, _ = capacity_reservations.resolve(self.ec2, terms, self.clock())
             conds.append(Condition("CapacityReservationsReady", True, "CapacityReservationsReady"))
