@@ -188,8 +188,10 @@ class NodeClaimTemplate:
                     ct_ok = ct.has if ct.complement else ct.values.__contains__
                     for t, o in zip(candidates, self._compat_offers[base.signature()]):
                         if o.zone not in zones:
-                            o = next((x for x in t.by_price if x.zone in zones and ct_ok(x.capacity_type)), None)
-                            if o is None:
+                            for o in t.by_price:
+                                if o.zone in zones and ct_ok(o.capacity_type):
+                                    break
+                            else:
                                 continue
                         hit.append(t)
                         offers.append(o)

@@ -21,7 +21,8 @@ from .model import INF, SimNode, fit_count
 from .nodeclaim import InstanceTypeOption, NodeClaimTemplate
 from .podfacts import PodClass
 from .taints import untolerated
-from .valuation import TypeView, lp_duals, lp_pair, simulate, standalone_values, value_bounds, value_bounds_by_avail
+from .valuation import (BestFirst, TypeView, lp_duals, lp_pair, simulate, standalone_values, value_bounds,
+                        value_bounds_by_avail)
 
 # the valuations live in valuation.py; their names stay importable from here
 __all__ = ["BulkPacker", "repack", "cover_plan", "lp_duals", "lp_pair", "simulate", "standalone_values",
@@ -154,8 +155,8 @@ class BulkPacker:
         pods last.  Returns ([(type, {vector: pods per node}, nodes)], pods placed, cost); nothing is changed."""
         types = view.types
         ubs = value_bounds_by_avail(view.avails, values, cache)
-        short = [(ub / p, p, t) for p, t in types if (ub := ubs[t.avail]) > 0]
-        short.sort(key=lambda x: (-x[0], x[1], x[2].name))
+        # the types by bound per dollar, best first (then cheaper, then by name): (-bound, price, name, type)
+        short = BestFirst([(-(ub / p), p, t.name, t) for (p, t), i in zip(types, view.index) if (ub := ubs[i]) > 0])
         remaining = dict(pool.remaining)
 
         def limit_ok(t):
@@ -181,7 +182,8 @@ class BulkPacker:
                 best = None
                 vecs = list(counts)
                 tried = 0
-                for bound, p, t in short:
+                for neg, p, _, t in short:
+                    bound = -neg
                     if best is not None and bound <= best[0]:
                         break  # no type further down can beat the best simulated fill
                     av = t.avail
@@ -209,7 +211,7 @@ class BulkPacker:
                     n += 1
                 if not n:
                     current = None
-                    short = [x for x in short if x[2] is not t]
+                    short = short.without(lambda x: x[3] is t)
                     continue
                 reps = n
             plan.append((t, taken, reps))

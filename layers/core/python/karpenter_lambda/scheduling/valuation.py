@@ -12,11 +12,12 @@ Pure functions; the results are those of the per-type computation, exactly.
 
 from __future__ import annotations
 
+import heapq
 import operator
 
 from .model import INF
 
-__all__ = ["TypeView", "lp_duals", "lp_pair", "simulate", "simulate_fill", "standalone_values", "value_bounds",
+__all__ = ["TypeView", "BestFirst", "lp_duals", "lp_pair", "simulate", "simulate_fill", "standalone_values", "value_bounds",
            "value_bounds_by_avail"]
 
 
@@ -27,26 +28,64 @@ class TypeView:
     price, CPU and memory; a type with the same vector and a higher price is dominated and never on the LP's Pareto
     frontier; every type when none qualifies, so :func:`lp_pair`'s fallback is unchanged)."""
 
-    __slots__ = ("types", "avails", "cheapest", "lp_items")
+    __slots__ = ("types", "avails", "index", "cheapest", "lp_items")
 
     def __init__(self, types: list):
         self.types = types
         cheapest: dict = {}
+        index: list = []     # per type, the position of its vector in ``avails``
+        pos: dict = {}
         lp: dict = {}
         for i, (p, t) in enumerate(types):
             a = t.avail
             q = cheapest.get(a)
-            if q is None or p < q:
+            if q is None:
+                pos[a] = len(pos)
                 cheapest[a] = p
+            elif p < q:
+                cheapest[a] = p
+            index.append(pos[a])
             if p > 0 and a[0] > 0 and a[1] > 0:
                 e = lp.get(a)
                 if e is None or p < e[1][3]:
                     lp[a] = (i, (t, a[0], a[1], p))
         self.avails = list(cheapest)
+        self.index = index
         self.cheapest = cheapest
         # lp_pair sorts its points stably: the representatives keep the types' order
         self.lp_items = ([e for _, e in sorted(lp.values(), key=lambda x: x[0])] if lp
                          else [(t, t.avail[0], t.avail[1], p) for p, t in types])
+
+
+class BestFirst:
+    """``items`` in sorted order, sorted only as far as they are read: a heap popped on demand into a prefix that
+    later passes read again (the packer's search reads a few dozen of a thousand types).  The items must be totally
+    ordered (no two equal), so the order is exactly ``sorted(items)``."""
+
+    __slots__ = ("_heap", "_done")
+
+    def __init__(self, items: list):
+        heapq.heapify(items)
+        self._heap = items
+        self._done: list = []
+
+    def __iter__(self):
+        done, heap = self._done, self._heap
+        i = 0
+        while True:
+            if i < len(done):
+                yield done[i]
+            elif heap:
+                x = heapq.heappop(heap)
+                done.append(x)
+                yield x
+            else:
+                return
+            i += 1
+
+    def without(self, drop) -> "BestFirst":
+        """The items for which ``drop(item)`` is false, in the same order."""
+        return BestFirst([x for x in self._done + self._heap if not drop(x)])
 
 
 def standalone_values(types: list, counts: dict, cache: dict | None = None, view: TypeView | None = None) -> dict:
@@ -83,14 +122,15 @@ def standalone_values(types: list, counts: dict, cache: dict | None = None, view
 def value_bounds(types: list, values: dict, cache: dict | None = None) -> dict:
     """Upper bound of the value one node of each type can hold, {type name: bound} (see
     :func:`value_bounds_by_avail`)."""
-    ubs = value_bounds_by_avail(TypeView(types).avails, values, cache)
-    return {t.name: ubs[t.avail] for _, t in types}
+    view = TypeView(types)
+    ubs = value_bounds_by_avail(view.avails, values, cache)
+    return {t.name: ubs[i] for (_, t), i in zip(types, view.index)}
 
 
-def value_bounds_by_avail(avails: list, values: dict, cache: dict | None = None) -> dict:
-    """Upper bound of the value one node of each allocatable vector can hold (fractional knapsack, per resource:
-    capacity times the best value per unit of it among the vectors that fit), {vector: bound}; 0 when no vector
-    fits."""
+def value_bounds_by_avail(avails: list, values: dict, cache: dict | None = None) -> list:
+    """Upper bound of the value one node of each allocatable vector in ``avails`` can hold (fractional knapsack,
+    per resource: capacity times the best value per unit of it among the vectors that fit), in that order; 0 when
+    no vector fits."""
     vecs = tuple(values)
     per_unit = [[u / x if x else 0.0 for x in v] for v, u in values.items()]
     fits = None
@@ -99,8 +139,8 @@ def value_bounds_by_avail(avails: list, values: dict, cache: dict | None = None)
         if fits is None:
             fits = cache[("fits", vecs)] = {}
     le = operator.le
-    dens_of: dict = {}   # which vectors fit -> their best value per unit of each resource
-    out = {}
+    dens_of: dict = {}   # which vectors fit -> the resources they value: (position, best value per unit)
+    out = []
     for a in avails:
         m = fits.get(a) if fits is not None else None
         if m is None:
@@ -108,20 +148,21 @@ def value_bounds_by_avail(avails: list, values: dict, cache: dict | None = None)
             if fits is not None:
                 fits[a] = m
         if not m:
-            out[a] = 0.0
+            out.append(0.0)
             continue
         dens = dens_of.get(m)
         if dens is None:
-            dens = None
+            best = None
             for i in m:
                 d = per_unit[i]
-                dens = list(d) if dens is None else [y if y > z else z for y, z in zip(d, dens)]
-            dens_of[m] = dens
+                best = list(d) if best is None else [y if y > z else z for y, z in zip(d, best)]
+            dens = dens_of[m] = [(i, d) for i, d in enumerate(best) if d > 0]
         ub = INF
-        for i, d in enumerate(dens):
-            if d > 0:
-                ub = min(ub, a[i] * d)
-        out[a] = ub
+        for i, d in dens:
+            x = a[i] * d
+            if x < ub:
+                ub = x
+        out.append(ub)
     return out
 
 
