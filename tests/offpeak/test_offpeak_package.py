@@ -67,7 +67,7 @@ def test_the_package_gives_the_plan_the_windows_and_the_downscaler():
     for name in offpeak.__all__:
         assert hasattr(offpeak, name), name
     assert offpeak.plan_offpeak.__module__ == "karpenter_lambda.offpeak.plan"
-    assert offpeak.window_at.__module__ == "karpenter_lambda.offpeak.window"
+    assert offpeak.window_at.__module__ == "karpenter_lambda.api.wallclock"   # one definition, shared with budgets
     # the old modules are gone: nothing imports them any more
     for old in ("offpeak", "offpeak_window", "downscaler"):
         assert not (PKG / "disruption" / f"{old}.py").exists(), old

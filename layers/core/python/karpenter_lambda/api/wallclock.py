@@ -1,7 +1,6 @@
 """Cron windows in wall-clock time of an IANA time zone: when a window of ``schedule`` + ``duration`` starts and ends.
 
-The rules are the off-peak windows' (``offpeak/window.py`` documents them at length and gives these same answers;
-``tests/api/test_cron.py`` holds the two equal): a window starts at each hit of the 5-field ``schedule`` read as a
+The rules are the off-peak windows' (``offpeak/window.py`` re-exports this module and documents the rules at length): a window starts at each hit of the 5-field ``schedule`` read as a
 local wall time in ``time_zone`` and lasts ``duration`` of *wall-clock* time, so a 22:00 start with 10h always ends
 at 08:00 local (the night of a DST change is 9 h or 11 h long).  Daylight saving, as cron (cronsim) runs it:
 
