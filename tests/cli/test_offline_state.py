@@ -81,6 +81,32 @@ def test_commands_read_the_saved_state_without_aws(saved):
     assert "OffPeakSchedules" in proc.stdout or "OffPeakSchedules" in proc.stderr
 
 
+def _seconds(age: str) -> int:
+    unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[age[-1]]
+    return int(age[:-1]) * unit
+
+
+def test_get_reads_ages_readiness_and_budgets_in_the_saved_states_terms(saved):
+    """Issue 31 item 6: AGE in the saved run's clock (not 0s against the wall clock), a NodePool's READY from its
+    EC2NodeClass, budgets as YAML (not Python lists)."""
+    tmp, out, result = saved
+    state_time = json.loads((out / "state.json").read_text())["time"]
+    proc = _run(tmp, "--state", str(out), "get", "nodeclaims")
+    assert proc.returncode == 0, proc.stderr
+    header, *rows = proc.stdout.splitlines()
+    age_col = header.split().index("AGE")
+    ages = [_seconds(r.split()[age_col]) for r in rows]
+    launched = {c["name"]: c for c in result["nodeClaims"]}
+    assert ages and all(a >= 60 for a in ages), proc.stdout   # the nodes joined minutes before the run stopped
+    assert state_time > 0 and launched
+    proc = _run(tmp, "--state", str(out), "get", "nodepools", "-o", "wide")
+    assert proc.returncode == 0, proc.stderr
+    header, *rows = proc.stdout.splitlines()
+    ready = header.split().index("READY")
+    assert [r.split()[ready] for r in rows] == ["True"] * len(rows), proc.stdout
+    assert "{nodes: 10%}" in proc.stdout and "[" not in proc.stdout.split("BUDGETS")[1].split("{")[0], proc.stdout
+
+
 def test_state_dir_errors_exit_2(tmp_path):
     proc = _run(tmp_path, "--state", str(tmp_path / "nope"), "get", "nodeclaims")
     assert proc.returncode == 2 and "--state" in proc.stderr and "simulate --save-state" in proc.stderr

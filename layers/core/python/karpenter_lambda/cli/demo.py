@@ -82,7 +82,8 @@ def run_demo(out: TextIO, examples: str | Path | None = None, cluster: str = "de
             if not objs:
                 out.write(f"  (no {KIND_PLURAL[kind]})\n")
                 continue
-            table = table_for(kind, objs, nodeclaims=claims if kind == "NodePool" else None)
+            table = table_for(kind, objs, nodeclaims=claims if kind == "NodePool" else None,
+                              nodeclasses=store.list("EC2NodeClass") if kind == "NodePool" else None)
             out.write("".join(f"  {line}\n" for line in table.splitlines()))
     return 0
 

@@ -22,11 +22,11 @@ from ..api.times import to_datetime
 from .table import render_table
 from .validate import InputError, load_inputs, print_warnings
 
-KIND_ORDER = ("EC2NodeClass", "NodePool", "NodeClaim", "OffPeakSchedule")  # apply order: what others refer to comes first
+KIND_ORDER = ("EC2NodeClass", "NodePool", "NodeClaim", "OffPeakSchedule", "NodeOverlay")  # apply order: referred-to first
 KIND_PLURAL = {"NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses", "NodeClaim": "nodeclaims",
-               "OffPeakSchedule": "offpeakschedules"}
-KIND_CHOICES_HELP = ("nodepools|ec2nodeclasses|nodeclaims|offpeakschedules "
-                     "(or nodepool/np, ec2nodeclass/ec2nc, nodeclaim/nc, offpeakschedule/ops)")
+               "OffPeakSchedule": "offpeakschedules", "NodeOverlay": "nodeoverlays"}
+KIND_CHOICES_HELP = ("nodepools|ec2nodeclasses|nodeclaims|offpeakschedules|nodeoverlays "
+                     "(or nodepool/np, ec2nodeclass/ec2nc, nodeclaim/nc, offpeakschedule/ops, nodeoverlay/overlays)")
 
 
 def creates_table_on_first_use(endpoint_url: str | None) -> bool:
@@ -141,11 +141,38 @@ def _age(ts: str | None, now: datetime) -> str:
     return f"{s // 86400}d"
 
 
-def _ready(obj) -> str:
+def _condition(obj, kind: str) -> str | None:
     for c in (obj.doc.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
+        if c.get("type") == kind:
             return c.get("status") or "Unknown"
-    return "Unknown"
+    return None
+
+
+def _ready(obj) -> str:
+    return _condition(obj, "Ready") or "Unknown"
+
+
+def _nodepool_ready(np, nodeclasses: dict | None) -> str:
+    """A NodePool's own Ready condition when it has one; else, as Karpenter computes it (ValidationSucceeded and
+    NodeClassReady), its EC2NodeClass's: False when that class is missing, the class's Ready otherwise."""
+    own = _condition(np, "Ready")
+    if own is not None:
+        return own
+    if nodeclasses is None:
+        return "Unknown"
+    nc = nodeclasses.get(np.node_class_ref.get("name"))
+    return "False" if nc is None else _ready(nc)
+
+
+def _budget(b: dict) -> str:
+    """One disruption budget as YAML flow text: ``{nodes: 10%, reasons: [Drifted, Empty]}``."""
+    return yaml.safe_dump(b, default_flow_style=True, sort_keys=False, width=10_000).strip()
+
+
+def _clock_now() -> datetime:
+    """The CLI's now: the wall clock, or a saved simulation's own clock under ``--state DIR``."""
+    from ..controllers import runtime
+    return datetime.fromtimestamp(runtime.now(), timezone.utc)
 
 
 def _kv(d: dict) -> str:
@@ -169,9 +196,10 @@ def _terms(terms: list[dict]) -> str:
 
 
 def table_for(kind: str, objs: list, wide: bool = False, now: datetime | None = None,
-              nodeclaims: list | None = None) -> str:
-    """The aligned table `get` prints (also used by `demo`)."""
-    now = now or datetime.now(timezone.utc)
+              nodeclaims: list | None = None, nodeclasses: list | None = None) -> str:
+    """The aligned table `get` prints (also used by `demo`).  ``now``: default the CLI's clock (a saved state's)."""
+    now = now or _clock_now()
+    classes = {c.name: c for c in nodeclasses} if nodeclasses is not None else None
     if kind == "NodePool":
         counts: dict[str, int] = {}
         for nc in nodeclaims or []:
@@ -182,11 +210,11 @@ def table_for(kind: str, objs: list, wide: bool = False, now: datetime | None = 
         rows = []
         for o in objs:
             row = [o.name, o.node_class_ref.get("name", "-"), o.spec.get("weight", "-"), _kv(o.limits),
-                   counts.get(o.name, 0), _ready(o), _age(o.metadata.get("creationTimestamp"), now)]
+                   counts.get(o.name, 0), _nodepool_ready(o, classes), _age(o.metadata.get("creationTimestamp"), now)]
             if wide:
                 d = o.disruption
                 row += [d.get("consolidationPolicy", "-"), d.get("consolidateAfter", "-"), o.expire_after,
-                        ";".join(_kv({k: v for k, v in b.items()}) for b in d.get("budgets") or []) or "-"]
+                        " ".join(_budget(b) for b in d.get("budgets") or []) or "-"]
             rows.append(row)
         return render_table(headers, rows, right={2, 4})
     if kind == "EC2NodeClass":
@@ -229,6 +257,15 @@ def table_for(kind: str, objs: list, wide: bool = False, now: datetime | None = 
                 row.append(_age(o.metadata.get("creationTimestamp"), now))
             rows.append(row)
         return render_table(headers, rows)
+    if kind == "NodeOverlay":
+        headers = ["NAME", "WEIGHT", "PRICE", "CAPACITY", "REQUIREMENTS", "VALID", "AGE"]
+        rows = []
+        for o in objs:
+            reqs = "; ".join(f"{r.get('key')} {r.get('operator')}" + (f" {','.join(map(str, r['values']))}" if r.get("values") else "")
+                             for r in o.requirements) or "(all)"
+            rows.append([o.name, o.spec.get("weight", 0), o.price_change or "-", _kv(o.capacity), reqs,
+                         _condition(o, "ValidationSucceeded") or "Unknown", _age(o.metadata.get("creationTimestamp"), now)])
+        return render_table(headers, rows, right={1})
     raise ValueError(f"no table for kind {kind}")
 
 
@@ -294,7 +331,8 @@ def run_get(args: argparse.Namespace) -> int:
         sys.stderr.write(f'No {KIND_PLURAL[kind]} found in cluster "{store.cluster}".\n')
         return 0
     claims = store.list("NodeClaim") if kind == "NodePool" else None
-    sys.stdout.write(table_for(kind, objs, wide=args.output == "wide", nodeclaims=claims) + "\n")
+    classes = store.list("EC2NodeClass") if kind == "NodePool" else None
+    sys.stdout.write(table_for(kind, objs, wide=args.output == "wide", nodeclaims=claims, nodeclasses=classes) + "\n")
     return 0
 
 

@@ -110,6 +110,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
         self.cost_timeline: list[dict] = []
         self.scenario = None
         self.offpeak_schedules: list = []
+        self.overlays: list = []
         self.offpeak_edges: list = []
         self.replica_history: dict[tuple[str, str, str], list[dict]] = {}
         self.idle_skip = 1800.0     # quiet this long (virtual s) with only a far timer ahead: jump to it (_idle_skip)
@@ -150,11 +151,11 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                     self.scenario = parse_scenario(obj.doc, f, i)
                 except ScenarioError as e:
                     problems.append(str(e))
-        known = set(WORKLOAD_KINDS) | {"NodePool", "EC2NodeClass", "NodeClaim", "OffPeakSchedule", SCENARIO} | set(STORED_KINDS)
+        known = set(WORKLOAD_KINDS) | {"NodePool", "EC2NodeClass", "NodeClaim", "OffPeakSchedule", "NodeOverlay", SCENARIO} | set(STORED_KINDS)
         for o in res.objects:
             if o.kind not in known:
                 problems.append(f"{o.kind}/{o.name}: simulate does not know the kind {o.kind!r} "
-                                f"(known: NodePool, EC2NodeClass, OffPeakSchedule, Scenario, {', '.join(sorted(WORKLOAD_KINDS))}, "
+                                f"(known: NodePool, EC2NodeClass, NodeOverlay, OffPeakSchedule, Scenario, {', '.join(sorted(WORKLOAD_KINDS))}, "
                                 f"{', '.join(sorted(STORED_KINDS))})")
         if problems:
             raise SimulationError("invalid input:\n" + "\n".join(problems))
@@ -163,6 +164,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
         others = [o for o in res.objects if o.kind in WORKLOAD_KINDS]
         self.stored = sorted((o for o in res.objects if o.kind in STORED_KINDS), key=lambda o: list(STORED_KINDS).index(o.kind))
         self.offpeak_schedules = res.of_kind("OffPeakSchedule")
+        self.overlays = res.of_kind("NodeOverlay")
         self.workload_docs = [o.doc for o in others]
         wl = expand_all(others)
         add_claim_volumes(wl.pods, self.workload_docs)   # a StatefulSet's volumeClaimTemplates (their claims: sim/workloads.py)
@@ -186,7 +188,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
             account = self.account = env.account
             store = Store(self.cluster, table_name=account.state_table, region=self.region)
             self.store = store
-            for obj in list(nodeclasses) + list(nodepools) + list(self.offpeak_schedules):
+            for obj in list(nodeclasses) + list(nodepools) + list(self.offpeak_schedules) + list(self.overlays):
                 store.put(obj)
             for ds in wl.daemonsets:
                 server.store.create("daemonsets", _strip(ds), (ds.get("metadata") or {}).get("namespace") or "default")
