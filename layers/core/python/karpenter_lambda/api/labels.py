@@ -228,8 +228,3 @@ CONDITION_KERNEL_READY = "KernelReady"
 CONDITION_CONTAINER_RUNTIME_READY = "ContainerRuntimeReady"
 # NodeOverlay status (Karpenter's v1alpha1 NodeOverlay conditions; Ready mirrors it)
 CONDITION_VALIDATION_SUCCEEDED = "ValidationSucceeded"
-
-# --- minValues policy (issue 30 item 6) ------------------------------------------------
-# on every NodeClaim the provisioner creates: "true" when the scheduler lowered a requirement's minValues to launch it
-# (min-values-policy BestEffort), else "false" (Karpenter's NodeClaimMinValuesRelaxedAnnotationKey)
-NODECLAIM_MIN_VALUES_RELAXED_ANNOTATION = "karpenter.sh/nodeclaim-min-values-relaxed"
