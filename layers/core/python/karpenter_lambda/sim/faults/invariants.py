@@ -15,7 +15,7 @@ is recorded once per thing, with the virtual time and the details.
 | ``ledger_progress`` | a ledger entry in one state (proposed / replacing / deleting) or naming a gone NodeClaim; the ledger's per-NodePool count unequal to its entries | validation delay / replacement timeout / none, + 3 min; the count at once |
 | ``usage_matches_claims`` | a NodePool's usage totals unequal to the sum of its launch claims (at once); a claim whose NodeClaim does not exist | the stale-claim age (5 min) + 3 min |
 | ``disrupted_taint_has_command`` | a Node tainted ``karpenter.sh/disrupted`` with no ledger entry and no deletion of its NodeClaim | 3 min |
-| ``no_leaked_instance`` | this deployment's live instance no NodeClaim runs on nor may adopt | the orphan age (30 s) + 3 min |
+| ``no_leaked_instance`` | this deployment's live instance no NodeClaim runs on | the orphan age (30 s) + 3 min; tagged for a NodeClaim without providerID (adoptable): the launch lease (2 min) + 3 min |
 | ``interruption_acted_before_ack`` | an interruption message acknowledged (deleted from the queue) while its instance's NodeClaim is not deleting | none (checked at the acknowledgement, :meth:`Invariants.acknowledged`) |
 """
 
@@ -31,6 +31,7 @@ from ...api.labels import NODECLAIM_TAG, OWNER_TAG, has_disrupted_taint
 from ...api.times import to_epoch
 from ...controllers.disrupt import VALIDATION_DELAY
 from ...controllers.disruption_exec import REPLACEMENT_TIMEOUT
+from ...controllers.launcher import LAUNCH_LEASE
 from ...controllers.lifecycle import STALE_CLAIM_AGE
 
 GRACE = 180.0               # "at most 3 minutes beyond" (issue 29 item 2)
@@ -175,7 +176,10 @@ class Invariants:
                 continue
             owner = claims.get(tags[iid].get(NODECLAIM_TAG, ""))
             if owner is not None and not owner.status.get("providerID") and not owner.metadata.get("deletionTimestamp"):
-                continue   # its NodeClaim may still adopt it
+                # its NodeClaim may still adopt it: within the launcher's lease (the next provisioning round adopts)
+                self._suspect(seen, "no_leaked_instance", iid, None, LAUNCH_LEASE + GRACE, last_disturbance,
+                              f"instance {iid} tagged for NodeClaim {owner.name}, which has not adopted it")
+                continue
             if owner is not None and owner.metadata.get("deletionTimestamp") and \
                     instance_id_of(owner.status.get("providerID")) == iid:
                 continue   # being terminated by its NodeClaim's deletion

@@ -7,7 +7,7 @@ counters).  A fault run with a mutation on must FAIL: ``tests/reliability/test_m
 
 | mutation | switched off | caught by |
 |---|---|---|
-| ``adoption`` | ``Launcher.adopt`` (the lifecycle sweep's and ``Launcher.resolve``'s adoption of the instance tagged for a NodeClaim) writes nothing | ``pending_bound`` |
+| ``adoption`` | ``Launcher.adopt`` (the lifecycle sweep's and ``Launcher.resolve``'s adoption of the instance tagged for a NodeClaim) writes nothing | ``no_leaked_instance`` (the tagged instance never adopted), ``pending_bound`` |
 | ``orphan_gc`` | the lifecycle sweep's termination of instances no NodeClaim names (``Lifecycle._terminate`` with an ``orphan`` reason) | ``no_leaked_instance`` |
 | ``stale_claim_release`` | the lifecycle sweep's release of launch claims without a NodeClaim (``lifecycle.STALE_CLAIM_AGE`` infinite) | ``usage_matches_claims`` |
 | ``stale_taint_removal`` | ``Executor.remove_stale_taints`` | ``disrupted_taint_has_command`` |
@@ -110,7 +110,8 @@ def _no_interruption_redelivery():
 
 
 MUTATIONS: dict[str, Mutation] = {m.name: m for m in (
-    Mutation("adoption", "Launcher.adopt (lifecycle adoption and Launcher.resolve)", ("pending_bound",), _no_adoption),
+    Mutation("adoption", "Launcher.adopt (lifecycle adoption and Launcher.resolve)",
+             ("no_leaked_instance", "pending_bound"), _no_adoption),
     Mutation("orphan_gc", "Lifecycle.sweep orphan termination by providerID", ("no_leaked_instance",), _no_orphan_gc),
     Mutation("stale_claim_release", "Lifecycle.sweep release of launch claims without a NodeClaim",
              ("usage_matches_claims",), _no_stale_claim_release),

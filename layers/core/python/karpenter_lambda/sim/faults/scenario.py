@@ -69,6 +69,7 @@ CPU_LIMIT = 1000
 SPOT_WARNING_SECONDS = 120.0
 ROUND_SECONDS = 60.0
 SETTLE_JUMP = 16 * 60.0   # past the registration timeout (15 min) and the orphan GC age (30 s)
+JUMP_STEP = 2 * 60.0      # ... in steps, a round after each: a 10-minute timeout is told from the 15-minute one
 COUNTER_KEYS = ("faults_injected", "leaked_instances", "lost_pods", "stuck_pods", "stranded_taints", "budget_overruns",
                 "double_launches")
 LOSS_KEYS = COUNTER_KEYS[1:]
@@ -165,8 +166,9 @@ class FaultRun:
 
     def _settle(self) -> None:
         """Faults off: rounds until nothing changes (three equal rounds), then past the registration timeout and
-        the GC period in one step (the scheduled functions would find nothing to do meanwhile), then rounds until
-        quiet again.  At most ``settle_rounds`` rounds."""
+        the GC period in 2-minute steps, a round after each (the scheduled functions would find nothing
+        else to do meanwhile; the invariants see each step, so a 10-minute timeout is told from the 15-minute one),
+        then rounds until quiet again.  At most ``settle_rounds`` rounds."""
         self.faults_on = False
         n = 0
         for phase in range(2):
@@ -178,8 +180,12 @@ class FaultRun:
                 last = sig
                 if quiet >= 2:
                     break
-            if phase == 0:
-                self.w.clock.advance(SETTLE_JUMP)
+            if phase == 0:   # 16 minutes on, in 2-minute steps with a round after each (the invariants see each)
+                for _ in range(int(SETTLE_JUMP // JUMP_STEP) - 1):
+                    self.w.clock.advance(JUMP_STEP - ROUND_SECONDS)
+                    self._round()
+                    n += 1
+                self.w.clock.advance(JUMP_STEP - ROUND_SECONDS)
         self.settled = quiet >= 2
         self.settle_count = n
 
