@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..api.kube import pod_key
 from ..api.labels import NOMINATED_PODS_ANNOTATION, PRICE_ANNOTATION
 from ..controllers.runtime import iso
+from . import cost_meter
 from .offpeak import offpeak_summary
 
 
@@ -40,6 +41,7 @@ class SimulationResult:
     workloads: list[dict] = field(default_factory=list)       # [{kind, namespace, name, replicas, history}] at the end
     start_time: str = ""                                      # the virtual clock's start (RFC 3339)
     offpeak: list[dict] = field(default_factory=list)         # per simulated off-peak window: costs and savings
+    control_plane_cost: dict | None = None                    # what the functions cost to run (sim/cost.py)
 
     def to_dict(self) -> dict:
         return {
@@ -54,6 +56,7 @@ class SimulationResult:
             "workloads": self.workloads,
             "startTime": self.start_time,
             "offpeak": self.offpeak,
+            **({"controlPlaneCost": self.control_plane_cost} if self.control_plane_cost is not None else {}),
         }
 
 
@@ -72,6 +75,10 @@ class ResultsMixin:
                                    "nodes": len(claims)})
 
     def _track_replicas(self) -> None:
+        if not getattr(self, "_cost_attached", False):
+            # the first kube-scheduler pass of the loop: the functions are loaded, none has run yet
+            self._cost_attached = True
+            cost_meter.attach(self)
         for w in self.workload_controller.replicas():
             key = (w["kind"], w["namespace"], w["name"])
             hist = self.replica_history.setdefault(key, [])
@@ -130,11 +137,17 @@ class ResultsMixin:
 
         unsched = [{"pod": k, "reason": pending_reason(k)} for k in sorted(pending)]
         bound = sum(len(v) for v in by_node.values())
+        meter = getattr(self, "cost_meter", None)
+        control_plane = None
+        if meter is not None:
+            meter.detach()
+            control_plane = meter.report(self.clock.elapsed)
         self.emit("Done", "simulation", f"{reason}: {bound}/{len(pods)} pods bound, {len(claims)} NodeClaims, ${cost:.4f}/h")
         return SimulationResult(nodeclaims=claims, unschedulable=unsched, events=list(self.events), cost_per_hour=cost,
                                 elapsed=self.clock.elapsed, pods_total=len(pods), pods_bound=bound, stopped_because=reason,
                                 cost_timeline=list(self.cost_timeline), workloads=self._workloads_result(),
-                                start_time=iso(self.clock.start), offpeak=self._offpeak_result())
+                                start_time=iso(self.clock.start), offpeak=self._offpeak_result(),
+                                control_plane_cost=control_plane)
 
     def _workloads_result(self) -> list[dict]:
         self._track_replicas()
