@@ -1,7 +1,7 @@
 """The ``nodePools`` folder: validated at synth, written to the state table at deploy (the GitOps path).
 
 Every YAML/JSON file in the folder is loaded with ``karpenter_lambda.api.manifests.load_files``
-(Karpenter v1 validation + CRD defaults).  Any issue stops synth with
+(Karpenter v1 validation + CRD defaults; the same object twice is an issue).  Any issue stops synth with
 :class:`NodePoolValidationError`, whose message lists every ``FILE:DOC_INDEX: Kind/name:
 field.path: message`` line.  Each valid object becomes one ``AwsCustomResource`` that does a
 DynamoDB ``UpdateItem`` on create/update and ``DeleteItem`` on delete, in the item layout of
@@ -58,16 +58,11 @@ def load_node_pools(folder: Path) -> list:
     from karpenter_lambda.api.manifests import load_files
 
     result = load_files([folder])
-    # another provider's node class (e.g. a KWOKNodeClass) is only a note for `validate`; a stack deploys to AWS
+    # another provider's node class (e.g. a KWOKNodeClass) is only a note for `validate`; a stack deploys to AWS.
+    # The same object twice (also a v1beta1 and a v1 NodePool of one name) is one "duplicate of FILE:DOC" issue.
     issues = result.issues + result.skipped
     if issues:
         raise NodePoolValidationError(folder, issues)
-    seen: dict[tuple[str, str], int] = {}
-    for obj in result.objects:
-        seen[(obj.kind, obj.name)] = seen.get((obj.kind, obj.name), 0) + 1
-    dupes = sorted(f"{k}/{n}" for (k, n), c in seen.items() if c > 1)
-    if dupes:
-        raise ValueError(f"context parameter nodePools: {folder} defines {', '.join(dupes)} more than once")
     return result.objects
 
 

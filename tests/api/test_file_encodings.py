@@ -11,9 +11,10 @@ def test_bom_marked_files_load_like_plain_utf8(tmp_path):
     text = EXAMPLE.read_text()
     (tmp_path / "bom8.yaml").write_bytes(b"\xef\xbb\xbf" + text.encode())
     (tmp_path / "utf16.yaml").write_bytes(text.encode("utf-16"))
-    result = load_files([tmp_path])
-    assert result.ok, [str(i) for i in result.issues]
-    assert sorted((o.kind, o.name) for o in result.objects) == sorted([("NodePool", "default"), ("EC2NodeClass", "default")] * 2)
+    for name in ("bom8.yaml", "utf16.yaml"):  # one at a time: together they are the same objects twice
+        result = load_files([tmp_path / name])
+        assert result.ok, [str(i) for i in result.issues]
+        assert sorted((o.kind, o.name) for o in result.objects) == [("EC2NodeClass", "default"), ("NodePool", "default")]
 
 
 def test_undecodable_file_is_an_issue_naming_the_file(tmp_path):

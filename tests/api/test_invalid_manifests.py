@@ -258,7 +258,8 @@ spec:
 
 
 def test_errors_in_several_documents_keep_their_index():
-    text = manifest_text("EC2NodeClass") + "---\n" + manifest_text("NodePool", "spec:\n  weight: 0\n") + "---\n" + manifest_text("EC2NodeClass", "spec:\n  amiFamily: Ubuntu\n")
+    other = manifest_text("EC2NodeClass", "spec:\n  amiFamily: Ubuntu\n").replace("name: default", "name: other")
+    text = manifest_text("EC2NodeClass") + "---\n" + manifest_text("NodePool", "spec:\n  weight: 0\n") + "---\n" + other
     result = load_text(text, "multi.yaml")
     assert [(i.doc_index, i.kind, i.path) for i in result.issues] == [(1, "NodePool", "spec.weight"), (2, "EC2NodeClass", "spec.amiFamily")]
     assert len(result.objects) == 1

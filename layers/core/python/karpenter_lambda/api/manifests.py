@@ -226,9 +226,15 @@ def _meta(data: dict) -> tuple[str, str]:
     return kind, name
 
 
-def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: bool, accept_kinds) -> None:
+def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: bool, accept_kinds,
+                    kubernetes_version: str | None = None) -> None:
     from .convert import convert_documents
+    from .crosscheck import duplicates
 
+    repeated = duplicates([(f"{d.source.filename}:{d.index}", d.data) for d in docs])
+    for pos, first in repeated.items():  # left out before the conversion: it must not write into the other object
+        result.issues.append(docs[pos].issue(*_meta(docs[pos].data), "", f"duplicate of {first}"))
+    docs = [d for pos, d in enumerate(docs) if pos not in repeated]
     conversion = convert_documents([d.data for d in docs])
     for msg in conversion.warnings:
         d = docs[msg.position]
@@ -261,6 +267,11 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
                 result.origins.append(origin)
                 result._docs.append(d)
         elif allow_other_kinds or (accept_kinds is not None and kind in accept_kinds):
+            errors = _kube_errors(data, kubernetes_version)
+            for err in errors:
+                result.issues.append(d.issue(kind, name, err.path, err.message))
+            if errors:
+                continue
             result.objects.append(KubeObject(data))
             result.origins.append(origin)
             result._docs.append(d)
@@ -274,13 +285,39 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
             if accept_kinds:
                 expected += f", or one of {', '.join(sorted(accept_kinds))}"
             result.issues.append(d.issue(kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected {expected}{_version_hint(data.get('apiVersion'), kind)}"))
+    _scenario_steps(result)
 
 
-def load_text(text: str, filename: str = "<input>", allow_other_kinds: bool = False, accept_kinds=None) -> LoadResult:
+def _kube_errors(data: dict, kubernetes_version: str | None) -> list[FieldError]:
+    """What the API server of the cluster's Kubernetes version refuses in a built-in kind (none for other kinds)."""
+    from .kuberules_objects import kube_errors
+    from .kubeschema import KUBERNETES_VERSION
+
+    return kube_errors(data, kubernetes_version or KUBERNETES_VERSION)
+
+
+def _scenario_steps(result: LoadResult) -> None:
+    """Scenario steps naming NodePools checked against the NodePools of this load (see :mod:`.crosscheck`)."""
+    from .crosscheck import scenario_step_errors
+
+    scenarios = [i for i, o in enumerate(result.objects) if o.kind == "Scenario" and i < len(result._docs)]
+    if not scenarios:
+        return
+    pools = {o.name: o.to_dict() for o in result.objects if o.kind == "NodePool"}
+    for i in scenarios:
+        d, obj = result._docs[i], result.objects[i]
+        for err in scenario_step_errors(obj.doc, pools):
+            result.issues.append(d.issue(obj.kind, obj.name, err.path, err.message))
+
+
+def load_text(text: str, filename: str = "<input>", allow_other_kinds: bool = False, accept_kinds=None,
+              kubernetes_version: str | None = None) -> LoadResult:
     """Load every document of ``text``.  ``allow_other_kinds``: any other kind is kept as a :class:`KubeObject`;
-    ``accept_kinds``: only these other kinds are (the rest are errors, as without either)."""
+    ``accept_kinds``: only these other kinds are (the rest are errors, as without either).  Built-in Kubernetes
+    kinds are checked as the API server of ``kubernetes_version`` (default :data:`.kubeschema.KUBERNETES_VERSION`)
+    checks them; the same object twice is an error (:mod:`.crosscheck`)."""
     result = LoadResult()
-    _load_documents(_documents(text, filename, result), result, allow_other_kinds, accept_kinds)
+    _load_documents(_documents(text, filename, result), result, allow_other_kinds, accept_kinds, kubernetes_version)
     return result
 
 
@@ -291,10 +328,12 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8-sig")
 
 
-def load_files(paths, allow_other_kinds: bool = False, accept_kinds=None) -> LoadResult:
+def load_files(paths, allow_other_kinds: bool = False, accept_kinds=None, kubernetes_version: str | None = None) -> LoadResult:
     """Load every file (``-`` is not handled here); a directory loads its *.yaml/*.yml/*.json files sorted by name.
+    A file named twice (itself and its directory) is read once.
 
-    The documents of all files are converted from v1beta1 together (a NodePool's kubelet to its EC2NodeClass)."""
+    The documents of all files are converted from v1beta1 together (a NodePool's kubelet to its EC2NodeClass), after
+    the duplicates are left out (each one error); ``kubernetes_version`` as in :func:`load_text`."""
     result = LoadResult()
     docs: list[_Doc] = []
     read: dict[str, None] = {}  # file names in the order read
@@ -302,6 +341,8 @@ def load_files(paths, allow_other_kinds: bool = False, accept_kinds=None) -> Loa
         path = Path(p)
         files = sorted(f for f in path.iterdir() if f.suffix in (".yaml", ".yml", ".json")) if path.is_dir() else [path]
         for f in files:
+            if str(f) in read or any(f.resolve() == Path(r).resolve() for r in read):
+                continue
             read.setdefault(str(f), None)
             try:
                 text = _decode(f.read_bytes())
@@ -312,7 +353,7 @@ def load_files(paths, allow_other_kinds: bool = False, accept_kinds=None) -> Loa
                 result.issues.append(ValidationIssue(str(f), 0, "", "", "", f"cannot read file: not UTF-8 text (byte {e.start}: {e.reason})"))
                 continue
             docs += _documents(text, str(f), result)
-    _load_documents(docs, result, allow_other_kinds, accept_kinds)
+    _load_documents(docs, result, allow_other_kinds, accept_kinds, kubernetes_version)
     # issues file by file, in the order the files were read (a file's YAML error with that file's other issues)
     order = {name: i for i, name in enumerate(read)}
     result.issues.sort(key=lambda issue: order.get(issue.file, -1))

@@ -26,6 +26,7 @@ __all__ = [
     "format_cpu",
     "format_bytes",
     "format_resource",
+    "quantity_problem",
 ]
 
 
@@ -129,3 +130,26 @@ def format_resource(name: str, value: int) -> str:
     if name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
         return format_bytes(value)
     return str(value)
+
+
+_SUFFIX_HINT = re.compile(r"^([+-]?[0-9.]+)\s*([KMGTPE])i?B$", re.IGNORECASE)
+
+
+def quantity_problem(value: object) -> str | None:
+    """Why ``value`` is not a Kubernetes quantity as the API server reads one (the grammar exactly: no spaces, a
+    known suffix), or None when it is one.  ``12GB`` -> a hint naming ``12G`` and ``12Gi``."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return "must be a quantity such as 500m, 2, 4Gi or 512M (a string or a number)"
+    if isinstance(value, str) and value != value.strip():
+        problem = "must be a quantity without spaces"
+    else:
+        try:
+            parse_quantity(value)
+            return None
+        except QuantityError:
+            problem = "must be a quantity such as 500m, 2, 4Gi or 512M (suffixes: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei)"
+    m = _SUFFIX_HINT.match(value.strip()) if isinstance(value, str) else None
+    if m:
+        number, unit = m.group(1), m.group(2).upper().replace("K", "k")
+        problem += f" (did you mean {number}{unit} or {number}{unit.upper()}i?)"
+    return problem

@@ -25,6 +25,7 @@ from .objects import ALIAS_FAMILIES
 from .offpeak import spec_schema as _offpeak_spec_schema
 from .overlay import spec_schema as _overlay_spec_schema
 from .quantity import QuantityError, parse_quantity
+from .kuberules import TAINT_EFFECTS
 from .field_status import KUBELET_OTHER_FIELDS, refusal
 from .schema import NOT_SUPPORTED, AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Refused, Str, describe, index, join, key
 from .validators import (BUDGET, CONSOLIDATION_POLICIES, DISRUPTION_REASONS, DURATION_MSG, NILLABLE_DURATION_MSG,
@@ -47,7 +48,6 @@ __all__ = [
 # ----------------------------------------------------------------------------- constants
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")
 NUMERIC_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025")
 WINDOWS_ALIASES = ("windows2019", "windows2022", "windows2025")
 EVICTION_SIGNALS = ("memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "pid.available")
@@ -332,7 +332,7 @@ NODEPOOL_SPEC = Obj(
             required=("spec",),
         ),
         "disruption": DISRUPTION,
-        "limits": Map(OneOf(_quantity()), key_check=_resource_name_problem),
+        "limits": Map(OneOf(_quantity(nonneg=True)), key_check=_resource_name_problem),
         "weight": Int(minimum=1, maximum=100),
         "replicas": Int(minimum=0),
     },

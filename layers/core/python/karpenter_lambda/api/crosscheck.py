@@ -1,0 +1,135 @@
+"""Checks across the documents of one load (pure): the same object twice, and Scenario steps against the NodePools.
+
+* **Duplicates.** Two documents naming the same object (kind, API group, namespace for namespaced kinds, name) are
+  one error on the later one: ``FILE:DOC: Kind/name: duplicate of FILE:DOC``.  The API version does not count: a
+  ``karpenter.sh/v1beta1`` and a ``karpenter.sh/v1`` NodePool named alike are the same object (the API server
+  stores one).  The duplicate is left out before the v1beta1 conversion, so it cannot write into the other.
+* **Scenario steps.** Each step that names a NodePool (``interrupt``, ``nodeUnhealthy``, ``delete`` of a NodePool)
+  must name one that exists at that step (given, or applied by an earlier step, and not deleted since), and mean
+  something there: a ``SpotInterruption`` or ``RebalanceRecommendation`` needs a NodePool whose requirements allow
+  spot, a ``CapacityReservationInterruption`` one that allows reserved capacity.  Without any NodePool in the
+  load (a Scenario validated on its own) there is nothing to check against and no step is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import labels as L
+from .errors import FieldError
+
+#: kinds without a namespace (a ``metadata.namespace`` on them is ignored, as the API server ignores it)
+CLUSTER_SCOPED = frozenset({
+    "NodePool", "EC2NodeClass", "NodeClaim", "NodeOverlay", "OffPeakSchedule", "Scenario",
+    "PersistentVolume", "StorageClass", "CSINode", "CSIDriver", "Node", "Namespace", "PriorityClass",
+    "RuntimeClass", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "VolumeAttachment",
+})
+
+
+def identity(data: object) -> tuple[str, str, str, str] | None:
+    """(API group, kind, namespace, name) of a manifest; None when it has no kind or name (reported elsewhere)."""
+    if not isinstance(data, dict):
+        return None
+    kind, api_version = data.get("kind"), data.get("apiVersion")
+    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    name = meta.get("name")
+    if not isinstance(kind, str) or not kind or not isinstance(name, str) or not name or not isinstance(api_version, str):
+        return None
+    group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+    namespace = "" if kind in CLUSTER_SCOPED else (meta.get("namespace") or "default")
+    return group, kind, str(namespace), name
+
+
+def duplicates(docs: list[tuple[str, object]]) -> dict[int, str]:
+    """Positions of the documents that repeat an earlier one -> the earlier one's label (``docs`` are (label, data))."""
+    first: dict[tuple, str] = {}
+    out: dict[int, str] = {}
+    for pos, (label, data) in enumerate(docs):
+        key = identity(data)
+        if key is None:
+            continue
+        if key in first:
+            out[pos] = first[key]
+        else:
+            first[key] = label
+    return out
+
+
+# -- Scenario steps against the NodePools -----------------------------------------------------------------------
+SPOT_ONLY = ("SpotInterruption", "RebalanceRecommendation")
+RESERVED_ONLY = ("CapacityReservationInterruption",)
+
+
+def capacity_types(nodepool: dict) -> set[str]:
+    """The capacity types a NodePool manifest's requirements and template labels allow."""
+    template = (nodepool.get("spec") or {}).get("template") or {}
+    allowed = set(L.CAPACITY_TYPES)
+    label = ((template.get("metadata") or {}).get("labels") or {}).get(L.CAPACITY_TYPE)
+    if isinstance(label, str):
+        allowed &= {label}
+    for req in (template.get("spec") or {}).get("requirements") or []:
+        if not isinstance(req, dict) or req.get("key") != L.CAPACITY_TYPE:
+            continue
+        values = {str(v) for v in req.get("values") or []}
+        op = req.get("operator")
+        if op == "In":
+            allowed &= values
+        elif op == "NotIn":
+            allowed -= values
+        elif op == "DoesNotExist":
+            allowed = set()
+    return allowed
+
+
+@dataclass
+class _Pools:
+    docs: dict[str, dict]
+
+    def check(self, name, where: str, errors: list[FieldError], step: str) -> dict | None:
+        if not isinstance(name, str) or not name:
+            return None
+        if name not in self.docs:
+            known = ", ".join(sorted(self.docs)) or "none"
+            errors.append(FieldError(where, f"{step}: NodePool {name!r} does not exist at this step (NodePools: {known})"))
+            return None
+        return self.docs[name]
+
+
+def _describe(i: int, raw: dict, action: str) -> str:
+    return f"step {i} ({action} at {raw.get('at')})"
+
+
+def scenario_step_errors(scenario: dict, nodepools: dict[str, dict]) -> list[FieldError]:
+    """Each step of a Scenario manifest that names a NodePool that is not there, or asks of it what it cannot be
+    (spot interruptions on a NodePool without spot).  ``nodepools``: name -> manifest of the NodePools given."""
+    if not nodepools:
+        return []
+    pools = _Pools(dict(nodepools))
+    errors: list[FieldError] = []
+    steps = ((scenario.get("spec") or {}) if isinstance(scenario.get("spec"), dict) else {}).get("steps")
+    for i, raw in enumerate(steps if isinstance(steps, list) else []):
+        if not isinstance(raw, dict):
+            continue
+        for action in ("interrupt", "nodeUnhealthy", "delete", "apply"):
+            args = raw.get(action)
+            if not isinstance(args, dict):
+                continue
+            where, step = f"spec.steps[{i}].{action}", _describe(i, raw, action)
+            if action == "apply":
+                if args.get("kind") == "NodePool" and isinstance((args.get("metadata") or {}).get("name"), str):
+                    pools.docs[args["metadata"]["name"]] = args
+            elif action == "delete":
+                if args.get("kind") == "NodePool" and pools.check(args.get("name"), f"{where}.name", errors, step):
+                    pools.docs.pop(args["name"], None)
+            else:
+                pool = pools.check(args.get("nodePool"), f"{where}.nodePool", errors, step)
+                kind = args.get("kind") if action == "interrupt" else None
+                if pool is not None and (kind in SPOT_ONLY or kind in RESERVED_ONLY):
+                    need = L.CAPACITY_TYPE_SPOT if kind in SPOT_ONLY else L.CAPACITY_TYPE_RESERVED
+                    allowed = capacity_types(pool)
+                    if need not in allowed:
+                        errors.append(FieldError(
+                            f"{where}.kind", f"{step}: {kind} on NodePool {args['nodePool']!r}, whose requirements allow no "
+                                             f"{need} capacity ({L.CAPACITY_TYPE}: {', '.join(sorted(allowed)) or 'none'}): "
+                                             f"EC2 never sends it to such nodes"))
+    return errors

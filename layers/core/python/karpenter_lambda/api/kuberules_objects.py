@@ -1,0 +1,196 @@
+"""The API server's checks of whole objects that their OpenAPI schema cannot express (pure).
+
+Per kind: a workload's selector must select its pod template (else its controller could never count its pods),
+replica counts are not negative, the pod spec follows :mod:`.kuberules`; a PodDisruptionBudget sets exactly one of
+``minAvailable`` / ``maxUnavailable`` (each an integer >= 0 or a percentage); claims, volumes and storage classes
+use their enums and quantities.  :func:`rule_errors` is the entry point; :func:`.kubeschema.schema_errors` checks the
+schema itself, and :func:`kube_errors` runs both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from . import kuberules as R
+from .errors import FieldError
+from .kubeschema import KUBERNETES_VERSION, schema_errors
+from .selectors import Selector
+from .validators import DNS1123_SUBDOMAIN_RE
+
+Errors = list[FieldError]
+
+#: where each kind keeps its pod spec
+POD_SPEC_PATHS = {
+    "Pod": "spec",
+    "Deployment": "spec.template.spec",
+    "ReplicaSet": "spec.template.spec",
+    "StatefulSet": "spec.template.spec",
+    "DaemonSet": "spec.template.spec",
+    "ReplicationController": "spec.template.spec",
+    "Job": "spec.template.spec",
+    "CronJob": "spec.jobTemplate.spec.template.spec",
+    "PodTemplate": "template.spec",
+}
+_SELECTED_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")
+_COUNTS = {"Deployment": ("spec.replicas",), "ReplicaSet": ("spec.replicas",), "StatefulSet": ("spec.replicas",),
+           "Job": ("spec.parallelism", "spec.completions", "spec.backoffLimit"),
+           "CronJob": ("spec.jobTemplate.spec.parallelism", "spec.jobTemplate.spec.completions")}
+
+
+def get(doc, path: str):
+    cur = doc
+    for part in path.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur
+
+
+def _metadata(doc: dict, errors: Errors) -> None:
+    meta = R._dict(doc.get("metadata"))
+    name = meta.get("name")
+    if isinstance(name, str) and name and (len(name) > 253 or not DNS1123_SUBDOMAIN_RE.match(name)):
+        errors.append(FieldError("metadata.name", f"Invalid value: {json.dumps(name)}: a lowercase RFC 1123 subdomain must "
+                                                  "consist of lower case alphanumeric characters, '-' or '.', and must start "
+                                                  "and end with an alphanumeric character"))
+    R.labels(meta.get("labels"), "metadata.labels", errors)
+
+
+def _workload(doc: dict, kind: str, errors: Errors) -> None:
+    for path in _COUNTS.get(kind, ()):
+        n = get(doc, path)
+        if isinstance(n, int) and not isinstance(n, bool) and n < 0:
+            errors.append(FieldError(path, f"Invalid value: {n}: must be greater than or equal to 0"))
+    if kind in _SELECTED_KINDS:
+        selector = get(doc, "spec.selector")
+        if isinstance(selector, dict):
+            before = len(errors)
+            R.label_selector(selector, "spec.selector", errors)
+            if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+                errors.append(FieldError("spec.selector", "Invalid value: {}: empty selector is invalid for deployment"
+                                         if kind == "Deployment" else "Required value: a non-empty selector"))
+            elif len(errors) == before:
+                template_labels = R._dict(get(doc, "spec.template.metadata.labels"))
+                if not Selector(selector).matches(template_labels):
+                    errors.append(FieldError("spec.template.metadata.labels",
+                                             f"Invalid value: {json.dumps(template_labels, sort_keys=True)}: `selector` does not "
+                                             "match template `labels`"))
+    if kind in POD_SPEC_PATHS:
+        if kind != "Pod":   # the template's labels (a Pod's own are its metadata's)
+            template = POD_SPEC_PATHS[kind].rsplit(".", 1)[0]
+            R.labels(get(doc, f"{template}.metadata.labels"), f"{template}.metadata.labels", errors)
+        restart = ("OnFailure", "Never") if kind in ("Job", "CronJob") else ("Always",) if kind in _SELECTED_KINDS else R.RESTART_POLICIES
+        R.pod_spec(get(doc, POD_SPEC_PATHS[kind]), POD_SPEC_PATHS[kind], errors, restart)
+
+
+_PERCENT = re.compile(r"^[0-9]+%$")
+
+
+def _int_or_percent(value, path: str, errors: Errors) -> None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            errors.append(FieldError(path, f"Invalid value: {value}: must be greater than or equal to 0"))
+    elif isinstance(value, str):
+        if not _PERCENT.match(value):
+            errors.append(FieldError(path, f"Invalid value: {json.dumps(value)}: a valid percent string must be a numeric "
+                                           "string followed by an ending '%' (e.g. '1%',  or '93%')"))
+        elif int(value[:-1]) > 100:
+            errors.append(FieldError(path, f"Invalid value: {json.dumps(value)}: must not be greater than 100%"))
+
+
+UNHEALTHY_POD_EVICTION_POLICIES = ("IfHealthyBudget", "AlwaysAllow")
+
+
+def _pdb(doc: dict, errors: Errors) -> None:
+    spec = R._dict(doc.get("spec"))
+    if "minAvailable" in spec and "maxUnavailable" in spec:
+        errors.append(FieldError("spec", "Invalid value: minAvailable and maxUnavailable cannot be both set"))
+    for name in ("minAvailable", "maxUnavailable"):
+        if name in spec:
+            _int_or_percent(spec[name], f"spec.{name}", errors)
+    R.label_selector(spec.get("selector"), "spec.selector", errors)
+    policy = R._str_field(spec, "unhealthyPodEvictionPolicy")
+    if policy and policy not in UNHEALTHY_POD_EVICTION_POLICIES:
+        errors.append(R.unsupported("spec.unhealthyPodEvictionPolicy", policy, UNHEALTHY_POD_EVICTION_POLICIES))
+
+
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+VOLUME_MODES = ("Filesystem", "Block")
+RECLAIM_POLICIES = ("Retain", "Delete", "Recycle")
+BINDING_MODES = ("Immediate", "WaitForFirstConsumer")
+
+
+def _enum(obj: dict, name: str, allowed, path: str, errors: Errors) -> None:
+    v = R._str_field(obj, name)
+    if v and v not in allowed:
+        errors.append(R.unsupported(f"{path}.{name}" if path else name, v, allowed))
+
+
+def _access_modes(spec: dict, path: str, errors: Errors) -> None:
+    for i, mode in enumerate(R._list(spec.get("accessModes"))):
+        if isinstance(mode, str) and mode not in ACCESS_MODES:
+            errors.append(R.unsupported(f"{path}.accessModes[{i}]", mode, ACCESS_MODES))
+
+
+def _pvc(doc: dict, errors: Errors) -> None:
+    spec = R._dict(doc.get("spec"))
+    _access_modes(spec, "spec", errors)
+    _enum(spec, "volumeMode", VOLUME_MODES, "spec", errors)
+    R.resource_list(R._dict(spec.get("resources")).get("requests"), "spec.resources.requests", errors)
+    R.resource_list(R._dict(spec.get("resources")).get("limits"), "spec.resources.limits", errors)
+    R.label_selector(spec.get("selector"), "spec.selector", errors)
+
+
+def _pv(doc: dict, errors: Errors) -> None:
+    spec = R._dict(doc.get("spec"))
+    _access_modes(spec, "spec", errors)
+    _enum(spec, "volumeMode", VOLUME_MODES, "spec", errors)
+    _enum(spec, "persistentVolumeReclaimPolicy", RECLAIM_POLICIES, "spec", errors)
+    R.resource_list(spec.get("capacity"), "spec.capacity", errors)
+    R.node_selector(R._dict(spec.get("nodeAffinity")).get("required"), "spec.nodeAffinity.required", errors)
+
+
+def _storage_class(doc: dict, errors: Errors) -> None:
+    _enum(doc, "volumeBindingMode", BINDING_MODES, "", errors)
+    _enum(doc, "reclaimPolicy", ("Retain", "Delete"), "", errors)
+    for i, term in enumerate(R._list(doc.get("allowedTopologies"))):
+        for j, expr in enumerate(R._list(R._dict(term).get("matchLabelExpressions"))):
+            where = f"allowedTopologies[{i}].matchLabelExpressions[{j}]"
+            R.label_key(R._dict(expr).get("key"), f"{where}.key", errors)
+            if not R._list(R._dict(expr).get("values")):
+                errors.append(FieldError(f"{where}.values", "Required value: must specify as least one value"))
+
+
+_BY_KIND = {"PodDisruptionBudget": _pdb, "PersistentVolumeClaim": _pvc, "PersistentVolume": _pv, "StorageClass": _storage_class}
+
+
+def rule_errors(doc: dict) -> list[FieldError]:
+    """The API server's rules beyond the schema for ``doc`` (any kind; unknown kinds: metadata only)."""
+    errors: Errors = []
+    kind = doc.get("kind") if isinstance(doc.get("kind"), str) else ""
+    _metadata(doc, errors)
+    if kind in POD_SPEC_PATHS or kind in _COUNTS:
+        _workload(doc, kind, errors)
+    elif kind in _BY_KIND:
+        _BY_KIND[kind](doc, errors)
+    return errors
+
+
+def kube_errors(doc: dict, version: str = KUBERNETES_VERSION) -> list[FieldError]:
+    """Everything the API server of Kubernetes ``version`` would refuse in ``doc``, a built-in kind: its schema
+    (unknown fields, types, required fields) first, then its rules.  A field the schema already refused is not
+    reported again by a rule (one error per mistake).  No error for a kind Kubernetes does not have."""
+    found = schema_errors(doc, version)
+    if not found and not _builtin(doc, version):
+        return []
+    bad = {e.path for e in found}
+    for e in rule_errors(doc):
+        if not any(e.path == p or e.path.startswith(p + ".") or e.path.startswith(p + "[") for p in bad):
+            found.append(e)
+    return found
+
+
+def _builtin(doc: dict, version: str) -> bool:
+    from .kubeschema import known_kind
+
+    kind = doc.get("kind")
+    return isinstance(kind, str) and (kind in POD_SPEC_PATHS or kind in _BY_KIND or known_kind(kind, version))
