@@ -266,3 +266,28 @@ def test_the_builders_make_consistent_objects():
     assert [p["metadata"]["name"] for p in snap.pods_of_nodeclaim("a")] == ["web-1"]
     assert nc.status["lastPodEventTime"] == iso(LONG_AGO) and snap.now == T0
     assert pod("late")["status"]["phase"] == "Pending" and "nodeName" not in pod("late")["spec"]
+
+
+def test_a_nodeclaim_in_a_reservation_that_no_longer_resolves_drifts():
+    """Capacity reservations (issue 30 item 4): a reserved NodeClaim drifts when its reservation leaves the
+    EC2NodeClass's resolved set; not while it is there, and not when the reservations could not be described."""
+    from types import SimpleNamespace
+
+    from karpenter_lambda.catalog.reservations import CapacityReservation
+
+    labels = {L.CAPACITY_RESERVATION_ID: "cr-1", L.CAPACITY_RESERVATION_TYPE: "default"}
+    x = claimed_node("x", capacity_type=L.CAPACITY_TYPE_RESERVED, labels=labels, price_per_hour=0.0)
+    pool = nodepool(capacity_types=("reserved", "on-demand"))
+
+    def plan_with(reservations, ready=True):
+        snap = snapshot(x, nodepools=[pool])
+        cond = SimpleNamespace(type="CapacityReservationsReady", status=ready)
+        snap.resolved["default"] = SimpleNamespace(amis=[], subnets=[], security_group_ids=[], conditions=[cond],
+                                                   capacity_reservations=reservations)
+        return sweep(snap, DRIFT)
+
+    cr1 = CapacityReservation(id="cr-1", instance_type="m5.large", zone="us-east-1a", available=0, total=1)
+    assert decided(plan_with([cr1])) == []
+    plan = plan_with([])
+    assert decided(plan) == [("Drifted", ["x"])] and plan.commands[0].detail == "CapacityReservationDrift"
+    assert decided(plan_with([], ready=False)) == []

@@ -378,6 +378,7 @@ class Launcher:
             labels[wk.INSTANCE_TYPE] = inst.instance_type
             labels[wk.ZONE] = inst.zone
             labels[wk.CAPACITY_TYPE] = inst.capacity_type
+            labels.update(inst.labels)   # what the launch adds: capacity reservation id/type, placement partition
             labels[wk.NODEPOOL] = nodepool
             ann = obj.metadata.setdefault("annotations", {})
             ann[PRICE_ANNOTATION] = repr(round(inst.price, 6))

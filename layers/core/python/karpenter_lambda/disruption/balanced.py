@@ -28,11 +28,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..api import labels as wk
 from ..api.snapshot import ClusterSnapshot
 from ..api.validators import BALANCED
 from ..scheduling.reschedule import is_reschedulable
-from .candidates import eviction_cost
+from .candidates import eviction_cost, node_price
 from .types import Candidate
 
 __all__ = ["BALANCED_K", "BLOCK_BALANCED", "BalancedScore", "Totals", "is_balanced", "nodepool_totals",
@@ -84,12 +83,6 @@ def node_disruption(pods: list[dict]) -> float:
     return 1.0 + sum(max(0.0, eviction_cost(p)) for p in pods if is_reschedulable(p))
 
 
-def _price(nc) -> float:
-    try:
-        return float((nc.annotations or {}).get(wk.PRICE_ANNOTATION) or 0.0)
-    except (TypeError, ValueError):
-        return 0.0
-
 
 def nodepool_totals(snap: ClusterSnapshot) -> dict[str, Totals]:
     """:class:`Totals` of every Balanced NodePool: its managed, initialized, not deleting nodes with a price (a node
@@ -101,7 +94,7 @@ def nodepool_totals(snap: ClusterSnapshot) -> dict[str, Totals]:
         price = disruption = 0.0
         for nc in snap.nodeclaims_of_nodepool(name):
             node = snap.node_of_nodeclaim(nc.name)
-            p = _price(nc)
+            p = node_price(nc, snap.instance_types.get(name))
             if node is None or p <= 0 or not nc.is_true("Initialized") or nc.metadata.get("deletionTimestamp"):
                 continue
             price += p

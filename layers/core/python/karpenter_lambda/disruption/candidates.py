@@ -23,6 +23,7 @@ from ..api.kube import is_daemon_pod, is_mirror_pod, is_terminal, is_terminating
 from ..api.labels import PRICE_ANNOTATION, SECURITY_GROUPS_ANNOTATION, SUBNET_ANNOTATION
 from ..api.snapshot import ClusterSnapshot
 from ..api.times import to_epoch as epoch   # RFC 3339 text / datetime / number -> epoch seconds (None: absent, bad)
+from ..catalog.overlay import offering_overlay
 from ..scheduling.reschedule import is_reschedulable
 from .pdb import blocking_pdb_in, pdb_index
 from .replace import needed_by_pending
@@ -124,7 +125,20 @@ def lifetime_left(nc, nodepool, now: float) -> float:
     return max(0.0, 1.0 - (now - born) / ttl)
 
 
-def _price(nc) -> float:
+def node_price(nc, offered: list | None = None, labels: dict | None = None) -> float:
+    """What the node costs: the price recorded at launch; but where a NodeOverlay now sets the price of its offering
+    (``offered``: the NodePool's overlaid catalog), that price, as Karpenter reads candidates' prices from the
+    current (overlaid) offerings, so an overlay created after the launch does not make every replacement look
+    cheaper than the node it replaces."""
+    labels = labels if labels is not None else (nc.labels or {})
+    name, zone, ct = labels.get(wk.INSTANCE_TYPE), labels.get(wk.ZONE), labels.get(wk.CAPACITY_TYPE)
+    for it in offered or ():
+        if it.name != name:
+            continue
+        for o in it.offerings:
+            if o.zone == zone and o.capacity_type == ct and offering_overlay(o):
+                return float(o.price)
+        break
     try:
         return float((nc.annotations or {}).get(PRICE_ANNOTATION) or 0.0)
     except (TypeError, ValueError):
@@ -138,7 +152,8 @@ def make_candidate(snap: ClusterSnapshot, nc, node: dict | None, nodepool) -> Ca
         nodeclaim=nc, node=node, nodepool=nodepool, pods=pods,
         reschedulable=[p for p in pods if is_reschedulable(p)],
         instance_type=labels.get(wk.INSTANCE_TYPE, ""), zone=labels.get(wk.ZONE, ""),
-        capacity_type=labels.get(wk.CAPACITY_TYPE, ""), price=_price(nc),
+        capacity_type=labels.get(wk.CAPACITY_TYPE, ""),
+        price=node_price(nc, snap.instance_types.get(getattr(nodepool, "name", "")), labels),
         disruption_cost=disruption_cost(pods, lifetime_left(nc, nodepool, snap.now)),
     )
 

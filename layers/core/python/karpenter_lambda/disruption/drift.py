@@ -30,6 +30,7 @@ import json
 from ..api import hashes
 from ..api import labels as wk
 from ..api.snapshot import ClusterSnapshot
+from ..catalog.reservations import REASON_RESERVATION_DRIFT, reservation_drift
 from ..scheduling.requirements import Requirements
 from .candidates import condition_time, graceful_blockers
 from .replace import leaving_of, removal_plan
@@ -42,8 +43,9 @@ AMI_DRIFT = "AMIDrift"
 SUBNET_DRIFT = "SubnetDrift"
 SECURITY_GROUP_DRIFT = "SecurityGroupDrift"
 INSTANCE_TYPE_NOT_FOUND = "InstanceTypeNotFound"
+CAPACITY_RESERVATION_DRIFT = REASON_RESERVATION_DRIFT
 DRIFT_KINDS = (NODEPOOL_DRIFTED, REQUIREMENTS_DRIFTED, NODECLASS_DRIFT, AMI_DRIFT, SUBNET_DRIFT, SECURITY_GROUP_DRIFT,
-               INSTANCE_TYPE_NOT_FOUND)
+               INSTANCE_TYPE_NOT_FOUND, CAPACITY_RESERVATION_DRIFT)
 
 
 def _static_drift(nc, nodepool, nodeclass) -> tuple[str, str] | None:
@@ -98,6 +100,20 @@ def _nodeclass_drift(nc, nodeclass, resolved) -> tuple[str, str] | None:
     return None
 
 
+def _reservation_drift(nc, nodeclass, resolved) -> tuple[str, str] | None:
+    """A NodeClaim in a capacity reservation the EC2NodeClass no longer resolves (deselected, expired, cancelled).
+    No evidence (no drift) when the reservations could not be described (``CapacityReservationsReady`` False)."""
+    if resolved is None or nodeclass is None:
+        return None
+    if any(getattr(c, "type", None) == "CapacityReservationsReady" and not getattr(c, "status", True)
+           for c in getattr(resolved, "conditions", None) or []):
+        return None
+    if reservation_drift(nc.labels or {}, getattr(resolved, "capacity_reservations", None) or []) is None:
+        return None
+    rid = (nc.labels or {}).get(wk.CAPACITY_RESERVATION_ID, "?")
+    return CAPACITY_RESERVATION_DRIFT, f"capacity reservation {rid} is no longer selected by EC2NodeClass {nodeclass.name}"
+
+
 def _instance_type_drift(nc, snap: ClusterSnapshot, nodepool) -> tuple[str, str] | None:
     types = snap.instance_types.get(nodepool.name)
     if types is None:
@@ -120,8 +136,9 @@ def drift_reason(nc, snap: ClusterSnapshot) -> tuple[str, str] | None:
         return None
     nodeclass = snap.nodeclasses.get((nc.spec.get("nodeClassRef") or nodepool.node_class_ref or {}).get("name", ""))
     node = snap.node_of_nodeclaim(nc.name)
+    resolved = snap.resolved.get(nodeclass.name) if nodeclass is not None else None
     return (_static_drift(nc, nodepool, nodeclass) or _requirements_drift(nc, node, nodepool)
-            or _nodeclass_drift(nc, nodeclass, snap.resolved.get(nodeclass.name) if nodeclass is not None else None)
+            or _nodeclass_drift(nc, nodeclass, resolved) or _reservation_drift(nc, nodeclass, resolved)
             or _instance_type_drift(nc, snap, nodepool))
 
 
