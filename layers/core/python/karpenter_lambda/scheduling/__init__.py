@@ -15,6 +15,9 @@ from .requirements import Requirement, RequirementError, Requirements
 from .reschedule import RescheduleResult, is_reschedulable, simulate_removal
 from .resources import pod_requests
 from .model import (
+    MIN_VALUES_BEST_EFFORT,
+    MIN_VALUES_POLICIES,
+    MIN_VALUES_STRICT,
     ExistingNode,
     NodeClaimPlan,
     NodePoolInput,
@@ -28,6 +31,9 @@ from .taints import tolerates, untolerated
 
 __all__ = [
     "solve",
+    "MIN_VALUES_STRICT",
+    "MIN_VALUES_BEST_EFFORT",
+    "MIN_VALUES_POLICIES",
     "simulate_removal",
     "RescheduleResult",
     "is_reschedulable",

@@ -5,7 +5,8 @@ enough distinct values for minValues), and launches the cheapest.  Also the type
 as now (:meth:`Finalizer.launch_type`), whose free room later classes may use at no extra cost.
 
 A mixin of the solver (``solver._Solver``), using its ``existing_nodes``, ``planned``, ``unsched``, ``rindex``,
-``rpos`` and ``max_types``.
+``rpos``, ``max_types`` and ``relax_min_values`` (the BestEffort minValues policy: a plan's minValues lowered to what
+its kept types offer, ``NodeClaimPlan.min_values_relaxed``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 from ..api import labels as L
 from ..api.quantity import format_resource
 from .model import EXOTIC_KEYS, EXOTIC_RESOURCES, NodeClaimPlan, SchedulingResult, SimNode, Unschedulable
-from .nodeclaim import InstanceTypeOption, truncate
+from .nodeclaim import InstanceTypeOption, relaxed_min_values, truncate
 from .requirements import Requirement
 
 __all__ = ["Finalizer"]
@@ -143,6 +144,9 @@ class Finalizer:
             vals[k] = vals.get(k, 0) + v
         final_reqs = reqs.copy()
         final_reqs.add(it_req)
+        relaxed = False
+        if self.relax_min_values:   # BestEffort: what the launch types offer is the minValues the NodeClaim asks
+            final_reqs, relaxed = relaxed_min_values(final_reqs, keep)
         h = hashlib.sha1("\n".join(sorted(node.pods)).encode()).hexdigest()[:5]
         tk = tuple(sorted(vals.items()))
         req_text = self._text_cache.get(tk)
@@ -156,4 +160,5 @@ class Finalizer:
         return NodeClaimPlan(
             name=f"{pool.name}-{h}", nodepool=pool.name, requirements=final_reqs, instance_types=[t.it for t in keep],
             instance_type=t0.name, zone=o.zone, capacity_type=o.capacity_type, price=o.price, pods=list(node.pods),
-            requests=vals, reason=reason, labels=labels, taints=list(pool.taints), startup_taints=list(pool.startup_taints))
+            requests=vals, reason=reason, labels=labels, taints=list(pool.taints), startup_taints=list(pool.startup_taints),
+            min_values_relaxed=relaxed)

@@ -32,6 +32,9 @@ __all__ = [
     "INV",
     "SimNode",
     "fit_count",
+    "MIN_VALUES_STRICT",
+    "MIN_VALUES_BEST_EFFORT",
+    "MIN_VALUES_POLICIES",
 ]
 
 INF = 1 << 60
@@ -43,6 +46,11 @@ EXOTIC_KEYS = (L.INSTANCE_GPU_NAME, L.INSTANCE_GPU_COUNT, L.INSTANCE_GPU_MANUFAC
 TYPE_KEYS = tuple(k for k in L.AWS_WELL_KNOWN if k.startswith(L.AWS + "instance-"))
 # the kind of the topology group that counts the pods whose required anti-affinity selects a pod (the inverse)
 INV = "inverse-anti-affinity"
+# Karpenter's --min-values-policy: Strict (a NodeClaim whose types no longer meet a requirement's minValues is not
+# made) or BestEffort (it is made, that minValues lowered to what its types offer, and the plan says so)
+MIN_VALUES_STRICT = "Strict"
+MIN_VALUES_BEST_EFFORT = "BestEffort"
+MIN_VALUES_POLICIES = (MIN_VALUES_STRICT, MIN_VALUES_BEST_EFFORT)
 
 
 class SchedulingError(ValueError):
@@ -104,8 +112,20 @@ class NodeClaimPlan:
     labels: dict = field(default_factory=dict)
     taints: list = field(default_factory=list)
     startup_taints: list = field(default_factory=list)
+    # BestEffort minValues policy: a requirement's minValues was lowered to what the plan's types offer
+    min_values_relaxed: bool = False
+
+    def annotations(self) -> dict[str, str]:
+        """What the launch writes on the NodeClaim (Karpenter sets the minValues annotation on every NodeClaim)."""
+        return {L.NODECLAIM_MIN_VALUES_RELAXED: "true" if self.min_values_relaxed else "false"}
 
     def to_dict(self) -> dict:
+        out = self._base_dict()
+        if self.min_values_relaxed:
+            out["minValuesRelaxed"] = True
+        return out
+
+    def _base_dict(self) -> dict:
         return {
             "name": self.name,
             "nodePool": self.nodepool,

@@ -31,6 +31,7 @@ __all__ = [
     "TemplateOffer",
     "OfferSet",
     "truncate",
+    "relaxed_min_values",
     "describe",
 ]
 
@@ -367,6 +368,23 @@ def truncate(types: list, reqs: Requirements, n: int) -> list:
                 if len(vals) >= r.min_values:
                     break
     return keep
+
+
+def relaxed_min_values(reqs: Requirements, types: list) -> tuple[Requirements, bool]:
+    """The BestEffort minValues policy (Karpenter's ``relaxMinValues``): ``reqs`` with every minValues that ``types``
+    do not meet lowered to the number of distinct values they offer (dropped when they offer none), and whether any
+    was lowered.  ``reqs`` itself is not changed."""
+    out, relaxed = reqs, False
+    for r in list(reqs):
+        if not r.min_values:
+            continue
+        n = len({t.reqs.get(r.key).any_value() for t in types} - {None})
+        if n >= r.min_values:
+            continue
+        out = out.without(r.key)
+        out.add(Requirement(r.key, r.complement, r.values, r.gt, r.lt, n or None))
+        relaxed = True
+    return out, relaxed
 
 
 def describe(reqs: Requirements) -> str:

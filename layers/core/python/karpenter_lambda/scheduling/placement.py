@@ -5,7 +5,8 @@ of older ones' launch types), then a new NodeClaim per NodePool in weight order.
 A mixin of the solver (``solver._Solver``), which holds the state it uses: ``pools`` (NodeClaim templates, by weight),
 ``existing_nodes``, ``planned`` / ``open`` / ``node_by_id`` / ``nodes`` (NodeClaims planned, those still with room,
 by id, every node), ``topology`` (the :class:`~.tracker.TopologyTracker`), ``rindex``, ``share_factor``,
-``no_limits``, ``min_vec`` and ``counter`` (NodeClaim names); ``launch_type`` comes from :mod:`.finalize`.
+``no_limits``, ``min_vec``, ``counter`` (NodeClaim names) and ``relax_min_values`` (the BestEffort minValues policy:
+no NodeClaim is refused for minValues; finalize lowers them); ``launch_type`` comes from :mod:`.finalize`.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class Placement:
                     if node.target.cheapest(new_reqs) is None:
                         return 0
         n = min(n, remaining)
-        if not node.fixed and node.pool.has_min_values:
+        if not node.fixed and node.pool.has_min_values and not self.relax_min_values:
             used = [u + v * n for u, v in zip(node.used, c.vec)]
             if node.pool.min_values_error(new_reqs or node.reqs, used) is not None:
                 return 0
@@ -180,7 +181,7 @@ class Placement:
                 why.append(f"NodePool {pool.name}: limits {k} {format_resource(k, lv) if k != 'nodes' else lv} reached")
                 return 0
             fitting = within
-        if pool.has_min_values:
+        if pool.has_min_values and not self.relax_min_values:   # BestEffort: finalize lowers minValues instead
             err = pool.min_values_error(reqs, vec)
             if err:
                 why.append(f"NodePool {pool.name}: {err}")

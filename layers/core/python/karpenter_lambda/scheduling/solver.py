@@ -40,8 +40,8 @@ from ..api.kube import pod_key
 from .existing import build_existing_nodes
 from .finalize import Finalizer
 from .limits import LIMITED_OPTION_SPREAD, solve_within_limits_unconstrained
-from .model import (ExistingNode, NodeClaimPlan, NodePoolInput, SchedulingError, SchedulingInput, SchedulingResult,
-                    SimNode, Unschedulable)
+from .model import (MIN_VALUES_BEST_EFFORT, MIN_VALUES_POLICIES, MIN_VALUES_STRICT, ExistingNode, NodeClaimPlan,
+                    NodePoolInput, SchedulingError, SchedulingInput, SchedulingResult, SimNode, Unschedulable)
 from .nodeclaim import NodeClaimTemplate
 from .packer import BulkPacker
 from .placement import Placement
@@ -60,14 +60,17 @@ __all__ = [
     "Unschedulable",
     "SchedulingError",
     "LIMITED_OPTION_SPREAD",
+    "MIN_VALUES_STRICT",
+    "MIN_VALUES_BEST_EFFORT",
 ]
 
 
 class _Solver(Placement, SpreadShares, BulkPacker, Finalizer):
     """One provisioning round: the state the placement, spread, packer and finalize mixins share."""
 
-    def __init__(self, inp: SchedulingInput):
+    def __init__(self, inp: SchedulingInput, relax_min_values: bool = False):
         self.inp = inp
+        self.relax_min_values = relax_min_values   # the BestEffort minValues policy
         self.max_types = max(1, int(inp.max_instance_types or 60))
         self.share_factor = 4
         self.unsched: list[Unschedulable] = []
@@ -149,10 +152,19 @@ class _Solver(Placement, SpreadShares, BulkPacker, Finalizer):
         return self.result(pending)
 
 
-def solve(inp: SchedulingInput) -> SchedulingResult:
-    """Run one provisioning round over ``inp`` (pure; no I/O). Raises SchedulingError on malformed input."""
+def solve(inp: SchedulingInput, *, min_values_policy: str = MIN_VALUES_STRICT) -> SchedulingResult:
+    """Run one provisioning round over ``inp`` (pure; no I/O). Raises SchedulingError on malformed input.
+
+    ``min_values_policy`` (Karpenter's ``--min-values-policy``): ``"Strict"`` (default) makes no NodeClaim whose
+    instance types would no longer meet a requirement's minValues (its pods stay unschedulable, the reason naming
+    minValues); ``"BestEffort"`` makes it with that minValues lowered to what its types offer, and marks the plan
+    (``NodeClaimPlan.min_values_relaxed``, the annotation in ``NodeClaimPlan.annotations()``)."""
     if not isinstance(inp, SchedulingInput):
         raise SchedulingError("solve() needs a SchedulingInput")
+    if min_values_policy not in MIN_VALUES_POLICIES:
+        raise SchedulingError(f"min_values_policy: must be one of {', '.join(MIN_VALUES_POLICIES)}, "
+                              f"got {min_values_policy!r}")
+    relax = min_values_policy == MIN_VALUES_BEST_EFFORT
     # the simulation allocates many small objects and frees them all at the end: the cyclic collector's
     # passes over the (large) input would only cost time, so it is paused for the whole call (the volume
     # wrapper included) and restored after
@@ -160,22 +172,22 @@ def solve(inp: SchedulingInput) -> SchedulingResult:
     gc.disable()
     try:
         if inp.pod_problems or inp.pod_notes:
-            return _with_pod_facts(inp)
-        return _solve(inp)
+            return _with_pod_facts(inp, relax)
+        return _solve(inp, relax)
     finally:
         if enabled:
             gc.enable()
 
 
-def _solve(inp: SchedulingInput) -> SchedulingResult:
+def _solve(inp: SchedulingInput, relax: bool) -> SchedulingResult:
     if any(npi.nodepool.limits for npi in inp.nodepools):
-        unlimited = solve_within_limits_unconstrained(inp, _run)
+        unlimited = solve_within_limits_unconstrained(inp, lambda i: _Solver(i, relax).run())
         if unlimited is not None:
             return unlimited
-    return _Solver(inp).run()
+    return _Solver(inp, relax).run()
 
 
-def _with_pod_facts(inp: SchedulingInput) -> SchedulingResult:
+def _with_pod_facts(inp: SchedulingInput, relax: bool) -> SchedulingResult:
     """``solve`` for pods with volume problems (unschedulable before any node is looked at, Karpenter's
     ``ValidatePersistentVolumeClaims``) or volume constraints (named in the reason when the pod stays unschedulable;
     scheduling/volumes.py)."""
@@ -187,13 +199,9 @@ def _with_pod_facts(inp: SchedulingInput) -> SchedulingResult:
             blocked.append(Unschedulable(key, problems[key]))
         else:
             pods.append(p)
-    res = _solve(replace(inp, pods=pods, pod_problems={}, pod_notes={}))
+    res = _solve(replace(inp, pods=pods, pod_problems={}, pod_notes={}), relax)
     for u in res.unschedulable:
         if u.pod in notes:
             u.reason = f"{u.reason}; volumes: {notes[u.pod]}"
     res.unschedulable = blocked + res.unschedulable
     return res
-
-
-def _run(inp: SchedulingInput) -> SchedulingResult:
-    return _Solver(inp).run()
