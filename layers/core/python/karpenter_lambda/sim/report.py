@@ -9,6 +9,7 @@ It shows
 * nodes and cost per hour over virtual time (``costTimeline``), one polyline each, one point per entry;
 * one lifeline per NodeClaim: launched, ready (``NodeClaimInitialized``, or ``NodeReady`` of its node),
   disrupted (with the ``reason`` key of ``NodeClaimDisrupted``) and deleted, from ``events``;
+* what the control plane costs a month (``controlPlaneCost``: per function and per service, :mod:`.cost_render`);
 * the events table (time, type, object, message).
 
 Every text taken from the result goes through :func:`html.escape`.
@@ -20,6 +21,7 @@ import re
 from html import escape
 
 from .clock import format_elapsed
+from .cost_render import cost_section
 
 _W, _H = 900, 260                   # cost/nodes chart size (SVG user units)
 _ML, _MR, _MT, _MB = 70, 60, 20, 30  # its margins: left (cost axis), right (nodes axis), top, bottom
@@ -211,6 +213,7 @@ def render_report(result: dict, title: str = "karpenter-lambda simulate") -> str
         '<p class="legend">blue dot: launched; green: ready/initialized; orange: disrupted (reason in brackets) '
         "until deleted (grey square)</p>",
         _lifelines_svg(rows, end),
+        cost_section(result.get("controlPlaneCost")),
         f"<h2>Events ({len(result.get('events') or [])})</h2>",
         _events_table(result.get("events") or []),
         "</body></html>",
