@@ -23,4 +23,6 @@ def _build(env):
 def handler(event, context):
     return run_sweep("lifecycle", _build, metrics,
                      lambda r: {"NodesTerminated": len(r.terminated), "NodesRegistered": len(r.registered),
-                                "LifecycleErrors": len(r.errors)})
+                                "LifecycleErrors": len(r.errors),
+                                "NodesRepaired": sum(1 for d in r.disrupted if d["reason"] == "Unhealthy"),
+                                "StaticNodeClaimsLaunched": len(r.static_launched)})

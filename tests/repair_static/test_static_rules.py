@@ -109,3 +109,20 @@ def test_a_large_scale_down_removes_exactly_the_excess():
     s = snap(*m, pools=[static_pool(40)])
     (d,) = plan_static(s)
     assert len(d.remove) == 60 and d.launch == 0
+
+
+def test_static_nodepools_are_never_consolidated():
+    """Karpenter never consolidates a static NodePool (spec.replicas): its empty nodes are not Empty candidates."""
+    import builders
+    from builders import claimed_node, nodepool
+
+    from karpenter_lambda.disruption.emptiness import Emptiness
+    from karpenter_lambda.disruption.plan import SweepBudgets, plan_sweep
+
+    dynamic = nodepool(budgets=[{"nodes": "100%"}])
+    static = nodepool(budgets=[{"nodes": "100%"}])
+    static.spec["replicas"] = 1
+    for pool, expected in ((dynamic, ["default-a"]), (static, [])):
+        snap = builders.snapshot(claimed_node("default-a"), nodepools=[pool])
+        plan = plan_sweep(snap, [Emptiness()], SweepBudgets(snap, {}))
+        assert sorted(n for c in plan.commands for n in c.names) == expected

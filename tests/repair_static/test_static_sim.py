@@ -4,8 +4,8 @@ launched to 3 NodeClaims with no pod at all, takes pods as existing capacity and
 overflow goes to ``default``), and stays at 3 throughout; then ``replicas`` is lowered to 2 and one of its
 NodeClaims goes (one ``NodeClaimDisrupted``, reason ``Overprovisioned``).
 
-The static NodePool sets ``consolidateAfter: Never`` until the disruption methods leave static NodePools out
-(Karpenter never consolidates them; that filter belongs to disruption/candidates.py, see docs/static-nodepools.md)."""
+The static NodePool consolidates after 30s like the dynamic one: the disruption methods leave static NodePools out
+(Karpenter never consolidates them: disruption/emptiness.consolidatable_in), so it still stays at 3 while empty."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ spec:
   disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: AFTER}
 """
 
-STATIC = POOL.replace("NAME", "static").replace("EXTRA", "replicas: 3").replace("AFTER", "Never")
+STATIC = POOL.replace("NAME", "static").replace("EXTRA", "replicas: 3").replace("AFTER", "30s")
 STATIC_2 = STATIC.replace("replicas: 3", "replicas: 2")
 DYNAMIC = POOL.replace("NAME", "default").replace("EXTRA", "limits: {cpu: '1000'}").replace("AFTER", "30s")
 

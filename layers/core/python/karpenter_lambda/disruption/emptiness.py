@@ -24,6 +24,7 @@ from ..api.snapshot import ClusterSnapshot
 from ..api.validators import BALANCED, WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED
 from .balanced import delete_score, totals_for
 from .candidates import LAST_POD_EVENT, condition_time, epoch, graceful_blockers
+from .static import is_static
 from .types import EMPTY, GRACEFUL, Blocked, Candidate, Command, MethodBase
 
 CONSOLIDATING_POLICIES = (WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED, BALANCED)
@@ -48,7 +49,10 @@ def last_pod_event(c: Candidate) -> float | None:
 
 
 def consolidatable_in(c: Candidate, snap: ClusterSnapshot) -> float | None:
-    """Seconds until the node is consolidatable (<= 0: it is); None when its NodePool never consolidates."""
+    """Seconds until the node is consolidatable (<= 0: it is); None when its NodePool never consolidates (a static
+    NodePool, ``spec.replicas``, never does: its size is the user's, as in Karpenter)."""
+    if is_static(c.nodepool):
+        return None
     policy = (c.nodepool.disruption or {}).get("consolidationPolicy", WHEN_EMPTY_OR_UNDERUTILIZED)
     after = consolidate_after(c.nodepool)
     if policy not in CONSOLIDATING_POLICIES or after is None:

@@ -14,7 +14,6 @@ from ..api.scenario import parse_duration as step_duration
 from ..api.kube import pod_key, provider_id
 from ..api.text import plural
 from ..api.workloads import WORKLOAD_KINDS, expand
-from ..controllers import runtime
 from ..controllers.runtime import parse_iso
 from . import kubescheduler, storage
 from . import nodes as simnodes
@@ -35,32 +34,6 @@ class LoopMixin:
         heapq.heappush(self._timers, (at, self._seq, kind, data))
 
     def _loop(self) -> str:
-        # the lifecycle sweep's own disruptions (node repair, static scale down) become NodeClaimDisrupted events
-        # before the rest of its report (NodeClaimDeleted) is turned into events
-        runtime.REPORT_HOOKS.insert(0, self._on_lifecycle_disruptions)
-        try:
-            return self._run_loop()
-        finally:
-            runtime.REPORT_HOOKS.remove(self._on_lifecycle_disruptions)
-
-    def _on_lifecycle_disruptions(self, kind: str, report) -> None:
-        """One ``NodeClaimDisrupted`` per NodeClaim the lifecycle sweep deleted for a reason (``Unhealthy``,
-        ``Overprovisioned``); a ``NodeRepairBlocked`` once per NodeClaim whose repair its NodePool's health blocks."""
-        if kind != "lifecycle":
-            return
-        keys = ("reason", "nodePool", "instanceType", "zone", "capacityType", "replacements", "savingsPerHour")
-        for d in getattr(report, "disrupted", []):
-            self._emit_disrupted(d["nodeClaim"], f"{d['reason']}: {d.get('instanceType')} {d.get('capacityType')} in "
-                                 f"{d.get('zone')} ({d.get('detail')})", **{k: d.get(k) for k in keys})
-        told = self.__dict__.setdefault("_repair_blocked_told", set())
-        for b in getattr(report, "repair_blocked", []):
-            if b["nodeClaim"] not in told:
-                told.add(b["nodeClaim"])
-                self.emit("NodeRepairBlocked", f"nodeclaim/{b['nodeClaim']}",
-                          f"node {b['node']} not repaired: {b['unhealthy']} of {b['nodes']} nodes of NodePool "
-                          f"{b['nodePool']} are unhealthy (at most {b['allowed']})", nodePool=b["nodePool"])
-
-    def _run_loop(self) -> str:
         sqs = boto3.client("sqs", region_name=self.region)
         ec2 = boto3.client("ec2", region_name=self.region)
         batch: list[dict] = []

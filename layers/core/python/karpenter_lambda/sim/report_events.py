@@ -34,6 +34,7 @@ class ReportEventsMixin:
             for node, pods in report.existing.items():
                 self.emit("PodsNominated", f"node/{node}", f"{plural(len(pods), 'pod')} fit existing or in-flight capacity")
         elif kind == "lifecycle":
+            self._on_lifecycle_disruptions(report)   # NodeClaimDisrupted comes before the NodeClaimDeleted below
             for r in report.registered:
                 self.emit("NodeClaimRegistered", f"nodeclaim/{r['nodeClaim']}", f"node {r['node']} registered")
             for r in report.initialized:
@@ -53,6 +54,22 @@ class ReportEventsMixin:
             self._on_interruption(report)
         elif kind == "offpeak":
             self._on_offpeak(report)
+
+    def _on_lifecycle_disruptions(self, report) -> None:
+        """One ``NodeClaimDisrupted`` per NodeClaim the lifecycle sweep deleted for a reason (node repair:
+        ``Unhealthy``; static scale down: ``Overprovisioned``); ``NodeRepairBlocked`` once per NodeClaim whose repair
+        its NodePool's health blocks."""
+        keys = ("reason", "nodePool", "instanceType", "zone", "capacityType", "replacements", "savingsPerHour")
+        for d in getattr(report, "disrupted", []):
+            self._emit_disrupted(d["nodeClaim"], f"{d['reason']}: {d.get('instanceType')} {d.get('capacityType')} in "
+                                 f"{d.get('zone')} ({d.get('detail')})", **{k: d.get(k) for k in keys})
+        told = self.__dict__.setdefault("_repair_blocked_told", set())
+        for b in getattr(report, "repair_blocked", []):
+            if b["nodeClaim"] not in told:
+                told.add(b["nodeClaim"])
+                self.emit("NodeRepairBlocked", f"nodeclaim/{b['nodeClaim']}",
+                          f"node {b['node']} not repaired: {b['unhealthy']} of {b['nodes']} nodes of NodePool "
+                          f"{b['nodePool']} are unhealthy (at most {b['allowed']})", nodePool=b["nodePool"])
 
     def _announce_launch(self, name: str, replaces: list[str] | None = None, reason: str | None = None, nc=None) -> None:
         """``NodeClaimLaunched`` for a NodeClaim no report announced (replacements: extra keys ``replaces``, ``reason``)."""
