@@ -20,15 +20,19 @@ from aws_cdk import AssetHashType, BundlingOptions, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from karpenter_lambda.sim.functions import LAMBDA_ARCHITECTURE  # arm64: one definition, the cost report prices it
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LAYER_DIR = REPO_ROOT / "layers" / "core"
 PACKAGE_DIR = LAYER_DIR / "python" / "karpenter_lambda"
 REQUIREMENTS = REPO_ROOT / "requirements.txt"
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
-ARCHITECTURE = lambda_.Architecture.ARM_64
+# the functions' and the layer's architecture, and the wheels pip fetches for it (manylinux, whatever the host is)
+ARCHITECTURES = {"arm64": (lambda_.Architecture.ARM_64, "manylinux2014_aarch64"),
+                 "x86_64": (lambda_.Architecture.X86_64, "manylinux2014_x86_64")}
+ARCHITECTURE, PLATFORM = ARCHITECTURES[LAMBDA_ARCHITECTURE]
 PYTHON_VERSION = "3.14"
-PLATFORM = "manylinux2014_aarch64"
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_cache")
 
 
@@ -89,7 +93,7 @@ class LocalLayerBundler:
 
 
 class CoreLayer(Construct):
-    """The ``karpenter_lambda`` layer for arm64 Python 3.14 functions: ``self.layer``."""
+    """The ``karpenter_lambda`` layer for the functions' architecture (arm64) and Python 3.14: ``self.layer``."""
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
@@ -111,5 +115,5 @@ class CoreLayer(Construct):
             code=code,
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
-            description="karpenter-lambda core package and runtime dependencies (arm64, Python 3.14)",
+            description=f"karpenter-lambda core package and runtime dependencies ({LAMBDA_ARCHITECTURE}, Python {PYTHON_VERSION})",
         )
