@@ -32,6 +32,8 @@ VARIANTS = {
     "consolidation": [[], ["--budget", "100%", "--sweeps", "8"], ["--budget", "100%", "--sweeps", "8", "--blockers", "heavy"]],
     # issue 21: the fault-injection run (14 seeds, >= 1,000 injected faults, every loss counter 0; docs/reliability.md)
     "faults": [["--seeds", "14"]],
+    # issue 32: the control plane's month at list prices, a quiet and a churning 100-node cluster (README figures)
+    "control_plane_cost": [["--case", "quiet", "--measure", "30m"], ["--case", "churn", "--measure", "30m"]],
 }
 
 

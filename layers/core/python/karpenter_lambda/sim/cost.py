@@ -50,7 +50,7 @@ class Usage:
     """Everything a run measured."""
 
     functions: dict[str, FunctionUsage] = field(default_factory=dict)
-    # EMF metric (namespace, name, ((dimension, value), ...)) -> (the function emitting it, the virtual hours it had data)
+    # EMF metric (function, namespace, name, ((dimension, value), ...)) -> (the function, the virtual hours it had data)
     metrics: dict[tuple, tuple[str, set[int]]] = field(default_factory=dict)
     watcher_calls: Counter = field(default_factory=Counter)    # the in-cluster watcher's AWS calls
     watcher_sqs_requests: int = 0

@@ -178,8 +178,10 @@ class CostMeter:
             usage.log_bytes += out.bytes + counter.bytes + (logged.bytes if logged is not None else 0)
             hour = int(self.clock() // 3600)
             usage.hours.add(hour)
+            # deployed, every function's metrics carry its own ``service`` dimension (infra/functions.py sets
+            # POWERTOOLS_SERVICE_NAME per function; the simulator does not): one metric per function and name
             for m in emf_metrics(out.kept.getvalue()):
-                self.usage.metrics.setdefault(m, (name, set()))[1].add(hour)
+                self.usage.metrics.setdefault((name, *m), (name, set()))[1].add(hour)
 
     # -- what the library wrappers report -----------------------------------------------------------------------
     def _aws(self, service: str, operation: str, params: dict, response: dict | None, cpu: float) -> None:
