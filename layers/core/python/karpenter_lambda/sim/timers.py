@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ..api.cron import CronError, parse_cron
+from ..api.cron import CronError
+from ..api.wallclock import budget_edges
 from ..api.durations import parse_duration
 from ..api.times import to_datetime
 from ..disruption.budgets import budget_limit
@@ -171,22 +172,13 @@ def budget_reopens(disruption: dict, reason: str, total: int, start: float, now:
         if reasons and reason not in reasons:
             continue
         length = duration_seconds(b["duration"])
-        try:
-            cron = parse_cron(b["schedule"])
-        except CronError:
-            continue
         if length is None:
             continue
-        # active in [hit, hit + duration): the edges are the hits and the hits + duration
-        hit = cron.next_after(t0 + timedelta(seconds=now - length))
-        for _ in range(2000):
-            if hit is None:
-                break
-            at = (hit - t0).total_seconds()
-            if at > horizon:
-                break
-            edges.update(x for x in (at, at + length) if now < x <= horizon)
-            hit = cron.next_after(hit)
+        try:   # the window's edges, in its CRON_TZ= zone when it names one (api.wallclock: one definition)
+            found = budget_edges(b["schedule"], int(length), t0 + timedelta(seconds=now), t0 + timedelta(seconds=horizon))
+        except (CronError, ValueError):
+            continue
+        edges.update(x for x in ((e - t0).total_seconds() for e in found) if now < x <= horizon)
     base, _ = budget_limit(disruption, reason, total, start + now)
     for at in sorted(edges):
         limit, _ = budget_limit(disruption, reason, total, start + at)
