@@ -5,6 +5,10 @@ IAM, EKS) and a local Kubernetes API that the real watcher and kubernetes client
 virtual clock, until nothing changes and no timer is ahead, or exactly ``--until`` (which always wins over the
 safety limit).  See docs/simulator.md ("Timers, quiet stretches and when the run stops").
 
+``--serve`` keeps the simulated cluster's API server up after the run (clock frozen at the end), writes a kubeconfig
+(``--kubeconfig PATH``, default ``.simulate/kubeconfig``) and serves on 127.0.0.1 (``--serve-port``) until SIGINT or
+SIGTERM (exit 0), so ``kubectl get nodes,pods -o wide`` shows the result (docs/kubeapi.md).
+
 ``--json`` prints exactly::
 
     {"nodeClaims": [{"name", "nodePool", "instanceType", "zone", "capacityType", "pricePerHour",
@@ -44,6 +48,13 @@ def register(sub) -> None:
     p.add_argument("--save-state", metavar="DIR",
                    help="at the end, save the simulated cluster (DynamoDB state, Kubernetes objects, EC2 instances) as JSON "
                         "files in DIR; read it back with e.g. `karpenter-lambda --state DIR disruption plan`")
+    p.add_argument("--serve", action="store_true",
+                   help="after the run, keep the simulated cluster's Kubernetes API up on 127.0.0.1 (its clock frozen at the "
+                        "end of the run), write a kubeconfig and serve until Ctrl-C: kubectl get nodes,pods -o wide shows "
+                        "the result (with --json the JSON is printed first; the instructions go to stderr)")
+    p.add_argument("--serve-port", type=int, default=0, metavar="PORT", help="the port --serve listens on (default: a free one)")
+    p.add_argument("--kubeconfig", metavar="PATH", default=None,
+                   help="where --serve writes its kubeconfig (default .simulate/kubeconfig)")
     p.set_defaults(func=run)
 
 
@@ -192,4 +203,21 @@ def run(args) -> int:
                   f"in {result.wall_seconds:.1f} s ({result.stopped_because})\n")
         for u in result.unschedulable:
             out.write(f"unschedulable: {u['pod']}: {u['reason']}\n")
+    if getattr(args, "serve", False):
+        return _serve(sim, args)
     return 1 if result.unschedulable else 0
+
+
+def _serve(sim, args) -> int:
+    """``--serve``: the run's API objects behind a new local API server until SIGINT/SIGTERM (exit 0)."""
+    from ..sim.kubeapi.serve import serve_store
+
+    sys.stdout.flush()
+    path = args.kubeconfig or ".simulate/kubeconfig"
+    try:
+        return serve_store(sim.server.store, path, sim.cluster, port=args.serve_port, k8s_version=sim.k8s_version,
+                           err=sys.stderr)
+    except OSError as e:
+        sys.stderr.write(f"karpenter-lambda simulate: --serve: {e.strerror or e}"
+                         f"{f' ({e.filename})' if getattr(e, 'filename', None) else ''}\n")
+        return 2
