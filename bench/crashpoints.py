@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown scenarios {unknown}; one of {list(SCENARIOS)}")
     logging.disable(logging.WARNING)
     say = None if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    m = run_matrix(args.scenarios or None, literal=args.literal, fork=not args.no_fork, jobs=args.jobs, progress=say)
+    m = run_matrix([SCENARIOS[n]() for n in args.scenarios or SCENARIOS], literal=args.literal,
+                   fork=not args.no_fork, jobs=args.jobs, progress=say)
     if args.json:
         print(json.dumps(m.to_dict(), indent=1))
     else:

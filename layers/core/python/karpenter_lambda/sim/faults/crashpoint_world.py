@@ -225,14 +225,25 @@ def end_state_problems(cw: CrashWorld) -> list[str]:
     claims = w.store.list("NodeClaim")
     live = {instance_id_of(nc.status.get("providerID")) for nc in claims if not nc.metadata.get("deletionTimestamp")}
     running = {i["InstanceId"] for i in ours if i["State"]["Name"] in ("pending", "running")}
-    leaked = sorted(running - live)
+    alive = {i["InstanceId"] for i in ours if i["State"]["Name"] in ("pending", "running", "stopping", "stopped")}
+    leaked = sorted(alive - live)
     if leaked:
         out.append(f"leaked instances {leaked}")
+    stuck = sorted(nc.name for nc in claims if nc.metadata.get("deletionTimestamp"))
+    if stuck:
+        out.append(f"NodeClaims still deleting {stuck}")
+    unlaunched = sorted(nc.name for nc in claims if instance_id_of(nc.status.get("providerID")) not in running)
+    if unlaunched:
+        out.append(f"NodeClaims without a running instance {unlaunched}")
     per_claim = Counter(tags[i["InstanceId"]].get("karpenter.sh/nodeclaim", "") for i in ours)
     double = {k: v for k, v in per_claim.items() if k and v > 1}
     if double:
         out.append(f"more than one instance for NodeClaims {double}")
     nodes = {n["metadata"]["name"]: n for n in w.server.store.list("nodes")}
+    dead = sorted(name for name, n in nodes.items()
+                  if instance_id_of((n.get("spec") or {}).get("providerID")) not in running)
+    if dead:
+        out.append(f"Nodes of no running instance {dead}")
     pods = [p for p in w.server.store.list("pods") if not p["metadata"].get("deletionTimestamp")]
     for ns, name in cw.deploys:
         obj = w.server.store.get("deployments", name, ns) or {}

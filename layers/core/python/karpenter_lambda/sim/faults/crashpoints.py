@@ -26,7 +26,7 @@ recoveries are identical runs.  ``literal=False`` (the default) runs one point p
 closes it (the answer-lost case), ``before`` the first write for the class with none -- and reports every other
 point of the class as equal to it (``result: "same as #<index> <when>"``); ``literal=True`` runs every point.
 
-``run_matrix(names, literal=False) -> CrashMatrix``; ``CrashMatrix.rows`` is the coverage table (function, step,
+``run_matrix(scenarios, literal=False) -> CrashMatrix``; ``CrashMatrix.rows`` is the coverage table (function, step,
 index, call, when, result, problems); ``bench/crashpoints.py`` prints it (``--json``).
 """
 
@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ContextManager, Protocol
 
 from moto.core.botocore_stubber import BotocoreStubber
 
@@ -147,6 +147,22 @@ class CrashDoors:
             self._armed = False
 
 
+Target = tuple[int, str]                       # (call index, before|after)
+RunResult = tuple[list[Call], bool, list[str]]  # (calls made, whether the process died, end-state problems)
+
+
+class StepScenario(Protocol):
+    """What :func:`run_scenario` needs of a scenario (:class:`.crashpoint_scenarios.Scenario`)."""
+    function: str
+    step: str
+
+    @property
+    def name(self) -> str: ...
+
+    def session(self, fork: bool = True, jobs: int = 1) -> ContextManager[
+        Callable[[list[Target | None]], list[RunResult]]]: ...
+
+
 @dataclass
 class PointResult:
     function: str
@@ -226,7 +242,7 @@ def equivalence(calls: list[Call]) -> dict[tuple[int, str], tuple[int, str]]:
     return {point: rep[d] for point, d in points}
 
 
-def run_scenario(scenario, literal: bool = False, only: list[tuple[int, str]] | None = None, fork: bool = True,
+def run_scenario(scenario: StepScenario, literal: bool = False, only: list[Target] | None = None, fork: bool = True,
                  jobs: int = 1, progress: Callable[[str], None] | None = None) -> tuple[list[Call], list[PointResult]]:
     """Record the scenario's step, then crash it at every point (or every class representative, or ``only``)."""
     say = progress or (lambda _m: None)
@@ -271,16 +287,14 @@ def run_scenario(scenario, literal: bool = False, only: list[tuple[int, str]] | 
     return calls, rows
 
 
-def run_matrix(names: list[str] | None = None, literal: bool = False, fork: bool = True, jobs: int = 1,
+def run_matrix(scenarios: list[StepScenario], literal: bool = False, fork: bool = True, jobs: int = 1,
                progress: Callable[[str], None] | None = None) -> CrashMatrix:
-    from .crashpoint_scenarios import SCENARIOS
-
+    """Every scenario (instances of :class:`.crashpoint_scenarios.Scenario`) through :func:`run_scenario`."""
     t0 = time.perf_counter()
     out = CrashMatrix()
-    for name in names or list(SCENARIOS):
-        scenario = SCENARIOS[name]()
+    for scenario in scenarios:
         calls, rows = run_scenario(scenario, literal=literal, fork=fork, jobs=jobs, progress=progress)
-        out.calls[name] = calls
+        out.calls[scenario.name] = calls
         out.rows.extend(rows)
     out.seconds = time.perf_counter() - t0
     return out
