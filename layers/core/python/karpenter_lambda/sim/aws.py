@@ -30,7 +30,7 @@ from ..adapters.aws import amis, ssm_seed
 from ..adapters.aws.unavailable import UnavailableOfferings
 from ..adapters.store import Store
 from ..catalog.zones import DEFAULT_ZONE_SUFFIXES
-from . import moto_ec2
+from . import ec2_extras, moto_ec2
 
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nc2ltdWxhdGVkIGNsdXN0ZXIgQ0E=\n-----END CERTIFICATE-----\n").decode()
 
@@ -55,7 +55,7 @@ class SimAccount:
     queue_url: str | None = None
     interruption_queue_url: str | None = None
     dlq_url: str | None = None
-    ec2_visibility_delay: float = 0.0
+    ec2_visibility_delay: float = DEFAULT_EC2_VISIBILITY_DELAY
 
     def client(self, service: str):
         return boto3.client(service, region_name=self.region)
@@ -63,6 +63,7 @@ class SimAccount:
     # ------------------------------------------------------------------------------------------
     def create(self, nodeclasses, kube_url: str) -> "SimAccount":
         moto_ec2.enable(self.region, self.ec2_visibility_delay)
+        ec2_extras.install()   # capacity reservations and placement groups, which moto lacks
         ec2 = self.client("ec2")
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         self.vpc_id = vpc

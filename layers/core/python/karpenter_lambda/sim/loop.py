@@ -11,11 +11,11 @@ import yaml
 
 from ..api.manifests import load_text
 from ..api.scenario import parse_duration as step_duration
-from ..api.kube import pod_key, provider_id
+from ..api.kube import pod_key
 from ..api.text import plural
 from ..api.workloads import WORKLOAD_KINDS, expand
 from ..controllers.runtime import parse_iso
-from . import kubescheduler, storage
+from . import kubelet, kubescheduler, moto_ec2, storage
 from . import nodes as simnodes
 from .clock import format_elapsed
 from .environment import SimulationError
@@ -169,8 +169,9 @@ class LoopMixin:
         return target
 
     def _discover_instances(self, ec2) -> None:
-        resp = ec2.describe_instances(Filters=[{"Name": f"tag:kubernetes.io/cluster/{self.cluster}", "Values": ["owned"]},
-                                               {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        with moto_ec2.unfiltered():      # what runs (the world's truth), visible to the controllers yet or not
+            resp = ec2.describe_instances(Filters=[{"Name": f"tag:kubernetes.io/cluster/{self.cluster}", "Values": ["owned"]},
+                                                   {"Name": "instance-state-name", "Values": ["pending", "running"]}])
         for r in resp.get("Reservations", []):
             for inst in r.get("Instances", []):
                 iid = inst["InstanceId"]
@@ -287,32 +288,18 @@ class LoopMixin:
                 raise SimulationError(f"Scenario apply: {obj.kind}/{obj.name}: only NodePool, EC2NodeClass and workloads can be applied")
 
     def _join(self, inst: dict) -> None:
+        """The instance's kubelet registers its Node (:func:`.kubelet.register`: capacity from the instance type,
+        labels, taints and max-pods from its userData; no NodeClaim needed, as on a real node)."""
         ec2 = boto3.client("ec2", region_name=self.region)
         iid = inst["InstanceId"]
-        cur = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
+        with moto_ec2.unfiltered():      # the kubelet runs on the instance: it needs no DescribeInstances
+            cur = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
         if cur["State"]["Name"] not in ("pending", "running"):
             return
-        tags = {t["Key"]: t["Value"] for t in cur.get("Tags") or []}
-        ncname = tags.get("karpenter.sh/nodeclaim")
-        nc = self.store.get("NodeClaim", ncname) if ncname else None
-        zone = cur["Placement"]["AvailabilityZone"]
-        labels, taints, startup, capacity, allocatable, nodeclass = {}, [], [], {}, None, None
-        if nc is not None:
-            nodeclass = self.store.get("EC2NodeClass", (nc.spec.get("nodeClassRef") or {}).get("name") or "")
-            labels = {k: v for k, v in nc.labels.items()}
-            taints = list(nc.spec.get("taints") or [])
-            startup = list(nc.spec.get("startupTaints") or [])
-            capacity = dict(nc.status.get("capacity") or {})
-            allocatable = dict(nc.status.get("allocatable") or {}) or None
-        if not capacity:
-            capacity = {"cpu": "2", "memory": "4Gi", "pods": "29"}
-        name = cur.get("PrivateDnsName") or f"ip-{iid}.{self.region}.compute.internal"
-        arch = labels.get("kubernetes.io/arch", "amd64")
-        node = simnodes.make_node(name, provider_id(zone, iid), cur["InstanceType"], zone, capacity, allocatable,
-                                  labels, taints + startup + [UNREGISTERED], ready=False, arch=arch, now=self.clock.isoformat())
-        simnodes.join_node(self.server, node, csi=simnodes.csi_drivers(self.region, cur["InstanceType"], nodeclass))
+        node, boot = kubelet.register(self.server, self.store, self.region, cur, ec2, now=self.clock.isoformat())
+        name = node["metadata"]["name"]
         self.emit("NodeJoined", f"node/{name}", f"{cur['InstanceType']} {iid} joined (not Ready yet)")
-        self._schedule(self.clock.elapsed + self.ready_delay, "ready", {"node": name, "startup_taints": startup})
+        self._schedule(self.clock.elapsed + self.ready_delay, "ready", {"node": name, "startup_taints": boot.startup_taints})
 
 
 def _strip(obj: dict) -> dict:
