@@ -268,8 +268,8 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
                 result._docs.append(d)
         elif allow_other_kinds or (accept_kinds is not None and kind in accept_kinds):
             errors = _kube_errors(data, kubernetes_version)
-            for err in errors:
-                result.issues.append(d.issue(kind, name, err.path, err.message))
+            # in the order of the file (the schema's and the rules' errors mixed)
+            result.issues += sorted((d.issue(kind, name, err.path, err.message) for err in errors), key=lambda i: i.line)
             if errors:
                 continue
             result.objects.append(KubeObject(data))

@@ -4,7 +4,11 @@ Karpenter objects (NodePool, EC2NodeClass, NodeClaim, OffPeakSchedule; v1beta1 N
 converted to v1 with a warning) are checked with Karpenter's CRD rules; workloads (Deployment, StatefulSet,
 ReplicaSet, Job, CronJob, DaemonSet, Pod), PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes,
 StorageClasses and a simulate Scenario are accepted and checked
-as `simulate` reads them.  Exit 0 when every object is valid, 1 when any issue is found or no object was
+as `simulate` reads them: built-in Kubernetes kinds as the API server of the cluster's Kubernetes version checks them
+(its OpenAPI schema, strict: an unknown field is an error; quantities, enum values, PDB rules; ``--kubernetes-version``,
+env ``KARPENTER_LAMBDA_KUBERNETES_VERSION``, default :data:`~karpenter_lambda.api.kubeschema.KUBERNETES_VERSION`),
+the same object twice is one ``duplicate of FILE:DOC`` error, Scenario steps name NodePools that exist and can
+be interrupted that way.  Exit 0 when every object is valid, 1 when any issue is found or no object was
 given (an empty file or directory), 2 on usage errors (no such file).  Each issue goes to stderr as
 ``FILE:DOC_INDEX: Kind/name: field.path: message (line N)`` followed by a summary line (warnings, e.g. a
 v1beta1 conversion, the same way with ``warning:``); ``--json`` prints one JSON document on stdout instead:
@@ -16,16 +20,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from ..api.errors import ValidationIssue
+from ..api.kubeschema import KUBERNETES_VERSION, schema_version
 from ..api.manifests import LoadResult, load_files, load_text
 from ..api.roles import node_role_warnings
 from ..api.text import plural
 from .watcher import known_cluster
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+#: the environment variable naming the cluster's Kubernetes version (also read by the deployed functions)
+KUBERNETES_VERSION_ENV = "KARPENTER_LAMBDA_KUBERNETES_VERSION"
 
 
 class InputError(Exception):
@@ -41,7 +49,22 @@ def simulate_kinds() -> frozenset[str]:
     return frozenset(WORKLOAD_KINDS) | {SCENARIO} | frozenset(STORED_KINDS)
 
 
-def load_inputs(paths: list[str], allow_other_kinds: bool = False, accept_kinds=None) -> tuple[LoadResult, list[str]]:
+def kubernetes_version(args: argparse.Namespace | None = None) -> str:
+    """The Kubernetes version manifests are checked against: ``--kubernetes-version``, else the environment's
+    ``KARPENTER_LAMBDA_KUBERNETES_VERSION``, else the simulated cluster's.  Raises :class:`InputError` (exit 2)
+    for a value that is not a version the schemas cover."""
+    value = getattr(args, "kubernetes_version", None) or os.environ.get(KUBERNETES_VERSION_ENV) or KUBERNETES_VERSION
+    try:
+        schema_version(value)
+    except ValueError as e:
+        raise InputError(f"--kubernetes-version: {e}") from None
+    except ImportError:  # no schemas installed: the rules beyond the schema still apply
+        pass
+    return value
+
+
+def load_inputs(paths: list[str], allow_other_kinds: bool = False, accept_kinds=None,
+                version: str | None = None) -> tuple[LoadResult, list[str]]:
     """Load every FILE (a file, a directory of *.yaml/*.yml/*.json, or ``-`` for stdin).
 
     Returns the load result and, per object in order, the file it came from.  The files are loaded together
@@ -52,10 +75,10 @@ def load_inputs(paths: list[str], allow_other_kinds: bool = False, accept_kinds=
     if missing:
         raise InputError("; ".join(f"{p}: no such file or directory" for p in missing))
     on_disk = [p for p in paths if p != "-"]
-    result = load_files(on_disk, allow_other_kinds, accept_kinds) if on_disk else LoadResult()
+    result = load_files(on_disk, allow_other_kinds, accept_kinds, version) if on_disk else LoadResult()
     files = [f for f, _ in result.origins]
     if "-" in paths:
-        sub = load_text(sys.stdin.read(), "<stdin>", allow_other_kinds, accept_kinds)
+        sub = load_text(sys.stdin.read(), "<stdin>", allow_other_kinds, accept_kinds, version)
         result.extend(sub)
         files += ["<stdin>"] * len(sub.objects)
     return result, files
@@ -146,7 +169,7 @@ def print_warnings(result: LoadResult, out=None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        result, files = load_inputs(args.files, accept_kinds=simulate_kinds())
+        result, files = load_inputs(args.files, accept_kinds=simulate_kinds(), version=kubernetes_version(args))
     except InputError as e:
         sys.stderr.write(f"validate: {e}\n")
         return 2
@@ -181,4 +204,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON file (multi-document), a directory, or - for stdin")
     p.add_argument("--json", action="store_true", help="print a JSON report on stdout instead of text on stderr")
+    p.add_argument("--kubernetes-version", metavar="MAJOR.MINOR", default=None,
+                   help=f"check Kubernetes objects as this version's API server does (env {KUBERNETES_VERSION_ENV}; "
+                        f"default {KUBERNETES_VERSION}, the simulated cluster's)")
     p.set_defaults(func=run)
