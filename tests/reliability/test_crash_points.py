@@ -2,7 +2,8 @@
 consolidation, drift, interruption, off-peak) the real handler crashes before and after each external call it makes,
 the system recovers (SQS redelivery, the next sweeps, the virtual clock) and the end state holds: no leaked
 instance, no lost pod, no stranded disrupted taint, no budget slot held, one instance per NodeClaim, DynamoDB
-usage equal to the live claims.  The full matrix (every interruption kind, lifecycle termination) is
+usage equal to the live claims.  The interruption handler's cheapest step is the capacity-reservation warning;
+the rebalance path is crashed at its key writes.  The full matrix (every step, every interruption kind) is
 ``bench/crashpoints.py``; docs/crash-points.md."""
 
 from __future__ import annotations
@@ -51,6 +52,24 @@ def test_every_crash_point_recovers(name):
     ran = [r for r in points if not r.result.startswith("same as")]
     assert len(ran) == sum(c.write for c in calls) + 1
     bad = [(r.index, r.when, r.call, r.result, r.problems) for r in ran if r.result != "ok"]
+    assert bad == [], bad
+
+
+def test_rebalance_crashes_around_the_budget_slot_the_launch_and_the_taint():
+    """The rebalance path (budget slot in the ledger, replacement, deletion, taint): a crash right after each of
+    its key writes recovers (the whole step, every point: bench/crashpoints.py interruption/rebalance)."""
+
+    def key_points(calls):
+        sites = [c.site for c in calls]
+        reserve = sites.index("dynamodb.UpdateItem") + 1
+        fleet = sites.index("ec2.CreateFleet") + 1
+        taint = len(sites) - sites[::-1].index("kube.PATCH nodes")
+        return [(reserve, AFTER), (fleet, AFTER), (taint, BEFORE), (taint, AFTER)]
+
+    _calls, rows = run_scenario(SCENARIOS["interruption/rebalance"](), only=key_points, jobs=2)
+    assert rows[0].result == "ok", rows[0].problems
+    assert len(rows) == 5
+    bad = [(r.index, r.when, r.call, r.result, r.problems) for r in rows[1:] if r.result != "ok"]
     assert bad == [], bad
 
 

@@ -208,7 +208,7 @@ class CrashMatrix:
 
     def to_dict(self) -> dict:
         return {"seconds": round(self.seconds, 2), "points": sum(1 for r in self.rows if r.index),
-                "runs": sum(1 for r in self.rows if r.result in ("ok", "FAIL", "not reached")),
+                "runs": sum(1 for r in self.rows if r.index and r.result in ("ok", "FAIL", "not reached")),
                 "failed": len(self.failures), "scenarios": self.summary(), "rows": [r.to_dict() for r in self.rows]}
 
     def table(self) -> str:
@@ -242,9 +242,11 @@ def equivalence(calls: list[Call]) -> dict[tuple[int, str], tuple[int, str]]:
     return {point: rep[d] for point, d in points}
 
 
-def run_scenario(scenario: StepScenario, literal: bool = False, only: list[Target] | None = None, fork: bool = True,
+def run_scenario(scenario: StepScenario, literal: bool = False,
+                 only: list[Target] | Callable[[list[Call]], list[Target]] | None = None, fork: bool = True,
                  jobs: int = 1, progress: Callable[[str], None] | None = None) -> tuple[list[Call], list[PointResult]]:
-    """Record the scenario's step, then crash it at every point (or every class representative, or ``only``)."""
+    """Record the scenario's step, then crash it at every point (or every class representative, or ``only``: the
+    points, or a function of the recorded calls giving them)."""
     say = progress or (lambda _m: None)
     with scenario.session(fork=fork, jobs=jobs) as run:
         t0 = time.perf_counter()
@@ -256,6 +258,8 @@ def run_scenario(scenario: StepScenario, literal: bool = False, only: list[Targe
         say(f"{scenario.name}: {len(calls)} calls, {sum(c.write for c in calls)} writes, baseline {rows[0].result} "
             f"{'; '.join(problems)}")
         classes = equivalence(calls)
+        if callable(only):        # chosen from the recorded calls
+            only = only(calls)
         points = only if only is not None else crash_points(calls)
         reps = {p: p if literal or only is not None else classes[p] for p in points}
         todo = sorted(set(reps.values()), key=points.index)
