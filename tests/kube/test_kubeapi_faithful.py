@@ -1,6 +1,6 @@
 """The local API server as kubectl and the official client see it (issue 31 item 4): dry run, discovery, server-side
-apply, a clean 415, OpenAPI, fieldValidation and Table output.  Requests are the official ``kubernetes`` client's, or
-raw HTTP with exactly kubectl's paths and headers."""
+apply and a clean 415 (OpenAPI and tables: test_kubeapi_openapi_tables.py).  Requests are the official ``kubernetes``
+client's, or raw HTTP with exactly kubectl's paths and headers."""
 
 import http.client
 import json
@@ -10,9 +10,6 @@ import urllib.request
 import pytest
 from kubernetes import client as k8s
 
-from karpenter_lambda.sim.kubeapi import KubeAPIServer
-
-TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "labels": {"app": "web"}},
        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
 

@@ -6,7 +6,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-from kubernetes import client as k8s
 
 from karpenter_lambda.sim.kubeapi import KubeAPIServer
 from karpenter_lambda.sim.kubeapi.tables import human_duration

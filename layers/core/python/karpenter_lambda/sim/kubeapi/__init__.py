@@ -27,7 +27,7 @@ What it implements (JSON only, no protobuf, no auth, no admission chain):
   ``pods/{name}/binding`` and ``namespaces/{ns}/bindings`` (sets
   ``spec.nodeName`` and ``PodScheduled=True``; 409 when already bound),
   ``pods/{name}/eviction`` (policy/v1; honours PodDisruptionBudgets with
-  ``minAvailable``/``maxUnavailable``; 429 when a budget blocks),
+  ``minAvailable``/``maxUnavailable``; 429 without Retry-After when a budget blocks, as the real server),
   ``{deployments,statefulsets,replicasets}/{name}/scale`` (an autoscaling/v1
   ``Scale``: GET; PUT and PATCH change only the workload's ``spec.replicas``,
   with the workload's resourceVersion for optimistic concurrency).
@@ -45,17 +45,22 @@ What it implements (JSON only, no protobuf, no auth, no admission chain):
   (422 otherwise); a CSINode owned by a Node (``ownerReferences``) is deleted with it.
 * uid, a global resourceVersion counter, creationTimestamp from an injectable
   ``clock`` (so the simulator's virtual clock is used).
-* discovery: ``/version``, ``/api``, ``/api/v1``, ``/apis``, ``/apis/{g}/{v}`` (listing the
-  ``*/scale`` subresources),
-  ``/healthz``, ``/readyz``, ``/livez``.
+* discovery: ``/version``, ``/api``, ``/api/v1``, ``/apis``, ``/apis/{g}/{v}`` (shortNames, categories, and the
+  subresources: ``pods/eviction``, ``pods/binding``, ``*/status``, ``*/scale``), ``/healthz``, ``/readyz``, ``/livez``.
+* what kubectl needs (docs/kubeapi.md): ``dryRun=All`` on every write, server-side apply
+  (``application/apply-patch+yaml``, :mod:`.apply`), OpenAPI v3 and v2 (:mod:`.openapi`, schemas from the official
+  client's models), ``fieldValidation`` (:mod:`.fieldcheck`), ``meta.k8s.io`` Table output (:mod:`.tables`);
+  :mod:`.serve` serves a finished simulation (``simulate --serve``).
 * test hooks: :meth:`KubeAPIServer.add_fault` (answer the next N matching
   requests with e.g. 429 or 500), :meth:`KubeAPIServer.drop_watches`
   (cut every open watch stream mid-flight), ``request_log``.
 
 The package, one job per module: :mod:`.resources` (the served types, ``StoreError``), :mod:`.selectors`
 (``labelSelector``/``fieldSelector`` query strings), :mod:`.patches` (merge, strategic merge, JSON patch),
-:mod:`.store` (objects, resourceVersions, watch history, subresources), :mod:`.handler` (HTTP), :mod:`.faults`
-(injected error answers); this module holds :class:`KubeAPIServer`, which ties them together.
+:mod:`.store` (objects, resourceVersions, watch history, subresources, dry run), :mod:`.handler` (HTTP, top-level
+routes), :mod:`.routes` (object routes), :mod:`.streams` (list, watch), :mod:`.discovery`, :mod:`.apply`,
+:mod:`.schemas` + :mod:`.openapi` + :mod:`.fieldcheck`, :mod:`.tables`, :mod:`.serve`, :mod:`.faults` (injected error
+answers); this module holds :class:`KubeAPIServer`, which ties them together.
 
 Simplifications (documented in docs/watcher.md): no graceful pod termination
 (a pod without finalizers is deleted at once), no owner-reference garbage
