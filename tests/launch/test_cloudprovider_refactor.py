@@ -24,7 +24,8 @@ from karpenter_lambda.cloudprovider.types import CreateRequest
 from .conftest import CLUSTER
 
 PKG = Path(__file__).resolve().parents[2] / "layers/core/python/karpenter_lambda"
-PROTOCOL = ("resolve", "instance_types", "unavailable_offerings", "create", "list_instances", "describe", "terminate")
+PROTOCOL = ("resolve", "instance_types", "unavailable_offerings", "create", "list_instances", "describe", "terminate",
+            "terminate_launched")
 
 
 def test_the_protocol_is_complete_and_the_aws_provider_implements_it():

@@ -144,3 +144,27 @@ def test_client_token_returns_the_same_instance_and_refuses_other_parameters():
         with pytest.raises(ClientError) as e:
             w.ec2.run_instances(**{**run, "InstanceType": "m5.xlarge"})
         assert e.value.response["Error"]["Code"] == "IdempotentParameterMismatch"
+
+
+def test_a_nodeclaim_deleted_before_its_instance_is_visible_terminates_it_by_id():
+    """EC2's eventual consistency: a NodeClaim deleted while its instance is not described yet must not lose the
+    instance (Karpenter terminates by id); before the fix the record went at once and the instance ran until the
+    orphan GC."""
+    from karpenter_lambda.api.times import format_time
+
+    with World(scenario_manifests(), ec2_visibility_delay=30) as w:
+        _provision(w)
+        [nc] = w.store.list("NodeClaim")
+        assert w.instances() == [] and len(w.launched_instances()) == 1   # running, not described yet
+
+        def mark(obj):
+            obj.metadata["deletionTimestamp"] = format_time(w.clock.now())
+            return obj
+
+        w.store.update("NodeClaim", nc.name, mark)
+        w.sweep()
+        assert w.launched_instances() == []                               # terminated by id at once
+        assert w.store.get("NodeClaim", nc.name) is not None              # kept while it may still be unseen
+        w.clock.advance(130.0)
+        w.sweep()
+        assert w.store.get("NodeClaim", nc.name) is None

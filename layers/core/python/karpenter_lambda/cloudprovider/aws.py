@@ -92,6 +92,10 @@ class AWSCloudProvider:
         """Terminate instances of this deployment (:class:`~.types.NotOwned` for an instance without its owner tag)."""
         self.instances.terminate(instance_ids)
 
+    def terminate_launched(self, instance_ids: list[str]) -> None:
+        """Terminate by id instances this deployment launched and EC2 does not describe yet (eventual consistency)."""
+        self.instances.terminate_launched(instance_ids)
+
     as_instance = staticmethod(InstanceProvider.as_instance)
 
     # -- EC2NodeClass deletion ---------------------------------------------------------------------

@@ -95,6 +95,13 @@ class InstanceProvider:
             raise NotOwned(f"instance(s) {', '.join(foreign)} not tagged {wk.OWNER_TAG}={self.cluster.name}: not "
                            f"launched by this deployment, not terminated")
 
+    def terminate_launched(self, instance_ids: list[str]) -> None:
+        """Terminate instances this deployment launched itself (their ids recorded on its NodeClaims at launch) that
+        EC2 may not describe yet (eventual consistency): by id, without the describe; the IAM owner-tag condition on
+        TerminateInstances still refuses anything not ours.  An id EC2 does not know raises (the caller retries)."""
+        if instance_ids:
+            self.ec2.terminate_instances(InstanceIds=list(instance_ids))
+
     @staticmethod
     def as_instance(desc: dict, price: float = 0.0) -> Instance:
         """An EC2 instance description as the :class:`Instance` a launch returns.  Reserved (as upstream): launched

@@ -44,3 +44,7 @@ class CloudProvider(Protocol):
     def terminate(self, instance_ids: list[str]) -> None:
         """Terminate this deployment's instances (:class:`~.types.NotOwned` for any other)."""
         ...
+
+    def terminate_launched(self, instance_ids: list[str]) -> None:
+        """Terminate by id instances this deployment launched that EC2 does not describe yet (eventual consistency)."""
+        ...

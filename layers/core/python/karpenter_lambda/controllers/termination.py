@@ -55,6 +55,9 @@ from . import runtime
 from .cluster_state import as_dict
 
 TERMINATION_STATUS = "termination"
+# how long after its launch an instance may still be missing from DescribeInstances (EC2's eventual consistency):
+# within it, a NodeClaim deleted before registration terminates its instance by id instead of trusting the miss
+INVISIBLE_AFTER_LAUNCH_SECONDS = 120.0
 log = logging.getLogger(__name__)
 
 
@@ -98,6 +101,27 @@ class Terminator:
             raise
 
     # -- the steps ---------------------------------------------------------------------------------
+    def _just_launched(self, nodeclaim) -> bool:
+        c = nodeclaim.condition("Launched")
+        at = to_epoch(c.get("lastTransitionTime")) if c and c.get("status") == "True" else None
+        return at is not None and self.clock() - at < INVISIBLE_AFTER_LAUNCH_SECONDS
+
+    def _terminate_unseen(self, nodeclaim, iid: str, errors: list[str] | None) -> str:
+        """A just-launched instance EC2 does not describe yet: terminate it by id (as Karpenter's Delete does) and
+        keep the record until the visibility window has passed, so the instance is never left running unowned."""
+        term = nodeclaim.status.get(TERMINATION_STATUS) or {}
+        if not term.get("instanceTerminatedAt"):
+            try:
+                getattr(self.cloud, "terminate_launched", self.cloud.terminate)([iid])
+            except Exception as e:  # noqa: BLE001 - NotFound included: retried until the window passes
+                if errors is not None:
+                    errors.append(f"terminate {iid}: {e}")
+                return "terminating"
+            self._record(nodeclaim.name, {"instanceTerminatedAt": format_time(self.clock())})
+            self.decide("terminate", f"terminating instance {iid} of NodeClaim {nodeclaim.name} (not described yet)",
+                        nodeclaim=nodeclaim.name, instanceId=iid)
+        return "terminating"
+
     def finalize(self, nodeclaim, node: dict | None, instance: dict | None, errors: list[str] | None = None) -> str:
         """One idempotent step: ``"draining"`` (pods still to go), ``"terminating"`` (the instance is still shutting
         down, or a step failed and is retried) or ``"deleted"`` (Node and record gone)."""
@@ -105,6 +129,8 @@ class Terminator:
         if iid and instance is None and not nodeclaim.is_true("Registered"):
             # never registered: a missing instance may be EC2's eventual consistency -- ask once more
             instance = self._describe(iid, errors)
+            if instance is None and self._just_launched(nodeclaim):
+                return self._terminate_unseen(nodeclaim, iid, errors)
         state = instance_state(instance)
         running = bool(iid) and instance is not None and state not in GONE_STATES
         if running and node is not None:

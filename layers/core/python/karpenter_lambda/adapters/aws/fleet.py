@@ -18,10 +18,10 @@ Request (what Karpenter sends):
   ``eks:eks-cluster-name`` and ``karpenter.k8s.aws/ec2nodeclass`` keys are left off (:data:`UPSTREAM_LIST_KEYS`):
   Karpenter lists its instances by them, and would garbage-collect ours as NodeClaims it lost;
 * ``ClientToken``: from the request's ``client_token`` (the launcher's token, unique per launch attempt and
-  recorded on the NodeClaim before the call), the capacity type and the override set: botocore's own
-  retries of one call are idempotent at EC2, a retry after marking offerings unavailable (different
-  overrides) is a new request, and a new launch attempt never gets an old (maybe dead) instance back.
-  moto ignores ClientToken.
+  recorded on the NodeClaim before the call) and the whole request (templates, images, tags, overrides, capacity
+  type): botocore's own retries of one call are idempotent at EC2, a retry after marking offerings unavailable or
+  after a launch template changed is a new request (never ``IdempotentParameterMismatch``), and a new launch
+  attempt never gets an old (maybe dead) instance back.  The simulator's EC2 honours it (``sim/moto_ec2.py``).
 
 Errors: the ``Instances`` of the answer are read first: once an instance launched, nothing after it can
 turn the launch into a failure.  Fleet errors with codes in :data:`ICE_CODES` mark (type, zone, capacity
@@ -36,6 +36,7 @@ it is: whether an instance launched is unknown.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -219,12 +220,14 @@ class FleetLauncher:
         rows.sort(key=lambda r: (float("inf") if r["price"] is None else r["price"]))  # stable: input order breaks ties
         return rows[:MAX_OVERRIDES]
 
-    def client_token(self, req: LaunchRequest, rows: list[dict]) -> str:
+    @staticmethod
+    def client_token(req: LaunchRequest, params: dict) -> str:
+        """The launch attempt's token and the whole request but the token itself (launch templates, images, tags,
+        overrides, capacity type): EC2 answers ``IdempotentParameterMismatch`` to a token reused with other
+        parameters, so anything that changes the request changes the token."""
         base = req.client_token or req.nodeclaim_name
-        digest = hashlib.sha256(
-            (base + "|" + req.capacity_type + "|" + ",".join(f"{r['type']}@{r['subnet']}" for r in rows)).encode()
-        ).hexdigest()
-        return f"kl-{digest[:40]}"
+        body = json.dumps({k: v for k, v in params.items() if k != "ClientToken"}, sort_keys=True, default=str)
+        return "kl-" + hashlib.sha256((base + "|" + body).encode()).hexdigest()[:40]
 
     def build_request(self, req: LaunchRequest, rows: list[dict]) -> dict:
         configs: dict[str, list[dict]] = {}
@@ -239,7 +242,6 @@ class FleetLauncher:
             default_type = "capacity-block" if req.reservation_type == "capacity-block" else "on-demand"
         params = {
             "Type": "instant",
-            "ClientToken": self.client_token(req, rows),
             "LaunchTemplateConfigs": [
                 {"LaunchTemplateSpecification": {"LaunchTemplateName": lt, "Version": "$Latest"}, "Overrides": ovs}
                 for lt, ovs in configs.items()
@@ -253,6 +255,7 @@ class FleetLauncher:
             params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
         if req.context:
             params["Context"] = req.context
+        params["ClientToken"] = self.client_token(req, params)
         return params
 
     # -- launch ---------------------------------------------------------------------
