@@ -271,3 +271,42 @@ def test_plan_refuses_what_validate_refuses(cli, manifests, text):
     p_rc, _, p_err = cli("plan", "-f", pools, "-f", f)
     assert v_rc == p_rc == 1
     assert "minAvailable and maxUnavailable cannot be both set" in v_err and "minAvailable and maxUnavailable cannot be both set" in p_err
+
+
+APPLY_SCENARIO = """\
+apiVersion: karpenter-lambda.io/v1alpha1
+kind: Scenario
+metadata: {name: s}
+spec:
+  steps:
+    - at: 5m
+      apply:
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: late}
+        spec:
+          selector: {matchLabels: {app: late}}
+          template:
+            metadata: {labels: {app: late}}
+            spec:
+              afinity: {}
+              containers: [{name: c, image: nginx}]
+    - at: 6m
+      apply:
+        apiVersion: karpenter.sh/v1
+        kind: NodePool
+        metadata: {name: extra}
+        spec: {template: {spec: {requirements: [], nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}}, weight: 0}
+"""
+
+
+def test_manifests_of_apply_steps_are_checked_before_the_run(cli, manifests):
+    pools = manifests("pools.yaml", PAIR)
+    sc = manifests("scenario.yaml", APPLY_SCENARIO)
+    rc, _, err = cli("validate", pools, sc)
+    assert rc == 1
+    assert err.splitlines()[:2] == [
+        f'{sc}:0: Scenario/s: spec.steps[0].apply.spec.template.spec.afinity: unknown field "afinity" (did you mean "affinity"?) (line 16)',
+        f"{sc}:0: Scenario/s: spec.steps[1].apply.spec.weight: 0 is out of range: must be between 1 and 100 (line 23)"]
+    rc, _, err = cli("simulate", pools, sc, "--quiet")
+    assert rc == 2 and "spec.steps[0].apply.spec.template.spec.afinity" in err

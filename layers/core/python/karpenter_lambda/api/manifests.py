@@ -285,7 +285,7 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
             if accept_kinds:
                 expected += f", or one of {', '.join(sorted(accept_kinds))}"
             result.issues.append(d.issue(kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected {expected}{_version_hint(data.get('apiVersion'), kind)}"))
-    _scenario_steps(result)
+    _scenario_steps(result, kubernetes_version)
 
 
 def _kube_errors(data: dict, kubernetes_version: str | None) -> list[FieldError]:
@@ -296,8 +296,28 @@ def _kube_errors(data: dict, kubernetes_version: str | None) -> list[FieldError]
     return kube_errors(data, kubernetes_version or KUBERNETES_VERSION)
 
 
-def _scenario_steps(result: LoadResult) -> None:
-    """Scenario steps naming NodePools checked against the NodePools of this load (see :mod:`.crosscheck`)."""
+def _applied_errors(scenario: dict, kubernetes_version: str | None) -> list[FieldError]:
+    """The manifests of a Scenario's ``apply`` steps, checked now as the step will load them (a Karpenter v1 kind
+    with its CRD rules, a built-in kind as the API server would), so a bad one is refused before the run."""
+    out: list[FieldError] = []
+    steps = (scenario.get("spec") or {}).get("steps") if isinstance(scenario.get("spec"), dict) else None
+    for i, step in enumerate(steps if isinstance(steps, list) else []):
+        doc = step.get("apply") if isinstance(step, dict) else None
+        if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
+            continue
+        if isinstance(doc.get("apiVersion"), str) and (doc["apiVersion"], doc["kind"]) in KINDS:
+            errors = object_from_dict(doc)[1]
+        elif doc["kind"] in KIND_BY_NAME:   # another version (v1beta1): converted when the step runs
+            continue
+        else:
+            errors = _kube_errors(doc, kubernetes_version)
+        out += [FieldError(f"spec.steps[{i}].apply.{e.path}" if e.path else f"spec.steps[{i}].apply", e.message) for e in errors]
+    return out
+
+
+def _scenario_steps(result: LoadResult, kubernetes_version: str | None = None) -> None:
+    """Scenario steps naming NodePools checked against the NodePools of this load (see :mod:`.crosscheck`), and the
+    manifests its ``apply`` steps will load."""
     from .crosscheck import scenario_step_errors
 
     scenarios = [i for i, o in enumerate(result.objects) if o.kind == "Scenario" and i < len(result._docs)]
@@ -306,7 +326,7 @@ def _scenario_steps(result: LoadResult) -> None:
     pools = {o.name: o.to_dict() for o in result.objects if o.kind == "NodePool"}
     for i in scenarios:
         d, obj = result._docs[i], result.objects[i]
-        for err in scenario_step_errors(obj.doc, pools):
+        for err in _applied_errors(obj.doc, kubernetes_version) + scenario_step_errors(obj.doc, pools):
             result.issues.append(d.issue(obj.kind, obj.name, err.path, err.message))
 
 
