@@ -19,6 +19,8 @@ from the catalog the simulator launches from and the node's EC2NodeClass.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any, Iterable
 
 from karpenter_lambda.api.conditions import make_condition, set_condition
@@ -127,7 +129,8 @@ def make_node(
             "capacity": cap,
             "allocatable": {"pods": cap["pods"], **_quantities(allocatable)} if allocatable is not None else dict(cap),
             "conditions": [_ready_condition(ready, now)],
-            "nodeInfo": {"architecture": arch, "operatingSystem": os, "kubeletVersion": "v1.31.0"},
+            "nodeInfo": _node_info(provider_id, arch, os),
+            "addresses": _addresses(name),
             "phase": "Running",
         },
     }
@@ -278,3 +281,23 @@ def set_node_condition(target: Any, name: str, type_: str, status: str, reason: 
             taints.append(dict(NOT_READY_TAINT if status == "False" else UNREACHABLE_TAINT))
         patch["spec"] = {"taints": taints or None}
     return store.patch("nodes", name, patch, patch_type="merge")
+
+
+def _node_info(provider_id: str, arch: str, os: str) -> dict:
+    """Every field of a real kubelet's ``status.nodeInfo`` (the official client's model requires them all)."""
+    ident = hashlib.sha256(provider_id.encode()).hexdigest()
+    windows = os == "windows"
+    return {"architecture": arch, "operatingSystem": os, "kubeletVersion": "v1.31.0", "kubeProxyVersion": "v1.31.0",
+            "machineID": ident[:32], "systemUUID": ident[32:64], "bootID": ident[:32][::-1],
+            "kernelVersion": "10.0.20348.2582" if windows else "6.1.119-129.201.amzn2023." + ("aarch64" if arch == "arm64" else "x86_64"),
+            "osImage": "Windows Server 2022 Datacenter" if windows else "Amazon Linux 2023.6.20241212",
+            "containerRuntimeVersion": "containerd://1.7.23"}
+
+
+def _addresses(name: str) -> list[dict]:
+    """InternalIP (from an EC2 private DNS name ``ip-10-0-0-8...``), Hostname and InternalDNS, as the kubelet reports."""
+    out = []
+    m = re.match(r"^ip-(\d+)-(\d+)-(\d+)-(\d+)\b", name)
+    if m:
+        out.append({"type": "InternalIP", "address": ".".join(m.groups())})
+    return out + [{"type": "Hostname", "address": name}, {"type": "InternalDNS", "address": name}]

@@ -85,7 +85,5 @@ def status_doc(code: int, reason: str, message: str, success: bool = False) -> d
 
 
 
-# ``status`` is served on every resource; discovery lists it where the real API server has it (not yet for
-# horizontalpodautoscalers: tests/kube/test_kube_client_workloads.py expects autoscaling/v2 to list one resource)
-STATUS_SUBRESOURCE = frozenset(r.plural for r in _RT) - {"events", "configmaps", "storageclasses", "csinodes", "leases",
-                                                         "horizontalpodautoscalers"}
+# ``status`` is served on every resource; discovery lists it where the real API server has it
+STATUS_SUBRESOURCE = frozenset(r.plural for r in _RT) - {"events", "configmaps", "storageclasses", "csinodes", "leases"}
