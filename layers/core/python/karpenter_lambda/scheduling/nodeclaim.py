@@ -163,6 +163,7 @@ class NodeClaimTemplate:
         sig = reqs.signature()
         self._compat: dict = {sig: self.types}
         self._compat_offers: dict = {sig: [x[3] for x in types]}
+        self._in_price_order: set = {sig}   # signatures whose compatible types are already cheapest first, by name
         self.fit_cache: dict = {}
         self._priced: dict = {}
         self._price_of: dict = {}
@@ -185,17 +186,24 @@ class NodeClaimTemplate:
                 candidates = self.compat_types(base)
                 z, ct = reqs.get(L.ZONE), reqs.get(L.CAPACITY_TYPE)
                 if not z.complement:
+                    # in the zone-free signature's price order: when no type's price changes, the list is already
+                    # ``priced``'s order (price, then name), and ``priced`` skips its sort
                     zones = z.values
                     ct_ok = ct.has if ct.complement else ct.values.__contains__
-                    for t, o in zip(candidates, self._compat_offers[base.signature()]):
+                    in_order = True
+                    for p0, o, t in self.priced(base):
                         if o.zone not in zones:
                             for o in t.by_price:
                                 if o.zone in zones and ct_ok(o.capacity_type):
                                     break
                             else:
                                 continue
+                            if o.price != p0:
+                                in_order = False
                         hit.append(t)
                         offers.append(o)
+                    if in_order:
+                        self._in_price_order.add(sig)
                     candidates = ()
             else:
                 candidates = [t for t in self.types if t.reqs.intersects(reqs) is None]
@@ -215,7 +223,8 @@ class NodeClaimTemplate:
         if hit is None:
             types = self.compat_types(reqs)
             hit = [(o.price, o, t) for o, t in zip(self._compat_offers[sig], types)]
-            hit.sort(key=lambda x: (x[0], x[2].name))
+            if sig not in self._in_price_order:
+                hit.sort(key=lambda x: (x[0], x[2].name))
             self._priced[sig] = hit
         return hit
 

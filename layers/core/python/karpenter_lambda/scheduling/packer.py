@@ -100,7 +100,7 @@ class BulkPacker:
         minvec = [min(v[i] for v in counts) for i in range(nres)]
         exotic_ok = any(x.wants_exotic() for x in live)
         holds: dict = {}   # allocatable vector -> holds the smallest request of every resource
-        types = []
+        types, plain = [], []   # the types holding it; those of them that are not exotic
         for p, _, t in pool.priced(reqs):
             a = t.avail
             ok = holds.get(a)
@@ -108,8 +108,10 @@ class BulkPacker:
                 ok = holds[a] = all(x >= v for x, v in zip(a, minvec))
             if ok:
                 types.append((p, t))
-        if not exotic_ok:
-            types = [(p, t) for p, t in types if not t.exotic] or types
+                if not t.exotic:
+                    plain.append((p, t))
+        if not exotic_ok and plain:
+            types = plain
         if not types:
             return
         view = TypeView(types)

@@ -76,7 +76,7 @@ def pod_requests(pod: dict) -> dict[str, int]:
             total[k] = v
     try:
         for k, q in (spec.get("overhead") or {}).items():
-            total[k] = total.get(k, 0) + resource_value(k, q)
+            total[k] = total.get(k, 0) + _value(k, q)
     except QuantityError as e:
         raise PodSpecError(f"spec.overhead: {e}") from None
     total["pods"] = 1
