@@ -190,3 +190,14 @@ def test_scenario_steps_against_nodepools():
         ("spec.steps[3].delete.name", "step 3 (delete at 4m)")]
     assert "allow no reserved capacity" in errors[1].message
     assert scenario_step_errors(scenario, {}) == []   # a Scenario on its own: nothing to check against
+
+
+def test_without_the_schema_package_the_rules_still_apply(monkeypatch):
+    """The Lambda layer does not ship kubernetes-validate: no schema check there, the API server's rules still run."""
+    from karpenter_lambda.api import kubeschema
+
+    monkeypatch.setattr(kubeschema, "available", lambda: False)
+    text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  afinity: {}\n"
+            "  containers: [{name: c, image: x, resources: {requests: {memory: 12GB}}}]\n")
+    errors = _errors(text)
+    assert len(errors) == 1 and errors[0].startswith('spec.containers[0].resources.requests.memory: Invalid value: "12GB"')

@@ -152,7 +152,7 @@ _ARTICLE = {"object": "an object", "array": "a list", "integer": "an integer", "
             "number": "a number", "boolean": "a boolean (true or false)"}
 
 
-def _messages(error, version: str) -> Iterator[FieldError]:
+def _messages(error) -> Iterator[FieldError]:
     """One jsonschema error as the API server would word it (possibly several: one per unknown field)."""
     path = list(error.absolute_path)
     kind = error.validator
@@ -204,5 +204,5 @@ def schema_errors(doc: dict, version: str = KUBERNETES_VERSION) -> list[FieldErr
                                          f"{kind} as {', '.join(served)}")]
     out: list[FieldError] = []
     for error in sorted(validator.iter_errors(doc), key=lambda e: [(0, p) if isinstance(p, int) else (1, p) for p in e.absolute_path]):
-        out.extend(_messages(error, version))
+        out.extend(_messages(error))
     return out
