@@ -131,6 +131,13 @@ def test_ten_kinds_of_typo_are_ten_errors_naming_each_field_and_line(cli, manife
     doc = json.loads(out)
     assert rc == 1 and len(doc["errors"]) == 10
     assert [e["path"] for e in doc["errors"]] == [p for _, p, _ in TEN_FIELDS]
+    # plan and simulate refuse the same ten
+    pools = manifests("pools.yaml", PAIR)
+    for argv, code in ((("plan", "-f", pools, "-f", f), 1), (("simulate", pools, f, "--quiet"), 2)):
+        rc, _, err = cli(*argv)
+        named = [line for line in err.splitlines() if line.removeprefix("error: ").startswith(f"{f}:")]
+        assert rc == code and len(named) == 10, err
+        assert all(f": {obj}: {path}: " in line for (obj, path, _), line in zip(TEN_FIELDS, named))
 
 
 def test_the_issue_workload_is_refused_by_validate_plan_and_simulate(cli, manifests):
