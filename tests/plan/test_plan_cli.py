@@ -37,13 +37,13 @@ spec:
 """
 
 
-def _plan_json(capsys, *files):
+def _plan_json(capsys, *files, status=0):
     argv = ["plan", "--json"]
     for f in files:
         argv += ["-f", str(f)]
     code = main(argv)
     out = capsys.readouterr().out
-    assert code == 0, out
+    assert code == status, out
     return json.loads(out)
 
 
@@ -78,12 +78,23 @@ def test_plan_json_contract_and_accounting(capsys):
 def test_plan_explains_unschedulable_pods(tmp_path, capsys):
     f = tmp_path / "pods.yaml"
     f.write_text(GPU_POD + "---\n" + HUGE_POD)
-    data = _plan_json(capsys, EXAMPLES / "default.yaml", f)
+    data = _plan_json(capsys, EXAMPLES / "default.yaml", f, status=3)   # exit 3: pods stay unschedulable
     reasons = {u["pod"]: u["reason"] for u in data["unschedulable"]}
     assert set(reasons) == {"ml/trainer", "default/huge"}
     assert "default" in reasons["ml/trainer"] and "nvidia.com/gpu" in reasons["ml/trainer"]
     assert "default" in reasons["default/huge"]
     assert data["nodeClaims"] == [] and data["costPerHour"] == 0
+
+
+def test_plan_human_output_leads_with_unschedulable_pods_and_exits_3(tmp_path, capsys):
+    """Issue 31 item 3: not exit 0 and "no new nodes needed" first when pods cannot be placed."""
+    f = tmp_path / "pods.yaml"
+    f.write_text(HUGE_POD)
+    code = main(["plan", "-f", str(EXAMPLES / "default.yaml"), "-f", str(f)])
+    out = capsys.readouterr()
+    assert code == 3, out.out
+    assert out.out.index("UNSCHEDULABLE POD") < out.out.index("no new nodes")
+    assert "no new nodes needed" not in out.out and "exit 3" in out.err
 
 
 def test_plan_gpu_nodepool_takes_gpu_pod(tmp_path, capsys):
@@ -170,3 +181,21 @@ def test_ample_limits_plan_as_cheaply_as_no_limits(tmp_path, capsys):
     assert limited["costPerHour"] == pytest.approx(free["costPerHour"])
     assert len(limited["nodeClaims"]) == len(free["nodeClaims"])
     assert not limited["unschedulable"]
+
+
+def test_plan_applies_node_overlays_and_shows_the_adjusted_price(tmp_path, capsys):
+    """NodeOverlay (issue 30 item 5) in plan: the overlay's price decides the type, and --json names the overlay."""
+    pods = tmp_path / "pods.yaml"
+    pods.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n"
+                    "  containers: [{name: c, image: nginx, resources: {requests: {cpu: '1', memory: 2Gi}}}]\n")
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: savings-plan}\nspec:\n"
+                       "  requirements:\n    - {key: node.kubernetes.io/instance-type, operator: In, values: [m6i.2xlarge]}\n"
+                       "    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n"
+                       "  price: '0.0042'\n")
+    data = _plan_json(capsys, EXAMPLES / "default.yaml", pods, overlay)
+    [c] = data["nodeClaims"]
+    assert (c["instanceType"], c["capacityType"], c["pricePerHour"]) == ("m6i.2xlarge", "on-demand", 0.0042)
+    assert c["priceOverlay"] == "savings-plan" and c["basePricePerHour"] > 0.3
+    assert main(["plan", "-f", str(EXAMPLES / "default.yaml"), "-f", str(pods), "-f", str(overlay)]) == 0
+    assert "price set by NodeOverlay savings-plan" in capsys.readouterr().out

@@ -15,8 +15,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def _plan(capsys, *files) -> dict:
     code = main(["plan", *[a for f in files for a in ("-f", str(f))], "--json"])
     out = capsys.readouterr()
-    assert code == 0, out.err
-    return json.loads(out.out)
+    data = json.loads(out.out)
+    assert code == (3 if data["unschedulable"] else 0), out.err   # exit 3: pods stay unschedulable
+    return data
 
 
 def _volume_zones() -> dict[str, str]:

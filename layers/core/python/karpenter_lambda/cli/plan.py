@@ -24,7 +24,13 @@ those with offerings), or ``--zones us-east-1a,us-east-1b``; printed with the pl
      "unschedulable": [{"pod": "ns/name", "reason": "..."}],
      "costPerHour": N, "costEstimated": bool, "zones": ["us-east-1a", ...]}
 
-Extra keys may be added (``existing``, ``reasons``); none is ever renamed.
+Extra keys may be added (``existing``, ``reasons``, ``priceOverlay``/``basePricePerHour`` where a NodeOverlay of
+the input set the price); none is ever renamed.
+
+NodeOverlays (karpenter.sh/v1alpha1) in the input apply to the catalog as the controllers apply the stored ones.
+
+Exit status: 0 every pending pod is placed; 3 some pods stay unschedulable (listed first, and in ``--json``);
+1 the input has errors; 2 usage or environment (bad flag, region without data).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import time
 
 from karpenter_lambda.api.kube import pod_key
 from karpenter_lambda.api.manifests import load_files
-from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodePool
+from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodeOverlay, NodePool
 from karpenter_lambda.api.workloads import add_claim_volumes, claim_templates, expand, stateful_claims
 from karpenter_lambda.cli.validate import print_warnings
 
@@ -63,6 +69,8 @@ def register(sub) -> None:
 
 # the storage objects plan reads from the files: a pod's claims, their volumes and classes (volume topology)
 STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")
+#: plan's exit status when pods stay unschedulable (0: every pod placed; 1: input errors; 2: usage or environment)
+EXIT_UNSCHEDULABLE = 3
 
 
 class PlanError(Exception):
@@ -151,6 +159,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
             except KeyError as e:  # moto has no data for that region
                 raise PlanError(f"--region {region}: no instance data for this region offline ({e})") from None
         snap.instance_types[np.name] = catalogs[nc.name]
+    overlay_conflicts = _apply_overlays(snap, nodepools, [o for o in loaded.objects if isinstance(o, NodeOverlay)])
     offered = {o.zone for cat in catalogs.values() for it in cat for o in it.offerings}
     if explicit_zones and catalogs:
         missing = [z for z in wanted_zones if z not in offered]
@@ -171,7 +180,19 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     allotted = allot_reservations(result.nodeclaims)
     t2 = time.monotonic()
     return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1, "zones": used_zones,
-                    "reservations": allotted}
+                    "reservations": allotted, "overlayConflicts": overlay_conflicts}
+
+
+def _apply_overlays(snap, nodepools, overlays) -> dict[str, str]:
+    """The NodeOverlays of the input on every NodePool's catalog, as the controllers' snapshot loader applies the
+    stored ones (catalog.overlay); returns {overlay: why it was not applied} for conflicting ones."""
+    if not overlays:
+        return {}
+    from karpenter_lambda.catalog.overlay import apply_overlays_by_nodepool
+
+    res = apply_overlays_by_nodepool(snap.instance_types, {np.name: np for np in nodepools}, overlays)
+    snap.instance_types = res.instance_types
+    return dict(res.conflicts)
 
 
 def _reservations(nodeclasses: dict, path: str | None, clients, region: str, endpoint_url: str | None) -> dict[str, list]:
@@ -217,14 +238,29 @@ def _known_regions() -> set[str]:
     return set(known_regions())
 
 
-def _price_estimated(c) -> bool:
-    """Whether the NodeClaim's price is an estimate: the chosen offering's ``price_estimated``."""
+def _chosen_offering(c):
+    """The offering the NodeClaim is priced at (its instance type, zone and capacity type), or None."""
     for it in c.instance_types:
         if it.name == c.instance_type:
             for o in it.offerings:
                 if o.zone == c.zone and o.capacity_type == c.capacity_type:
-                    return bool(o.price_estimated)
-    return False
+                    return o
+    return None
+
+
+def _price_estimated(c) -> bool:
+    """Whether the NodeClaim's price is an estimate: the chosen offering's ``price_estimated``."""
+    o = _chosen_offering(c)
+    return bool(o is not None and o.price_estimated)
+
+
+def _price_overlay(c) -> tuple[str | None, float | None]:
+    """(the NodeOverlay that set the chosen offering's price, the price before it), or (None, None)."""
+    from karpenter_lambda.catalog.overlay import offering_overlay
+
+    o = _chosen_offering(c)
+    name = offering_overlay(o) if o is not None else None
+    return (name, round(o.base_price, 6)) if name else (None, None)
 
 
 def plan_to_json(result, zones: list[str] | None = None, reservations: dict[str, str] | None = None) -> dict:
@@ -242,6 +278,8 @@ def plan_to_json(result, zones: list[str] | None = None, reservations: dict[str,
             "pods": list(c.pods),
             "reason": c.reason,
             "capacityReservationId": (reservations or {}).get(c.name),
+            "priceOverlay": _price_overlay(c)[0],
+            "basePricePerHour": _price_overlay(c)[1],
         })
     return {
         "nodeClaims": claims,
@@ -293,14 +331,20 @@ def run(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     out = plan_to_json(result, info["zones"], info.get("reservations"))
+    for name, why in sorted((info.get("overlayConflicts") or {}).items()):
+        print(f"warning: NodeOverlay {name} not applied: {why}", file=sys.stderr)
+    status = EXIT_UNSCHEDULABLE if out["unschedulable"] else 0
     if args.json:
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return 0
+        return status
+    if out["unschedulable"]:   # first: what a pipeline must not miss
+        print(render_table(["UNSCHEDULABLE POD", "REASON"], [[u["pod"], u["reason"]] for u in out["unschedulable"]]))
+        print()
     if out["nodeClaims"]:
         rows = []
         for c in out["nodeClaims"]:
-            price = f"{'~' if c['priceEstimated'] else ''}${c['pricePerHour']:.4f}"
+            price = f"{'~' if c['priceEstimated'] else ''}${c['pricePerHour']:.4f}{'*' if c.get('priceOverlay') else ''}"
             capacity = c["capacityType"] + (f" ({c['capacityReservationId']})" if c.get("capacityReservationId") else "")
             rows.append([c["name"], c["nodePool"], c["instanceType"], c["zone"], capacity,
                          price, len(c["pods"]), len(c["instanceTypes"])])
@@ -308,18 +352,21 @@ def run(args) -> int:
         print()
         print("PODS: pending pods placed on the NodeClaim.  OPTIONS: instance types the NodeClaim may launch as "
               "(CreateFleet overrides, cheapest first).")
+        for name in sorted({c["priceOverlay"] for c in out["nodeClaims"] if c.get("priceOverlay")}):
+            print(f"*: price set by NodeOverlay {name} (list price in --json basePricePerHour)")
         if out["costEstimated"]:
             print("~: estimated spot price (no spot price history for that type and zone; a deployed controller "
                   "does not launch such offerings, see docs/catalog.md).")
-    else:
+    elif not out["unschedulable"]:
         print("no new nodes needed")
-    if out["unschedulable"]:
-        print()
-        print(render_table(["UNSCHEDULABLE POD", "REASON"], [[u["pod"], u["reason"]] for u in out["unschedulable"]]))
+    else:
+        print(f"no new nodes: {len(out['unschedulable'])} pod(s) cannot be placed (above)")
     print()
     zone_note = "--zones" if zones is not None else "the simulator's subnets; change with --zones"
     print(f"zones: {', '.join(out['zones']) or '(none)'} ({zone_note})")
     print(f"{len(out['nodeClaims'])} new node(s), {info['pods']} pending pod(s), {len(out['unschedulable'])} unschedulable; "
           f"cost ${out['costPerHour']:.4f}/h{' (with ~estimated spot prices)' if out['costEstimated'] else ''} "
           f"(catalog {info['catalog_seconds']:.1f}s, solve {info['solve_seconds']*1000:.0f}ms)")
-    return 0
+    if status:
+        print(f"exit {status}: {len(out['unschedulable'])} pod(s) unschedulable (docs/cli.md)", file=sys.stderr)
+    return status
