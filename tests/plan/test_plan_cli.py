@@ -199,3 +199,16 @@ def test_plan_applies_node_overlays_and_shows_the_adjusted_price(tmp_path, capsy
     assert c["priceOverlay"] == "savings-plan" and c["basePricePerHour"] > 0.3
     assert main(["plan", "-f", str(EXAMPLES / "default.yaml"), "-f", str(pods), "-f", str(overlay)]) == 0
     assert "price set by NodeOverlay savings-plan" in capsys.readouterr().out
+
+
+def test_plan_refuses_what_validate_refuses_with_line_numbers(tmp_path, capsys):
+    """Issue 31: plan checks workloads as validate does (OpenAPI schema, quantities), in validate's words."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 2\n"
+                   "  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n"
+                   "    spec:\n      afinity: {}\n      containers: [{name: c, image: nginx}]\n")
+    assert main(["plan", "-f", str(EXAMPLES / "default.yaml"), "-f", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert 'spec.template.spec.afinity: unknown field "afinity"' in err and "(line 10)" in err
+    assert main(["plan", "-f", str(EXAMPLES / "default.yaml"), "--kubernetes-version", "0.1"]) == 2
+    assert "--kubernetes-version" in capsys.readouterr().err

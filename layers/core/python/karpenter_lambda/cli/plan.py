@@ -43,7 +43,7 @@ from karpenter_lambda.api.kube import pod_key
 from karpenter_lambda.api.manifests import load_files
 from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodeOverlay, NodePool
 from karpenter_lambda.api.workloads import add_claim_volumes, claim_templates, expand, stateful_claims
-from karpenter_lambda.cli.validate import print_warnings
+from karpenter_lambda.cli.validate import InputError, format_issue, kubernetes_version, print_warnings
 
 from .table import render_table
 
@@ -60,6 +60,9 @@ def register(sub) -> None:
     p.add_argument("--live", action="store_true", help="read instance types and prices from real AWS instead of moto's bundled data")
     p.add_argument("--zones", dest="plan_zones", metavar="ZONE[,ZONE...]", default=None,
                    help="availability zones to plan in (default: the simulator's, <region>a,b,c)")
+    p.add_argument("--kubernetes-version", metavar="MAJOR.MINOR", default=None,
+                   help="check the manifests against this Kubernetes version's API (default: "
+                        "$KARPENTER_LAMBDA_KUBERNETES_VERSION or the simulated cluster's), as validate does")
     p.add_argument("--capacity-reservations", dest="plan_reservations", metavar="FILE", default=None,
                    help="a saved DescribeCapacityReservations answer (JSON): the reservations each EC2NodeClass's "
                         "capacityReservationSelectorTerms select from it (default: asked of EC2 with --live or "
@@ -82,7 +85,8 @@ class PlanEnvironmentError(PlanError):
 
 
 def build_plan(files: list[str], region: str, endpoint_url: str | None = None, live: bool = False, progress=None,
-               zones: list[str] | None = None, reservations_file: str | None = None):
+               zones: list[str] | None = None, reservations_file: str | None = None,
+               kubernetes_version: str | None = None):
     """Load, expand, build the catalog and solve; returns (SchedulingResult, context dict). Raises PlanError.
 
     ``zones``: the availability zones to plan in; None = the simulator's (``default_zones(region)``, those with
@@ -94,10 +98,10 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     from karpenter_lambda.scheduling import solve
     from karpenter_lambda.scheduling.inputs import scheduling_input
 
-    loaded = load_files(files, allow_other_kinds=True)
+    loaded = load_files(files, allow_other_kinds=True, kubernetes_version=kubernetes_version)
     print_warnings(loaded)  # v1beta1 objects converted to v1: one line each on stderr
-    if loaded.issues:
-        raise PlanError("\n".join(str(i) for i in loaded.issues))
+    if loaded.issues:   # what validate refuses, in its words (with line numbers)
+        raise PlanError("\n".join(format_issue(i) for i in loaded.issues))
     nodepools = [o for o in loaded.objects if isinstance(o, NodePool)]
     nodeclasses = {o.name: o for o in loaded.objects if isinstance(o, EC2NodeClass)}
     if not nodepools:
@@ -319,8 +323,14 @@ def run(args) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
     try:
+        version = kubernetes_version(args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
         result, info = build_plan(args.files, region, args.endpoint_url, args.live, progress, zones=zones,
-                                  reservations_file=getattr(args, "plan_reservations", None))
+                                  reservations_file=getattr(args, "plan_reservations", None),
+                                  kubernetes_version=version)
     except PlanEnvironmentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
