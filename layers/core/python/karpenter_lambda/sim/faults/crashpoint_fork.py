@@ -50,7 +50,24 @@ def _rebase_process_caches(since: float) -> None:
                 cache[key] = (value[0] + delta, value[1])
 
 
+PRELOADED = ("adapters", "api", "catalog", "cloudprovider", "controllers", "disruption", "offpeak", "scheduling")
+
+
 def checkpoint() -> float:
+    """Before the first fork: every module of the controllers' packages imported (a child imports nothing from
+    disk, so all runs execute the same code even if the files change meanwhile); the time the children rebase
+    process caches to."""
+    import importlib
+    import pkgutil
+
+    root = importlib.import_module("karpenter_lambda")
+    for name in PRELOADED:
+        pkg = importlib.import_module(f"karpenter_lambda.{name}")
+        for info in pkgutil.walk_packages(pkg.__path__, f"{root.__name__}.{name}."):
+            try:
+                importlib.import_module(info.name)
+            except Exception:  # noqa: BLE001 - an optional module (extra not installed) is simply not preloaded
+                pass
     return time.monotonic()
 
 
