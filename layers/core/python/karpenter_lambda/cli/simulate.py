@@ -16,7 +16,8 @@ SIGTERM (exit 0), so ``kubectl get nodes,pods -o wide`` shows the result (docs/k
      "unschedulable": [{"pod", "reason"}], "costPerHour": N,
      "events": [{"time", "type", "object", "message"}]}
 
-(extra keys are added, never renamed).  The human output is a timeline and a table of NodeClaims.
+(extra keys are added, never renamed: e.g. ``controlPlaneCost``, what the functions cost to run a month at list
+prices, sim/cost.py).  The human output is a timeline, the control plane's cost and a table of NodeClaims.
 Exit 0 when every pod is bound, 1 when some stay unschedulable, 2 for bad input.
 """
 
@@ -192,6 +193,11 @@ def run(args) -> int:
                             f"${o['costPerHourBefore']:.4f}", f"${o['lowestCostPerHour']:.4f}",
                             f"${o['costPerHourAfter']:.4f}" if "costPerHourAfter" in o else "(not simulated)",
                             f"${o['savedDollars']:.2f}"] for o in result.offpeak], right={2, 3, 4, 5}).rstrip("\n") + "\n")
+        if getattr(result, "control_plane_cost", None):
+            from ..sim.cost_render import cost_text
+
+            out.write("\nWhat the control plane costs to run (a month at list prices)\n")
+            out.write(cost_text(result.control_plane_cost))
         out.write("\nNodeClaims\n")
         from .table import render_table
 
