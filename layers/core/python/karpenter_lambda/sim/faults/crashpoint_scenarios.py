@@ -351,7 +351,8 @@ class CapacityReservation(Interruption):
         (nc,) = cw.w.store.list("NodeClaim")
 
         def reserved(obj):     # as a NodeClaim launched into a capacity reservation is labelled
-            obj.metadata["labels"].update({wk.CAPACITY_TYPE: "reserved", wk.CAPACITY_RESERVATION_ID: "cr-0123456789abcdef0"})
+            obj.metadata["labels"].update({wk.CAPACITY_TYPE: "reserved",
+                                           wk.CAPACITY_RESERVATION_ID: "cr-0123456789abcdef0"})
 
         cw.w.store.update("NodeClaim", nc.name, reserved)
 
@@ -404,8 +405,9 @@ class OffPeakWorkloads(OffPeak):
 
 
 SCENARIOS = {s.function + "/" + s.step: s for s in (
-    Provisioner, ProvisionerWarm, LifecycleRegister, LifecycleTerminate, ConsolidationPropose, ConsolidationDelete, DriftPropose,
-    DriftReplace, DriftDelete, Spot, Rebalance, ScheduledChange, StateChange, CapacityReservation, OffPeak, OffPeakWorkloads)}
+    Provisioner, ProvisionerWarm, LifecycleRegister, LifecycleTerminate, ConsolidationPropose, ConsolidationDelete,
+    DriftPropose, DriftReplace, DriftDelete, Spot, Rebalance, ScheduledChange, StateChange, CapacityReservation,
+    OffPeak, OffPeakWorkloads)}
 
 # the cheapest scenario of each function (tests/reliability/test_crash_points.py runs these exhaustively)
 CHEAPEST = ["provisioner/pending-pods-warm", "lifecycle/register", "consolidation/empty-delete", "drift/propose",

@@ -62,7 +62,8 @@ class CrashWorld:
     def add(self, doc: dict) -> None:
         ns = doc["metadata"].get("namespace") or "default"
         if ns != "default" and self.w.server.store.get("namespaces", ns) is None:
-            self.w.server.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            self.w.server.store.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": ns}})
         self.wc.add(doc)
         self.deploys.append((ns, doc["metadata"]["name"]))
         self.wc.reconcile()
@@ -117,7 +118,8 @@ class CrashWorld:
         for n in w.server.store.list("nodes"):
             if instance_id_of((n.get("spec") or {}).get("providerID")) == iid:
                 simnodes.set_node_ready(w.server, n["metadata"]["name"], False)
-        self.redeliver.append(("interruption", self.interruption_event(state_change(iid, state, w.clock.isoformat())), 0))
+        event = self.interruption_event(state_change(iid, state, w.clock.isoformat()))
+        self.redeliver.append(("interruption", event, 0))
 
     # -- rounds ----------------------------------------------------------------------------------------------
     def kubelets(self) -> None:
@@ -197,7 +199,8 @@ class CrashWorld:
         pods = tuple(sorted((p["metadata"]["name"], (p.get("spec") or {}).get("nodeName") or "")
                             for p in w.server.store.list("pods")))
         insts = tuple(sorted(i["InstanceId"] for i in w.instances()))
-        claims = tuple(sorted((nc.name, bool(nc.metadata.get("deletionTimestamp"))) for nc in w.store.list("NodeClaim")))
+        claims = tuple(sorted((nc.name, bool(nc.metadata.get("deletionTimestamp")))
+                              for nc in w.store.list("NodeClaim")))
         taints = tuple(sorted(n["metadata"]["name"] for n in w.server.store.list("nodes") if has_disrupted_taint(n)))
         return pods, insts, claims, taints, len(self.ledger().entries()), len(self.redeliver)
 

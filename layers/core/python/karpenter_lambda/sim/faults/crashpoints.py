@@ -275,8 +275,8 @@ def run_scenario(scenario: StepScenario, literal: bool = False,
         got, died, problems = results[rep]
         hit = got[index - 1] if len(got) >= index else None
         if not died or hit is None or hit.site != call.site:
-            problems = [f"not reached: the run made {len(got)} calls" + (f", call {index} was {hit.site}" if hit else "")
-                        ] + problems
+            seen = f", call {index} was {hit.site}" if hit else ""
+            problems = [f"not reached: the run made {len(got)} calls{seen}"] + problems
             result = "FAIL" if problems[1:] else "not reached"
         else:
             result = "FAIL" if problems else "ok"
