@@ -132,7 +132,7 @@ class CrashDoors:
             if self.target[1] == AFTER:
                 try:
                     call()
-                except Exception:  # noqa: BLE001 - the call was made; its answer (an error too) is lost with the process
+                except Exception:  # noqa: BLE001 - the call was made; its answer (even an error) dies too
                     pass
             raise ProcessDied(f"crash {self.target[1]} call {c.index} ({c.service}.{c.op})")
         return call()
