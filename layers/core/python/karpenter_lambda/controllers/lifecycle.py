@@ -15,8 +15,12 @@
   marking it Launched) is matched with this deployment's live instance tagged ``karpenter.sh/nodeclaim=<its
   name>``: the instance is written on it (providerID, type/zone/capacity-type labels, capacity, price) as the
   launcher would have.  Only when no such instance exists 5 minutes after the last launch attempt is the NodeClaim
-  deleted (the backstop: the next provisioning round resolves an unknown launch within seconds, adopting or
-  launching again, :meth:`.launcher.Launcher.resolve`).
+  deleted (the backstop).
+* **Unknown launches** (Karpenter's launch reconciler): a NodeClaim without providerID and no instance tagged for it
+  whose launch outcome is unknown, or whose launcher's lease (2 minutes) is over (a crash at CreateFleet), is
+  resolved by :meth:`.launcher.Launcher.resolve` in this sweep -- launched again with its launch token, or rolled
+  back when nothing can launch -- whether or not pods are pending (the next provisioning round does the same when
+  it comes first; the resolver's conditional take keeps the two from launching it twice).
 * **Liveness**: launched but not registered within 15 minutes -> terminate the instance, delete the
   NodeClaim (deletion honours the finalizer: :mod:`.termination`).
 * **Garbage collection** (by providerID): this deployment's instances (``karpenter-lambda.io/cluster=<name>``,
@@ -56,7 +60,7 @@ from ..cloudprovider import GONE_STATES, AWSCloudProvider, instance_state, insta
 from . import runtime
 from .base import Controller
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
-from .launcher import Launcher
+from .launcher import Launcher, launch_pending
 from .repair import NodeRepairer
 from .static import StaticCapacity
 from .termination import Terminator
@@ -84,11 +88,12 @@ class LifecycleReport:
     disrupted: list[dict] = field(default_factory=list)
     repair_blocked: list[dict] = field(default_factory=list)  # {nodeClaim, node, nodePool, unhealthy, nodes, allowed}
     static_launched: list[dict] = field(default_factory=list)  # {nodeClaim, nodePool, instanceType, zone, ...}
+    resolved: list[dict] = field(default_factory=list)       # {nodeClaim, outcome, detail}: unknown launches resolved
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("registered", "initialized", "terminated", "deleted", "released", "errors",
                                               "draining", "evicted", "adopted", "cleaned", "released_slots",
-                                              "disrupted", "repair_blocked", "static_launched")}
+                                              "disrupted", "repair_blocked", "static_launched", "resolved")}
 
 
 def _cond(nc: NodeClaim, type_: str) -> dict | None:
@@ -236,10 +241,10 @@ class Lifecycle(Controller):
                 return
         created = to_epoch(nc.metadata.get("creationTimestamp")) or now
         if not pid:
-            if self._adopt(nc, np, instances, now, report):
+            if self._adopt(nc, np, instances, now, report) or self._resolve_launch(nc, np, now, report):
                 return
-            # the backstop (the provisioner resolves an unknown launch at its next round, controllers/launcher.py
-            # Launcher.resolve): 5 minutes after the last launch attempt (a relaunch moves the Launched condition)
+            # the backstop (an unknown launch is resolved above, or by the next provisioning round): 5 minutes after
+            # the last launch attempt (a relaunch moves the Launched condition)
             attempt = max(created, to_epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created)
             if now - attempt > LAUNCH_TIMEOUT:
                 self._delete_nodeclaim(nc, "launch did not complete within 5m and no instance is tagged for it", report)
@@ -308,6 +313,31 @@ class Lifecycle(Controller):
         self._decision("adopt", f"NodeClaim {nc.name} adopted instance {inst.instance_id} ({inst.instance_type} "
                                 f"{inst.capacity_type} {inst.zone}): launched but never recorded",
                        nodeclaim=nc.name, instanceId=inst.instance_id)
+        return True
+
+    def _resolve_launch(self, nc: NodeClaim, np: NodePool | None, now: float, report) -> bool:
+        """A NodeClaim whose launch must be resolved now (:func:`.launcher.launch_pending`; no instance is tagged for
+        it: :meth:`_adopt` came first): launched again, or rolled back, by :meth:`.launcher.Launcher.resolve`.  True
+        when the record changed.  Instance types without NodeOverlays (a relaunch only needs the NodeClaim's own
+        types and their offerings)."""
+        if np is None or not launch_pending(nc, now):
+            return False
+        ref = (nc.spec.get("nodeClassRef") or {}).get("name") or np.node_class_ref.get("name")
+        nodeclass = self.store.get("EC2NodeClass", ref) if ref else None
+        if nodeclass is None:
+            return False   # its EC2NodeClass is gone: the 5-minute backstop deletes it
+        resolved, problem = self.cloud.resolve(nodeclass)
+        if resolved is None or problem:
+            report.errors.append(f"NodeClaim {nc.name}: unknown launch not resolved: EC2NodeClass {ref}: {problem}")
+            return False
+        types = self.cloud.instance_types(nodeclass, resolved, self.cloud.unavailable_offerings())
+        outcome, detail = Launcher(self.store, self.claims, self.cloud, self.clock, self._decision).resolve(
+            nc, np, nodeclass, resolved, types)
+        if outcome == "skipped":
+            return False
+        report.resolved.append({"nodeClaim": nc.name, "outcome": outcome, "detail": detail})
+        self._decision(f"launch-{outcome}", f"NodeClaim {nc.name} (launch outcome unknown): {outcome} {detail}",
+                       nodeclaim=nc.name, outcome=outcome, detail=detail)
         return True
 
     def _instance_type(self, nc: NodeClaim, np: NodePool | None, name: str | None):
