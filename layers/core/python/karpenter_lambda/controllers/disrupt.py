@@ -56,6 +56,7 @@ from ..cloudprovider import AWSCloudProvider
 from .disruption_exec import Executor
 from .launcher import Launcher
 from .snapshot import SnapshotLoader
+from .sweep_shortcuts import QuietSweeps, SweepMarker, enabled as shortcuts_enabled
 from .termination import Terminator
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def _fingerprint(pods: list[dict]) -> str:
 
 class DisruptionSweep(Controller):
     def __init__(self, store, kube, cloud, claims, ledger: DisruptionLedger, kind: str, clock=None, logger=None,
-                 validation_delay: float = VALIDATION_DELAY):
+                 validation_delay: float = VALIDATION_DELAY, shortcuts: QuietSweeps | None = None):
         if kind not in SWEEP_METHODS:
             raise ValueError(f"unknown disruption sweep {kind!r}: expected one of {sorted(SWEEP_METHODS)}")
         super().__init__(clock, logger or log)
@@ -117,24 +118,34 @@ class DisruptionSweep(Controller):
         self.launcher = Launcher(store, claims, cloud, self.clock, self._decision)
         self.method_by_reason = METHOD_BY_REASON
         self.executor = Executor(self)
+        self.shortcuts = shortcuts   # consolidation: skip while nothing changed since a quiet sweep (sweep_shortcuts)
 
     @classmethod
     def from_environment(cls, env, kind: str, logger=None) -> "DisruptionSweep":
         ledger = DisruptionLedger(env.dynamodb, env.config.cluster, env.config.state_table)
+        shortcuts = None
+        if kind == "consolidation" and shortcuts_enabled():
+            shortcuts = QuietSweeps(env.store, env.kube, ledger,
+                                    SweepMarker(env.dynamodb, env.config.cluster, env.config.state_table), kind)
         return cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, ledger, kind,
-                   runtime.clock_proxy, logger=logger)
+                   runtime.clock_proxy, logger=logger, shortcuts=shortcuts)
 
     # -- the sweep ---------------------------------------------------------------------------------
     def sweep(self, now: float | None = None) -> DisruptionReport:
         now = self.clock() if now is None else now
         report = DisruptionReport(self.kind)
-        snap = self.loader.load(now, pdbs=True)
+        observed = self.shortcuts.observe() if self.shortcuts is not None else None
+        if observed is not None and observed.unchanged(now):
+            self._decision("unchanged", "cluster unchanged since a sweep that found nothing: skipped")
+            return report
+        snap = self.loader.load(now, pdbs=True, prefetched=observed.prefetched if observed is not None else None)
+        wrote = 0
         if self.kind == "drift":
             self._mark_drift(snap, report)
         else:
-            self._track_pod_events(snap, report)
+            wrote = self._track_pod_events(snap, report)
         live: dict[str, Entry] = {}
-        for name, e in self.ledger.entries().items():
+        for name, e in (observed.entries if observed is not None else self.ledger.entries()).items():
             if name not in snap.nodeclaims:
                 self.ledger.release(e)
             else:
@@ -185,6 +196,8 @@ class DisruptionSweep(Controller):
                 self.logger.exception(f"disruption command {cmd.names} failed")
         self._record_blocked(plan.blocked, snap, report)
         self._record_scores(plan, report)
+        if observed is not None and not wrote:
+            self.shortcuts.record(observed, snap, report)
         return report
 
     def _record_scores(self, plan, report) -> None:
@@ -273,7 +286,9 @@ class DisruptionSweep(Controller):
 
         return self.store.update("NodeClaim", name, mutate)
 
-    def _track_pod_events(self, snap, report) -> None:
+    def _track_pod_events(self, snap, report) -> int:
+        """How many NodeClaims it updated."""
+        wrote = 0
         for name, nc in list(snap.nodeclaims.items()):
             node = snap.node_of_nodeclaim(name)
             if node is None or nc.metadata.get("deletionTimestamp"):
@@ -290,6 +305,8 @@ class DisruptionSweep(Controller):
                 return obj
 
             snap.nodeclaims[name] = self.store.update("NodeClaim", name, mutate)
+            wrote += 1
+        return wrote
 
     # -- new decisions ----------------------------------------------------------------------------
     def _expire(self, cmd: Command, snap, live: dict, report) -> None:

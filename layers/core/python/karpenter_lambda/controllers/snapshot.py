@@ -34,16 +34,20 @@ class SnapshotLoader:
         self.logger = logger or log
         self._resolved: dict[str, tuple] = {}
 
-    def load(self, now: float, *, instance_types: bool = True, pdbs: bool = False) -> ClusterSnapshot:
+    def load(self, now: float, *, instance_types: bool = True, pdbs: bool = False, prefetched=None) -> ClusterSnapshot:
+        """``prefetched`` (:class:`.sweep_shortcuts.Prefetched`): the store objects and Kubernetes lists already read
+        this invocation, used instead of reading them again."""
         snap = ClusterSnapshot(now=now)
-        snap.nodepools = {np.name: np for np in self.store.list("NodePool") if not np.metadata.get("deletionTimestamp")}
-        snap.nodeclasses = {nc.name: nc for nc in self.store.list("EC2NodeClass")}
-        snap.nodeclaims = {nc.name: nc for nc in self.store.list("NodeClaim")}
-        snap.pods = [as_dict(p) for p in self.kube.list_pods()]
-        snap.nodes = [as_dict(n) for n in self.kube.list_nodes()]
-        snap.daemonsets = [as_dict(d) for d in self.kube.list_daemonsets()]
+        pre = prefetched
+        stored = (lambda kind: pre.store[kind]) if pre is not None else self.store.list
+        snap.nodepools = {np.name: np for np in stored("NodePool") if not np.metadata.get("deletionTimestamp")}
+        snap.nodeclasses = {nc.name: nc for nc in stored("EC2NodeClass")}
+        snap.nodeclaims = {nc.name: nc for nc in stored("NodeClaim")}
+        snap.pods = [as_dict(p) for p in (pre.pods if pre is not None else self.kube.list_pods())]
+        snap.nodes = [as_dict(n) for n in (pre.nodes if pre is not None else self.kube.list_nodes())]
+        snap.daemonsets = [as_dict(d) for d in (pre.daemonsets if pre is not None else self.kube.list_daemonsets())]
         if pdbs:
-            snap.pdbs = [as_dict(p) for p in self.kube.list_pdbs()]
+            snap.pdbs = [as_dict(p) for p in (pre.pdbs if pre is not None else self.kube.list_pdbs())]
         self.load_storage(snap)
         self.refresh_claims(snap)
         if instance_types and self.cloud is not None:

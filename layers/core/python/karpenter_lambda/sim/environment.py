@@ -18,6 +18,7 @@ from typing import Callable
 
 from .. import resources
 from ..controllers import environment, runtime
+from ..controllers.sweep_shortcuts import SHORTCUTS_ENV
 from .aws import SimAccount
 from .clock import VirtualClock
 from .kubeapi import KubeAPIServer
@@ -81,15 +82,19 @@ def moto_clock(clock: VirtualClock):
         moto_instances.utcnow = original
 
 
+KEPT_SETTINGS = ("KARPENTER_LAMBDA_REPO", SHORTCUTS_ENV)
+
+
 def _isolate_environ(region: str) -> None:
     """Nothing from the user's shell may point a simulation elsewhere: endpoints (any AWS_ENDPOINT_URL*), profiles,
-    or a deployment's KARPENTER_LAMBDA_* settings (kube endpoint, Kubernetes version, ...)."""
+    or a deployment's KARPENTER_LAMBDA_* settings (kube endpoint, Kubernetes version, ...); the repository and
+    ``KARPENTER_LAMBDA_SWEEP_SHORTCUTS`` (the quiet-sweep shortcut on or off) are kept."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     os.environ["AWS_DEFAULT_REGION"] = region
     for var in list(os.environ):
         if var in ("AWS_PROFILE", "AWS_CONFIG_FILE") or var.startswith("AWS_ENDPOINT_URL") or (
-                var.startswith("KARPENTER_LAMBDA_") and var != "KARPENTER_LAMBDA_REPO"):
+                var.startswith("KARPENTER_LAMBDA_") and var not in KEPT_SETTINGS):
             os.environ.pop(var, None)
 
 
