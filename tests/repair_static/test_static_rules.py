@@ -126,3 +126,18 @@ def test_static_nodepools_are_never_consolidated():
         snap = builders.snapshot(claimed_node("default-a"), nodepools=[pool])
         plan = plan_sweep(snap, [Emptiness()], SweepBudgets(snap, {}))
         assert sorted(n for c in plan.commands for n in c.names) == expected
+
+
+def test_static_nodepools_get_no_pod_sized_nodeclaims_from_the_solver():
+    """The solver's NodePools leave static ones out (provisioning and disruption replacements alike), saying why."""
+    import builders
+    from builders import nodepool, pod
+
+    from karpenter_lambda.scheduling.inputs import scheduling_input
+
+    static = nodepool(name="static")
+    static.spec["replicas"] = 2
+    snap = builders.snapshot(nodepools=[static, nodepool(name="dynamic")], pods=[pod("p")])
+    inp, problems = scheduling_input(snap, [pod("p")])
+    assert [x.nodepool.name for x in inp.nodepools] == ["dynamic"]
+    assert problems == ["NodePool static is static (spec.replicas: 2): not provisioned for pods"]

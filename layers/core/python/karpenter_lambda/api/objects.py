@@ -78,6 +78,12 @@ class NodePool(KubeObject):
     kind_name = "NodePool"
 
     @property
+    def replicas(self) -> int | None:
+        """``spec.replicas`` (a static NodePool, validated >= 0), or None for a dynamic one."""
+        r = (self.spec or {}).get("replicas")
+        return r if isinstance(r, int) and not isinstance(r, bool) else None
+
+    @property
     def template(self) -> dict:
         return self.spec.get("template") or {}
 

@@ -39,6 +39,9 @@ class ClusterSnapshot:
     csinodes: list[dict] = field(default_factory=list)
     pod_problems: dict[str, str] = field(default_factory=dict)     # pod uid -> why it cannot be scheduled (volumes)
     pod_notes: dict[str, str] = field(default_factory=dict)        # pod uid -> constraints it carries from volumes
+    # Karpenter's --min-values-policy (Strict | BestEffort: scheduling.MIN_VALUES_POLICIES), the setting
+    # KARPENTER_LAMBDA_MIN_VALUES_POLICY the loader copies here: every solve on this snapshot uses it
+    min_values_policy: str = "Strict"
 
     # -- derived views (computed once) -----------------------------------------------------------
     @cached_property

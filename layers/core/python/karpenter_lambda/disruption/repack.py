@@ -50,7 +50,7 @@ def target_packing(snap: ClusterSnapshot, candidates: list[Candidate]):
         copies.append(q)
     try:
         res = solve(SchedulingInput(pods=copies, nodepools=inputs, existing_nodes=keep, daemonsets=list(snap.daemonsets),
-                                    nodepool_usage={}))
+                                    nodepool_usage={}), min_values_policy=snap.min_values_policy)
     except SchedulingError:
         return float("inf"), []
     if res.unschedulable:

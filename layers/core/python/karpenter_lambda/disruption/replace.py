@@ -130,7 +130,8 @@ def leaving_placements(snap: ClusterSnapshot, leaving: set[str], exclude: set[st
         try:
             others = existing_nodes(snap, held_reservations(snap), exclude=gone)
             result = simulate_removal(nodes, others=others, nodepools=inputs, daemonsets=snap.daemonsets,
-                                      usage=snap.usage, pending=(), max_instance_types=max_instance_types)
+                                      usage=snap.usage, pending=(), max_instance_types=max_instance_types,
+                                      min_values_policy=snap.min_values_policy)
         except SchedulingError:
             result = None
         if result is not None:
@@ -187,7 +188,7 @@ def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], ctx=None, *
             en.pods = en.pods + by_node[en.name]
     result = simulate_removal(nodes, others=others, nodepools=inputs,
                               daemonsets=snap.daemonsets, usage=snap.usage, pending=(),
-                              max_instance_types=max_instance_types)
+                              max_instance_types=max_instance_types, min_values_policy=snap.min_values_policy)
     return result, out
 
 
@@ -214,7 +215,7 @@ def new_capacity_sketch(snap: ClusterSnapshot, candidates: list[Candidate], ctx=
         en.pods = keep
         nodes.append(en)
     return simulate_removal(nodes, others=[], nodepools=inputs, daemonsets=snap.daemonsets, usage=snap.usage,
-                            pending=(), max_instance_types=max_instance_types)
+                            pending=(), max_instance_types=max_instance_types, min_values_policy=snap.min_values_policy)
 
 
 def needed_by_pending(snap: ClusterSnapshot) -> dict[str, list[str]]:
@@ -226,6 +227,6 @@ def needed_by_pending(snap: ClusterSnapshot) -> dict[str, list[str]]:
         return {}
     try:
         inp, _ = scheduling_input(snap, pending, held=held_reservations(snap))
-        return {name: list(keys) for name, keys in solve(inp).existing.items()}
+        return {name: list(keys) for name, keys in solve(inp, min_values_policy=snap.min_values_policy).existing.items()}
     except SchedulingError:
         return {}

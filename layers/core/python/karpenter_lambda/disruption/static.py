@@ -38,8 +38,7 @@ MAX_INSTANCE_TYPES = 60
 
 def replicas_of(np: NodePool) -> int | None:
     """``spec.replicas`` (validated >= 0), or None for a dynamic NodePool."""
-    r = (np.spec or {}).get("replicas")
-    return r if isinstance(r, int) and not isinstance(r, bool) else None
+    return np.replicas
 
 
 def is_static(np: NodePool) -> bool:

@@ -234,9 +234,14 @@ def replacement_placeholders(snap: ClusterSnapshot, exclude=frozenset()) -> dict
 
 
 def nodepool_inputs(snap: ClusterSnapshot) -> tuple[list[NodePoolInput], list[str]]:
-    """(NodePools with their instance types, heaviest weight first; problems of the NodePools left out)."""
+    """(NodePools with their instance types, heaviest weight first; problems of the NodePools left out).  Static
+    NodePools (``spec.replicas``) are left out: their size is the static controller's, never sized for pods (by the
+    provisioner or by a disruption's replacements); their nodes still take pods as existing capacity."""
     inputs, problems = [], []
     for np in sorted(snap.nodepools.values(), key=lambda n: (-n.weight, n.name)):
+        if np.replicas is not None:
+            problems.append(f"NodePool {np.name} is static (spec.replicas: {np.replicas}): not provisioned for pods")
+            continue
         if np.name in snap.nodepool_problems:
             problems.append(snap.nodepool_problems[np.name])
             continue
