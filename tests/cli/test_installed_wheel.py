@@ -22,10 +22,25 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.xdist_group("wheel")
 
 
+# what the build reads: a copy of these, so a concurrent build in the checkout (its build/ and *.egg-info) cannot
+# interfere
+SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "layers/core/python/karpenter_lambda",
+           *resources.BUNDLED)
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+    import shutil
+
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
+    for rel in SOURCES:
+        dest = src / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if (REPO / rel).is_dir():
+            shutil.copytree(REPO / rel, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+        else:
+            shutil.copy2(REPO / rel, dest)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = out.glob("karpenter_lambda-*.whl")
