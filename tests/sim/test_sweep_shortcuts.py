@@ -71,9 +71,9 @@ def _deployment(name: str, replicas: int, batch: bool = False) -> dict:
 
 SCENARIO = {"apiVersion": "karpenter-lambda.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "quiet"},
             "spec": {"startTime": "2026-03-02T10:00:00Z",
-                     "steps": [{"at": "5m", "scale": {"kind": "Deployment", "namespace": "default", "name": "web",
+                     "steps": [{"at": "3m", "scale": {"kind": "Deployment", "namespace": "default", "name": "web",
                                                       "replicas": 1}},
-                               {"at": "16m", "releaseAMI": {"family": "al2023"}}]}}
+                               {"at": "10m", "releaseAMI": {"family": "al2023"}}]}}
 
 
 def _run(tmp_path: Path, monkeypatch, shortcuts: bool) -> tuple[list, str]:
@@ -83,7 +83,7 @@ def _run(tmp_path: Path, monkeypatch, shortcuts: bool) -> tuple[list, str]:
     (tmp_path / "work.yaml").write_text(yaml.safe_dump_all([_deployment("web", 3), _deployment("jobs", 1, batch=True),
                                                             SCENARIO]))
     logs = io.StringIO()
-    res = Simulation([tmp_path / "pools.yaml", tmp_path / "work.yaml"], until=30 * 60.0, handler_logs=logs).run()
+    res = Simulation([tmp_path / "pools.yaml", tmp_path / "work.yaml"], until=20 * 60.0, handler_logs=logs).run()
     ids: dict[str, str] = {}
 
     def name(m: re.Match) -> str:
