@@ -7,23 +7,22 @@ The second test shows the counters are not blind: losses planted in the settled 
 
 from __future__ import annotations
 
+import pytest
+
 from karpenter_lambda.sim.faults import EVENT_KINDS, FAULT_KINDS, LOSS_KEYS, RETRY_KINDS, FaultRun, run_seed
 
 
-def test_short_fault_run_loses_nothing():
-    total = 0
-    for seed in (1, 2):
-        r = run_seed(seed, rounds=5, settle_rounds=30, rate=0.9)
-        assert r["faults_injected"] > 0, r
-        total += r["faults_injected"]
-        assert r["detail"]["settled"], r["detail"]
-        # honest counts: only faults in faults_injected; SQS redeliveries and scenario events apart
-        assert set(r["faults"]) <= set(FAULT_KINDS) and r["faults_injected"] == sum(r["faults"].values()), r["faults"]
-        assert set(r["retries"]) <= set(RETRY_KINDS) and set(r["scenario_events"]) <= set(EVENT_KINDS)
-        assert not any(r["invariant_violations"].values()), (seed, r["violations"])
-        for k in LOSS_KEYS:
-            assert r[k] == 0, (seed, k, r["detail"], r["faults"])
-    assert total >= 10
+@pytest.mark.parametrize("seed", [1, 2])
+def test_short_fault_run_loses_nothing(seed):
+    r = run_seed(seed, rounds=5, settle_rounds=30, rate=0.9)
+    assert r["faults_injected"] >= 5, r["faults"]
+    assert r["detail"]["settled"], r["detail"]
+    # honest counts: only faults in faults_injected; SQS redeliveries and scenario events apart
+    assert set(r["faults"]) <= set(FAULT_KINDS) and r["faults_injected"] == sum(r["faults"].values()), r["faults"]
+    assert set(r["retries"]) <= set(RETRY_KINDS) and set(r["scenario_events"]) <= set(EVENT_KINDS)
+    assert not any(r["invariant_violations"].values()), (seed, r["violations"])
+    for k in LOSS_KEYS:
+        assert r[k] == 0, (seed, k, r["detail"], r["faults"])
 
 
 def test_counters_see_planted_losses():

@@ -18,21 +18,15 @@ def test_targeted_run_holds_without_mutations():
     for k in LOSS_KEYS:
         assert r[k] == 0, (k, r["detail"])
     # the scripted faults all hit: two crashes around CreateFleet, one after the claim transaction, throttled writes
-    # of the interruption handler, a replacement whose kubelet never starts
-    assert r["faults"]["crash"] == 3 and r["faults"]["kubelet_broken"] == 1 and r["faults"]["ddb_throttle"] > 0, r["faults"]
+    # of the interruption handler, a drift replacement whose node never becomes Ready
+    assert r["faults"]["crash"] == 3 and r["faults"]["kubelet_broken"] >= 1 and r["faults"]["ddb_throttle"] > 0, r["faults"]
     assert r["retries"].get("sqs_redelivery", 0) > 0, r["retries"]   # the throttled interruption record came back
+    assert r["scenario_events"].get("planted") == 2, r["scenario_events"]   # the orphan instance and the taint
 
 
-# not caught yet (docs/reliability.md, "Mutations"): launch_retry -- with the relaunch switched off the pods of the
-# NodeClaim whose launch died before CreateFleet are planned again on other NodeClaims, so no invariant sees the
-# NodeClaim waiting for the lifecycle sweep's 5-minute backstop; replacement_timeout -- the run does not show the
-# 10-minute timeout apart from the 15-minute registration timeout that also ends the command
-UNCAUGHT = {"launch_retry", "replacement_timeout"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="not caught yet"))
-                                  if n in UNCAUGHT else n for n in sorted(MUTATIONS)])
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
 def test_each_mutation_is_caught(name):
+    """Each run stops at the first violation of an invariant its mutation names (9-20 virtual minutes)."""
     m = MUTATIONS[name]
     r = run_targeted(name)
     caught = [k for k in m.caught_by if r["invariant_violations"].get(k)]

@@ -6,6 +6,7 @@ from collections import Counter
 
 from ...api.kube import instance_id_of
 from ...api.labels import has_disrupted_taint
+from ..moto_ec2 import unfiltered
 
 
 def _iid(provider_id: str | None) -> str:
@@ -15,7 +16,7 @@ def _iid(provider_id: str | None) -> str:
 def signature(w):
     """What the settle compares between rounds: pods and their nodes, instances, NodeClaims, disrupted taints."""
     pods = tuple(sorted((p["metadata"]["name"], (p.get("spec") or {}).get("nodeName") or "") for p in w.server.store.list("pods")))
-    insts = tuple(sorted(i["InstanceId"] for i in w.instances()))
+    insts = tuple(sorted(i["InstanceId"] for i in w.launched_instances()))
     claims = tuple(sorted((nc.name, bool(nc.metadata.get("deletionTimestamp"))) for nc in w.store.list("NodeClaim")))
     taints = tuple(sorted(n["metadata"]["name"] for n in w.server.store.list("nodes")
                           if has_disrupted_taint(n)))
@@ -25,7 +26,8 @@ def signature(w):
 def measure(run) -> dict:
     """The loss counters (LOSS_KEYS) and their detail, from ground truth."""
     w = run.w
-    resp = w.ec2.describe_instances()
+    with unfiltered():   # ground truth: every instance, visible to DescribeInstances yet or not
+        resp = w.ec2.describe_instances()
     every = [i for r in resp["Reservations"] for i in r["Instances"]]
     tags = {i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags") or []} for i in every}
     ours = [i for i in every if "karpenter.sh/nodepool" in tags[i["InstanceId"]]]

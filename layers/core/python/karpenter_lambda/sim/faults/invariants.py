@@ -16,6 +16,7 @@ is recorded once per thing, with the virtual time and the details.
 | ``usage_matches_claims`` | a NodePool's usage totals unequal to the sum of its launch claims (at once); a claim whose NodeClaim does not exist | the stale-claim age (5 min) + 3 min |
 | ``disrupted_taint_has_command`` | a Node tainted ``karpenter.sh/disrupted`` with no ledger entry and no deletion of its NodeClaim | 3 min |
 | ``no_leaked_instance`` | this deployment's live instance no NodeClaim runs on | the orphan age (30 s) + 3 min; tagged for a NodeClaim without providerID (adoptable): the launch lease (2 min) + 3 min |
+| ``launch_resolved`` | a NodeClaim whose launch must be resolved (:func:`~karpenter_lambda.controllers.launcher.launch_pending`: no providerID, not deleting, its outcome marked unknown or its launcher's 2-minute lease over) and still is | two lifecycle periods (2 min) after it became so (Karpenter's launch reconciler retries within seconds; the 5-minute backstop is not a resolution) |
 | ``interruption_acted_before_ack`` | an interruption message acknowledged (deleted from the queue) while its instance's NodeClaim is not deleting | none (checked at the acknowledgement, :meth:`Invariants.acknowledged`) |
 """
 
@@ -31,14 +32,16 @@ from ...api.labels import NODECLAIM_TAG, OWNER_TAG, has_disrupted_taint
 from ...api.times import to_epoch
 from ...controllers.disrupt import VALIDATION_DELAY
 from ...controllers.disruption_exec import REPLACEMENT_TIMEOUT
-from ...controllers.launcher import LAUNCH_LEASE
+from ...controllers.launcher import LAUNCH_LEASE, OUTCOME_UNKNOWN, launch_pending
+from ..moto_ec2 import unfiltered
 from ...controllers.lifecycle import STALE_CLAIM_AGE
 
 GRACE = 180.0               # "at most 3 minutes beyond" (issue 29 item 2)
 LAUNCH_TO_READY = 60.0      # the fault world's kubelets join Ready in the round their instance runs (one round)
 ORPHAN_AGE = 30.0           # the lifecycle sweep's orphan_min_age default
+LAUNCH_RESOLVE = 2 * 60.0   # two lifecycle periods (the sweep runs every minute and resolves an unknown launch)
 NAMES = ("pending_bound", "one_instance_per_nodeclaim", "ledger_progress", "usage_matches_claims",
-         "disrupted_taint_has_command", "no_leaked_instance", "interruption_acted_before_ack")
+         "disrupted_taint_has_command", "no_leaked_instance", "interruption_acted_before_ack", "launch_resolved")
 LIVE = ("pending", "running")
 
 
@@ -96,7 +99,8 @@ class Invariants:
         w = self.w
         now = w.clock()
         seen: set = set()
-        resp = w.ec2.describe_instances()
+        with unfiltered():   # ground truth: every instance, visible to DescribeInstances yet or not
+            resp = w.ec2.describe_instances()
         instances = [i for r in resp["Reservations"] for i in r["Instances"]]
         tags = {i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags") or []} for i in instances}
         ours = [i for i in instances if OWNER_TAG in tags[i["InstanceId"]] and i["State"]["Name"] in LIVE]
@@ -186,6 +190,17 @@ class Invariants:
             launch = to_epoch(i.get("LaunchTime")) or now
             self._suspect(seen, "no_leaked_instance", iid, launch, ORPHAN_AGE + GRACE, last_disturbance,
                           f"instance {iid} ({tags[iid].get(NODECLAIM_TAG, 'no NodeClaim tag')}) runs for no NodeClaim")
+
+        # launch_resolved: counted from when the launch became pending (a new attempt is a new key)
+        for nc in claims.values():
+            if not launch_pending(nc, now):
+                continue
+            cond = nc.condition("Launched") or {}
+            at = to_epoch(cond.get("lastTransitionTime")) or to_epoch(nc.metadata.get("creationTimestamp")) or now
+            since = at if cond.get("reason") == OUTCOME_UNKNOWN else at + LAUNCH_LEASE
+            self._suspect(seen, "launch_resolved", f"{nc.name}:{cond.get('lastTransitionTime')}", since, LAUNCH_RESOLVE,
+                          last_disturbance, f"NodeClaim {nc.name}: launch {cond.get('reason')} since "
+                          f"{round(at - w.clock.start)}s, neither launched nor rolled back")
 
         for k in [k for k in self.first_seen if k not in seen]:   # no longer broken: forget it
             del self.first_seen[k]

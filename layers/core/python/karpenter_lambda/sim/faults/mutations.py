@@ -12,8 +12,8 @@ counters).  A fault run with a mutation on must FAIL: ``tests/reliability/test_m
 | ``stale_claim_release`` | the lifecycle sweep's release of launch claims without a NodeClaim (``lifecycle.STALE_CLAIM_AGE`` infinite) | ``usage_matches_claims`` |
 | ``stale_taint_removal`` | ``Executor.remove_stale_taints`` | ``disrupted_taint_has_command`` |
 | ``ledger_release`` | ``DisruptionLedger.release`` of an entry whose NodeClaim is gone (the sweeps' and the dead-slot release) | ``ledger_progress`` |
-| ``replacement_timeout`` | the 10-minute replacement timeout (``disruption_exec.REPLACEMENT_TIMEOUT`` infinite) | ``ledger_progress`` |
-| ``launch_retry`` | ``Launcher.resolve``'s relaunch of a NodeClaim whose launch outcome is unknown and that no instance is tagged for | ``pending_bound`` |
+| ``replacement_timeout`` | the 10-minute replacement timeout (``disruption_exec.REPLACEMENT_TIMEOUT`` infinite) | ``ledger_progress`` (a command whose replacement registered but never became Ready holds its budget slot) |
+| ``launch_retry`` | ``Launcher.resolve``'s relaunch (the lifecycle sweep's and the provisioner's) of a NodeClaim whose launch outcome is unknown and that no instance is tagged for | ``launch_resolved`` (left to the 5-minute backstop), ``pending_bound`` |
 | ``interruption_redelivery`` | the interruption controller's failed records (``InterruptionReport.retry`` -> ``batchItemFailures``) | ``interruption_acted_before_ack`` |
 """
 
@@ -121,7 +121,8 @@ MUTATIONS: dict[str, Mutation] = {m.name: m for m in (
              _no_ledger_release),
     Mutation("replacement_timeout", "Executor._check_replacements 10-minute timeout", ("ledger_progress",),
              _no_replacement_timeout),
-    Mutation("launch_retry", "Launcher.resolve relaunch of an unknown launch", ("pending_bound",), _no_launch_retry),
+    Mutation("launch_retry", "Launcher.resolve relaunch of an unknown launch (lifecycle sweep and provisioner)",
+             ("launch_resolved", "pending_bound"), _no_launch_retry),
     Mutation("interruption_redelivery", "Interruption.handle failed records -> batchItemFailures",
              ("interruption_acted_before_ack",), _no_interruption_redelivery),
 )}

@@ -6,7 +6,6 @@ settings (:mod:`.queues`); every invocation dies at its function's Lambda timeou
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import sys
@@ -15,9 +14,8 @@ from collections import Counter
 
 from ...api.kube import instance_id_of
 from ...api.labels import has_disrupted_taint
-from .. import nodes as simnodes
-from ..environment import LambdaContext, capture_logs, load_module, repo_root
-from ..interruption_events import spot_warning, state_change
+from ..aws import DEFAULT_EC2_VISIBILITY_DELAY
+from ..environment import capture_logs, load_module, repo_root
 from ..workloads import WorkloadController
 from ..world import NODECLASS_YAML, World
 from .ground_truth import measure, signature
@@ -25,6 +23,7 @@ from .injector import FaultInjector
 from .invariants import Invariants
 from .plan import FaultPlan, random_plan
 from .queues import SimQueue, function_timeouts, sqs_on_clock, stack_queues
+from .spot import SPOT_WARNING_SECONDS, SpotInterruptions  # noqa: F401  (re-exported)
 
 
 # ==================================================================================================================
@@ -66,7 +65,6 @@ spec:
 
 BUDGET = 2
 CPU_LIMIT = 1000
-SPOT_WARNING_SECONDS = 120.0
 ROUND_SECONDS = 60.0
 SETTLE_JUMP = 16 * 60.0   # past the registration timeout (15 min) and the orphan GC age (30 s)
 JUMP_STEP = 2 * 60.0      # ... in steps, a round after each: a 10-minute timeout is told from the 15-minute one
@@ -91,12 +89,17 @@ def _iid(provider_id: str | None) -> str:
     return instance_id_of(provider_id) or ""
 
 
-class FaultRun:
-    """One seed: ``run()`` returns the counters (COUNTER_KEYS) plus detail for a finding."""
+class FaultRun(SpotInterruptions):
+    """One seed: ``run()`` returns the counters (COUNTER_KEYS) plus detail for a finding.  The World runs with EC2's
+    eventual consistency (``ec2_visibility_delay``, 5 s by default: a launched instance is missing from
+    DescribeInstances that long; the kubelets do not wait for it)."""
+
+    settle_jump = SETTLE_JUMP     # the settle's jump past the timeouts (in JUMP_STEP steps)
 
     def __init__(self, seed: int, rounds: int = 24, settle_rounds: int = 40, rate: float = 0.7, verbose: bool = False,
-                 stop_on: tuple[str, ...] = ()):
+                 stop_on: tuple[str, ...] = (), ec2_visibility_delay: float = DEFAULT_EC2_VISIBILITY_DELAY):
         self.seed = seed
+        self.ec2_visibility_delay = ec2_visibility_delay
         self.stop_on = set(stop_on)   # invariant names (or "budget_overruns"): stop the run as soon as one fires
         self.stopped: str | None = None
         self.last_event_at = 0.0      # virtual time of the latest scenario event that moves work (reclaim, scale, ...)
@@ -126,7 +129,7 @@ class FaultRun:
 
     def _run(self, before_measure) -> dict:
         text = MANIFESTS % {"budget": BUDGET, "cpu_limit": CPU_LIMIT}
-        with World(text) as w:
+        with World(text, ec2_visibility_delay=self.ec2_visibility_delay) as w:
             self.w = w
             self.wc = WorkloadController(w.server)
             self.deploys = {}
@@ -181,7 +184,7 @@ class FaultRun:
                 if quiet >= 2:
                     break
             if phase == 0:   # 16 minutes on, in 2-minute steps with a round after each (the invariants see each)
-                for _ in range(int(SETTLE_JUMP // JUMP_STEP) - 1):
+                for _ in range(int(self.settle_jump // JUMP_STEP) - 1):
                     self.w.clock.advance(JUMP_STEP - ROUND_SECONDS)
                     self._round()
                     n += 1
@@ -371,19 +374,25 @@ class FaultRun:
             self.inj.retry("sqs_dead_letter", dead)
 
     def _kubelets(self) -> None:
-        """Every running instance's kubelet registers a Ready Node (as userData makes it)."""
+        """Every running instance's kubelet registers a Node (as userData makes it; it does not wait for
+        DescribeInstances to show the instance), Ready unless :meth:`_kubelet` says otherwise."""
         w = self.w
         have = {(n.get("spec") or {}).get("providerID") for n in w.server.store.list("nodes")}
-        for inst in w.instances(states=("running",)):
+        for inst in w.launched_instances(states=("running",)):
             pid = f"aws:///{inst['Placement']['AvailabilityZone']}/{inst['InstanceId']}"
-            if pid not in have and inst["InstanceId"] not in self.interrupted and self._kubelet_starts(inst):
-                try:
-                    w.join(inst, ready=True)
-                except Exception as e:  # noqa: BLE001 - e.g. its NodeClaim vanished meanwhile
-                    self.errors[f"join: {e}"[:120]] += 1
+            if pid in have or inst["InstanceId"] in self.interrupted:
+                continue
+            ready = self._kubelet(inst)
+            if ready is None:
+                continue
+            try:
+                w.join(inst, ready=ready)
+            except Exception as e:  # noqa: BLE001 - e.g. its NodeClaim vanished meanwhile
+                self.errors[f"join: {e}"[:120]] += 1
 
-    def _kubelet_starts(self, inst: dict) -> bool:
-        """Whether this instance's kubelet registers (a targeted run breaks some)."""
+    def _kubelet(self, inst: dict) -> bool | None:
+        """This instance's kubelet: None when it never starts, else whether its Node becomes Ready (a targeted run
+        breaks some)."""
         return True
 
     def _pod_gc(self) -> None:
@@ -392,66 +401,6 @@ class FaultRun:
             node = (p.get("spec") or {}).get("nodeName")
             if node and node not in names:
                 self.w.server.store.delete("pods", p["metadata"]["name"], p["metadata"].get("namespace") or "default")
-
-    # -- interruptions -----------------------------------------------------------------------------------------
-    def _interrupt(self, iid: str | None = None, lose: bool | None = None) -> None:
-        """A spot warning (random instance, random losses unless given), the reclaim two minutes later."""
-        if iid is None:
-            running = [i for i in self.w.instances(states=("running",)) if i["InstanceId"] not in self.interrupted]
-            if not running:
-                return
-            iid = self.rng.choice(running)["InstanceId"]
-        self.interrupted.add(iid)
-        self.event("spot_warning")
-        lose_state = self.rng.random() < 0.3 if lose is None else lose
-        self.reclaims.append((self.w.clock.now() + SPOT_WARNING_SECONDS, iid, lose_state))
-        if (self.rng.random() < 0.3) if lose is None else lose:
-            self.inj.count("eventbridge_lost")          # the warning never reaches the queue
-            return
-        body = json.dumps(spot_warning(iid, self.w.clock.isoformat()))
-        self.iq.send(body)
-        if lose is None and self.rng.random() < 0.3:
-            self.inj.count("sqs_duplicate")             # EventBridge -> SQS is at-least-once
-            self.iq.send(body)
-
-    def _aws_reclaims(self) -> None:
-        now = self.w.clock.now()
-        due = [r for r in self.reclaims if r[0] <= now]
-        self.reclaims = [r for r in self.reclaims if r[0] > now]
-        for _t, iid, lose in due:
-            self.event("spot_reclaim")
-            r = self.w.ec2.describe_instances(InstanceIds=[iid])["Reservations"]
-            state = r[0]["Instances"][0]["State"]["Name"] if r else "terminated"
-            if state not in ("shutting-down", "terminated"):
-                self.w.ec2.terminate_instances(InstanceIds=[iid])
-            for n in self.w.server.store.list("nodes"):
-                if (n.get("spec") or {}).get("providerID", "").endswith("/" + iid):
-                    simnodes.set_node_ready(self.w.server, n["metadata"]["name"], False)
-            if lose:
-                self.inj.count("eventbridge_lost")
-            else:
-                self.iq.send(json.dumps(state_change(iid, "shutting-down", self.w.clock.isoformat())))
-
-    def _deliver_interruptions(self) -> None:
-        w = self.w
-        while True:
-            before = (self.iq.redelivered, self.iq.depth(dlq=True))
-            ev = self.iq.poll()
-            self._count_queue(self.iq, before)
-            if ev is None:
-                return
-
-            def call(ev=ev):
-                with contextlib.redirect_stdout(w.logs):
-                    return self.interruption.handler(ev, LambdaContext(f"{w.cluster}-interruption"))
-
-            out = self._invoke("interruption", call)
-            left = {r["messageId"] for r in self.iq.settle(ev, out)}
-            for r in ev["Records"]:
-                if r["messageId"] not in left:
-                    self.invariants.acknowledged(r["body"])
-            if left:
-                return   # what is left comes back after the visibility timeout
 
     # -- observation and counters ------------------------------------------------------------------------------
     def _observe(self, after: str) -> None:

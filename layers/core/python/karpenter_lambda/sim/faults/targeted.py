@@ -1,30 +1,45 @@
 """A scripted fault run that goes through every recovery path once (the mutation runs, :mod:`.mutations`).
 
-One Deployment (3 pods of 1 CPU), no random choices; the faults and events come at fixed rounds:
+Two Deployments, no random choices: ``app0`` (pods of 1 CPU that want a node each: required pod anti-affinity on
+the hostname) gives three nodes in a first round without faults; ``app1`` (pods of 1 CPU) is scaled up to make the
+provisioner work while it dies at scripted points.  Every fault and event comes within the first four virtual
+minutes, so every recovery's bound ends soon after:
 
 | round | what | the recovery path it needs |
 |---|---|---|
-| 0 | the provisioner dies right before CreateFleet (a NodeClaim nothing was launched for) | relaunch of the unknown launch (``Launcher.resolve``) |
-| 1 | scale to 5; the provisioner dies right after the launch-claim transaction (a claim with no NodeClaim) | stale launch-claim release |
-| 2 | scale to 7; the provisioner dies right after CreateFleet (instance running, NodeClaim without providerID) | adoption of the tagged instance |
-| 3 | an instance tagged for a NodeClaim that does not exist, whose kubelet never starts (a record lost) | orphan GC by providerID |
-| 3 | a spot warning for the first recorded node; the interruption handler's DynamoDB writes throttled (12 in a row) | the record returned in ``batchItemFailures`` and redelivered after the visibility timeout (90 s) |
-| 6 | the NodePool's template changes (every node drifts); the first replacement's kubelet never starts | the 10-minute replacement timeout; ledger release of the replaced NodeClaims |
-| 7 | a ``karpenter.sh/disrupted`` taint on a node launched after the change (no command; as a failed best-effort untaint leaves) | stale disrupted-taint removal |
+| 0 | ``app0``: 3 replicas, three nodes; no fault | |
+| 1 | the NodePool's template changes (the three nodes drift; drift replaces one at a time); ``app0`` scaled to 2 (its newest pod's node empties); the first replacement's node will register but never become Ready (``kubelet_broken``) | the 10-minute replacement timeout (the registration timeout does not apply: it registered); the empty node's command completes: ledger release of its gone NodeClaim |
+| 1 | ``app1`` scaled to 1; the provisioner dies right after CreateFleet (an instance running, its NodeClaim without providerID) | adoption of the tagged instance |
+| 2 | ``app1`` scaled to 2; the provisioner dies right after the launch-claim transaction (a claim with no NodeClaim) | stale launch-claim release |
+| 2 | an instance tagged for a NodeClaim that does not exist, whose kubelet never starts (a record lost) | orphan GC by providerID |
+| 2 | a ``karpenter.sh/disrupted`` taint on a drifted node waiting for its turn (no command; as a failed best-effort untaint leaves) | stale disrupted-taint removal |
+| 2 | a spot warning for ``app1``'s node of round 1; the interruption handler's DynamoDB writes throttled (12 in a row) | the record returned in ``batchItemFailures`` and redelivered after the visibility timeout (90 s), acted on before the reclaim (round 4) |
+| 3 | ``app1`` scaled to 3; the provisioner dies right before CreateFleet (a NodeClaim nothing was launched for) | the lifecycle sweep's relaunch of the unknown launch once its lease is over (``Launcher.resolve``) |
 
-A replacement whose kubelet never starts is a fault that lasts until its instance is gone (the 15-minute
-registration timeout): pods the provisioner nominated to it wait as long, so while it runs every pod's pending clock
-restarts (``pods_reset``).  Then the faults stop and the run settles as any other (:meth:`FaultRun._settle`): the invariants' bounds count from
-the last of these.  Without a mutation every invariant holds and every loss counter is 0.
+Then the faults stop and the run settles as any other (:meth:`FaultRun._settle`: quiet, 16 minutes in 2-minute
+steps, quiet): the broken replacement's command is abandoned at 10 minutes, its node kept (NotReady, uninitialized)
+and the drift goes on with working replacements.  Without a mutation every invariant holds and every loss counter is
+0; with one, the run stops at the first violation of an invariant the mutation names.
 """
 
 from __future__ import annotations
 
-from ...api.labels import DISRUPTED_TAINT, NODECLAIM_TAG, REPLACES_ANNOTATION
+from ...api.labels import DISRUPTED_TAINT, NODECLAIM_TAG, REPLACES_ANNOTATION, decode_replaces
+from ...api.kube import node_ready
 from .plan import FaultPlan
 from .scenario import FaultRun, deployment
 
-TARGETED_ROUNDS = 8
+TARGETED_ROUNDS = 4
+APP, LOAD = "app0", "app1"
+LOST_RECORD = "default-lostrecord"   # the NodeClaim named by the planted orphan instance (never existed)
+
+
+def spread_deployment(replicas: int) -> dict:
+    """``APP``: pods of 1 CPU, one per node (required anti-affinity on the hostname)."""
+    doc = deployment(APP, replicas, "1", "1Gi")
+    doc["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": APP}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    return doc
 
 
 class TargetedRun(FaultRun):
@@ -33,12 +48,16 @@ class TargetedRun(FaultRun):
         self.round_no = -1
         self.scripted: dict[str, FaultPlan] = {}   # invocation name -> the plan of its next invocation this round
         self.no_kubelet: set[str] = set()          # instance ids whose kubelet never starts
-        self.break_next_replacement = False
-        self.broken: set[str] = set()              # replacements whose kubelet never starts (a lasting fault)
+        self.broken_command: tuple[str, ...] | None = None   # the NodeClaims the broken replacements replace
+        self.broken: set[str] = set()              # NodeClaims of replacements whose node never becomes Ready
+        self.taint_planted = False
+        self.before_change: set[str] = set()       # NodeClaims launched before the NodePool change
 
-    def _workloads(self) -> None:
-        self.deploys["app0"] = 3
-        self.wc.add(deployment("app0", 3, "1", "1Gi"))
+    def _workloads(self) -> None:   # app1's pods (2 CPU) fit on no node sized for one of app0's (1 CPU)
+        self.deploys[APP] = 3
+        self.wc.add(spread_deployment(3))
+        self.deploys[LOAD] = 0
+        self.wc.add(deployment(LOAD, 0, "2", "1Gi"))
 
     def _chance(self, p: float) -> bool:
         return False
@@ -46,82 +65,114 @@ class TargetedRun(FaultRun):
     def _plan(self, name: str):
         return self.scripted.pop(name, None) if self.faults_on else None
 
-    def _kubelet_starts(self, inst: dict) -> bool:
+    def _kubelet(self, inst: dict) -> bool | None:
         iid = inst["InstanceId"]
         if iid in self.no_kubelet:
-            return False
-        if self.break_next_replacement:
-            tags = {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
-            nc = self.w.store.get("NodeClaim", tags.get(NODECLAIM_TAG, ""))
-            if nc is not None and (nc.annotations or {}).get(REPLACES_ANNOTATION):
-                self.break_next_replacement = False
-                self.no_kubelet.add(iid)
-                self.inj.count("kubelet_broken")
-                self.broken.add(iid)
-                return False
-        return True
+            return None
+        name = self._tag(inst)
+        nc = self.w.store.get("NodeClaim", name) if name not in self.broken else None
+        replaces = decode_replaces((nc.annotations or {}).get(REPLACES_ANNOTATION)) if nc is not None else []
+        # the replacements of the first disruption command (not an interruption's) never become Ready
+        if replaces and not any(self._interrupted_claim(r) for r in replaces) and \
+                self.broken_command in (None, tuple(sorted(replaces))):
+            self.broken_command = tuple(sorted(replaces))
+            self.inj.count("kubelet_broken")
+            self.broken.add(name)
+        return name not in self.broken
+
+    def _interrupted_claim(self, name: str) -> bool:
+        nc = self.w.store.get("NodeClaim", name)
+        return nc is not None and (nc.status.get("providerID") or "").rsplit("/", 1)[-1] in self.interrupted
 
     def _check(self) -> None:
-        if self.broken and any(i["InstanceId"] in self.broken for i in self.w.instances()):
-            self.pods_reset = self.w.clock()
+        # pods the provisioner nominated to a replacement that never becomes Ready wait for it (a lasting fault)
+        for uid, name in (self.w.env.claims.reservations() or {}).items():
+            if name in self.broken:
+                self.pod_reset[uid] = self.w.clock()
         super()._check()
 
-    def _scale(self, replicas: int) -> None:
-        self.deploys["app0"] = replicas
+    def _scale(self, name: str, replicas: int) -> None:
+        self.deploys[name] = replicas
         self.event("scale")
-        self.wc.scale("Deployment", "default", "app0", replicas)
+        self.wc.scale("Deployment", "default", name, replicas)
         self.wc.reconcile()
         self.w.schedule()
 
     def _script(self) -> None:
+        if self.broken and not self.taint_planted:   # the round after the broken replacement's node registered
+            self.taint_planted = True
+            self._plant_taint()
         if not self.faults_on:
             return
         self.round_no += 1
         r = self.round_no
-        if r == 0:
-            self.scripted["provisioner"] = FaultPlan(crash_on=("ec2", "CreateFleet"), crash_after=False)
-        elif r == 1:
-            self._scale(5)
-            self.scripted["provisioner"] = FaultPlan(crash_on=("dynamodb", "TransactWriteItems"), crash_after=True)
-        elif r == 2:
-            self._scale(7)
+        if r == 1:
+            self.before_change = {nc.name for nc in self.w.store.list("NodeClaim")}
+            self._drift_nodepool()
+            self._scale(APP, 2)
+            self._scale(LOAD, 1)
             self.scripted["provisioner"] = FaultPlan(crash_on=("ec2", "CreateFleet"), crash_after=True)
-        elif r == 3:
-            self._plant_orphan()
-            recorded = {nc.status.get("providerID", "").rsplit("/", 1)[-1] for nc in self.w.store.list("NodeClaim")}
-            running = sorted(i["InstanceId"] for i in self.w.instances(states=("running",)) if i["InstanceId"] in recorded)
-            if running:
-                self._interrupt(running[0], lose=False)
+            busy = {(p.get("spec") or {}).get("nodeName") for p in self.w.server.store.list("pods")}
+            nodes = sorted(n["spec"]["providerID"].rsplit("/", 1)[-1] for n in self.w.server.store.list("nodes")
+                           if n["metadata"]["name"] in busy)
+            if nodes:   # a node with a pod left (not the one the scale-down emptied)
+                self._interrupt(nodes[0], lose=False)
                 self.scripted["interruption"] = FaultPlan(aws_errors={("dynamodb", "UpdateItem"): ["ddb_throttle", 12],
                                                                       ("dynamodb", "PutItem"): ["ddb_throttle", 12]})
-        elif r == 6:   # after the bounds of rounds 0-2 (a pod nominated to a NodeClaim that never registers waits)
-            self.break_next_replacement = True
-            self._drift_nodepool()
-        elif r == 7:
-            self._plant_taint()
+        elif r == 2:
+            self._scale(LOAD, 2)
+            self.scripted["provisioner"] = FaultPlan(crash_on=("dynamodb", "TransactWriteItems"), crash_after=True)
+            self._plant_orphan()
+        elif r == 3:
+            self._scale(LOAD, 3)
+            self.scripted["provisioner"] = FaultPlan(crash_on=("ec2", "CreateFleet"), crash_after=False)
+
+    @staticmethod
+    def _tag(inst: dict) -> str:
+        return {t["Key"]: t["Value"] for t in inst.get("Tags") or []}.get(NODECLAIM_TAG, "")
 
     # -- planted states ------------------------------------------------------------------------------------------
+    def _uncommanded(self, names: set[str]) -> set[str]:
+        """Of these NodeClaims: launched, not deleting, not a replacement, in no disruption command."""
+        entries = self.invariants.ledger.entries()
+        out = set()
+        for name in names:
+            nc = self.w.store.get("NodeClaim", name)
+            if nc is not None and nc.status.get("providerID") and not nc.metadata.get("deletionTimestamp") \
+                    and not (nc.annotations or {}).get(REPLACES_ANNOTATION) and name not in entries:
+                out.add(name)
+        return out
+
+    def _ready_nodes(self, claims: set[str]) -> list[str]:
+        """Instance ids of the Ready nodes of these NodeClaims (not interrupted), in node name order."""
+        pids = {nc.status.get("providerID") for nc in self.w.store.list("NodeClaim") if nc.name in claims}
+        out = []
+        for n in sorted(self.w.server.store.list("nodes"), key=lambda n: n["metadata"]["name"]):
+            pid = (n.get("spec") or {}).get("providerID")
+            iid = (pid or "").rsplit("/", 1)[-1]
+            if pid in pids and iid not in self.interrupted and node_ready(n):
+                out.append(iid)
+        return out
+
     def _plant_orphan(self) -> None:
         w = self.w
-        inst = w.instances(states=("running",))[0]    # launched by the provisioner: this deployment's tags
+        inst = w.launched_instances(states=("running",))[0]    # launched by the provisioner: this deployment's tags
         tags = [t for t in inst.get("Tags") or [] if t["Key"] != NODECLAIM_TAG and not t["Key"].startswith("aws:")]
         out = w.ec2.run_instances(ImageId=inst["ImageId"], InstanceType=inst["InstanceType"], MinCount=1, MaxCount=1,
                                   TagSpecifications=[{"ResourceType": "instance", "Tags": tags + [
-                                      {"Key": NODECLAIM_TAG, "Value": "default-lostrecord"}]}])
+                                      {"Key": NODECLAIM_TAG, "Value": LOST_RECORD}]}])
         self.no_kubelet.add(out["Instances"][0]["InstanceId"])
         self.event("planted")
 
     def _plant_taint(self) -> None:
-        w = self.w
-        claims = {nc.status.get("providerID"): nc for nc in w.store.list("NodeClaim")   # not deleting, not drifted
-                  if nc.status.get("providerID") and not nc.metadata.get("deletionTimestamp") and not nc.is_true("Drifted")}
-        nodes = sorted((n for n in w.server.store.list("nodes") if (n.get("spec") or {}).get("providerID") in claims
-                        and n["spec"]["providerID"].rsplit("/", 1)[-1] not in self.interrupted),
-                       key=lambda n: n["metadata"]["name"])
+        """On the broken replacement's node (NotReady; a replacement is no command's candidate, and no command takes
+        a node while one is uninitialized): a taint no command explains, for as long as the run lasts."""
+        pids = {nc.status.get("providerID") for nc in self.w.store.list("NodeClaim") if nc.name in self.broken}
+        nodes = [n for n in self.w.server.store.list("nodes") if (n.get("spec") or {}).get("providerID") in pids - {None}]
         if not nodes:
             return
-        node = nodes[-1]
-        w.server.store.patch("nodes", node["metadata"]["name"], {"spec": {"taints": (node["spec"].get("taints") or []) + [
+        node = nodes[0]
+        self.w.server.store.patch("nodes", node["metadata"]["name"], {"spec": {"taints": (node["spec"].get("taints") or []) + [
             dict(DISRUPTED_TAINT)]}})
         self.event("planted")
 
