@@ -53,7 +53,7 @@ def test_counters_see_planted_losses():
         run.wc.scale("Deployment", "default", name, run.deploys[name])
         run.wc.reconcile()
 
-    r = FaultRun(3, rounds=2, settle_rounds=10, rate=0.0).run(before_measure=plant)
+    r = FaultRun(3, rounds=2, settle_rounds=10, rate=0.0, settle_jump=0).run(before_measure=plant)
     assert r["faults_injected"] == 0
     assert r["double_launches"] == 1 and r["leaked_instances"] == 1, r["detail"]
     assert r["stranded_taints"] == 1, r["detail"]

@@ -67,7 +67,7 @@ BUDGET = 2
 CPU_LIMIT = 1000
 ROUND_SECONDS = 60.0
 SETTLE_JUMP = 16 * 60.0   # past the registration timeout (15 min) and the orphan GC age (30 s)
-JUMP_STEP = 2 * 60.0      # ... in steps, a round after each: a 10-minute timeout is told from the 15-minute one
+JUMP_STEP = 4 * 60.0      # ... in steps, a round after each (the invariants see each step)
 COUNTER_KEYS = ("faults_injected", "leaked_instances", "lost_pods", "stuck_pods", "stranded_taints", "budget_overruns",
                 "double_launches")
 LOSS_KEYS = COUNTER_KEYS[1:]
@@ -94,11 +94,11 @@ class FaultRun(SpotInterruptions):
     eventual consistency (``ec2_visibility_delay``, 5 s by default: a launched instance is missing from
     DescribeInstances that long; the kubelets do not wait for it)."""
 
-    settle_jump = SETTLE_JUMP     # the settle's jump past the timeouts (in JUMP_STEP steps)
-
     def __init__(self, seed: int, rounds: int = 24, settle_rounds: int = 40, rate: float = 0.7, verbose: bool = False,
-                 stop_on: tuple[str, ...] = (), ec2_visibility_delay: float = DEFAULT_EC2_VISIBILITY_DELAY):
+                 stop_on: tuple[str, ...] = (), ec2_visibility_delay: float = DEFAULT_EC2_VISIBILITY_DELAY,
+                 settle_jump: float = SETTLE_JUMP):
         self.seed = seed
+        self.settle_jump = settle_jump   # the settle's jump past the timeouts, in JUMP_STEP steps (0: none)
         self.ec2_visibility_delay = ec2_visibility_delay
         self.stop_on = set(stop_on)   # invariant names (or "budget_overruns"): stop the run as soon as one fires
         self.stopped: str | None = None
@@ -169,9 +169,9 @@ class FaultRun(SpotInterruptions):
 
     def _settle(self) -> None:
         """Faults off: rounds until nothing changes (three equal rounds), then past the registration timeout and
-        the GC period in 2-minute steps, a round after each (the scheduled functions would find nothing
-        else to do meanwhile; the invariants see each step, so a 10-minute timeout is told from the 15-minute one),
-        then rounds until quiet again.  At most ``settle_rounds`` rounds."""
+        the GC period in 4-minute steps, a round after each (the scheduled functions would find nothing
+        else to do meanwhile; the invariants see each step), then rounds until quiet again.  At most
+        ``settle_rounds`` rounds; ``settle_jump`` 0: no jump (quiet once)."""
         self.faults_on = False
         n = 0
         for phase in range(2):
@@ -183,7 +183,9 @@ class FaultRun(SpotInterruptions):
                 last = sig
                 if quiet >= 2:
                     break
-            if phase == 0:   # 16 minutes on, in 2-minute steps with a round after each (the invariants see each)
+            if phase == 0:   # 16 minutes on, in 4-minute steps with a round after each (the invariants see each)
+                if self.settle_jump <= 0:
+                    break
                 for _ in range(int(self.settle_jump // JUMP_STEP) - 1):
                     self.w.clock.advance(JUMP_STEP - ROUND_SECONDS)
                     self._round()
