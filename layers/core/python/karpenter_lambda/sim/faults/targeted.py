@@ -1,31 +1,32 @@
 """A scripted fault run that goes through every recovery path once (the mutation runs, :mod:`.mutations`).
 
 Two Deployments, no random choices: ``app0`` (pods of 1 CPU that want a node each: required pod anti-affinity on
-the hostname) gives three nodes in a first round without faults; ``app1`` (pods of 1 CPU) is scaled up to make the
-provisioner work while it dies at scripted points.  Every fault and event comes within the first four virtual
-minutes, so every recovery's bound ends soon after:
+the hostname) gives three nodes in a first round without faults; ``app1`` (pods of 2 CPU, which fit on no node sized
+for one of ``app0``'s) is scaled up to make the provisioner work while it dies at scripted points.  Every fault
+comes within the first four virtual minutes, so every recovery's bound ends soon after:
 
 | round | what | the recovery path it needs |
 |---|---|---|
 | 0 | ``app0``: 3 replicas, three nodes; no fault | |
-| 1 | the NodePool's template changes (the three nodes drift; drift replaces one at a time); ``app0`` scaled to 2 (its newest pod's node empties); the first replacement's node will register but never become Ready (``kubelet_broken``) | the 10-minute replacement timeout (the registration timeout does not apply: it registered); the empty node's command completes: ledger release of its gone NodeClaim |
+| 1 | the NodePool's template changes (the three nodes drift); ``app0`` scaled to 2 (a node empties: its command deletes it) | ledger release of the gone NodeClaim's entry |
+| 1 | the first drift command's replacements register but never become Ready (``kubelet_broken``, counted when its kubelet starts) | the 10-minute replacement timeout (the 15-minute registration timeout does not apply: they registered) |
 | 1 | ``app1`` scaled to 1; the provisioner dies right after CreateFleet (an instance running, its NodeClaim without providerID) | adoption of the tagged instance |
+| 1 | a spot warning for a node with a pod; the interruption handler's DynamoDB writes throttled (12 in a row) | the record returned in ``batchItemFailures`` and redelivered after the visibility timeout (90 s), acted on before the reclaim (round 3) |
 | 2 | ``app1`` scaled to 2; the provisioner dies right after the launch-claim transaction (a claim with no NodeClaim) | stale launch-claim release |
 | 2 | an instance tagged for a NodeClaim that does not exist, whose kubelet never starts (a record lost) | orphan GC by providerID |
-| 2 | a ``karpenter.sh/disrupted`` taint on a drifted node waiting for its turn (no command; as a failed best-effort untaint leaves) | stale disrupted-taint removal |
-| 2 | a spot warning for ``app1``'s node of round 1; the interruption handler's DynamoDB writes throttled (12 in a row) | the record returned in ``batchItemFailures`` and redelivered after the visibility timeout (90 s), acted on before the reclaim (round 4) |
-| 3 | ``app1`` scaled to 3; the provisioner dies right before CreateFleet (a NodeClaim nothing was launched for) | the lifecycle sweep's relaunch of the unknown launch once its lease is over (``Launcher.resolve``) |
+| 3 | ``app1`` scaled to 3; the provisioner dies right before CreateFleet (a NodeClaim nothing was launched for) | the relaunch of the unknown launch (the lifecycle sweep's, or the provisioner's) once its lease is over (``Launcher.resolve``) |
+| next | a ``karpenter.sh/disrupted`` taint on a broken replacement's node, the round after it registered (no command; as a failed best-effort untaint leaves) | stale disrupted-taint removal |
 
-Then the faults stop and the run settles as any other (:meth:`FaultRun._settle`: quiet, 16 minutes in 2-minute
-steps, quiet): the broken replacement's command is abandoned at 10 minutes, its node kept (NotReady, uninitialized)
-and the drift goes on with working replacements.  Without a mutation every invariant holds and every loss counter is
-0; with one, the run stops at the first violation of an invariant the mutation names.
+Then the faults stop and the run settles as any other (:meth:`FaultRun._settle`: quiet, 16 minutes in 4-minute
+steps, quiet): the broken command is abandoned at 10 minutes, its replacements kept (NotReady, uninitialized).  The
+order of the drift commands follows the NodeClaims' names (random), so the round of a step may move by one.  Without
+a mutation every invariant holds and every loss counter is 0; with one, the run stops at the first violation of an
+invariant the mutation names.
 """
 
 from __future__ import annotations
 
 from ...api.labels import DISRUPTED_TAINT, NODECLAIM_TAG, REPLACES_ANNOTATION, decode_replaces
-from ...api.kube import node_ready
 from .plan import FaultPlan
 from .scenario import FaultRun, deployment
 
@@ -51,7 +52,6 @@ class TargetedRun(FaultRun):
         self.broken_command: tuple[str, ...] | None = None   # the NodeClaims the broken replacements replace
         self.broken: set[str] = set()              # NodeClaims of replacements whose node never becomes Ready
         self.taint_planted = False
-        self.before_change: set[str] = set()       # NodeClaims launched before the NodePool change
 
     def _workloads(self) -> None:   # app1's pods (2 CPU) fit on no node sized for one of app0's (1 CPU)
         self.deploys[APP] = 3
@@ -107,7 +107,6 @@ class TargetedRun(FaultRun):
         self.round_no += 1
         r = self.round_no
         if r == 1:
-            self.before_change = {nc.name for nc in self.w.store.list("NodeClaim")}
             self._drift_nodepool()
             self._scale(APP, 2)
             self._scale(LOAD, 1)
@@ -132,28 +131,6 @@ class TargetedRun(FaultRun):
         return {t["Key"]: t["Value"] for t in inst.get("Tags") or []}.get(NODECLAIM_TAG, "")
 
     # -- planted states ------------------------------------------------------------------------------------------
-    def _uncommanded(self, names: set[str]) -> set[str]:
-        """Of these NodeClaims: launched, not deleting, not a replacement, in no disruption command."""
-        entries = self.invariants.ledger.entries()
-        out = set()
-        for name in names:
-            nc = self.w.store.get("NodeClaim", name)
-            if nc is not None and nc.status.get("providerID") and not nc.metadata.get("deletionTimestamp") \
-                    and not (nc.annotations or {}).get(REPLACES_ANNOTATION) and name not in entries:
-                out.add(name)
-        return out
-
-    def _ready_nodes(self, claims: set[str]) -> list[str]:
-        """Instance ids of the Ready nodes of these NodeClaims (not interrupted), in node name order."""
-        pids = {nc.status.get("providerID") for nc in self.w.store.list("NodeClaim") if nc.name in claims}
-        out = []
-        for n in sorted(self.w.server.store.list("nodes"), key=lambda n: n["metadata"]["name"]):
-            pid = (n.get("spec") or {}).get("providerID")
-            iid = (pid or "").rsplit("/", 1)[-1]
-            if pid in pids and iid not in self.interrupted and node_ready(n):
-                out.append(iid)
-        return out
-
     def _plant_orphan(self) -> None:
         w = self.w
         inst = w.launched_instances(states=("running",))[0]    # launched by the provisioner: this deployment's tags
