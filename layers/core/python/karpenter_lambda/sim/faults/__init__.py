@@ -26,9 +26,10 @@ that ``bench/faults.py`` and ``tests/reliability`` run, and the ground-truth cou
 
 By fault family: :mod:`.plan` (plans, crashes, hung calls), :mod:`.aws` (AWS error answers), :mod:`.injector` (the
 doors, Kubernetes faults and Lambda timeouts on the virtual clock included), :mod:`.queues` (moto's SQS on the
-virtual clock with the stack's queue settings), :mod:`.scenario` (the run), :mod:`.invariants` (checked after every
-round), :mod:`.ground_truth` (the loss counters), :mod:`.targeted` (a scripted run through every recovery path) and
-:mod:`.mutations` (each recovery path switched off, and what must catch it).
+virtual clock with the stack's queue settings), :mod:`.scenario` (the run), :mod:`.spot` (spot warnings, reclaims
+and the interruption queue), :mod:`.invariants` (checked after every round), :mod:`.ground_truth` (the loss
+counters), :mod:`.targeted` (a scripted run through every recovery path) and :mod:`.mutations` (each recovery path
+switched off, and what must catch it).
 """
 
 from __future__ import annotations
