@@ -14,11 +14,13 @@ node): every (type, offering) that holds given requests under given requirements
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from ..api import labels as L
 from ..api.quantity import resource_value
 from ..catalog.types import InstanceType, Offering
+from . import template_cache
 from .model import EXOTIC_RESOURCES, INF, TYPE_KEYS, NodePoolInput, SchedulingError
 from .predicates import host_ports, labels_match, node_terms
 from .requirements import IN, Requirement, RequirementError, Requirements
@@ -170,6 +172,17 @@ class NodeClaimTemplate:
         self._union: dict = {}
         self._blocks: dict = {}
 
+    def with_usage(self, nodepool, usage: dict | None) -> "NodeClaimTemplate":
+        """This template for one solve: a shallow copy with its own ``remaining`` (the limits minus ``usage``, the
+        only state a solve changes); the per-signature caches are shared (``template_cache``)."""
+        t = copy.copy(self)
+        t.np = nodepool
+        t.remaining = {k: v - (usage or {}).get(k, 0) for k, v in self.limits.items()}
+        return t
+
+    def cache_size(self) -> int:
+        return len(self._compat) + len(self.fit_cache)
+
     def compat_types(self, reqs: Requirements) -> list[InstanceTypeOption]:
         """Pool types compatible with ``reqs`` (which already include the pool's) with an offering allowed by them."""
         sig = reqs.signature()
@@ -299,8 +312,20 @@ class NodeClaimTemplate:
 
     @classmethod
     def for_nodepool(cls, npi: NodePoolInput, daemonsets=(), usage: dict | None = None) -> "NodeClaimTemplate":
-        """The template of one NodePool outside a solver run (vectors over cpu, memory and pods)."""
-        return cls(npi, list(BASE_RESOURCES), list(daemonsets or ()), usage)
+        """The template of one NodePool outside a solver run (vectors over cpu, memory and pods), kept across
+        calls (``template_cache``)."""
+        return cls.shared(npi, list(BASE_RESOURCES), list(daemonsets or ()), usage)
+
+    @classmethod
+    def shared(cls, npi: NodePoolInput, rindex: list, daemonsets: list, usage: dict | None) -> "NodeClaimTemplate":
+        """``cls(npi, rindex, daemonsets, usage)``, built once per content and kept across solves
+        (``template_cache``); a SchedulingError is raised each time, never kept."""
+        key = template_cache.key_for(npi, rindex, daemonsets)
+        tpl = template_cache.get(key)
+        if tpl is None:
+            tpl = cls(npi, rindex, daemonsets, None)
+            template_cache.put(key, npi, tpl)
+        return tpl.with_usage(npi.nodepool, usage)
 
     def offers_holding(self, requests: dict, requirements: Requirements | None = None, *, labels: dict | None = None,
                        below: float | None = None) -> list[TemplateOffer]:

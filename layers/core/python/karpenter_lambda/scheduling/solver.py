@@ -89,7 +89,7 @@ class _Solver(Placement, SpreadShares, BulkPacker, Finalizer):
             if npi.nodepool.name in seen:
                 raise SchedulingError(f"NodePool/{npi.nodepool.name}: duplicate NodePool name")
             seen.add(npi.nodepool.name)
-            pools.append(NodeClaimTemplate(npi, self.rindex, self.daemonsets, (inp.nodepool_usage or {}).get(npi.nodepool.name)))
+            pools.append(NodeClaimTemplate.shared(npi, self.rindex, self.daemonsets, (inp.nodepool_usage or {}).get(npi.nodepool.name)))
         pools.sort(key=lambda p: (-p.weight, p.name))
         self.pools = pools
         self.pool_by_name = {p.name: p for p in pools}
