@@ -291,3 +291,27 @@ def test_a_nodeclaim_in_a_reservation_that_no_longer_resolves_drifts():
     plan = plan_with([])
     assert decided(plan) == [("Drifted", ["x"])] and plan.commands[0].detail == "CapacityReservationDrift"
     assert decided(plan_with([], ready=False)) == []
+
+
+def test_a_nodeclaim_in_a_capacity_block_ending_within_40_minutes_goes_as_expiration_does():
+    """Capacity blocks (issue 30 item 4): karpenter-provider-aws deletes the NodeClaims of a block 40 minutes before
+    it ends; here the drift sweep's expiration takes them (forceful, replacement first), not before."""
+    from types import SimpleNamespace
+
+    from karpenter_lambda.catalog.reservations import STATE_ACTIVE, STATE_EXPIRING, CapacityReservation
+
+    labels = {L.CAPACITY_RESERVATION_ID: "cr-block", L.CAPACITY_RESERVATION_TYPE: "capacity-block"}
+    x = claimed_node("x", capacity_type=L.CAPACITY_TYPE_RESERVED, labels=labels, price_per_hour=0.0)
+    pool = nodepool(capacity_types=("reserved", "on-demand"))
+
+    def plan_with(state):
+        snap = snapshot(x, nodepools=[pool])
+        block = CapacityReservation(id="cr-block", instance_type="m5.large", zone="us-east-1a",
+                                    reservation_type="capacity-block", available=0, total=1, state=state)
+        snap.resolved["default"] = SimpleNamespace(amis=[], subnets=[], security_group_ids=[], conditions=[],
+                                                   capacity_reservations=[block])
+        return sweep(snap, DRIFT)
+
+    assert decided(plan_with(STATE_ACTIVE)) == []
+    plan = plan_with(STATE_EXPIRING)
+    assert decided(plan) == [("Expired", ["x"])] and "capacity block cr-block ends" in plan.commands[0].detail

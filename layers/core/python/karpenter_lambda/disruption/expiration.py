@@ -1,4 +1,5 @@
-"""Expiration (pure): a NodeClaim older than its ``expireAfter`` is replaced, then deleted.
+"""Expiration (pure): a NodeClaim older than its ``expireAfter`` is replaced, then deleted; so is one in a capacity
+block that ends within 40 minutes (karpenter-provider-aws's capacity reservation expiration: :func:`capacity_block_ending`).
 
 As Karpenter v1 (pkg/controllers/nodeclaim/expiration): forceful, so not held by disruption budgets, by
 do-not-disrupt or by PDBs at decision time (the drain still honours PDBs and do-not-disrupt pods until the
@@ -23,6 +24,7 @@ from __future__ import annotations
 from ..api import labels as wk
 from ..api.durations import DurationError, parse_nillable_duration, format_duration
 from ..api.snapshot import ClusterSnapshot
+from ..catalog.reservations import expiring_nodeclaims
 from .candidates import created_at
 from .replace import leaving_of, removal_plan
 from .types import EXPIRED, FORCEFUL, Candidate, Command, MethodBase
@@ -41,6 +43,19 @@ def expires_at(nc, nodepool) -> float | None:
     if ttl is None or born is None:
         return None
     return born + ttl
+
+
+def capacity_block_ending(nc, nodepool, snap: ClusterSnapshot) -> str | None:
+    """Why a NodeClaim in a capacity block must go now: its block is ``expiring`` (40 minutes before its end, as
+    karpenter-provider-aws's capacityreservation expiration controller deletes them), else None."""
+    rid = (nc.labels or {}).get(wk.CAPACITY_RESERVATION_ID)
+    if not rid:
+        return None
+    ref = (nc.spec.get("nodeClassRef") or nodepool.node_class_ref or {}).get("name", "")
+    reservations = getattr(snap.resolved.get(ref), "capacity_reservations", None) or []
+    if expiring_nodeclaims({nc.name: nc.labels}, reservations):
+        return f"capacity block {rid} ends within 40 minutes (EC2 then reclaims its instances)"
+    return None
 
 
 def replacements_coming_up(snap: ClusterSnapshot) -> set[str]:
@@ -80,7 +95,7 @@ class Expiration(MethodBase):
 
     def should_disrupt(self, c: Candidate, snap: ClusterSnapshot) -> bool:
         at = expires_at(c.nodeclaim, c.nodepool)
-        return at is not None and snap.now >= at
+        return (at is not None and snap.now >= at) or capacity_block_ending(c.nodeclaim, c.nodepool, snap) is not None
 
     def compute_commands(self, ctx, candidates: list[Candidate], snap: ClusterSnapshot):
         commands = []
@@ -92,7 +107,8 @@ class Expiration(MethodBase):
         for c in ordered:
             ttl = c.nodeclaim.spec.get("expireAfter") or c.nodepool.expire_after
             age = snap.now - (created_at(c.nodeclaim) or snap.now)
-            detail = f"expireAfter {ttl} elapsed (age {format_duration(int(age))})"
+            detail = (capacity_block_ending(c.nodeclaim, c.nodepool, snap)
+                      or f"expireAfter {ttl} elapsed (age {format_duration(int(age))})")
             replacements: list = []
             if c.reschedulable and c.name in coming:
                 going.discard(c.name)   # its replacement of an earlier attempt is still coming up: wait for it
