@@ -106,20 +106,29 @@ class Terminator:
         at = to_epoch(c.get("lastTransitionTime")) if c and c.get("status") == "True" else None
         return at is not None and self.clock() - at < INVISIBLE_AFTER_LAUNCH_SECONDS
 
+    def _terminate_once(self, nodeclaim, iid: str, errors: list[str] | None, terminate, note: str = "") -> bool:
+        """Terminate the instance once per NodeClaim (recorded as ``instanceTerminatedAt``); False when the call
+        failed (the error is listed, the step is retried).  A crash before the record leaves the instance
+        shutting-down, which the caller's GONE_STATES check sees."""
+        term = nodeclaim.status.get(TERMINATION_STATUS) or {}
+        if term.get("instanceTerminatedAt"):
+            return True
+        try:
+            terminate([iid])
+        except Exception as e:  # noqa: BLE001 - NotFound included: retried
+            if errors is not None:
+                errors.append(f"terminate {iid}: {e}")
+            return False
+        self._record(nodeclaim.name, {"instanceTerminatedAt": format_time(self.clock())})
+        self.decide("terminate", f"terminating instance {iid} of NodeClaim {nodeclaim.name}{note}",
+                    nodeclaim=nodeclaim.name, instanceId=iid)
+        return True
+
     def _terminate_unseen(self, nodeclaim, iid: str, errors: list[str] | None) -> str:
         """A just-launched instance EC2 does not describe yet: terminate it by id (as Karpenter's Delete does) and
         keep the record until the visibility window has passed, so the instance is never left running unowned."""
-        term = nodeclaim.status.get(TERMINATION_STATUS) or {}
-        if not term.get("instanceTerminatedAt"):
-            try:
-                getattr(self.cloud, "terminate_launched", self.cloud.terminate)([iid])
-            except Exception as e:  # noqa: BLE001 - NotFound included: retried until the window passes
-                if errors is not None:
-                    errors.append(f"terminate {iid}: {e}")
-                return "terminating"
-            self._record(nodeclaim.name, {"instanceTerminatedAt": format_time(self.clock())})
-            self.decide("terminate", f"terminating instance {iid} of NodeClaim {nodeclaim.name} (not described yet)",
-                        nodeclaim=nodeclaim.name, instanceId=iid)
+        self._terminate_once(nodeclaim, iid, errors, getattr(self.cloud, "terminate_launched", self.cloud.terminate),
+                             " (not described yet)")
         return "terminating"
 
     def finalize(self, nodeclaim, node: dict | None, instance: dict | None, errors: list[str] | None = None) -> str:
@@ -143,17 +152,8 @@ class Terminator:
                 return "draining"
             nodeclaim = self.store.get("NodeClaim", nodeclaim.name) or nodeclaim
         if running:
-            term = nodeclaim.status.get(TERMINATION_STATUS) or {}
-            if not term.get("instanceTerminatedAt"):   # once per NodeClaim; a crash before the record leaves the
-                try:                                   # instance shutting-down, which the GONE_STATES check sees
-                    self.cloud.terminate([iid])
-                except Exception as e:
-                    if errors is not None:
-                        errors.append(f"terminate {iid}: {e}")
-                    return "terminating"
-                self._record(nodeclaim.name, {"instanceTerminatedAt": format_time(self.clock())})
-                self.decide("terminate", f"terminating instance {iid} of NodeClaim {nodeclaim.name}",
-                            nodeclaim=nodeclaim.name, instanceId=iid)
+            if not self._terminate_once(nodeclaim, iid, errors, self.cloud.terminate):
+                return "terminating"
             after = self._describe(iid, errors)
             if after is not None and instance_state(after) not in GONE_STATES:
                 return "terminating"
