@@ -240,11 +240,13 @@ class FaultRun(SpotInterruptions):
                            timeout=self.timeouts.get(name))
 
     def _invoke(self, name: str, fn, plan=None) -> dict:
-        before = self.inj.total
+        before, started = self.inj.total, self.w.clock()
         with self.inj.invocation(name, plan if plan is not None else self._plan(name)) as out:
             out["response"] = fn()
         out["faulted"] = self.inj.total > before or out["crashed"]
-        if out["faulted"] and name == "lifecycle":
+        # a lifecycle fault delays every pod; so does a hung call (the clock moved while no other function ran: in
+        # this world the round waits for it, where Lambda would have gone on invoking the others)
+        if (out["faulted"] and name == "lifecycle") or self.w.clock() > started:
             self.pods_reset = self.w.clock()
         if out["error"] and not out["crashed"]:
             self.errors[f"{name}: {out['error'][:120]}"] += 1
