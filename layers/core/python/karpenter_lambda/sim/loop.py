@@ -170,16 +170,16 @@ class LoopMixin:
 
     def _discover_instances(self, ec2) -> None:
         with moto_ec2.unfiltered():      # what runs (the world's truth), visible to the controllers yet or not
-            resp = ec2.describe_instances(Filters=[{"Name": f"tag:kubernetes.io/cluster/{self.cluster}", "Values": ["owned"]},
-                                                   {"Name": "instance-state-name", "Values": ["pending", "running"]}])
-        for r in resp.get("Reservations", []):
-            for inst in r.get("Instances", []):
-                iid = inst["InstanceId"]
-                if iid in self._joined:
-                    continue
-                self._joined.add(iid)
-                launched = inst["LaunchTime"].timestamp() - self.clock.start
-                self._schedule(max(launched, self.clock.elapsed) + self.join_delay, "join", {"instance": inst})
+            running = moto_ec2.all_instances(ec2, Filters=[
+                {"Name": f"tag:kubernetes.io/cluster/{self.cluster}", "Values": ["owned"]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        for inst in running:
+            iid = inst["InstanceId"]
+            if iid in self._joined:
+                continue
+            self._joined.add(iid)
+            launched = inst["LaunchTime"].timestamp() - self.clock.start
+            self._schedule(max(launched, self.clock.elapsed) + self.join_delay, "join", {"instance": inst})
 
     def _fire(self, kind: str, data: dict) -> None:
         if self._is_due((None, None, kind, data)):

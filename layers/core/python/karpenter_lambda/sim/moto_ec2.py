@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-__all__ = ["install", "enable", "set_visibility_delay", "visibility_delay", "unfiltered", "backend"]
+__all__ = ["install", "enable", "set_visibility_delay", "visibility_delay", "unfiltered", "backend", "all_instances"]
 
 _ENABLED = "karpenter_lambda_faithful_ec2"
 _DELAY = "karpenter_lambda_visibility_delay"
@@ -66,6 +66,13 @@ def unfiltered():
         yield
     finally:
         _local.depth -= 1
+
+
+def all_instances(ec2, **kwargs) -> list[dict]:
+    """Every instance DescribeInstances answers, page after page (moto, as EC2, answers 100 reservations a page:
+    one call saw only the first 100 instances, and the simulated kubelets of the others never joined)."""
+    return [i for page in ec2.get_paginator("describe_instances").paginate(**kwargs)
+            for r in page.get("Reservations", []) for i in r.get("Instances", [])]
 
 
 def _age(instance) -> float:

@@ -39,6 +39,7 @@ from moto import mock_aws
 from ..adapters.aws import ssm_seed
 from ..api.manifests import load_text
 from ..controllers import environment, runtime
+from . import moto_ec2
 from .aws import SimAccount
 from .clock import VirtualClock
 from .kubeapi import RESOURCES, KubeAPIServer
@@ -115,7 +116,7 @@ def save_state(sim, directory: str | os.PathLike) -> list[Path]:
     kube = {plural: sim.server.store.list(plural) for plural in RESOURCES}
     kube = {k: v for k, v in kube.items() if v and k != "events"}
     ec2 = boto3.client("ec2", region_name=sim.region)
-    instances = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    instances = moto_ec2.all_instances(ec2)
     docs = {
         "state.json": {"cluster": sim.cluster, "region": sim.region, "k8sVersion": sim.k8s_version,
                        "time": sim.clock.now(), "stateTable": account.state_table,

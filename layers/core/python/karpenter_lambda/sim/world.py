@@ -153,8 +153,7 @@ class World:
     # -- EC2 / nodes ------------------------------------------------------------------------------
     def instances(self, states=("pending", "running")) -> list[dict]:
         """What DescribeInstances answers now (an instance launched less than ``ec2_visibility_delay`` ago is missing)."""
-        resp = self.ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": list(states)}])
-        return [i for r in resp["Reservations"] for i in r["Instances"]]
+        return moto_ec2.all_instances(self.ec2, Filters=[{"Name": "instance-state-name", "Values": list(states)}])
 
     def launched_instances(self, states=("pending", "running")) -> list[dict]:
         """Every instance in ``states``, visible to DescribeInstances yet or not (what runs: the kubelets' view)."""
