@@ -183,6 +183,11 @@ def pick_ami(amis: list[AMI], labels: dict[str, str]) -> AMI | None:
 # ---------------------------------------------------------------------------------------
 # the provider
 # ---------------------------------------------------------------------------------------
+# set when SSM denied GetParameters (a controller role granted ssm:GetParameter only): this process then reads the
+# parameters one by one, without asking again
+_GET_PARAMETERS_DENIED = False
+
+
 class AMIProvider:
     """Resolves ``amiSelectorTerms`` to ordered :class:`AMI` lists with boto3 EC2 and SSM clients."""
 
@@ -204,6 +209,36 @@ class AMIProvider:
             if code in ("ParameterNotFound", "ValidationException"):
                 return None
             raise
+
+    def _ssm_get_many(self, names: list[str]) -> dict[str, str]:
+        """{name: value} of the parameters that exist, 10 names per GetParameters call (an alias's 4-6 parameters
+        in one call instead of one each); a batch SSM rejects is read one name at a time, as before."""
+        out: dict[str, str] = {}
+        for i in range(0, len(names), 10):
+            batch = names[i:i + 10]
+            got = self._get_parameters(batch)
+            if got is None:
+                got = {name: value for name in batch if (value := self._ssm_get(name)) is not None}
+            out.update(got)
+        return out
+
+    def _get_parameters(self, names: list[str]) -> dict[str, str] | None:
+        """One GetParameters call; None when SSM rejects the batch as a whole (a malformed name), or when this
+        process's role may not call it (granted ``ssm:GetParameter`` only: not asked again)."""
+        global _GET_PARAMETERS_DENIED
+        if _GET_PARAMETERS_DENIED:
+            return None
+        try:
+            got = self.ssm.get_parameters(Names=names)
+        except Exception as e:  # noqa: BLE001 - the caller reads the names one by one
+            code = getattr(e, "response", {}).get("Error", {}).get("Code", type(e).__name__)
+            if code in ("AccessDenied", "AccessDeniedException"):
+                _GET_PARAMETERS_DENIED = True
+                return None
+            if code == "ValidationException":
+                return None
+            raise
+        return {p["Name"]: p["Value"] for p in got.get("Parameters") or []}
 
     def _describe(self, **kwargs) -> list[dict]:
         kwargs.setdefault("IncludeDeprecated", True)
@@ -241,8 +276,10 @@ class AMIProvider:
             raise AMIResolutionError(f"alias {alias!r} must be family@version")
         family, version = alias.split("@", 1)
         ids: dict[str, list[tuple[str, str]]] = {}  # image id -> [(aws arch, variant)]
-        for path, arch, variants in alias_parameters(family, self.k8s_version, version):
-            image_id = self._ssm_get(path)
+        params = alias_parameters(family, self.k8s_version, version)
+        values = self._ssm_get_many(list(dict.fromkeys(path for path, _a, _v in params)))
+        for path, arch, variants in params:
+            image_id = values.get(path)
             if image_id:
                 for v in variants:
                     ids.setdefault(image_id, []).append((arch, v))
