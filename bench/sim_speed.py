@@ -5,9 +5,13 @@
   AWS calls and wall seconds;
 * ``quiet100``: 100 nodes (100 pods with hostname anti-affinity) simulated for 20 min virtual; the consolidation
   sweeps once the cluster is quiet: AWS calls and milliseconds of a skipped sweep (median) and of a full one;
-* ``week200``: 200 nodes simulated for 7 days virtual: wall seconds.
+* ``week200``: 200 nodes simulated for 7 days virtual: wall seconds;
+* ``tiny5m``: the fixed cost, the CLI for one pod and 5 minutes virtual in a fresh process: wall and CPU seconds.
 
-``python bench/sim_speed.py [--only sim40_4h,quiet100,week200] [--shortcuts on|off]`` (``--shortcuts off`` sets
+Every case also reports ``cpu_seconds`` (this process's, or the child's): on a shared machine the wall figure
+moves with the load, the CPU figure much less.
+
+``python bench/sim_speed.py [--only tiny5m,sim40_4h,quiet100,week200] [--shortcuts on|off]`` (``--shortcuts off`` sets
 ``KARPENTER_LAMBDA_SWEEP_SHORTCUTS=false``: every sweep in full, as before issue 32).
 """
 
@@ -28,7 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "core" / "python"))
 
-CASES = ("sim40_4h", "quiet100", "week200")
+CASES = ("tiny5m", "sim40_4h", "quiet100", "week200")
 SKIPPED = "cluster unchanged since a sweep that found nothing"
 
 
@@ -132,11 +136,11 @@ def _simulate(files: list[Path], until: float, rec: Recorder) -> dict:
     from karpenter_lambda.sim.simulator import Simulation
 
     rec.rows.clear()
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     res = Simulation(files, until=until, handler_logs=io.StringIO()).run()
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
     bound = sum(len(nc.get("pods") or []) for nc in res.to_dict().get("nodeClaims", []))
-    return {"wall_seconds": round(wall, 2), "simulated_seconds": until, "events": len(res.events),
+    return {"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "simulated_seconds": until, "events": len(res.events),
             "nodeclaims": len(res.to_dict().get("nodeClaims", [])), "pods_bound": bound,
             "functions": rec.per_function()}
 
@@ -177,6 +181,29 @@ def week200(tmp: Path, rec: Recorder) -> dict:
             **_simulate(_nodes_files(tmp, 200), 7 * 24 * 3600.0, rec)}
 
 
+def tiny5m(tmp: Path, rec: Recorder) -> dict:
+    """The fixed cost of a simulate: the CLI in a fresh process (imports, moto, the Kubernetes API, the first
+    catalog load) for one pod and 5 minutes virtual, as the end-to-end tests pay it."""
+    import resource
+    import subprocess
+
+    pod = tmp / "onepod.yaml"
+    pod.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "one", "namespace": "default"},
+                                   "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {
+                                       "requests": {"cpu": "1", "memory": "1Gi"}}}]}}))
+    cmd = [sys.executable, "-m", "karpenter_lambda", "simulate", str(ROOT / "examples" / "default.yaml"), str(pod),
+           "--until", "5m", "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "layers" / "core" / "python")}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"command": "python -m karpenter_lambda simulate examples/default.yaml onepod.yaml --until 5m --quiet",
+            "exit": done.returncode, "wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases ({', '.join(CASES)})")
@@ -192,7 +219,7 @@ def main(argv=None) -> int:
     out: dict = {"shortcuts": args.shortcuts, "cpu_count": os.cpu_count()}
     with tempfile.TemporaryDirectory() as d:
         for case in cases:
-            out[case] = {"sim40_4h": sim40, "quiet100": quiet100, "week200": week200}[case](Path(d), rec)
+            out[case] = {"tiny5m": tiny5m, "sim40_4h": sim40, "quiet100": quiet100, "week200": week200}[case](Path(d), rec)
     json.dump(out, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
