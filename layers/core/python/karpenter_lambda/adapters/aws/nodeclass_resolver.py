@@ -262,15 +262,20 @@ class NodeClassResolver:
             {"Key": wk.REGION, "Value": self.region or ""},
             {"Key": wk.OWNER_TAG, "Value": self.cluster_name},
         ]
+        # read first: once created, every resolution is one GetInstanceProfile (not a CreateInstanceProfile that
+        # fails with EntityAlreadyExists, then the read)
         try:
-            out = self.iam.create_instance_profile(
-                InstanceProfileName=profile,
-                Path=f"/karpenter/{self.region}/{self.cluster_name}/{metadata.get('uid') or name}/",
-                Tags=tags,
-            )
-            roles = out["InstanceProfile"].get("Roles", [])
-        except self.iam.exceptions.EntityAlreadyExistsException:
             roles = self.iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"].get("Roles", [])
+        except self.iam.exceptions.NoSuchEntityException:
+            try:
+                out = self.iam.create_instance_profile(
+                    InstanceProfileName=profile,
+                    Path=f"/karpenter/{self.region}/{self.cluster_name}/{metadata.get('uid') or name}/",
+                    Tags=tags,
+                )
+                roles = out["InstanceProfile"].get("Roles", [])
+            except self.iam.exceptions.EntityAlreadyExistsException:   # created meanwhile by another invocation
+                roles = self.iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"].get("Roles", [])
         current = [r["RoleName"] for r in roles]
         if current != [role_name]:
             for r in current:
