@@ -2,7 +2,7 @@
 
 * :func:`traced` -- run a controller call inside a Powertools Tracer subsegment when tracing is on (the Tracer is
   built lazily: it costs ~0.6 s).
-* :func:`emit_metrics` -- the ``cluster`` dimension, the given counts and ``DecisionLatencyMs``, flushed once.
+* :func:`emit_metrics` -- the ``cluster`` dimension, the given non-zero counts and ``DecisionLatencyMs``, flushed once.
 * :func:`run_sweep` -- a scheduled sweep: environment, traced run, published report, metrics from the report.
 * :class:`SqsBatch` -- Powertools batch processing of SQS records with a per-record parser; malformed records fail
   alone (``batchItemFailures``), the valid ones are collected for one controller call, and
@@ -29,9 +29,13 @@ def traced(name: str, fn: Callable[[], Any]) -> Any:
 
 
 def emit_metrics(metrics, cluster: str, started: float, counts: dict[str, float]) -> None:
+    """A count is published only when it is not zero: CloudWatch bills a custom metric for every hour it has data,
+    so zeros every minute made each of the ~28 counts a full-month metric ($0.30 each, most of the quiet control
+    plane's bill; README "What it costs to run").  Alarms treat missing data as not breaching, sums are unchanged."""
     metrics.add_dimension(name="cluster", value=cluster)
     for name, value in counts.items():
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        if value:
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
     metrics.add_metric(name="DecisionLatencyMs", unit=MetricUnit.Milliseconds,
                        value=round((time.perf_counter() - started) * 1000, 1))
     metrics.flush_metrics()
