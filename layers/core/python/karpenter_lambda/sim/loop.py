@@ -49,7 +49,7 @@ class LoopMixin:
                 batch.extend(got)
                 batch_first = now if batch_first is None else batch_first
                 batch_last = now
-            self._discover_instances(ec2)
+            self._discover_instances()
             # what happens next, in virtual time (no scheduled function at all: a tick per lifecycle interval)
             next_sweep = min(next_run.values(), default=self.clock.elapsed + self.lifecycle_interval)
             candidates = [next_sweep]
@@ -168,18 +168,16 @@ class LoopMixin:
                 target = min(target, max(self.clock.elapsed, expiry - self.lifecycle_interval))
         return target
 
-    def _discover_instances(self, ec2) -> None:
-        with moto_ec2.unfiltered():      # what runs (the world's truth), visible to the controllers yet or not
-            running = moto_ec2.all_instances(ec2, Filters=[
-                {"Name": f"tag:kubernetes.io/cluster/{self.cluster}", "Values": ["owned"]},
-                {"Name": "instance-state-name", "Values": ["pending", "running"]}])
-        for inst in running:
-            iid = inst["InstanceId"]
+    def _discover_instances(self) -> None:
+        # what runs (the world's truth), visible to the controllers yet or not
+        running = moto_ec2.instance_launches(self.region, {f"tag:kubernetes.io/cluster/{self.cluster}": ["owned"],
+                                                           "instance-state-name": ["pending", "running"]})
+        for iid, launch_time in running:
             if iid in self._joined:
                 continue
             self._joined.add(iid)
-            launched = inst["LaunchTime"].timestamp() - self.clock.start
-            self._schedule(max(launched, self.clock.elapsed) + self.join_delay, "join", {"instance": inst})
+            launched = launch_time - self.clock.start
+            self._schedule(max(launched, self.clock.elapsed) + self.join_delay, "join", {"instance": {"InstanceId": iid}})
 
     def _fire(self, kind: str, data: dict) -> None:
         if self._is_due((None, None, kind, data)):

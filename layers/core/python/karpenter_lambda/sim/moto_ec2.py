@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from datetime import timezone
 
-__all__ = ["install", "enable", "set_visibility_delay", "visibility_delay", "unfiltered", "backend", "all_instances"]
+__all__ = ["install", "enable", "set_visibility_delay", "visibility_delay", "unfiltered", "backend", "all_instances", "instance_launches"]
 
 _ENABLED = "karpenter_lambda_faithful_ec2"
 _DELAY = "karpenter_lambda_visibility_delay"
@@ -73,6 +74,15 @@ def all_instances(ec2, **kwargs) -> list[dict]:
     one call saw only the first 100 instances, and the simulated kubelets of the others never joined)."""
     return [i for page in ec2.get_paginator("describe_instances").paginate(**kwargs)
             for r in page.get("Reservations", []) for i in r.get("Instances", [])]
+
+
+def instance_launches(region: str, filters: dict[str, list[str]], account: str | None = None) -> list[tuple[str, float]]:
+    """(instance id, launch time as DescribeInstances answers it: epoch seconds, whole) of every instance matching
+    ``filters`` (DescribeInstances' filter names), in DescribeInstances' order, read from moto's backend: the world's
+    truth (visible to the controllers yet or not) without serializing and parsing every instance (the simulator's
+    loop asks after every handler call)."""
+    return [(i.id, i.launch_time.replace(microsecond=0, tzinfo=timezone.utc).timestamp())
+            for r in backend(region, account).describe_instances(filters) for i in r.instances]
 
 
 def _age(instance) -> float:
