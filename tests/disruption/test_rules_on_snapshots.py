@@ -315,3 +315,24 @@ def test_a_nodeclaim_in_a_capacity_block_ending_within_40_minutes_goes_as_expira
     assert decided(plan_with(STATE_ACTIVE)) == []
     plan = plan_with(STATE_EXPIRING)
     assert decided(plan) == [("Expired", ["x"])] and "capacity block cr-block ends" in plan.commands[0].detail
+
+
+def test_the_empty_replacement_of_a_command_in_flight_is_not_consolidated():
+    """A replacement whose candidate is still there is waiting for that candidate's pods: not Empty, not a candidate
+    (deleting it abandoned the command); once the candidate is gone it is an ordinary node."""
+    lead = busy("old", n=1)
+    rep = claimed_node("new", annotations={L.REPLACES_ANNOTATION: L.encode_replaces(["old"])})
+    snap = snapshot(lead[0], rep, pods=lead[1])
+    plan = sweep(snap)
+    assert all("new" not in names for _reason, names in decided(plan))
+    assert [b.message for b in plan.blocked if b.nodeclaim == "new"] == ["replacement for NodeClaim old in flight"]
+    alone = snapshot(claimed_node("new", annotations={L.REPLACES_ANNOTATION: L.encode_replaces(["old"])}))
+    assert decided(sweep(alone)) == [("Empty", ["new"])]
+
+
+def test_a_nodeclaim_not_launched_yet_never_drifts():
+    """Only launched NodeClaims drift (Karpenter): one still launching has no labels to compare."""
+    x = claimed_node("x")
+    x[0].doc["status"]["conditions"] = [c for c in x[0].doc["status"]["conditions"] if c["type"] != "Launched"]
+    spot_only = nodepool(capacity_types=("spot",))
+    assert decided(sweep(snapshot(x, nodepools=[spot_only]), DRIFT)) == []

@@ -185,6 +185,11 @@ def build_candidates(snap: ClusterSnapshot, *, forceful: bool = False, exclude: 
         if not forceful:
             if node is None or not nc.is_true("Initialized") or is_terminating(node):
                 continue
+            leads = [n for n in wk.decode_replaces((nc.annotations or {}).get(wk.REPLACES_ANNOTATION))
+                     if n in snap.nodeclaims and not snap.nodeclaims[n].metadata.get("deletionTimestamp")]
+            if leads:   # the replacement of a command still in flight: its candidates' pods are coming here
+                skipped.append((nc.name, BLOCK_PODS_WOULD_NOT_FIT, f"replacement for NodeClaim {leads[0]} in flight"))
+                continue
             waiting = [pod_key(p) for p in nominated(snap, nc)]
             if not waiting:
                 if needed is None:

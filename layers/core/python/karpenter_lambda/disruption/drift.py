@@ -130,7 +130,10 @@ def _instance_type_drift(nc, snap: ClusterSnapshot, nodepool) -> tuple[str, str]
 
 
 def drift_reason(nc, snap: ClusterSnapshot) -> tuple[str, str] | None:
-    """(kind, message) when the NodeClaim drifted, else None."""
+    """(kind, message) when the NodeClaim drifted, else None.  Only launched NodeClaims drift (as Karpenter): one
+    whose launch is not done yet has no instance type, zone or image to compare."""
+    if not nc.is_true("Launched"):
+        return None
     nodepool = snap.nodepools.get(nc.labels.get(wk.NODEPOOL, ""))
     if nodepool is None:
         return None
