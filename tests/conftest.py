@@ -41,6 +41,8 @@ def repo_root() -> Path:
 # modules (measured: ``pytest -n 2 --junitxml`` after the test-speed work, time per module) start first, so the two
 # workers finish together.
 SLOW_FIRST = (
+    "tests/reliability/test_mutations.py", "tests/reliability/test_crash_points.py", "tests/sim/test_sweep_shortcuts.py",
+    "tests/repair_static/test_static_sim.py", "tests/repair_static/test_repair_sim.py", "tests/cli/test_simulate_serve.py",
     "tests/offpeak/test_offpeak_simulation.py", "tests/provision/test_claims_scale.py", "tests/sim/test_timers_and_events.py",
     "tests/disruption/test_consolidation.py", "tests/infra/", "tests/cli/test_offline_state.py",
     "tests/reliability/test_faults_short.py", "tests/sim/test_spread_scenario.py", "tests/disruption/test_consolidation_bench.py",
