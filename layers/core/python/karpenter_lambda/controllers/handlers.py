@@ -2,7 +2,8 @@
 
 * :func:`traced` -- run a controller call inside a Powertools Tracer subsegment when tracing is on (the Tracer is
   built lazily: it costs ~0.6 s).
-* :func:`emit_metrics` -- the ``cluster`` dimension, the given non-zero counts and ``DecisionLatencyMs``, flushed once.
+* :func:`emit_metrics` -- the ``cluster`` dimension, the given non-zero counts and (event-driven functions only)
+  ``DecisionLatencyMs``, flushed once.
 * :func:`run_sweep` -- a scheduled sweep: environment, traced run, published report, metrics from the report.
 * :class:`SqsBatch` -- Powertools batch processing of SQS records with a per-record parser; malformed records fail
   alone (``batchItemFailures``), the valid ones are collected for one controller call, and
@@ -28,17 +29,24 @@ def traced(name: str, fn: Callable[[], Any]) -> Any:
         return fn()
 
 
-def emit_metrics(metrics, cluster: str, started: float, counts: dict[str, float]) -> None:
+def emit_metrics(metrics, cluster: str, started: float, counts: dict[str, float], *, latency: bool = True) -> None:
     """A count is published only when it is not zero: CloudWatch bills a custom metric for every hour it has data,
     so zeros every minute made each of the ~28 counts a full-month metric ($0.30 each, most of the quiet control
     plane's bill; README "What it costs to run").  Alarms treat missing data as not breaching, sums are unchanged."""
     metrics.add_dimension(name="cluster", value=cluster)
+    published = 0
     for name, value in counts.items():
         if value:
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-    metrics.add_metric(name="DecisionLatencyMs", unit=MetricUnit.Milliseconds,
-                       value=round((time.perf_counter() - started) * 1000, 1))
-    metrics.flush_metrics()
+            published += 1
+    if latency:   # the event-driven functions' decision latency; a sweep's is Lambda's own (free) Duration metric
+        metrics.add_metric(name="DecisionLatencyMs", unit=MetricUnit.Milliseconds,
+                           value=round((time.perf_counter() - started) * 1000, 1))
+        published += 1
+    if published:
+        metrics.flush_metrics()
+    else:   # nothing to say: no empty EMF line (and no Powertools warning)
+        metrics.clear_metrics()
 
 
 def run_sweep(kind: str, build: Callable[[Any], Any], metrics, counts: Callable[[Any], dict[str, float]]) -> dict:
@@ -48,7 +56,7 @@ def run_sweep(kind: str, build: Callable[[Any], Any], metrics, counts: Callable[
     controller = build(env)
     report = traced(f"{kind} sweep", lambda: controller.sweep(runtime.now()))
     runtime.publish(kind, report)
-    emit_metrics(metrics, env.config.cluster, started, counts(report))
+    emit_metrics(metrics, env.config.cluster, started, counts(report), latency=False)
     return report.to_dict()
 
 

@@ -152,10 +152,14 @@ class Store:
         return self._to_object(item) if item is not None else None
 
     def list(self, kind) -> list[KubeObject]:
-        """Every object of ``kind`` in this cluster, sorted by name (strongly consistent)."""
+        """Every object of ``kind`` in this cluster, sorted by name.  Eventually consistent (half the read units of
+        the sweeps' every-minute lists, README "What it costs to run"), as Karpenter's informer caches are: every
+        write is conditional on the version read (a stale list cannot overwrite), :meth:`get` before a decision
+        is strongly consistent, and the orphan GC waits ``orphan_min_age`` (30 s) -- far past DynamoDB's
+        propagation (typically under a second) -- before it trusts a missing record."""
         kind = resolve_kind(kind)
         with self._errors(f"list {kind}"):
-            return [self._to_object(item) for item in self.model.query(self._pk(kind), consistent_read=True)]
+            return [self._to_object(item) for item in self.model.query(self._pk(kind), consistent_read=False)]
 
     # -- writes ----------------------------------------------------------------
     def create(self, obj: KubeObject) -> KubeObject:
