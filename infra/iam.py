@@ -191,7 +191,7 @@ def controller_statements(cluster: str, node_role_arn: str) -> list[iam.PolicySt
         ),
         iam.PolicyStatement(
             sid="AllowSSMReadActions",
-            actions=["ssm:GetParameter"],
+            actions=["ssm:GetParameter", "ssm:GetParameters"],   # an alias's parameters in one GetParameters call
             resources=[f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}::parameter/aws/service/*"],
         ),
         # The Price List API has no resource-level permissions.

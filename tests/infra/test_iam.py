@@ -148,7 +148,7 @@ def test_reads_ssm_pricing_and_cluster(controller):
     assert {"ec2:DescribeCapacityReservations", "ec2:DescribePlacementGroups"} <= set(reads["Action"])  # issue 30
     assert reads["Condition"] == {"StringEquals": {"aws:RequestedRegion": {"Ref": "AWS::Region"}}}
     ssm = controller["AllowSSMReadActions"]
-    assert ssm["Action"] == "ssm:GetParameter"
+    assert ssm["Action"] == ["ssm:GetParameter", "ssm:GetParameters"]
     assert _render(ssm["Resource"]) == "arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/*"
     assert controller["AllowPricingReadActions"]["Action"] == "pricing:GetProducts"
     eks = controller["AllowAPIServerEndpointDiscovery"]

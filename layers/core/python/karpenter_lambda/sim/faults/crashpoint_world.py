@@ -16,6 +16,7 @@ from ...api.labels import has_disrupted_taint
 from .. import nodes as simnodes
 from ..environment import LambdaContext, capture_logs, load_module, repo_root
 from ..feeds import sqs_record
+from ..moto_ec2 import all_instances, unfiltered
 from ..interruption_events import state_change
 from ..workloads import WorkloadController
 from ..world import World
@@ -222,7 +223,8 @@ def end_state_problems(cw: CrashWorld) -> list[str]:
     """What must hold after any crash and the recovery; each problem names what it found."""
     w = cw.w
     out: list[str] = [] if cw.settled else ["did not settle"]
-    every = [i for r in w.ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    with unfiltered():   # ground truth: every instance (every page), visible to DescribeInstances yet or not
+        every = all_instances(w.ec2)
     tags = {i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags") or []} for i in every}
     ours = [i for i in every if "karpenter.sh/nodepool" in tags[i["InstanceId"]]]
     claims = w.store.list("NodeClaim")

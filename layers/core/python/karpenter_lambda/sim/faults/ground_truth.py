@@ -6,7 +6,7 @@ from collections import Counter
 
 from ...api.kube import instance_id_of
 from ...api.labels import has_disrupted_taint
-from ..moto_ec2 import unfiltered
+from ..moto_ec2 import all_instances, unfiltered
 
 
 def _iid(provider_id: str | None) -> str:
@@ -26,9 +26,8 @@ def signature(w):
 def measure(run) -> dict:
     """The loss counters (LOSS_KEYS) and their detail, from ground truth."""
     w = run.w
-    with unfiltered():   # ground truth: every instance, visible to DescribeInstances yet or not
-        resp = w.ec2.describe_instances()
-    every = [i for r in resp["Reservations"] for i in r["Instances"]]
+    with unfiltered():   # ground truth: every instance (every page), visible to DescribeInstances yet or not
+        every = all_instances(w.ec2)
     tags = {i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags") or []} for i in every}
     ours = [i for i in every if "karpenter.sh/nodepool" in tags[i["InstanceId"]]]
     per_claim = Counter(tags[i["InstanceId"]].get("karpenter.sh/nodeclaim", "") for i in ours)

@@ -33,7 +33,7 @@ from ...api.times import to_epoch
 from ...controllers.disrupt import VALIDATION_DELAY
 from ...controllers.disruption_exec import REPLACEMENT_TIMEOUT
 from ...controllers.launcher import LAUNCH_LEASE, OUTCOME_UNKNOWN, launch_pending
-from ..moto_ec2 import unfiltered
+from ..moto_ec2 import all_instances, unfiltered
 from ...controllers.lifecycle import STALE_CLAIM_AGE
 
 GRACE = 180.0               # "at most 3 minutes beyond" (issue 29 item 2)
@@ -99,9 +99,8 @@ class Invariants:
         w = self.w
         now = w.clock()
         seen: set = set()
-        with unfiltered():   # ground truth: every instance, visible to DescribeInstances yet or not
-            resp = w.ec2.describe_instances()
-        instances = [i for r in resp["Reservations"] for i in r["Instances"]]
+        with unfiltered():   # ground truth: every instance (every page), visible to DescribeInstances yet or not
+            instances = all_instances(w.ec2)
         tags = {i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags") or []} for i in instances}
         ours = [i for i in instances if OWNER_TAG in tags[i["InstanceId"]] and i["State"]["Name"] in LIVE]
         claims = {nc.name: nc for nc in w.store.list("NodeClaim")}
