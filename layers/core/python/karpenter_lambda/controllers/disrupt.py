@@ -127,8 +127,10 @@ class DisruptionSweep(Controller):
         if kind == "consolidation" and shortcuts_enabled():
             shortcuts = QuietSweeps(env.store, env.kube, ledger,
                                     SweepMarker(env.dynamodb, env.config.cluster, env.config.state_table), kind)
-        return cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, ledger, kind,
-                   runtime.clock_proxy, logger=logger, shortcuts=shortcuts)
+        out = cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, ledger, kind,
+                  runtime.clock_proxy, logger=logger, shortcuts=shortcuts)
+        out.loader.min_values_policy = env.config.min_values_policy
+        return out
 
     # -- the sweep ---------------------------------------------------------------------------------
     def sweep(self, now: float | None = None) -> DisruptionReport:

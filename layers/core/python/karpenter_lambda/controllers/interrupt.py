@@ -172,7 +172,9 @@ class Interruption(Controller):
 
     @classmethod
     def from_environment(cls, env, logger=None) -> "Interruption":
-        return cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, runtime.clock_proxy, logger)
+        out = cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, runtime.clock_proxy, logger)
+        out.loader.min_values_policy = env.config.min_values_policy
+        return out
 
     # -- the batch -----------------------------------------------------------------------------------------
     def handle(self, messages: list) -> InterruptionReport:
@@ -456,7 +458,7 @@ class Interruption(Controller):
         inputs, problems = nodepool_inputs(snap)
         others = existing_nodes(snap, held, exclude={nc.name} | ({node_name} if node_name else set()))
         result = simulate_removal(candidates, others=others, nodepools=inputs, daemonsets=snap.daemonsets,
-                                  usage=snap.usage, pending=nominated)
+                                  usage=snap.usage, pending=nominated, min_values_policy=snap.min_values_policy)
         unschedulable = [{"pod": k, "reason": r + (("; " + "; ".join(problems)) if problems else "")}
                          for k, r in {**result.unschedulable, **result.pending_unschedulable}.items()
                          if k not in result.pods_on_uninitialized]

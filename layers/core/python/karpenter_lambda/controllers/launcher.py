@@ -171,6 +171,8 @@ def nodeclaim_doc(name: str, plan, nodepool, nodeclass, keys: list[str], uids: l
             spec[f] = tspec[f]
     ann = dict(nodepool.template_annotations)
     ann.update(drift_stamps(nodepool, nodeclass))
+    if callable(getattr(plan, "annotations", None)):   # karpenter.sh/nodeclaim-min-values-relaxed (minValues policy)
+        ann.update(plan.annotations())
     ann[NOMINATED_PODS_ANNOTATION] = json.dumps(keys)
     ann[NOMINATED_UIDS_ANNOTATION] = json.dumps(uids)
     ann.update(annotations or {})

@@ -97,8 +97,10 @@ class Provisioner(Controller):
 
     @classmethod
     def from_environment(cls, env, logger=None) -> "Provisioner":
-        return cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, runtime.clock_proxy,
-                   logger=logger)
+        out = cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, runtime.clock_proxy,
+                  logger=logger)
+        out.loader.min_values_policy = env.config.min_values_policy
+        return out
 
     # -- the round ----------------------------------------------------------------------------------
     def provision(self, pods: list[dict]) -> ProvisionReport:
@@ -227,7 +229,8 @@ class Provisioner(Controller):
         if not inp.nodepools:
             reason = "; ".join(blocked) or "no NodePool exists"
             return self._unschedulable(pending, reason, report)
-        result = (self.solver or solve)(inp)
+        policy = {} if snap.min_values_policy == "Strict" else {"min_values_policy": snap.min_values_policy}
+        result = (self.solver or solve)(inp, **policy)
         for node_name, placed in (result.existing or {}).items():
             if placed:
                 report.existing.setdefault(node_name, []).extend(placed)

@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class SnapshotLoader:
-    def __init__(self, store, kube, claims=None, cloud=None, logger=None):
+    def __init__(self, store, kube, claims=None, cloud=None, logger=None, min_values_policy: str = "Strict"):
+        self.min_values_policy = min_values_policy   # runtime.Config.min_values_policy: every solve on the snapshot
         self.store = store
         self.kube = kube
         self.claims = claims
@@ -37,7 +38,7 @@ class SnapshotLoader:
     def load(self, now: float, *, instance_types: bool = True, pdbs: bool = False, prefetched=None) -> ClusterSnapshot:
         """``prefetched`` (:class:`.sweep_shortcuts.Prefetched`): the store objects and Kubernetes lists already read
         this invocation, used instead of reading them again."""
-        snap = ClusterSnapshot(now=now)
+        snap = ClusterSnapshot(now=now, min_values_policy=self.min_values_policy)
         pre = prefetched
         stored = (lambda kind: pre.store[kind]) if pre is not None else self.store.list
         snap.nodepools = {np.name: np for np in stored("NodePool") if not np.metadata.get("deletionTimestamp")}
