@@ -10,6 +10,7 @@ from decimal import Decimal
 import boto3
 import pytest
 from moto import mock_aws
+from moto.dynamodb.models.table import Table
 
 from karpenter_lambda.sim import moto_speedups
 
@@ -110,3 +111,88 @@ def test_only_moto_5_2_is_patched(monkeypatch):
 def test_wire_form():
     assert moto_speedups.wire({"B": b"\x00", "L": [{"BS": [b"a"]}], "x": None}) == {"B": "AA==", "L": [{"BS": ["YQ=="]}]}
     assert moto_speedups.wire(Decimal("1")) == Decimal("1")
+
+
+# -- Query reads one partition (sim/moto_speedups_query.py) ------------------------------------------------------------
+
+def _query_calls():
+    p = {":p": {"S": "NodeClaim#c"}}
+    calls = [
+        ("partition", dict(TableName="kv", KeyConditionExpression="pk = :p", ExpressionAttributeValues=p)),
+        ("backwards", dict(TableName="kv", KeyConditionExpression="pk = :p", ExpressionAttributeValues=p,
+                           ScanIndexForward=False)),
+        ("begins_with", dict(TableName="kv", KeyConditionExpression="pk = :p AND begins_with(sk, :s)",
+                             ExpressionAttributeValues={**p, ":s": {"S": "n1"}})),
+        ("between", dict(TableName="kv", KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :b",
+                         ExpressionAttributeValues={**p, ":a": {"S": "n05"}, ":b": {"S": "n15"}})),
+        ("filter+projection", dict(TableName="kv", KeyConditionExpression="pk = :p", ExpressionAttributeValues={
+            **p, ":z": {"S": "us-east-1b"}}, FilterExpression="#z = :z", ProjectionExpression="sk, #z, tags", ExpressionAttributeNames={"#z": "zone"})),
+        ("missing partition", dict(TableName="kv", KeyConditionExpression="pk = :p",
+                                   ExpressionAttributeValues={":p": {"S": "Nope#c"}})),
+        ("index (unpatched)", dict(TableName="kv", IndexName="by-zone", KeyConditionExpression="#z = :z",
+                                   ExpressionAttributeNames={"#z": "zone"}, ExpressionAttributeValues={":z": {"S": "us-east-1a"}})),
+        ("number hash, no range", dict(TableName="num", KeyConditionExpression="id = :i",
+                                       ExpressionAttributeValues={":i": {"N": "7.0"}})),
+    ]
+    return calls
+
+
+def _record_queries(fast: bool) -> dict:
+    bodies = {}
+    with mock_aws():
+        if fast:
+            assert moto_speedups.install()
+        else:
+            moto_speedups.uninstall()
+        assert Table.karpenter_lambda_partition_query is fast
+        try:
+            client = boto3.client("dynamodb", region_name="us-east-1")
+            client.create_table(TableName="kv", BillingMode="PAY_PER_REQUEST",
+                                AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk", "zone")],
+                                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                           {"AttributeName": "sk", "KeyType": "RANGE"}],
+                                GlobalSecondaryIndexes=[{"IndexName": "by-zone", "Projection": {"ProjectionType": "ALL"},
+                                                         "KeySchema": [{"AttributeName": "zone", "KeyType": "HASH"}]}])
+            client.create_table(TableName="num", BillingMode="PAY_PER_REQUEST",
+                                AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "N"}],
+                                KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+            for kind in ("NodeClaim#c", "Node#c", "Pod#c", "NodePool#c"):
+                for i in reversed(range(25)):   # written out of order: the answer must come sorted
+                    client.put_item(TableName="kv", Item={
+                        "pk": {"S": kind}, "sk": {"S": f"n{i:02d}"}, "zone": {"S": f"us-east-1{'abc'[i % 3]}"},
+                        "body": {"B": bytes([i]) * 40}, "v": {"N": str(i)},
+                        "tags": {"M": {"karpenter.sh/nodepool": {"S": "web"}, "i": {"N": str(i)}}}})
+            client.delete_item(TableName="kv", Key={"pk": {"S": "NodeClaim#c"}, "sk": {"S": "n03"}})
+            for i in (3, 7, 11):
+                client.put_item(TableName="num", Item={"id": {"N": str(i)}, "x": {"S": "y" * i}})
+            last = {}
+            client.meta.events.register("after-call.dynamodb", lambda http_response, **kw: last.update(body=http_response.content))
+            for name, kw in _query_calls():
+                client.query(**kw)
+                bodies[name] = json.loads(last["body"])
+            start, pages = None, []   # every page of a paged Query, each from the last page's key
+            while True:
+                kw = dict(TableName="kv", KeyConditionExpression="pk = :p", Limit=7,
+                          ExpressionAttributeValues={":p": {"S": "Pod#c"}})
+                out = client.query(**kw, **({"ExclusiveStartKey": start} if start else {}))
+                pages.append(json.loads(last["body"]))
+                start = out.get("LastEvaluatedKey")
+                if not start:
+                    break
+            bodies["pages"] = pages
+        finally:
+            moto_speedups.install()
+    return bodies
+
+
+def test_partition_query_equals_motos_own_query():
+    slow, fast = _record_queries(fast=False), _record_queries(fast=True)
+    assert fast == slow
+    # and the answers are the data, in key order (a broken path could agree on nothing)
+    assert [i["sk"]["S"] for i in fast["partition"]["Items"]] == [f"n{i:02d}" for i in range(25) if i != 3]
+    assert [i["sk"]["S"] for i in fast["backwards"]["Items"]][0] == "n24"
+    assert fast["begins_with"]["Count"] == 10 and fast["between"]["Count"] == 11
+    assert fast["filter+projection"]["Count"] == 8 and set(fast["filter+projection"]["Items"][0]) == {"sk", "zone", "tags"}
+    assert fast["missing partition"]["Items"] == [] and fast["index (unpatched)"]["Count"] == 35
+    assert fast["number hash, no range"]["Items"] == [{"id": {"N": "7"}, "x": {"S": "yyyyyyy"}}]
+    assert [len(p["Items"]) for p in fast["pages"]] == [7, 7, 7, 4]

@@ -20,6 +20,8 @@ from __future__ import annotations
 import base64
 import json
 
+from . import moto_speedups_query
+
 # per operation: the response members that hold items
 ITEM_MEMBERS = {"GetItem": ("Item",), "Query": ("Items",), "Scan": ("Items",), "BatchGetItem": ("Responses",)}
 
@@ -46,6 +48,7 @@ def install() -> bool:
     if getattr(DynamoHandler, "karpenter_lambda_fast_items", False):
         return True
     _cache_method_names()
+    moto_speedups_query.install()
     original = DynamoHandler.serialized
 
     def serialized(self, action_result):
@@ -86,6 +89,7 @@ def uninstall() -> None:
     """Back to moto's own serializer (tests compare the two)."""
     from moto.dynamodb.responses import DynamoHandler
 
+    moto_speedups_query.uninstall()
     if getattr(DynamoHandler, "karpenter_lambda_fast_items", False):
         del DynamoHandler.serialized   # moto's own (BaseResponse's) again
         DynamoHandler.karpenter_lambda_fast_items = False
