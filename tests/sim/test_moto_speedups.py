@@ -5,6 +5,7 @@ work)."""
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 
 import boto3
@@ -196,3 +197,97 @@ def test_partition_query_equals_motos_own_query():
     assert fast["missing partition"]["Items"] == [] and fast["index (unpatched)"]["Count"] == 35
     assert fast["number hash, no range"]["Items"] == [{"id": {"N": "7"}, "x": {"S": "yyyyyyy"}}]
     assert [len(p["Items"]) for p in fast["pages"]] == [7, 7, 7, 4]
+
+
+# -- the serializer's attribute names worked out once (sim/moto_speedups_serialize.py) ---------------------------------
+
+def _ec2_world():
+    """A VPC with three tagged subnets, launch templates and 20 instances in several reservations, tagged as
+    Karpenter tags them, one terminated, one a fleet launch; an instance profile and SSM parameters."""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    disc = [{"Key": "karpenter.sh/discovery", "Value": "c"}]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"us-east-1{z}",
+                                 TagSpecifications=[{"ResourceType": "subnet", "Tags": disc + [{"Key": "n", "Value": z}]}]
+                                 )["Subnet"]["SubnetId"] for i, z in enumerate("abc")]
+    sg = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc,
+                                   TagSpecifications=[{"ResourceType": "security-group", "Tags": disc}])["GroupId"]
+    image = ec2.register_image(Name="eks-node", Architecture="x86_64", RootDeviceName="/dev/xvda")["ImageId"]
+    for name in ("default", "spot"):
+        ec2.create_launch_template(LaunchTemplateName=f"karpenter.k8s.aws/{name}", LaunchTemplateData={
+            "ImageId": image, "UserData": "IyEvYmluL2Jhc2gK", "SecurityGroupIds": [sg],
+            "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 1},
+            "BlockDeviceMappings": [{"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 20, "VolumeType": "gp3"}}]},
+            TagSpecifications=[{"ResourceType": "launch-template", "Tags": disc + [{"Key": "pool", "Value": name}]}])
+    ids = []
+    for r, count in enumerate((1, 3, 5, 2, 4, 4)):
+        tags = [{"Key": "karpenter.sh/nodepool", "Value": "web" if r % 2 else "batch"},
+                {"Key": "karpenter.sh/nodeclaim", "Value": f"web-{r}"}, {"Key": "Name", "Value": f"node-{r}"},
+                {"Key": "eks:eks-cluster-name", "Value": "c"}, {"Key": "kubernetes.io/cluster/c", "Value": "owned"}]
+        out = ec2.run_instances(ImageId=image, MinCount=count, MaxCount=count, InstanceType=("m5.large", "c5.xlarge")[r % 2],
+                                SubnetId=subnets[r % 3], SecurityGroupIds=[sg], UserData="#!/bin/bash\necho hi",
+                                TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
+        ids += [i["InstanceId"] for i in out["Instances"]]
+    ec2.create_fleet(Type="instant", TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"},
+                     LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {"LaunchTemplateName": "karpenter.k8s.aws/spot",
+                                                                             "Version": "$Latest"},
+                                             "Overrides": [{"InstanceType": "m5.large", "SubnetId": subnets[1]}]}],
+                     TagSpecifications=[{"ResourceType": "instance", "Tags": disc}])
+    ec2.terminate_instances(InstanceIds=[ids[2]])
+    ec2.create_tags(Resources=ids[:4], Tags=[{"Key": "karpenter.sh/registered", "Value": "true"}])
+    iam = boto3.client("iam", region_name="us-east-1")
+    iam.create_role(RoleName="node", AssumeRolePolicyDocument="{}")
+    iam.create_instance_profile(InstanceProfileName="c_123", Tags=[{"Key": "karpenter.sh/discovery", "Value": "c"}])
+    iam.add_role_to_instance_profile(InstanceProfileName="c_123", RoleName="node")
+    ssm = boto3.client("ssm", region_name="us-east-1")
+    ssm.put_parameter(Name="/c/ami", Value=image, Type="String")
+    return ec2, iam, ssm, ids
+
+
+def _reads(ec2, iam, ssm, ids):
+    web = {"Name": "tag:karpenter.sh/nodepool", "Values": ["web"]}
+    return [
+        ("all instances", lambda: ec2.describe_instances()),
+        ("by tag and state", lambda: ec2.describe_instances(Filters=[web, {"Name": "instance-state-name",
+                                                                           "Values": ["pending", "running"]}])),
+        ("by tag key", lambda: ec2.describe_instances(Filters=[{"Name": "tag-key", "Values": ["karpenter.sh/registered"]}])),
+        ("by id", lambda: ec2.describe_instances(InstanceIds=ids[3:9])),
+        ("paged", lambda: ec2.describe_instances(MaxResults=5)),
+        ("launch templates", lambda: ec2.describe_launch_templates(Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": ["c"]}])),
+        ("launch template versions", lambda: ec2.describe_launch_template_versions(LaunchTemplateName="karpenter.k8s.aws/spot")),
+        ("subnets", lambda: ec2.describe_subnets(Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": ["c"]}])),
+        ("security groups", lambda: ec2.describe_security_groups(Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": ["c"]}])),
+        ("images", lambda: ec2.describe_images(Owners=["self"])),
+        ("tags", lambda: ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": ids[:3]}])),
+        ("user data", lambda: ec2.describe_instance_attribute(InstanceId=ids[0], Attribute="userData")),
+        ("instance profile", lambda: iam.get_instance_profile(InstanceProfileName="c_123")),
+        ("parameters", lambda: ssm.get_parameters(Names=["/c/ami", "/c/none"])),
+    ]
+
+
+def test_cached_attribute_names_give_motos_own_responses_byte_for_byte():
+    from moto.core.serialize import XFormedAttributePicker
+
+    with mock_aws():
+        ec2, iam, ssm, ids = _ec2_world()
+        bodies: dict = {True: {}, False: {}}
+        last: dict = {}
+        for client in (ec2, iam, ssm):
+            client.meta.events.register("after-call.*.*", lambda http_response, **kw: last.update(body=http_response.content))
+        try:
+            for fast in (False, True, False):    # moto's own, the cached names, moto's own again (no state kept)
+                moto_speedups.install() if fast else moto_speedups.uninstall()
+                assert XFormedAttributePicker.karpenter_lambda_cached_keys is fast
+                for name, call in _reads(ec2, iam, ssm, ids):
+                    call()
+                    body = re.sub(rb"<(requestId|RequestId)>[^<]*</", b"<\\1>-</", last["body"])
+                    assert bodies[fast].setdefault(name, body) == body, name
+        finally:
+            moto_speedups.install()
+    assert bodies[True] == bodies[False]
+    text = bodies[True]["all instances"].decode()
+    assert text.count("<instanceId>") == 20 and text.count("<reservationId>") == 7
+    assert "karpenter.sh/registered" in text and "<name>terminated</name>" in text
+    assert bodies[True]["paged"].decode().count("<reservationId>") == 5 and b"<nextToken>" in bodies[True]["paged"]
+    assert bodies[True]["by id"].decode().count("<instanceId>") == 6
+    assert b"c_123" in bodies[True]["instance profile"] and b"/c/none" in bodies[True]["parameters"]

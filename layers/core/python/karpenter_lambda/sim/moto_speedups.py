@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import json
 
-from . import moto_speedups_query
+from . import moto_speedups_query, moto_speedups_serialize
 
 # per operation: the response members that hold items
 ITEM_MEMBERS = {"GetItem": ("Item",), "Query": ("Items",), "Scan": ("Items",), "BatchGetItem": ("Responses",)}
@@ -49,6 +49,7 @@ def install() -> bool:
         return True
     _cache_method_names()
     moto_speedups_query.install()
+    moto_speedups_serialize.install()
     original = DynamoHandler.serialized
 
     def serialized(self, action_result):
@@ -90,6 +91,7 @@ def uninstall() -> None:
     from moto.dynamodb.responses import DynamoHandler
 
     moto_speedups_query.uninstall()
+    moto_speedups_serialize.uninstall()
     if getattr(DynamoHandler, "karpenter_lambda_fast_items", False):
         del DynamoHandler.serialized   # moto's own (BaseResponse's) again
         DynamoHandler.karpenter_lambda_fast_items = False
