@@ -202,8 +202,8 @@ def test_partition_query_equals_motos_own_query():
 # -- the serializer's attribute names worked out once (sim/moto_speedups_serialize.py) ---------------------------------
 
 def _ec2_world():
-    """A VPC with three tagged subnets, launch templates and 20 instances in several reservations, tagged as
-    Karpenter tags them, one terminated, one a fleet launch; an instance profile and SSM parameters."""
+    """A VPC with three tagged subnets, launch templates and 21 instances in several reservations, tagged as
+    Karpenter tags them (one untagged), one terminated, one a fleet launch; an instance profile and SSM parameters."""
     ec2 = boto3.client("ec2", region_name="us-east-1")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     disc = [{"Key": "karpenter.sh/discovery", "Value": "c"}]
@@ -228,6 +228,7 @@ def _ec2_world():
                                 SubnetId=subnets[r % 3], SecurityGroupIds=[sg], UserData="#!/bin/bash\necho hi",
                                 TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
         ids += [i["InstanceId"] for i in out["Instances"]]
+    ids += [ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]]   # no tags
     ec2.create_fleet(Type="instant", TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"},
                      LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {"LaunchTemplateName": "karpenter.k8s.aws/spot",
                                                                              "Version": "$Latest"},
@@ -286,7 +287,7 @@ def test_cached_attribute_names_give_motos_own_responses_byte_for_byte():
             moto_speedups.install()
     assert bodies[True] == bodies[False]
     text = bodies[True]["all instances"].decode()
-    assert text.count("<instanceId>") == 20 and text.count("<reservationId>") == 7
+    assert text.count("<instanceId>") == 21 and text.count("<reservationId>") == 8
     assert "karpenter.sh/registered" in text and "<name>terminated</name>" in text
     assert bodies[True]["paged"].decode().count("<reservationId>") == 5 and b"<nextToken>" in bodies[True]["paged"]
     assert bodies[True]["by id"].decode().count("<instanceId>") == 6
