@@ -12,6 +12,9 @@ serializer. ``tests/sim/test_moto_speedups.py`` holds the two outputs equal on i
 moto also lists a response class's methods (``inspect.getmembers``) on every request to find the action's
 method; classes do not change while running, so the list is kept per class.
 
+:func:`install` also installs ``moto_speedups_query`` (a Query on the table's key reads its partition only) and
+``moto_speedups_serialize`` (the serializer's attribute names and response transformers found once).
+
 Only moto 5.2.x is patched (the version the tests pin); with any other version :func:`install` changes nothing.
 """
 
