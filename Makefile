@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# pytest workers: 2 cores here; override with `make test PYTEST_WORKERS=0` to run serially.  --dist loadgroup keeps
-# the tests sharing a module/session fixture on one worker and starts the slowest first (tests/conftest.py).
+# pytest workers: 2 cores here; override with `make test PYTEST_WORKERS=0` to run serially.  --dist loadfile keeps
+# a module's tests (and its module-scoped simulation) on one worker; tests/conftest.py starts the slowest modules
+# first.  (--dist loadgroup, used before, does not group at all with pytest 9.2 + xdist 3.8 here: every shared
+# module fixture ran on both workers.)
 PYTEST_WORKERS ?= 2
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION=1
@@ -24,7 +26,7 @@ $(STAMP): requirements.txt requirements-dev.txt watcher/requirements.txt pyproje
 	@touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # the wheel installed with its [sim] extra in a fresh venv runs every console command (.ci/wheel-check)
 wheel-check: $(STAMP)
