@@ -56,6 +56,7 @@ from ..cloudprovider import AWSCloudProvider
 from .disruption_exec import Executor
 from .launcher import Launcher
 from .snapshot import SnapshotLoader
+from .quiet_drift import QuietDrift
 from .sweep_shortcuts import QuietSweeps, SweepMarker, enabled as shortcuts_enabled
 from .termination import Terminator
 
@@ -66,6 +67,8 @@ BLOCKED_STATUS = "disruptionBlocked"
 POD_FINGERPRINT = "podFingerprint"
 SWEEP_METHODS = {"drift": (Expiration(), Drift()),
                  "consolidation": (Emptiness(), MultiNodeConsolidation(), SingleNodeConsolidation(), Repack())}
+SKIPPED_MESSAGE = {"consolidation": "cluster unchanged since a sweep that found nothing: skipped",
+                   "drift": "drift and expiration inputs unchanged since a sweep that found nothing: skipped"}
 METHOD_BY_REASON = {m.reason: m for ms in SWEEP_METHODS.values() for m in reversed(ms)}   # first of each reason
 
 
@@ -104,7 +107,7 @@ def _fingerprint(pods: list[dict]) -> str:
 
 class DisruptionSweep(Controller):
     def __init__(self, store, kube, cloud, claims, ledger: DisruptionLedger, kind: str, clock=None, logger=None,
-                 validation_delay: float = VALIDATION_DELAY, shortcuts: QuietSweeps | None = None):
+                 validation_delay: float = VALIDATION_DELAY, shortcuts: QuietSweeps | QuietDrift | None = None):
         if kind not in SWEEP_METHODS:
             raise ValueError(f"unknown disruption sweep {kind!r}: expected one of {sorted(SWEEP_METHODS)}")
         super().__init__(clock, logger or log)
@@ -118,16 +121,19 @@ class DisruptionSweep(Controller):
         self.launcher = Launcher(store, claims, cloud, self.clock, self._decision)
         self.method_by_reason = METHOD_BY_REASON
         self.executor = Executor(self)
-        self.shortcuts = shortcuts   # consolidation: skip while nothing changed since a quiet sweep (sweep_shortcuts)
+        # skip while nothing changed since a quiet sweep: consolidation (sweep_shortcuts), drift (quiet_drift)
+        self.shortcuts: QuietSweeps | QuietDrift | None = shortcuts
 
     @classmethod
     def from_environment(cls, env, kind: str, logger=None) -> "DisruptionSweep":
         ledger = DisruptionLedger(env.dynamodb, env.config.cluster, env.config.state_table)
+        cloud = AWSCloudProvider.from_environment(env)
         shortcuts = None
-        if kind == "consolidation" and shortcuts_enabled():
-            shortcuts = QuietSweeps(env.store, env.kube, ledger,
-                                    SweepMarker(env.dynamodb, env.config.cluster, env.config.state_table), kind)
-        out = cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, ledger, kind,
+        if shortcuts_enabled():
+            marker = SweepMarker(env.dynamodb, env.config.cluster, env.config.state_table)
+            shortcuts = (QuietSweeps(env.store, env.kube, ledger, marker, kind) if kind == "consolidation" else
+                         QuietDrift(env.store, env.kube, ledger, marker, cloud))
+        out = cls(env.store, env.kube, cloud, env.claims, ledger, kind,
                   runtime.clock_proxy, logger=logger, shortcuts=shortcuts)
         out.loader.min_values_policy = env.config.min_values_policy
         return out
@@ -138,8 +144,10 @@ class DisruptionSweep(Controller):
         report = DisruptionReport(self.kind)
         observed = self.shortcuts.observe() if self.shortcuts is not None else None
         if observed is not None and observed.unchanged(now):
-            self._decision("unchanged", "cluster unchanged since a sweep that found nothing: skipped")
+            self._decision("unchanged", SKIPPED_MESSAGE[self.kind])
             return report
+        if observed is not None:
+            self.shortcuts.complete(observed)
         snap = self.loader.load(now, pdbs=True, prefetched=observed.prefetched if observed is not None else None)
         wrote = 0
         if self.kind == "drift":

@@ -61,8 +61,11 @@ from . import runtime
 from .base import Controller
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
 from .launcher import Launcher, launch_pending
+from .lifecycle_gc import terminate_orphans
+from .quiet_lifecycle import CHECKED, SKIPPED, QuietLifecycle
 from .repair import NodeRepairer
 from .static import StaticCapacity
+from .sweep_shortcuts import SweepMarker, enabled as shortcuts_enabled
 from .termination import Terminator
 
 LAUNCH_TIMEOUT = 5 * 60
@@ -102,7 +105,8 @@ def _cond(nc: NodeClaim, type_: str) -> dict | None:
 
 class Lifecycle(Controller):
     def __init__(self, store, cloud, kube, cluster_name: str, claims=None, clock=None, logger=None,
-                 registration_timeout: float = 15 * 60, orphan_min_age: float = 30.0, node_repair: bool = True):
+                 registration_timeout: float = 15 * 60, orphan_min_age: float = 30.0, node_repair: bool = True,
+                 shortcuts: QuietLifecycle | None = None):
         super().__init__(clock, logger or log)
         self.store = store
         self.cloud = cloud
@@ -114,12 +118,19 @@ class Lifecycle(Controller):
         self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
         self.repairer = NodeRepairer(kube, self.terminator, self._decision) if node_repair else None
         self.static = StaticCapacity(store, kube, cloud, claims, self.terminator, self.clock, self._decision, self.logger)
+        self.shortcuts = shortcuts   # skip while nothing is under way and nothing changed (quiet_lifecycle)
 
     @classmethod
     def from_environment(cls, env, logger=None) -> "Lifecycle":
+        shortcuts = None
+        if shortcuts_enabled():
+            from ..adapters.store.ledger import DisruptionLedger
+            shortcuts = QuietLifecycle(env.store, env.kube, env.claims,
+                                       DisruptionLedger(env.dynamodb, env.config.cluster, env.config.state_table),
+                                       SweepMarker(env.dynamodb, env.config.cluster, env.config.state_table))
         return cls(env.store, AWSCloudProvider.from_environment(env), env.kube, env.config.cluster, claims=env.claims, clock=runtime.clock_proxy,
                    logger=logger, registration_timeout=env.config.registration_timeout,
-                   orphan_min_age=env.config.orphan_min_age, node_repair=env.config.node_repair)
+                   orphan_min_age=env.config.orphan_min_age, node_repair=env.config.node_repair, shortcuts=shortcuts)
 
     # -- EC2 (through the cloud provider) -----------------------------------------------------------
     def _instances(self) -> dict[str, dict]:
@@ -148,11 +159,19 @@ class Lifecycle(Controller):
     def sweep(self, now: float | None = None) -> LifecycleReport:
         now = self.clock() if now is None else now
         report = LifecycleReport()
-        nodeclaims = {nc.name: nc for nc in self.store.list("NodeClaim")}
-        nodepools = {np.name: np for np in self.store.list("NodePool")}
-        nodes = [as_dict(n) for n in self.kube.list_nodes()]
+        seen, instances = self.shortcuts.observe() if self.shortcuts is not None else None, None
+        if seen is not None:   # quiet_lifecycle: skip, or list the instances first, or run in full
+            action, _why = self.shortcuts.decide(seen, now)
+            if action == "check":
+                instances = self._instances()
+            if action == "skip" or (action == "check" and self.shortcuts.instances_unchanged(seen, instances, now)):
+                self._decision("unchanged", SKIPPED if action == "skip" else CHECKED)
+                return report
+        nodeclaims = {nc.name: nc for nc in (seen.nodeclaims if seen is not None else self.store.list("NodeClaim"))}
+        nodepools = {np.name: np for np in (seen.nodepools if seen is not None else self.store.list("NodePool"))}
+        nodes = seen.nodes if seen is not None else [as_dict(n) for n in self.kube.list_nodes()]
         node_by_provider = {(n.get("spec") or {}).get("providerID"): n for n in nodes if (n.get("spec") or {}).get("providerID")}
-        instances = self._instances()
+        instances = self._instances() if instances is None else instances
         if self._repair_and_static(nodes, nodeclaims, nodepools, now, report):
             nodeclaims = {nc.name: nc for nc in self.store.list("NodeClaim")}
 
@@ -163,29 +182,7 @@ class Lifecycle(Controller):
                 report.errors.append(f"NodeClaim {nc.name}: {e}")
                 self.logger.exception(f"lifecycle of NodeClaim {nc.name} failed")
 
-        # orphan instances (by providerID): ours, named by no NodeClaim's providerID, not adoptable, old enough
-        current = {nc.name: nc for nc in self.store.list("NodeClaim")}
-        claimed = {instance_id_of(nc.status.get("providerID")) for nc in [*nodeclaims.values(), *current.values()]
-                   if nc.status.get("providerID")}
-        claimed |= {t["instanceId"] for t in report.terminated}   # handled by this sweep already
-        for iid, inst in instances.items():
-            if iid in claimed or instance_state(inst) in GONE_STATES:
-                continue
-            owner = instance_tags(inst).get(NODECLAIM_TAG)
-            nc = current.get(owner) if owner else None
-            if nc is None and owner:
-                nc = self.store.get("NodeClaim", owner)  # written after the listing above
-            if nc is not None and not nc.status.get("providerID") and not nc.metadata.get("deletionTimestamp"):
-                continue  # its NodeClaim is being launched (or will adopt it)
-            if nc is not None and instance_id_of(nc.status.get("providerID")) == iid:
-                continue
-            launched = to_epoch(inst.get("LaunchTime")) or now
-            if now - launched < self.orphan_min_age:
-                continue
-            why = f"orphan: no NodeClaim {owner}" if nc is None else \
-                f"orphan: NodeClaim {owner} runs on {instance_id_of(nc.status.get('providerID')) or 'no instance'}"
-            self._terminate(iid, owner, why, report)
-
+        current = terminate_orphans(self, nodeclaims, instances, now, report)
         self._cleanup_nodeclasses(current, instances, report)
 
         # launch claims left without a NodeClaim (a crash between commit and write, or a deletion elsewhere)
@@ -199,6 +196,8 @@ class Lifecycle(Controller):
                         report.released.append(name)
                         self._decision("release", f"released stale launch claim {name}", nodeclaim=name)
         self._release_stale_slots(now, report)
+        if seen is not None:
+            self.shortcuts.record(seen, instances, report, now)
         return report
 
     def _repair_and_static(self, nodes, nodeclaims, nodepools, now: float, report: LifecycleReport) -> bool:

@@ -95,8 +95,10 @@ class SweepMarker:
         except (KeyError, ValueError):
             return None
 
-    def put(self, kind: str, fingerprint: str, valid_until: float, at: float) -> None:
-        body = json.dumps({"fingerprint": fingerprint, "validUntil": valid_until, "at": at}, sort_keys=True)
+    def put(self, kind: str, fingerprint: str, valid_until: float, at: float, extra: dict | None = None) -> None:
+        """``extra``: what else a sweep kind keeps in its marker (the lifecycle sweep: its instance check)."""
+        body = json.dumps({**(extra or {}), "fingerprint": fingerprint, "validUntil": valid_until, "at": at},
+                          sort_keys=True)
         self.ddb.put_item(TableName=self.table, Item={**self._key(kind), "m": {"S": body}})
 
 
@@ -128,6 +130,9 @@ class QuietSweeps:
         digest = hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
         pending = any(not (p.get("spec") or {}).get("nodeName") and not is_terminal(p) for p in pre.pods)
         return Observed(digest, pre, entries, pending, self.marker.get(self.kind))
+
+    def complete(self, observed: Observed) -> None:
+        """Before a full sweep: ``observed.prefetched`` already holds everything the snapshot loader reads."""
 
     def record(self, observed: Observed, snap, report) -> bool:
         """After a full sweep: remember ``observed`` when the sweep changed nothing (see the module doc)."""
