@@ -1,9 +1,12 @@
 """Quiet sweeps cost almost nothing (issue 32 item 2), and decide the same.
 
 One scenario -- two NodePools (one consolidating after 2 minutes), a scale-down that empties nodes, an AMI release that
-drifts every node -- is simulated with the consolidation shortcut (``controllers/sweep_shortcuts.py``) on and off
+drifts every node -- is simulated with the shortcuts (consolidation: ``controllers/sweep_shortcuts.py``; drift:
+``controllers/quiet_drift.py``; lifecycle: ``controllers/quiet_lifecycle.py``) on and off
 (``KARPENTER_LAMBDA_SWEEP_SHORTCUTS=false``): the event streams are the same, event for event (EC2 instance ids,
-which moto draws at random, named by order of appearance), and the run with the shortcut did skip sweeps.
+which moto draws at random, named by order of appearance), and the run with the shortcuts did skip sweeps.  A second
+scenario drives the drift and lifecycle shortcuts: a NodePool template change (NodePoolDrifted), expiration
+(``expireAfter``) and an AMI release (AMIDrift), each after a quiet stretch.
 """
 
 from __future__ import annotations
@@ -76,14 +79,15 @@ SCENARIO = {"apiVersion": "karpenter-lambda.io/v1alpha1", "kind": "Scenario", "m
                                {"at": "10m", "releaseAMI": {"family": "al2023"}}]}}
 
 
-def _run(tmp_path: Path, monkeypatch, shortcuts: bool) -> tuple[list, str]:
+def _run(tmp_path: Path, monkeypatch, shortcuts: bool, pools: str = POOLS, docs: list | None = None,
+         until: float = 20 * 60.0) -> tuple[list, str]:
     monkeypatch.setenv(SHORTCUTS_ENV, "true" if shortcuts else "false")
     assert enabled() is shortcuts
-    (tmp_path / "pools.yaml").write_text(POOLS)
-    (tmp_path / "work.yaml").write_text(yaml.safe_dump_all([_deployment("web", 3), _deployment("jobs", 1, batch=True),
-                                                            SCENARIO]))
+    (tmp_path / "pools.yaml").write_text(pools)
+    (tmp_path / "work.yaml").write_text(yaml.safe_dump_all(
+        docs if docs is not None else [_deployment("web", 3), _deployment("jobs", 1, batch=True), SCENARIO]))
     logs = io.StringIO()
-    res = Simulation([tmp_path / "pools.yaml", tmp_path / "work.yaml"], until=20 * 60.0, handler_logs=logs).run()
+    res = Simulation([tmp_path / "pools.yaml", tmp_path / "work.yaml"], until=until, handler_logs=logs).run()
     ids: dict[str, str] = {}
 
     def name(m: re.Match) -> str:
@@ -107,3 +111,41 @@ def test_the_same_events_with_and_without_the_shortcut(tmp_path, monkeypatch):
     # the shortcut was taken (and never without it)
     assert logs_on.count("cluster unchanged since a sweep that found nothing") >= 3
     assert "cluster unchanged since a sweep that found nothing" not in logs_off
+
+
+# -- drift and expiration: the drift and lifecycle shortcuts ----------------------------------------------------------
+
+EXPIRING = POOLS.replace("""      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 2m, budgets: [{nodes: "2"}]}""",
+                         """      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      expireAfter: 9m
+  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: Never}""")
+BATCH_CHANGED = yaml.safe_load(POOLS.split("---")[2])
+BATCH_CHANGED["spec"]["template"].setdefault("metadata", {})["labels"] = {"tier": "batch"}
+DRIFT_SCENARIO = {"apiVersion": "karpenter-lambda.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "drifts"},
+                  "spec": {"startTime": "2026-03-02T10:00:00Z",
+                           "steps": [{"at": "4m", "apply": BATCH_CHANGED},
+                                     {"at": "15m", "releaseAMI": {"family": "al2023"}}]}}
+DRIFT_SKIPPED = "drift and expiration inputs unchanged since a sweep that found nothing"
+LIFECYCLE_SKIPPED = "lifecycle: nothing launching, registering, deleting or unhealthy and nothing changed"
+
+
+def test_drift_and_expiration_the_same_with_and_without_the_shortcuts(tmp_path, monkeypatch):
+    assert "expireAfter: 9m" in EXPIRING
+    jobs = _deployment("jobs", 1, batch=True)
+    jobs["spec"]["template"]["spec"]["nodeSelector"] = {"karpenter.sh/nodepool": "batch"}
+    docs = [_deployment("web", 2), jobs, DRIFT_SCENARIO]
+    without, logs_off = _run(tmp_path, monkeypatch, False, EXPIRING, docs, until=20 * 60.0)
+    with_, logs_on = _run(tmp_path, monkeypatch, True, EXPIRING, docs, until=20 * 60.0)
+    disrupted = [(e["object"], e.get("reason")) for e in without if e["type"] == "NodeClaimDisrupted"]
+    reasons = {r for _o, r in disrupted}
+    # the scenario does what it is for: the batch node drifted (template), the general nodes expired, then the AMI
+    assert {"Drifted", "Expired"} <= reasons, disrupted
+    kinds = {e["message"].split("(")[-1].split(")")[0] for e in without
+             if e["type"] == "NodeClaimDisrupted" and e.get("reason") == "Drifted"}
+    assert {"NodePoolDrifted", "AMIDrift"} <= kinds, kinds   # the template change, then the AMI release
+    assert with_ == without
+    # the drift and lifecycle sweeps were skipped in the quiet stretches (and never without the shortcuts)
+    assert logs_on.count(DRIFT_SKIPPED) >= 3
+    assert logs_on.count(LIFECYCLE_SKIPPED) >= 3
+    assert DRIFT_SKIPPED not in logs_off and LIFECYCLE_SKIPPED not in logs_off
