@@ -3,6 +3,7 @@
 on a quiet 100-node cluster and on a churning one.
 
     python bench/control_plane_cost.py [--case quiet|churn|both] [--nodes 100] [--settle 20m] [--measure 60m] [--json]
+                                       [--shortcuts on|off]
 
 Both cases run the real handlers, watcher, moto and local Kubernetes API of ``simulate`` (``sim.simulator.Simulation``)
 with two changes that make the figure a month's: the quiet stretches ``simulate`` skips are not skipped (Lambda runs
@@ -15,7 +16,9 @@ the start are not counted; what follows for ``--measure`` is priced (``sim/cost.
 
 One JSON line per case: ``{"case", "nodes", "simulatedSeconds", "measuredSeconds", "wallSeconds", "totalPerMonth",
 "byService": {...}, "functions": {name: {meanBilledMs, invocationsPerMonth, costPerMonth, awsCallsPerInvocation}},
-"controlPlaneCost": {...}}``.
+"sweeps": {name: {invocations, awsCalls: {min, median, max}, billedMs: {min, median, max}}}, "shortcuts",
+"controlPlaneCost": {...}}``; ``sweeps`` comes from the cost meter's per-invocation log (the cheapest sweep is a
+skipped one when the shortcuts are on, the dearest a full one).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -117,6 +121,9 @@ def run(case: str, nodes: int, settle: float, measure: float) -> dict:
 
         def _track_replicas(self) -> None:
             super()._track_replicas()
+            meter = getattr(self, "cost_meter", None)
+            if meter is not None and meter.invocation_log is None:
+                meter.invocation_log = []
             if not getattr(self, "_bench_reset", False) and self.clock.elapsed >= settle:
                 self._bench_reset = True
                 self.cost_meter.reset(at=self.clock.elapsed)
@@ -127,9 +134,11 @@ def run(case: str, nodes: int, settle: float, measure: float) -> dict:
         with open(path, "w") as fh:
             fh.write(manifests(case, nodes, until, settle))
         started = time.perf_counter()
-        result = _Month([path], until=until).run()
+        sim = _Month([path], until=until)
+        result = sim.run()
         wall = time.perf_counter() - started
     doc = result.control_plane_cost or {}
+    log = list(getattr(getattr(sim, "cost_meter", None), "invocation_log", None) or [])
     services = ("lambda", "dynamodb", "sqs", "eventbridge", "cloudwatch", "logs", "xray")
     return {
         "case": case, "nodes": len(result.nodeclaims), "podsBound": result.pods_bound, "podsTotal": result.pods_total,
@@ -139,8 +148,32 @@ def run(case: str, nodes: int, settle: float, measure: float) -> dict:
         "functions": {n: {k: f[k] for k in ("meanBilledMs", "meanCpuMs", "invocationsPerMonth", "costPerMonth",
                                              "awsCallsPerInvocation", "kubeCallsPerInvocation")}
                       for n, f in (doc.get("functions") or {}).items()},
+        "sweeps": sweep_calls(log),
+        "shortcuts": shortcuts_enabled(),
         "controlPlaneCost": doc,
     }
+
+
+def sweep_calls(log: list[dict]) -> dict:
+    """Per scheduled sweep, from the cost meter's invocations measured: AWS calls and billed ms of the cheapest
+    (a skipped sweep, with the shortcuts on), the median and the dearest (a full one)."""
+    out: dict = {}
+    for name in ("consolidation", "drift", "lifecycle"):
+        rows = [r for r in log if r["function"] == name]
+        if not rows:
+            continue
+        calls = sorted(r["awsCalls"] for r in rows)
+        billed = sorted(r["billedMs"] for r in rows)
+        out[name] = {"invocations": len(rows), "awsCalls": {"min": calls[0], "median": statistics.median(calls),
+                                                            "max": calls[-1]},
+                     "billedMs": {"min": billed[0], "median": statistics.median(billed), "max": billed[-1]}}
+    return out
+
+
+def shortcuts_enabled() -> bool:
+    from karpenter_lambda.controllers.sweep_shortcuts import enabled
+
+    return enabled()
 
 
 def main(argv=None) -> int:
@@ -150,7 +183,11 @@ def main(argv=None) -> int:
     ap.add_argument("--settle", default="20m", help="virtual time before measuring (the launches of the start)")
     ap.add_argument("--measure", default="60m", help="virtual time measured after --settle")
     ap.add_argument("--json", action="store_true", help="one JSON line per case (the full controlPlaneCost included)")
+    ap.add_argument("--shortcuts", choices=["on", "off"], default="on",
+                    help="off: KARPENTER_LAMBDA_SWEEP_SHORTCUTS=false (every sweep in full, as before issue 32)")
     a = ap.parse_args(argv)
+    if a.shortcuts == "off":
+        os.environ["KARPENTER_LAMBDA_SWEEP_SHORTCUTS"] = "false"
     cases = ["quiet", "churn"] if a.case == "both" else [a.case]
     for case in cases:
         row = run(case, a.nodes, _seconds(a.settle), _seconds(a.measure))

@@ -98,6 +98,9 @@ class CostMeter:
         self._running: _Running | None = None
         self._lock = threading.Lock()
         self.since = 0.0          # virtual seconds at the last reset: the month is extrapolated from what follows
+        # when a list: one {function, at, awsCalls, kubeCalls, billedMs} per invocation (bench/control_plane_cost.py
+        # reports the calls of a skipped sweep and of a full one); None: not kept
+        self.invocation_log: list[dict] | None = None
 
     # -- attach / detach ----------------------------------------------------------------------------------------
     def attach(self) -> "CostMeter":
@@ -124,6 +127,8 @@ class CostMeter:
         self.usage.metrics.clear()
         self.usage.watcher_calls.clear()
         self.usage.watcher_sqs_requests = 0
+        if self.invocation_log is not None:
+            self.invocation_log.clear()
 
     def report(self, elapsed_seconds: float) -> dict:
         return cost.monthly(self.usage, elapsed_seconds - self.since)
@@ -174,7 +179,11 @@ class CostMeter:
             usage.cpu_ms += cpu_ms
             usage.wall_ms += wall_ms
             usage.kube_calls += run.kube_calls
-            usage.billed_ms += cost.billed_ms(cpu_ms, usage.memory_mb, run.calls, run.kube_calls)
+            billed = cost.billed_ms(cpu_ms, usage.memory_mb, run.calls, run.kube_calls)
+            usage.billed_ms += billed
+            if self.invocation_log is not None:
+                self.invocation_log.append({"function": name, "at": self.clock(), "awsCalls": len(run.calls),
+                                            "kubeCalls": run.kube_calls, "billedMs": billed})
             usage.log_bytes += out.bytes + counter.bytes + (logged.bytes if logged is not None else 0)
             hour = int(self.clock() // 3600)
             usage.hours.add(hour)
