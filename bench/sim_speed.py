@@ -11,8 +11,10 @@
 Every case also reports ``cpu_seconds`` (this process's, or the child's): on a shared machine the wall figure
 moves with the load, the CPU figure much less.
 
-``python bench/sim_speed.py [--only tiny5m,sim40_4h,quiet100,week200] [--shortcuts on|off]`` (``--shortcuts off`` sets
-``KARPENTER_LAMBDA_SWEEP_SHORTCUTS=false``: every sweep in full, as before issue 32).
+``python bench/sim_speed.py [--only tiny5m,sim40_4h,quiet100,week200] [--shortcuts on|off] [--save-events DIR]``
+(``--shortcuts off`` sets ``KARPENTER_LAMBDA_SWEEP_SHORTCUTS=false``: every sweep in full, as before issue 32;
+``--save-events DIR`` writes each in-process case's ``simulate --json`` document, less its ``controlPlaneCost``
+(billed durations are wall-clock figures), to ``DIR/<case>.json``, to compare runs before and after a speed-up).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "core" / "python"))
 
 CASES = ("tiny5m", "sim40_4h", "quiet100", "week200")
+SAVE_EVENTS: dict[str, Path] = {}   # case -> file: where _simulate writes the run's document (--save-events)
 SKIPPED = "cluster unchanged since a sweep that found nothing"
 
 
@@ -130,7 +133,7 @@ def _log_tail(sim, start: int) -> str:
     return sim.handler_logs.getvalue()[start:] if sim.handler_logs is not None else ""
 
 
-def _simulate(files: list[Path], until: float, rec: Recorder) -> dict:
+def _simulate(files: list[Path], until: float, rec: Recorder, case: str) -> dict:
     import io
 
     from karpenter_lambda.sim.simulator import Simulation
@@ -140,6 +143,10 @@ def _simulate(files: list[Path], until: float, rec: Recorder) -> dict:
     res = Simulation(files, until=until, handler_logs=io.StringIO()).run()
     wall, cpu = time.perf_counter() - t, time.process_time() - cpu
     bound = sum(len(nc.get("pods") or []) for nc in res.to_dict().get("nodeClaims", []))
+    if case in SAVE_EVENTS:
+        doc = res.to_dict()
+        doc.pop("controlPlaneCost", None)
+        SAVE_EVENTS[case].write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return {"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "simulated_seconds": until, "events": len(res.events),
             "nodeclaims": len(res.to_dict().get("nodeClaims", [])), "pods_bound": bound,
             "functions": rec.per_function()}
@@ -151,7 +158,7 @@ def sim40(tmp: Path, rec: Recorder) -> dict:
                                         _deployment("api", 12, "1", "2Gi"),
                                         _deployment("batch", 8, "2", "4Gi", batch=True)]))
     return {"command": "simulate examples/demo/nodepools.yaml work40.yaml --until 4h",
-            **_simulate([ROOT / "examples" / "demo" / "nodepools.yaml", work], 4 * 3600.0, rec)}
+            **_simulate([ROOT / "examples" / "demo" / "nodepools.yaml", work], 4 * 3600.0, rec, "sim40_4h")}
 
 
 def _nodes_files(tmp: Path, n: int) -> list[Path]:
@@ -162,7 +169,7 @@ def _nodes_files(tmp: Path, n: int) -> list[Path]:
 
 
 def quiet100(tmp: Path, rec: Recorder) -> dict:
-    out = _simulate(_nodes_files(tmp, 100), 20 * 60.0, rec)
+    out = _simulate(_nodes_files(tmp, 100), 20 * 60.0, rec, "quiet100")
     sweeps = [r for r in rec.rows if r["function"] == "consolidation"]
     skipped = [r for r in sweeps if r["skipped"]]
     full = [r for r in sweeps if not r["skipped"]]
@@ -178,7 +185,7 @@ def quiet100(tmp: Path, rec: Recorder) -> dict:
 
 def week200(tmp: Path, rec: Recorder) -> dict:
     return {"command": "simulate pool200.yaml work200.yaml --until 168h (200 pods, hostname anti-affinity)",
-            **_simulate(_nodes_files(tmp, 200), 7 * 24 * 3600.0, rec)}
+            **_simulate(_nodes_files(tmp, 200), 7 * 24 * 3600.0, rec, "week200")}
 
 
 def tiny5m(tmp: Path, rec: Recorder) -> dict:
@@ -208,6 +215,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases ({', '.join(CASES)})")
     ap.add_argument("--shortcuts", choices=("on", "off"), default="on")
+    ap.add_argument("--save-events", metavar="DIR", help="write each in-process case's simulate --json document "
+                                                         "(without controlPlaneCost) to DIR/<case>.json")
     ap.add_argument("--json", action="store_true", help="accepted for bench/run_all.py (the output is always JSON)")
     args = ap.parse_args(argv)
     cases = [c.strip() for c in args.only.split(",") if c.strip()]
@@ -215,6 +224,9 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown case(s): {', '.join(unknown)}")
     os.environ["KARPENTER_LAMBDA_SWEEP_SHORTCUTS"] = "true" if args.shortcuts == "on" else "false"
+    if args.save_events:
+        Path(args.save_events).mkdir(parents=True, exist_ok=True)
+        SAVE_EVENTS.update({c: Path(args.save_events) / f"{c}.json" for c in cases if c != "tiny5m"})
     rec = Recorder()
     out: dict = {"shortcuts": args.shortcuts, "cpu_count": os.cpu_count()}
     with tempfile.TemporaryDirectory() as d:
