@@ -117,7 +117,7 @@ class FeedsMixin:
         seen = self.__dict__.setdefault("_pod_events_seen", set())
         types = {kev.NOMINATED: "PodNominated", kev.FAILED_SCHEDULING: "PodFailedScheduling"}
         groups: dict[tuple[str, str], list[str]] = {}
-        for e in self.server.store.list("events"):
+        for e in self.server.store.list("events", shared=True):
             meta, ref = e.get("metadata") or {}, e.get("involvedObject") or {}
             ident = (meta.get("namespace"), meta.get("name"))
             if ident in seen or ref.get("kind") != "Pod" or e.get("reason") not in types:

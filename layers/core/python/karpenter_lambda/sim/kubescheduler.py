@@ -207,10 +207,10 @@ class _StoreAccess:
         self.storage = store
 
     def pods(self):
-        return self.store.list("pods")
+        return self.store.list("pods", shared=True)     # read only: a bind or a condition is a write
 
     def nodes(self):
-        return self.store.list("nodes")
+        return self.store.list("nodes", shared=True)
 
     def bind(self, ns, name, node):
         self.store.bind(ns, name, node)

@@ -110,10 +110,10 @@ class LoopMixin:
         if changed:
             self.emit("WorkloadsReconciled", "workloads", f"{plural(changed, 'pod')} created or deleted to match the replicas")
 
-        before = {p["metadata"]["uid"]: p for p in self.server.store.list("pods")}
+        before = {p["metadata"]["uid"]: p for p in self.server.store.list("pods", shared=True)}
         kubescheduler.schedule_pending(self.server)
         self._volume_events(volumes)
-        after = self.server.store.list("pods")
+        after = self.server.store.list("pods", shared=True)
         for p in after:
             uid = p["metadata"]["uid"]
             key = pod_key(p)
@@ -263,8 +263,8 @@ class LoopMixin:
 
     def _collect_orphan_pods(self) -> None:
         """Kubernetes' pod garbage collector: pods bound to a Node that no longer exists are deleted."""
-        names = {n["metadata"]["name"] for n in self.server.store.list("nodes")}
-        for p in self.server.store.list("pods"):
+        names = {n["metadata"]["name"] for n in self.server.store.list("nodes", shared=True)}
+        for p in self.server.store.list("pods", shared=True):
             node = (p.get("spec") or {}).get("nodeName")
             if node and node not in names:
                 self.server.store.delete("pods", p["metadata"]["name"], p["metadata"].get("namespace") or "default")

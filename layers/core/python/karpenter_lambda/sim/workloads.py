@@ -128,7 +128,7 @@ class WorkloadController:
     def reconcile(self) -> int:
         """Converge every reconciled workload's pods; returns how many pods were created or deleted."""
         changed = 0
-        pods = self.server.store.list("pods")
+        pods = self.server.store.list("pods", shared=True)   # read only (deletes and creates go through the store)
         for key, doc in list(self.workloads.items()):
             if key[0] not in RECONCILED + RESTARTED:
                 continue

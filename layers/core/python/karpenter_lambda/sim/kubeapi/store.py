@@ -1,6 +1,7 @@
 """The object store behind the local API server: objects, resourceVersions, the watch history, subresources.
 
-Thread-safe and in memory; every method takes a resource's plural and returns deep copies.  PodDisruptionBudgets
+Thread-safe and in memory; every method takes a resource's plural and returns deep copies (``list(..., shared=True)``:
+the stored objects, to read only).  PodDisruptionBudgets
 are counted by :mod:`karpenter_lambda.disruption.pdb` (the one rule the disruption sweeps use too).
 """
 
@@ -269,8 +270,12 @@ class ObjectStore:
             raise StoreError(404, "NotFound", f'{plural} "{name}" not found')
         return obj
 
-    def list(self, plural: str, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
-        """Objects sorted by (namespace, name); selectors are the API's string syntax."""
+    def list(self, plural: str, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None,
+             *, shared: bool = False) -> list[dict]:
+        """Objects sorted by (namespace, name); selectors are the API's string syntax.
+
+        ``shared=True``: the stored objects themselves, not copies, for a caller that only reads them (the simulator's
+        own passes, the LIST answer). They stay as they are: a write stores a new dict, never changes a stored one."""
         rt = self.rtype(plural)
         lterms = parse_label_selector(label_selector)
         fterms = parse_field_selector(field_selector)
@@ -281,7 +286,7 @@ class ObjectStore:
                     continue
                 obj = self._objects[plural][key]
                 if match_label_selector(lterms, obj["metadata"].get("labels")) and match_field_selector(fterms, obj):
-                    out.append(copy.deepcopy(obj))
+                    out.append(obj if shared else copy.deepcopy(obj))
             return out
 
     def _store_modified(self, rt: ResourceType, key, new: dict) -> dict:

@@ -34,11 +34,10 @@ class _Streams:
     def _list(self, rt: ResourceType, namespace: str | None, q: dict) -> None:
         store = self.server.api.store
         with store.lock:
-            items = store.list(rt.plural, namespace, q.get("labelSelector"), q.get("fieldSelector"))
+            items = store.list(rt.plural, namespace, q.get("labelSelector"), q.get("fieldSelector"), shared=True)
             rv = store.resource_version
-        for it in items:
-            it.pop("kind", None)
-            it.pop("apiVersion", None)
+        # the stored objects are never changed in place: read (and sent) outside the lock, without their kind
+        items = [{k: v for k, v in it.items() if k not in ("kind", "apiVersion")} for it in items]
         meta: dict = {"resourceVersion": str(rv)}
         limit = int(q.get("limit") or 0)
         cont = q.get("continue")
