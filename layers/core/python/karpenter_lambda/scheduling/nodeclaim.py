@@ -171,6 +171,7 @@ class NodeClaimTemplate:
         self._price_of: dict = {}
         self._union: dict = {}
         self._blocks: dict = {}
+        self.pack_views: dict = {}   # the bulk packer's (types, TypeView) per (signature, smallest request, exotic)
 
     def with_usage(self, nodepool, usage: dict | None) -> "NodeClaimTemplate":
         """This template for one solve: a shallow copy with its own ``remaining`` (the limits minus ``usage``, the
@@ -181,7 +182,7 @@ class NodeClaimTemplate:
         return t
 
     def cache_size(self) -> int:
-        return len(self._compat) + len(self.fit_cache)
+        return len(self._compat) + len(self.fit_cache) + len(self.pack_views)
 
     def compat_types(self, reqs: Requirements) -> list[InstanceTypeOption]:
         """Pool types compatible with ``reqs`` (which already include the pool's) with an offering allowed by them."""

@@ -21,8 +21,8 @@ from .model import INF, SimNode, fit_count
 from .nodeclaim import InstanceTypeOption, NodeClaimTemplate
 from .podfacts import PodClass
 from .taints import untolerated
-from .valuation import (BestFirst, TypeView, lp_duals, lp_pair, simulate, standalone_values, value_bounds,
-                        value_bounds_by_avail)
+from .valuation import (MergedBestFirst, TypeView, lp_duals, lp_pair, simulate, standalone_values,
+                        value_bounds, value_bounds_by_avail)
 
 # the valuations live in valuation.py; their names stay importable from here
 __all__ = ["BulkPacker", "repack", "cover_plan", "lp_duals", "lp_pair", "simulate", "standalone_values",
@@ -97,24 +97,11 @@ class BulkPacker:
             if x.placed < x.limit:
                 buckets.setdefault(x.vec, []).append(x)
         counts = {v: sum(x.limit - x.placed for x in cl) for v, cl in buckets.items()}
-        minvec = [min(v[i] for v in counts) for i in range(nres)]
+        minvec = tuple(min(v[i] for v in counts) for i in range(nres))
         exotic_ok = any(x.wants_exotic() for x in live)
-        holds: dict = {}   # allocatable vector -> holds the smallest request of every resource
-        types, plain = [], []   # the types holding it; those of them that are not exotic
-        for p, _, t in pool.priced(reqs):
-            a = t.avail
-            ok = holds.get(a)
-            if ok is None:
-                ok = holds[a] = all(x >= v for x, v in zip(a, minvec))
-            if ok:
-                types.append((p, t))
-                if not t.exotic:
-                    plain.append((p, t))
-        if not exotic_ok and plain:
-            types = plain
+        types, view = pack_view(pool, reqs, minvec, exotic_ok)
         if not types:
             return
-        view = TypeView(types)
         cache = self.__dict__.get("_valuation_cache")
         if cache is None:
             cache = self._valuation_cache = {}
@@ -159,9 +146,11 @@ class BulkPacker:
         simulated fill is worth the most per dollar (pods valued at ``values``) and repeats that fill while the
         pods last.  Returns ([(type, {vector: pods per node}, nodes)], pods placed, cost); nothing is changed."""
         types = view.types
-        ubs = value_bounds_by_avail(view.avails, values, cache)
+        if len(view.fits) > 256:
+            view.fits.clear()
+        ubs = value_bounds_by_avail(view.avails, values, view.fits)
         # the types by bound per dollar, best first (then cheaper, then by name): (-bound, price, name, type)
-        short = BestFirst([(-(ub / p), p, t.name, t) for (p, t), i in zip(types, view.index) if (ub := ubs[i]) > 0])
+        short = MergedBestFirst(view, ubs)
         remaining = dict(pool.remaining)
 
         def limit_ok(t):
@@ -268,6 +257,30 @@ class BulkPacker:
                 cls.pop(0)
                 if not cls:
                     del buckets[best]
+
+
+def pack_view(pool: NodeClaimTemplate, reqs, minvec: tuple, exotic_ok: bool):
+    """([(price, type)], :class:`TypeView`): the types of ``pool.priced(reqs)`` holding ``minvec`` (the smallest
+    request of every resource), the exotic ones dropped unless ``exotic_ok`` or none is left; kept on the template
+    (``pool.pack_views``: across solves while the template cache keeps it), being a function of those alone."""
+    key = (reqs.signature(), minvec, exotic_ok)
+    hit = pool.pack_views.get(key)
+    if hit is None:
+        holds: dict = {}   # allocatable vector -> holds the smallest request of every resource
+        types, plain = [], []   # the types holding it; those of them that are not exotic
+        for p, _, t in pool.priced(reqs):
+            a = t.avail
+            ok = holds.get(a)
+            if ok is None:
+                ok = holds[a] = all(x >= v for x, v in zip(a, minvec))
+            if ok:
+                types.append((p, t))
+                if not t.exotic:
+                    plain.append((p, t))
+        if not exotic_ok and plain:
+            types = plain
+        hit = pool.pack_views[key] = (types, TypeView(types) if types else None)
+    return hit
 
 
 def shrunk_price(types: list, taken: dict, cache: dict) -> float:

@@ -17,7 +17,10 @@ import operator
 
 from .model import INF
 
-__all__ = ["TypeView", "BestFirst", "lp_duals", "lp_pair", "simulate", "simulate_fill", "standalone_values", "value_bounds",
+#: a view's memo of standalone values / fitting vectors is cleared past this many entries (bounded memory)
+_VIEW_MEMO = 512
+
+__all__ = ["TypeView", "BestFirst", "MergedBestFirst", "lp_duals", "lp_pair", "simulate", "simulate_fill", "standalone_values", "value_bounds",
            "value_bounds_by_avail"]
 
 
@@ -28,7 +31,7 @@ class TypeView:
     price, CPU and memory; a type with the same vector and a higher price is dominated and never on the LP's Pareto
     frontier; every type when none qualifies, so :func:`lp_pair`'s fallback is unchanged)."""
 
-    __slots__ = ("types", "avails", "index", "cheapest", "lp_items")
+    __slots__ = ("types", "avails", "index", "cheapest", "lp_items", "members", "alone", "fits")
 
     def __init__(self, types: list):
         self.types = types
@@ -52,6 +55,15 @@ class TypeView:
         self.avails = list(cheapest)
         self.index = index
         self.cheapest = cheapest
+        # per vector (``avails``' order), the positions of its types in ``types`` (cheapest first)
+        members: list = [[] for _ in self.avails]
+        for i, j in enumerate(index):
+            members[j].append(i)
+        self.members = members
+        # what depends on this view and the request vectors only, kept with the view (a view lives as long as
+        # the template cache keeps it): per request vector its standalone value, per vector tuple which fit
+        self.alone: dict = {}
+        self.fits: dict = {}
         # lp_pair sorts its points stably: the representatives keep the types' order
         self.lp_items = ([e for _, e in sorted(lp.values(), key=lambda x: x[0])] if lp
                          else [(t, t.avail[0], t.avail[1], p) for p, t in types])
@@ -88,13 +100,70 @@ class BestFirst:
         return BestFirst([x for x in self._done + self._heap if not drop(x)])
 
 
+class MergedBestFirst:
+    """The order :class:`BestFirst` gives the packer's search items ``(-(bound / price), price, name, type)`` of every
+    type of ``view`` whose vector's bound (``ubs``, per vector) is positive, built from one item per vector: a
+    vector's types are cheapest first (then by name), so each one's key is no smaller than the one before it, and
+    a heap holding each vector's next type pops the items in exactly ``sorted`` order (a k-way merge).  The search
+    reads a few dozen items, so only those are built."""
+
+    __slots__ = ("_heap", "_done", "_view", "_next")
+
+    def __init__(self, view: TypeView, ubs: list):
+        types, members = view.types, view.members
+        heap = []
+        for j, ub in enumerate(ubs):
+            if ub > 0:
+                p, t = types[members[j][0]]
+                heap.append((-(ub / p), p, t.name, t, j, 0))
+        heapq.heapify(heap)
+        self._heap = heap
+        self._done: list = []
+        self._view = view
+        self._next = ubs
+
+    def __iter__(self):
+        done, heap = self._done, self._heap
+        types, members, ubs = self._view.types, self._view.members, self._next
+        i = 0
+        while True:
+            if i < len(done):
+                yield done[i]
+            elif heap:
+                x = heapq.heappop(heap)
+                j, k = x[4], x[5] + 1
+                if k < len(members[j]):
+                    p, t = types[members[j][k]]
+                    heapq.heappush(heap, (-(ubs[j] / p), p, t.name, t, j, k))
+                item = x[:4]
+                done.append(item)
+                yield item
+            else:
+                return
+            i += 1
+
+    def without(self, drop) -> "BestFirst":
+        """The items for which ``drop(item)`` is false, in the same order (every item built)."""
+        return BestFirst([x for x in self if not drop(x)])
+
+
 def standalone_values(types: list, counts: dict, cache: dict | None = None, view: TypeView | None = None) -> dict:
     """Value of one pod per request vector: what it costs packed alone, the lowest price per pod over the
     types each filled with that vector only.  A node whose fill is worth more than its price saves money
     against packing each vector apart.  ``types``: [(price, type)]; ``view``: their :class:`TypeView`."""
-    cheapest = (view or TypeView(types)).cheapest
+    if view is not None:
+        memo = view.alone
+        if len(memo) > _VIEW_MEMO:
+            memo.clear()
+    else:
+        view, memo = TypeView(types), None
+    cheapest = view.cheapest
     values = {}
     for v in counts:
+        if memo is not None and v in memo:
+            if memo[v] is not None:
+                values[v] = memo[v]
+            continue
         alone = None
         if cache is not None:
             alone = cache.get(("alone", v))
@@ -114,6 +183,8 @@ def standalone_values(types: list, counts: dict, cache: dict | None = None, view
                     alone[avail] = n
             if 0 < n < INF and (best is None or p / n < best):
                 best = p / n
+        if memo is not None:
+            memo[v] = best
         if best is not None:
             values[v] = best
     return values
