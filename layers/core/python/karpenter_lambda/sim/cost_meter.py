@@ -260,8 +260,27 @@ def _install() -> None:
         KubeClient._call = _metered_kube_call(kube_call)
 
 
+# DynamoDB writes made through botocore in this process since the wrapper was installed (metered or not): the
+# simulation reads the NodeClaims again for its cost timeline only when this moved (sim/results.py)
+DYNAMODB_WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+_dynamodb_writes = 0
+_counting = False
+
+
+def dynamodb_writes() -> int | None:
+    """How many DynamoDB write calls this process made since the wrapper was installed; None before that (then no
+    caller may conclude that nothing was written)."""
+    return _dynamodb_writes if _counting else None
+
+
 def _metered_api_call(original: Callable) -> Callable:
+    global _counting
+    _counting = True
+
     def _make_api_call(client, operation_name, api_params):
+        if operation_name in DYNAMODB_WRITE_OPERATIONS and client.meta.service_model.service_name == "dynamodb":
+            global _dynamodb_writes
+            _dynamodb_writes += 1
         meter = _current
         if meter is None:
             return original(client, operation_name, api_params)

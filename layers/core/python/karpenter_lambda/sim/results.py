@@ -64,7 +64,11 @@ class ResultsMixin:
     """The :class:`~.simulator.Simulation`'s bookkeeping for its result."""
 
     def _track_cost(self) -> None:
-        """One costTimeline entry each time the set of NodeClaims changes."""
+        """One costTimeline entry each time the set of NodeClaims changes (read again only after a DynamoDB write)."""
+        writes = cost_meter.dynamodb_writes()
+        if writes is not None and writes == getattr(self, "_cost_writes", None):
+            return   # nothing was written since the last look: the same NodeClaims
+        self._cost_writes = writes
         listed = self.store.list("NodeClaim")
         self._announce_unreported_launches(listed)
         claims = {nc.name: float(nc.annotations.get(PRICE_ANNOTATION) or 0.0) for nc in listed}
