@@ -5,6 +5,12 @@ JSON (``_preload_content=False``): objects come back as plain Kubernetes dicts
 (camelCase, as the rest of the project handles them), which is faster than the
 client's pydantic models and never fails on fields the models do not know.
 
+Requests go straight through the ``ApiClient`` (:func:`.rest.call`: the path, query, headers
+and auth each generated method sends), not through the generated ``CoreV1Api``/``AppsV1Api``/...
+classes, whose imports (they pull in the models) cost ~0.65 s per cold start and per simulator
+run.  Those classes are still there, built on first use, as ``core``, ``apps``, ``policy``,
+``autoscaling``, ``custom`` and ``storage`` for code outside this module that wants them.
+
 Calls are retried on 429 and 5xx and on connection errors (bounded, capped
 exponential backoff with jitter, honouring ``Retry-After``); other errors raise
 :class:`KubeError` naming the operation, the object and the server's message.
@@ -23,6 +29,7 @@ refreshed every 10 minutes), :meth:`KubeClient.from_endpoint` or
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import random
@@ -31,6 +38,7 @@ from typing import Any, Callable, Iterable
 
 from ...api.times import format_time
 from ...disruption.eviction import refused_by_budget
+from . import rest
 from .eks import get_cluster_info
 from .token import TokenProvider
 
@@ -44,14 +52,31 @@ _STRATEGIC = "application/strategic-merge-patch+json"
 _PATCH_TYPES = {"merge": _MERGE, "json": _JSON_PATCH, "strategic": _STRATEGIC}
 
 
-# kind -> (plural, list in a namespace, list everywhere, read, patch, patch the scale subresource)
-_WORKLOAD_API = {
-    "Deployment": ("deployments", "list_namespaced_deployment", "list_deployment_for_all_namespaces",
-                   "read_namespaced_deployment", "patch_namespaced_deployment", "patch_namespaced_deployment_scale"),
-    "StatefulSet": ("statefulsets", "list_namespaced_stateful_set", "list_stateful_set_for_all_namespaces",
-                    "read_namespaced_stateful_set", "patch_namespaced_stateful_set", "patch_namespaced_stateful_set_scale"),
-}
+# The resource paths (as the generated API methods spell them; ``{namespace}``/``{name}`` filled and quoted by the
+# ApiClient).  A resource's collection is ``_ns(group, plural)`` in a namespace, ``_all(group, plural)`` everywhere,
+# one object ``_ns(...) + "/{name}"``.
+_CORE, _APPS, _POLICY, _AUTOSCALING, _STORAGE = "/api/v1", "/apis/apps/v1", "/apis/policy/v1", "/apis/autoscaling/v2", "/apis/storage.k8s.io/v1"
+
+
+def _all(group: str, plural: str) -> str:
+    return f"{group}/{plural}"
+
+
+def _ns(group: str, plural: str) -> str:
+    return f"{group}/namespaces/{{namespace}}/{plural}"
+
+
+_NODE = _all(_CORE, "nodes") + "/{name}"
+_POD = _ns(_CORE, "pods") + "/{name}"
+_PV = _all(_CORE, "persistentvolumes") + "/{name}"
+_PVC = _ns(_CORE, "persistentvolumeclaims") + "/{name}"
+_CUSTOM_ALL = "/apis/{group}/{version}/{plural}"
+_CUSTOM_NS = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+
+# workload kind -> its plural (apps/v1)
+_WORKLOAD_API = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL = "keda.sh", "v1alpha1", "scaledobjects"
+_KEDA = {"group": KEDA_GROUP, "version": KEDA_VERSION, "plural": KEDA_PLURAL}
 
 
 def as_dict(obj) -> dict:
@@ -115,21 +140,30 @@ class KubeClient:
         request_timeout: float | tuple = (5, 30),
         sleep: Callable[[float], None] = time.sleep,
     ):
-        from kubernetes import client as k8s
-
         self.api_client = api_client
-        self.core = k8s.CoreV1Api(api_client)
-        self.apps = k8s.AppsV1Api(api_client)
-        self.policy = k8s.PolicyV1Api(api_client)
-        self.autoscaling = k8s.AutoscalingV2Api(api_client)
-        self.custom = k8s.CustomObjectsApi(api_client)
-        self.storage = k8s.StorageV1Api(api_client)
         self.retries = retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.request_timeout = request_timeout
         self._sleep = sleep
         self.retried = 0  # how many retries this client made (for tests and metrics)
+
+    # -- the generated API classes, for callers outside this module (built on first use: their imports are slow) --
+    def _generated(self, name: str):
+        api = self.__dict__.get(f"_{name}")
+        if api is None:
+            from kubernetes import client as k8s
+
+            api = self.__dict__[f"_{name}"] = getattr(k8s, name)(self.api_client)
+        return api
+
+    core = property(lambda self: self._generated("CoreV1Api"), doc="``kubernetes.client.CoreV1Api`` (built on first use)")
+    apps = property(lambda self: self._generated("AppsV1Api"), doc="``kubernetes.client.AppsV1Api`` (built on first use)")
+    policy = property(lambda self: self._generated("PolicyV1Api"), doc="``kubernetes.client.PolicyV1Api`` (built on first use)")
+    autoscaling = property(lambda self: self._generated("AutoscalingV2Api"),
+                           doc="``kubernetes.client.AutoscalingV2Api`` (built on first use)")
+    custom = property(lambda self: self._generated("CustomObjectsApi"), doc="``kubernetes.client.CustomObjectsApi`` (built on first use)")
+    storage = property(lambda self: self._generated("StorageV1Api"), doc="``kubernetes.client.StorageV1Api`` (built on first use)")
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -215,83 +249,109 @@ class KubeClient:
                 pass
         return delay
 
-    def _list_all(self, op: str, fn, *args, **kw) -> list[dict]:
+    def _request(self, method: str, path: str, path_params: dict | None = None, query: list | None = None,
+                 body: Any = None, content_type: str | None = None) -> Callable:
+        """The ``fn`` for :meth:`_call`: one request as the generated API method sends it (:func:`.rest.call`)."""
+        return functools.partial(rest.call, self.api_client, method, path, path_params, query or (), body, content_type)
+
+    def _list_all(self, op: str, path: str, path_params: dict | None = None, label_selector: str | None = None,
+                  field_selector: str | None = None) -> list[dict]:
+        """Every item of a collection, 500 a page, following ``continue`` tokens."""
         items: list[dict] = []
         token = None
         while True:
-            if token:
-                kw["_continue"] = token
-            doc = self._call(op, fn, *args, limit=500, **kw)
+            query = [("continue", token)] if token else []   # in the generated methods' order
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            query.append(("limit", 500))
+            doc = self._call(op, self._request("GET", path, path_params, query))
             items.extend(doc.get("items") or [])
             token = (doc.get("metadata") or {}).get("continue")
             if not token:
                 return items
 
+    def _list(self, op: str, group: str, plural: str, namespace: str | None = None, label_selector: str | None = None,
+              field_selector: str | None = None) -> list[dict]:
+        """``LIST plural`` everywhere, or ``-n namespace``."""
+        if namespace:
+            return self._list_all(f"{op} -n {namespace}", _ns(group, plural), {"namespace": namespace}, label_selector, field_selector)
+        return self._list_all(op, _all(group, plural), None, label_selector, field_selector)
+
     # -- reads ----------------------------------------------------------------------------
     def version(self) -> dict:
-        from kubernetes import client as k8s
-
-        return self._call("GET /version", k8s.VersionApi(self.api_client).get_code)
+        return self._call("GET /version", self._request("GET", "/version/"))
 
     def list_pods(self, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None) -> list[dict]:
-        kw = {k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v}
-        if namespace:
-            return self._list_all(f"LIST pods -n {namespace}", self.core.list_namespaced_pod, namespace, **kw)
-        return self._list_all("LIST pods", self.core.list_pod_for_all_namespaces, **kw)
+        return self._list("LIST pods", _CORE, "pods", namespace, label_selector, field_selector)
 
     def list_pods_on_node(self, node_name: str) -> list[dict]:
         return self.list_pods(field_selector=f"spec.nodeName={node_name}")
 
     def get_pod(self, namespace: str, name: str) -> dict | None:
-        return self._get(f"GET pods {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+        return self._get(f"GET pods {namespace}/{name}", self._request("GET", _POD, {"namespace": namespace, "name": name}))
 
     def list_nodes(self, label_selector: str | None = None) -> list[dict]:
-        kw = {"label_selector": label_selector} if label_selector else {}
-        return self._list_all("LIST nodes", self.core.list_node, **kw)
+        return self._list("LIST nodes", _CORE, "nodes", label_selector=label_selector)
 
     def get_node(self, name: str) -> dict | None:
-        return self._get(f"GET nodes/{name}", self.core.read_node, name)
+        return self._get(f"GET nodes/{name}", self._request("GET", _NODE, {"name": name}))
 
     def list_daemonsets(self, namespace: str | None = None) -> list[dict]:
-        if namespace:
-            return self._list_all(f"LIST daemonsets -n {namespace}", self.apps.list_namespaced_daemon_set, namespace)
-        return self._list_all("LIST daemonsets", self.apps.list_daemon_set_for_all_namespaces)
+        return self._list("LIST daemonsets", _APPS, "daemonsets", namespace)
 
     def list_pdbs(self, namespace: str | None = None) -> list[dict]:
-        if namespace:
-            return self._list_all(f"LIST poddisruptionbudgets -n {namespace}", self.policy.list_namespaced_pod_disruption_budget, namespace)
-        return self._list_all("LIST poddisruptionbudgets", self.policy.list_pod_disruption_budget_for_all_namespaces)
+        return self._list("LIST poddisruptionbudgets", _POLICY, "poddisruptionbudgets", namespace)
 
     # -- storage (volume topology and attach limits: scheduling/volumes.py) -----------------------
     def list_pvcs(self) -> list[dict]:
-        return self._list_all("LIST persistentvolumeclaims", self.core.list_persistent_volume_claim_for_all_namespaces)
+        return self._list("LIST persistentvolumeclaims", _CORE, "persistentvolumeclaims")
 
     def list_pvs(self) -> list[dict]:
-        return self._list_all("LIST persistentvolumes", self.core.list_persistent_volume)
+        return self._list("LIST persistentvolumes", _CORE, "persistentvolumes")
 
     def list_storageclasses(self) -> list[dict]:
-        return self._list_all("LIST storageclasses", self.storage.list_storage_class)
+        return self._list("LIST storageclasses", _STORAGE, "storageclasses")
 
     def list_csinodes(self) -> list[dict]:
-        return self._list_all("LIST csinodes", self.storage.list_csi_node)
+        return self._list("LIST csinodes", _STORAGE, "csinodes")
+
+    def create_pv(self, pv: dict) -> dict:
+        """Create a PersistentVolume (the simulator's volume provisioning)."""
+        return self._call(f"CREATE persistentvolumes/{(pv.get('metadata') or {}).get('name')}",
+                          self._request("POST", _all(_CORE, "persistentvolumes"), body=pv))
+
+    def create_pvc(self, namespace: str, pvc: dict) -> dict:
+        return self._call(f"CREATE persistentvolumeclaims {namespace}/{(pvc.get('metadata') or {}).get('name')}",
+                          self._request("POST", _ns(_CORE, "persistentvolumeclaims"), {"namespace": namespace}, body=pvc))
+
+    def patch_pv(self, name: str, patch: dict, subresource: str | None = None) -> dict:
+        """Merge patch a PersistentVolume, or its ``status`` subresource."""
+        sub = "/status" if subresource == "status" else ""
+        return self._call(f"PATCH persistentvolumes/{name}{sub}",
+                          self._request("PATCH", _PV + sub, {"name": name}, body=patch, content_type=_MERGE))
+
+    def patch_pvc(self, namespace: str, name: str, patch: dict, subresource: str | None = None) -> dict:
+        """Merge patch a PersistentVolumeClaim, or its ``status`` subresource."""
+        sub = "/status" if subresource == "status" else ""
+        return self._call(f"PATCH persistentvolumeclaims {namespace}/{name}{sub}",
+                          self._request("PATCH", _PVC + sub, {"namespace": namespace, "name": name}, body=patch,
+                                        content_type=_MERGE))
 
     def list_namespaces(self, label_selector: str | None = None) -> list[dict]:
-        kw = {"label_selector": label_selector} if label_selector else {}
-        return self._list_all("LIST namespaces", self.core.list_namespace, **kw)
+        return self._list("LIST namespaces", _CORE, "namespaces", label_selector=label_selector)
 
     # -- workloads (Deployments, StatefulSets) and their autoscalers ---------------------------
-    def _workload_api(self, kind: str) -> tuple:
-        api = _WORKLOAD_API.get(kind)
-        if api is None:
+    def _workload_api(self, kind: str) -> str:
+        plural = _WORKLOAD_API.get(kind)
+        if plural is None:
             raise ValueError(f"workload kind must be one of {sorted(_WORKLOAD_API)}, not {kind!r}")
-        return api
+        return plural
 
     def _list_workloads(self, kind: str, namespace: str | None, label_selector: str | None) -> list[dict]:
-        plural, list_ns, list_all, *_ = self._workload_api(kind)
-        kw = {"label_selector": label_selector} if label_selector else {}
-        if namespace:
-            return self._list_all(f"LIST {plural} -n {namespace}", getattr(self.apps, list_ns), namespace, **kw)
-        return self._list_all(f"LIST {plural}", getattr(self.apps, list_all), **kw)
+        plural = self._workload_api(kind)
+        return self._list(f"LIST {plural}", _APPS, plural, namespace, label_selector)
 
     def list_deployments(self, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
         """apps/v1 Deployments (list items carry no ``kind``, as the API returns them)."""
@@ -302,8 +362,9 @@ class KubeClient:
 
     def get_workload(self, kind: str, namespace: str, name: str) -> dict | None:
         """A Deployment or StatefulSet (``kind``); None when it does not exist."""
-        plural, _, _, read, *_ = self._workload_api(kind)
-        return self._get(f"GET {plural} {namespace}/{name}", getattr(self.apps, read), name, namespace)
+        plural = self._workload_api(kind)
+        return self._get(f"GET {plural} {namespace}/{name}",
+                         self._request("GET", _ns(_APPS, plural) + "/{name}", {"namespace": namespace, "name": name}))
 
     def scale_workload(self, kind: str, namespace: str, name: str, replicas: int) -> dict:
         """Set ``spec.replicas`` through the ``scale`` subresource (merge patch); returns the autoscaling/v1 Scale.
@@ -311,33 +372,33 @@ class KubeClient:
         A workload that does not exist raises :class:`KubeError` (404) naming it."""
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
             raise ValueError(f"replicas must be an integer >= 0, not {replicas!r}")
-        plural, *_, patch_scale = self._workload_api(kind)
-        return self._call(f"PATCH {plural} {namespace}/{name}/scale", getattr(self.apps, patch_scale), name, namespace,
-                          {"spec": {"replicas": replicas}}, _content_type=_MERGE)
+        plural = self._workload_api(kind)
+        return self._call(f"PATCH {plural} {namespace}/{name}/scale",
+                          self._request("PATCH", _ns(_APPS, plural) + "/{name}/scale", {"namespace": namespace, "name": name},
+                                        body={"spec": {"replicas": replicas}}, content_type=_MERGE))
 
     def patch_workload(self, kind: str, namespace: str, name: str, patch: dict) -> dict:
         """Merge patch a Deployment or StatefulSet (e.g. ``{"metadata": {"annotations": {k: v or None}}}``)."""
-        plural, _, _, _, patch_fn, _ = self._workload_api(kind)
-        return self._call(f"PATCH {plural} {namespace}/{name}", getattr(self.apps, patch_fn), name, namespace, patch, _content_type=_MERGE)
+        plural = self._workload_api(kind)
+        return self._call(f"PATCH {plural} {namespace}/{name}",
+                          self._request("PATCH", _ns(_APPS, plural) + "/{name}", {"namespace": namespace, "name": name},
+                                        body=patch, content_type=_MERGE))
 
     def list_hpas(self, namespace: str | None = None) -> list[dict]:
         """autoscaling/v2 HorizontalPodAutoscalers."""
-        if namespace:
-            return self._list_all(f"LIST horizontalpodautoscalers -n {namespace}",
-                                  self.autoscaling.list_namespaced_horizontal_pod_autoscaler, namespace)
-        return self._list_all("LIST horizontalpodautoscalers", self.autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces)
+        return self._list("LIST horizontalpodautoscalers", _AUTOSCALING, "horizontalpodautoscalers", namespace)
 
     def patch_hpa(self, namespace: str, name: str, patch: dict) -> dict:
         return self._call(f"PATCH horizontalpodautoscalers {namespace}/{name}",
-                          self.autoscaling.patch_namespaced_horizontal_pod_autoscaler, name, namespace, patch, _content_type=_MERGE)
+                          self._request("PATCH", _ns(_AUTOSCALING, "horizontalpodautoscalers") + "/{name}",
+                                        {"namespace": namespace, "name": name}, body=patch, content_type=_MERGE))
 
     def list_scaledobjects(self, namespace: str | None = None) -> list[dict]:
         """KEDA ScaledObjects (keda.sh/v1alpha1); ``[]`` when the cluster has no such resource (404: KEDA not installed)."""
         try:
             if namespace:
-                return self._list_all(f"LIST scaledobjects.keda.sh -n {namespace}", self.custom.list_namespaced_custom_object,
-                                      KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL)
-            return self._list_all("LIST scaledobjects.keda.sh", self.custom.list_cluster_custom_object, KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL)
+                return self._list_all(f"LIST scaledobjects.keda.sh -n {namespace}", _CUSTOM_NS, {**_KEDA, "namespace": namespace})
+            return self._list_all("LIST scaledobjects.keda.sh", _CUSTOM_ALL, dict(_KEDA))
         except KubeError as e:
             if e.status == 404:
                 return []
@@ -345,8 +406,9 @@ class KubeClient:
 
     def patch_scaledobject(self, namespace: str, name: str, patch: dict) -> dict:
         """Merge patch a KEDA ScaledObject (e.g. the ``autoscaling.keda.sh/paused-replicas`` annotation)."""
-        return self._call(f"PATCH scaledobjects.keda.sh {namespace}/{name}", self.custom.patch_namespaced_custom_object,
-                          KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL, name, patch, _content_type=_MERGE)
+        return self._call(f"PATCH scaledobjects.keda.sh {namespace}/{name}",
+                          self._request("PATCH", _CUSTOM_NS + "/{name}", {**_KEDA, "namespace": namespace, "name": name},
+                                        body=patch, content_type=_MERGE))
 
     def _get(self, op: str, fn, *args) -> dict | None:
         try:
@@ -358,26 +420,26 @@ class KubeClient:
 
     # -- writes ---------------------------------------------------------------------------
     def create_node(self, node: dict) -> dict:
-        return self._call(f"CREATE nodes/{node.get('metadata', {}).get('name')}", self.core.create_node, node)
+        return self._call(f"CREATE nodes/{node.get('metadata', {}).get('name')}", self._request("POST", _all(_CORE, "nodes"), body=node))
 
     def create_pod(self, pod: dict) -> dict:
         ns = (pod.get("metadata") or {}).get("namespace") or "default"
-        return self._call(f"CREATE pods {ns}/{pod.get('metadata', {}).get('name')}", self.core.create_namespaced_pod, ns, pod)
+        return self._call(f"CREATE pods {ns}/{pod.get('metadata', {}).get('name')}", self._request("POST", _ns(_CORE, "pods"), {"namespace": ns}, body=pod))
 
     def patch_node(self, name: str, patch: dict | list, patch_type: str = "merge") -> dict:
         """PATCH a node: ``patch_type`` ``merge`` (default), ``strategic`` or ``json``."""
         ctype = _PATCH_TYPES.get(patch_type)
         if ctype is None:
             raise ValueError(f"patch_type must be one of {sorted(_PATCH_TYPES)}, not {patch_type!r}")
-        return self._call(f"PATCH nodes/{name}", self.core.patch_node, name, patch, _content_type=ctype)
+        return self._call(f"PATCH nodes/{name}", self._request("PATCH", _NODE, {"name": name}, body=patch, content_type=ctype))
 
     def patch_node_status(self, name: str, patch: dict) -> dict:
-        return self._call(f"PATCH nodes/{name}/status", self.core.patch_node_status, name, patch, _content_type=_MERGE)
+        return self._call(f"PATCH nodes/{name}/status", self._request("PATCH", _NODE + "/status", {"name": name}, body=patch, content_type=_MERGE))
 
     def patch_pod_status(self, namespace: str, name: str, patch: dict) -> dict:
-        return self._call(
-            f"PATCH pods {namespace}/{name}/status", self.core.patch_namespaced_pod_status, name, namespace, patch, _content_type=_STRATEGIC
-        )
+        return self._call(f"PATCH pods {namespace}/{name}/status",
+                          self._request("PATCH", _POD + "/status", {"namespace": namespace, "name": name}, body=patch,
+                                        content_type=_STRATEGIC))
 
     def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> dict:
         """Set labels (a ``None`` value removes the label)."""
@@ -457,7 +519,9 @@ class KubeClient:
             try:
                 if kind == "nodes":
                     return self.patch_node(name, patch)
-                return self._call(f"PATCH pods {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace or "default", patch, _content_type=_MERGE)
+                return self._call(f"PATCH pods {namespace}/{name}",
+                                  self._request("PATCH", _POD, {"namespace": namespace or "default", "name": name}, body=patch,
+                                                content_type=_MERGE))
             except Conflict:
                 continue
             except KubeError as e:
@@ -475,13 +539,16 @@ class KubeClient:
 
         return self._update_node(name, change, f"PATCH nodes/{name} finalizers")
 
+    def _eviction(self, namespace: str, name: str, body: dict) -> Callable:
+        return self._request("POST", _POD + "/eviction", {"namespace": namespace, "name": name}, body=body)
+
     def evict_pod(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> bool:
         """policy/v1 Eviction.  True when evicted (or already gone); False when a PodDisruptionBudget blocks it (429)."""
         body: dict = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         if grace_period_seconds is not None:
             body["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
         try:
-            self._call(f"EVICT pods {namespace}/{name}", self.core.create_namespaced_pod_eviction, name, namespace, body, retry_429=False)
+            self._call(f"EVICT pods {namespace}/{name}", self._eviction(namespace, name, body), retry_429=False)
             return True
         except KubeError as e:
             if e.status == 429:
@@ -496,8 +563,7 @@ class KubeClient:
         Fairness: the budgets were not even asked).  5xx are retried; another error raises ``KubeError``."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         try:
-            self._call(f"EVICT pods {namespace}/{name}", self.core.create_namespaced_pod_eviction, name, namespace, body,
-                       retry_429=False)
+            self._call(f"EVICT pods {namespace}/{name}", self._eviction(namespace, name, body), retry_429=False)
             return True, ""
         except KubeError as e:
             if e.status == 404:
@@ -510,9 +576,9 @@ class KubeClient:
 
     def delete_pod(self, namespace: str, name: str, grace_period_seconds: int | None = None) -> bool:
         """True when deleted (or marked for deletion); False when it did not exist."""
-        kw = {"grace_period_seconds": grace_period_seconds} if grace_period_seconds is not None else {}
+        query = [("gracePeriodSeconds", grace_period_seconds)] if grace_period_seconds is not None else []
         try:
-            self._call(f"DELETE pods {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, **kw)
+            self._call(f"DELETE pods {namespace}/{name}", self._request("DELETE", _POD, {"namespace": namespace, "name": name}, query))
             return True
         except KubeError as e:
             if e.status == 404:
@@ -522,7 +588,7 @@ class KubeClient:
     def delete_node(self, name: str) -> bool:
         """True when deleted (or marked for deletion, if it has finalizers); False when it did not exist."""
         try:
-            self._call(f"DELETE nodes/{name}", self.core.delete_node, name)
+            self._call(f"DELETE nodes/{name}", self._request("DELETE", _NODE, {"name": name}))
             return True
         except KubeError as e:
             if e.status == 404:
@@ -531,7 +597,8 @@ class KubeClient:
 
     def bind_pod(self, namespace: str, name: str, node_name: str) -> None:
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace}, "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
-        self._call(f"BIND pods {namespace}/{name} -> {node_name}", self.core.create_namespaced_pod_binding, name, namespace, body)
+        self._call(f"BIND pods {namespace}/{name} -> {node_name}",
+                   self._request("POST", _POD + "/binding", {"namespace": namespace, "name": name}, body=body))
 
     def create_event(
         self,
@@ -567,4 +634,4 @@ class KubeClient:
             "lastTimestamp": ts,
             "count": 1,
         }
-        return self._call(f"CREATE events -n {ns}", self.core.create_namespaced_event, ns, body)
+        return self._call(f"CREATE events -n {ns}", self._request("POST", _ns(_CORE, "events"), {"namespace": ns}, body=body))
