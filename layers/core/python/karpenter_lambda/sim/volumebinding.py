@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..adapters.kube.client import as_dict
 from . import storage as S
 from .kubeapi import StoreError
 
@@ -177,17 +176,14 @@ class ClientStorage:
                 "storageclasses": c.list_storageclasses, "csinodes": c.list_csinodes}[plural]()
 
     def create(self, plural: str, obj: dict, namespace: str | None = None) -> dict:
-        core = self.client.core
         if plural == "persistentvolumes":
-            return as_dict(core.create_persistent_volume(obj))
+            return self.client.create_pv(obj)
         if plural == "persistentvolumeclaims":
-            return as_dict(core.create_namespaced_persistent_volume_claim(namespace or "default", obj))
+            return self.client.create_pvc(namespace or "default", obj)
         raise StoreError(405, "MethodNotAllowed", f"create {plural}: not used by the kube-scheduler")
 
     def patch(self, plural: str, name: str, patch: dict, namespace: str | None = None, patch_type: str = "merge",
               subresource: str | None = None) -> dict:
-        core, kw = self.client.core, {"_content_type": "application/merge-patch+json"}
-        status = "_status" if subresource == "status" else ""
         if plural == "persistentvolumes":
-            return as_dict(getattr(core, f"patch_persistent_volume{status}")(name, patch, **kw))
-        return as_dict(getattr(core, f"patch_namespaced_persistent_volume_claim{status}")(name, namespace or "default", patch, **kw))
+            return self.client.patch_pv(name, patch, subresource)
+        return self.client.patch_pvc(namespace or "default", name, patch, subresource)
