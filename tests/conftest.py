@@ -34,6 +34,17 @@ def repo_root() -> Path:
     return REPO
 
 
+@pytest.fixture
+def kube_api_server():
+    """A fresh local Kubernetes API server (sim/kubeapi.py) on 127.0.0.1, stopped after the test."""
+    from karpenter_lambda.sim.kubeapi import KubeAPIServer
+
+    srv = KubeAPIServer()
+    srv.start()
+    yield srv
+    srv.stop()
+
+
 # -- scheduling on xdist workers (`make test`: -n 2 --dist loadgroup --no-loadscope-reorder) ----------------------
 # A module- or session-scoped fixture is computed once per worker that runs one of its tests: the tests sharing one
 # (a simulation run once per module, the CDK synth, moto's EC2 catalog, the moto_server) are kept on one worker by

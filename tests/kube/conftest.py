@@ -1,15 +1,11 @@
 import pytest
 
 from karpenter_lambda.adapters.kube.client import KubeClient
-from karpenter_lambda.sim.kubeapi import KubeAPIServer
 
 
 @pytest.fixture
-def server():
-    srv = KubeAPIServer()
-    srv.start()
-    yield srv
-    srv.stop()
+def server(kube_api_server):
+    return kube_api_server
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 
 from karpenter_lambda.adapters.kube.client import KubeClient
 from karpenter_lambda.sim import storage
-from karpenter_lambda.sim.kubeapi import KubeAPIServer, StoreError
+from karpenter_lambda.sim.kubeapi import StoreError
 from karpenter_lambda.sim.kubescheduler import schedule_pending
 from karpenter_lambda.sim.nodes import csi_drivers, ebs_attach_limit, join_node, make_node
 from karpenter_lambda.sim.workloads import WorkloadController
@@ -21,11 +21,8 @@ ZONE = "topology.kubernetes.io/zone"
 
 
 @pytest.fixture
-def server():
-    srv = KubeAPIServer()
-    srv.start()
-    yield srv
-    srv.stop()
+def server(kube_api_server):
+    return kube_api_server
 
 
 def _node(store, name, zone, csi=None, cpu="4"):

@@ -10,7 +10,6 @@ import copy
 import pytest
 
 from karpenter_lambda.adapters.kube.client import KubeClient
-from karpenter_lambda.sim.kubeapi import KubeAPIServer
 
 
 def _pod(name: str, labels: dict | None = None) -> dict:
@@ -20,11 +19,8 @@ def _pod(name: str, labels: dict | None = None) -> dict:
 
 
 @pytest.fixture
-def server():
-    srv = KubeAPIServer()
-    srv.start()
-    yield srv
-    srv.stop()
+def server(kube_api_server):
+    return kube_api_server
 
 
 def test_a_shared_list_is_the_stored_objects_and_no_write_changes_them(server):

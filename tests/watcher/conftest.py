@@ -12,15 +12,11 @@ WATCHER_DIR = Path(__file__).resolve().parents[2] / "watcher"
 if str(WATCHER_DIR) not in sys.path:
     sys.path.insert(0, str(WATCHER_DIR))
 
-from karpenter_lambda.sim.kubeapi import KubeAPIServer  # noqa: E402
 
 
 @pytest.fixture
-def kube():
-    srv = KubeAPIServer()
-    srv.start()
-    yield srv
-    srv.stop()
+def kube(kube_api_server):
+    return kube_api_server
 
 
 @pytest.fixture

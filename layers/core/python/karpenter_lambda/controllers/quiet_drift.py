@@ -123,9 +123,7 @@ class QuietDrift:
         self.store, self.kube, self.ledger, self.marker, self.cloud = store, kube, ledger, marker, cloud
 
     def observe(self) -> DriftObserved:
-        pre = Prefetched()
-        for kind in STORE_KINDS:
-            pre.store[kind] = list(self.store.list(kind))
+        pre = Prefetched.from_store(self.store)
         entries = self.ledger.entries()
         pre.nodes = list(self.kube.list_nodes())
         forced = forced_reasons(pre.store, pre.nodes, entries)

@@ -62,6 +62,11 @@ class Prefetched:
     daemonsets: list[dict] = field(default_factory=list)
     pdbs: list[dict] = field(default_factory=list)
 
+    @classmethod
+    def from_store(cls, store) -> "Prefetched":
+        """Every stored kind a sweep's snapshot reads (``STORE_KINDS``), listed once."""
+        return cls(store={kind: list(store.list(kind)) for kind in STORE_KINDS})
+
 
 @dataclass
 class Observed:
@@ -109,9 +114,7 @@ class QuietSweeps:
         self.store, self.kube, self.ledger, self.marker, self.kind = store, kube, ledger, marker, kind
 
     def observe(self) -> Observed:
-        pre = Prefetched()
-        for kind in STORE_KINDS:
-            pre.store[kind] = list(self.store.list(kind))
+        pre = Prefetched.from_store(self.store)
         entries = self.ledger.entries()
         pre.pods = list(self.kube.list_pods())
         pre.nodes = list(self.kube.list_nodes())

@@ -69,45 +69,58 @@ class TypeView:
                          else [(t, t.avail[0], t.avail[1], p) for p, t in types])
 
 
-class BestFirst:
+class _ReadPrefix:
+    """Items produced in order by ``_pop`` (None when there are no more), kept in a prefix that later passes read
+    again before producing more."""
+
+    __slots__ = ("_done",)
+
+    def _pop(self):
+        raise NotImplementedError
+
+    def __iter__(self):
+        done = self._done
+        i = 0
+        while True:
+            if i < len(done):
+                yield done[i]
+            else:
+                x = self._pop()
+                if x is None:
+                    return
+                done.append(x)
+                yield x
+            i += 1
+
+
+class BestFirst(_ReadPrefix):
     """``items`` in sorted order, sorted only as far as they are read: a heap popped on demand into a prefix that
     later passes read again (the packer's search reads a few dozen of a thousand types).  The items must be totally
     ordered (no two equal), so the order is exactly ``sorted(items)``."""
 
-    __slots__ = ("_heap", "_done")
+    __slots__ = ("_heap",)
 
     def __init__(self, items: list):
         heapq.heapify(items)
         self._heap = items
         self._done: list = []
 
-    def __iter__(self):
-        done, heap = self._done, self._heap
-        i = 0
-        while True:
-            if i < len(done):
-                yield done[i]
-            elif heap:
-                x = heapq.heappop(heap)
-                done.append(x)
-                yield x
-            else:
-                return
-            i += 1
+    def _pop(self):
+        return heapq.heappop(self._heap) if self._heap else None
 
     def without(self, drop) -> "BestFirst":
         """The items for which ``drop(item)`` is false, in the same order."""
         return BestFirst([x for x in self._done + self._heap if not drop(x)])
 
 
-class MergedBestFirst:
+class MergedBestFirst(_ReadPrefix):
     """The order :class:`BestFirst` gives the packer's search items ``(-(bound / price), price, name, type)`` of every
     type of ``view`` whose vector's bound (``ubs``, per vector) is positive, built from one item per vector: a
     vector's types are cheapest first (then by name), so each one's key is no smaller than the one before it, and
     a heap holding each vector's next type pops the items in exactly ``sorted`` order (a k-way merge).  The search
     reads a few dozen items, so only those are built."""
 
-    __slots__ = ("_heap", "_done", "_view", "_next")
+    __slots__ = ("_heap", "_view", "_next")
 
     def __init__(self, view: TypeView, ubs: list):
         types, members = view.types, view.members
@@ -122,25 +135,17 @@ class MergedBestFirst:
         self._view = view
         self._next = ubs
 
-    def __iter__(self):
-        done, heap = self._done, self._heap
-        types, members, ubs = self._view.types, self._view.members, self._next
-        i = 0
-        while True:
-            if i < len(done):
-                yield done[i]
-            elif heap:
-                x = heapq.heappop(heap)
-                j, k = x[4], x[5] + 1
-                if k < len(members[j]):
-                    p, t = types[members[j][k]]
-                    heapq.heappush(heap, (-(ubs[j] / p), p, t.name, t, j, k))
-                item = x[:4]
-                done.append(item)
-                yield item
-            else:
-                return
-            i += 1
+    def _pop(self):
+        heap = self._heap
+        if not heap:
+            return None
+        x = heapq.heappop(heap)
+        members = self._view.members
+        j, k = x[4], x[5] + 1
+        if k < len(members[j]):
+            p, t = self._view.types[members[j][k]]
+            heapq.heappush(heap, (-(self._next[j] / p), p, t.name, t, j, k))
+        return x[:4]
 
     def without(self, drop) -> "BestFirst":
         """The items for which ``drop(item)`` is false, in the same order (every item built)."""

@@ -12,32 +12,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from karpenter_lambda.sim import moto_patch
+
 
 def install() -> bool:
     """Patch ``SQSBackend.is_message_valid_based_on_retention_period`` (once)."""
     import moto.sqs.models as sqs_models   # its unix_time read at each call: sim/faults/queues.py puts SQS on a clock
     from moto.sqs.models import SQSBackend
 
-    if getattr(SQSBackend, "karpenter_lambda_fast_retention", False):
-        return True
-    original = SQSBackend.is_message_valid_based_on_retention_period
+    def make(original: Any) -> Any:
+        def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
+            queue = self.queues.get(queue_name)
+            period = getattr(queue, "message_retention_period", None) if queue is not None else None
+            if period is None:
+                return original(self, queue_name, message)
+            return period + message.sent_timestamp / 1000 > sqs_models.unix_time()
+        return is_message_valid_based_on_retention_period
 
-    def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
-        queue = self.queues.get(queue_name)
-        period = getattr(queue, "message_retention_period", None) if queue is not None else None
-        if period is None:
-            return original(self, queue_name, message)
-        return period + message.sent_timestamp / 1000 > sqs_models.unix_time()
-
-    SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
-    SQSBackend.karpenter_lambda_fast_retention = True
-    SQSBackend.karpenter_lambda_retention_original = original
-    return True
+    return moto_patch.replace(SQSBackend, "is_message_valid_based_on_retention_period", make)
 
 
 def uninstall() -> None:
     from moto.sqs.models import SQSBackend
 
-    if getattr(SQSBackend, "karpenter_lambda_fast_retention", False):
-        SQSBackend.is_message_valid_based_on_retention_period = SQSBackend.karpenter_lambda_retention_original
-        SQSBackend.karpenter_lambda_fast_retention = False
+    moto_patch.restore(SQSBackend, "is_message_valid_based_on_retention_period")

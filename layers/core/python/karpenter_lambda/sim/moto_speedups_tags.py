@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from karpenter_lambda.sim import moto_patch
+
 _GLOB = frozenset("*?[]\\")
 
 
@@ -21,32 +23,25 @@ def install() -> bool:
     from moto.ec2.models.tags import TagBackend
     from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
 
-    if getattr(TagBackend, "karpenter_lambda_fast_tags", False):
-        return True
-    original = TagBackend.describe_tags
+    def make(original: Any) -> Any:
+        def describe_tags(self: Any, filters: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
+            ids = filters.get("resource-id") if isinstance(filters, dict) and len(filters) == 1 else None
+            if not (isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], str) and ids[0]
+                    and not _GLOB.intersection(ids[0])):
+                return original(self, filters)
+            resource_id = ids[0]
+            tags = self.tags.get(resource_id)      # .get: no entry added to moto's defaultdict
+            if not tags:
+                return []
+            resource_type = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
+            return [{"resource_id": resource_id, "key": key, "value": value, "resource_type": resource_type}
+                    for key, value in tags.items()]
+        return describe_tags
 
-    def describe_tags(self: Any, filters: dict[str, list[str]] | None = None) -> list[dict[str, str]]:
-        ids = filters.get("resource-id") if isinstance(filters, dict) and len(filters) == 1 else None
-        if not (isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], str) and ids[0]
-                and not _GLOB.intersection(ids[0])):
-            return original(self, filters)
-        resource_id = ids[0]
-        tags = self.tags.get(resource_id)      # .get: no entry added to moto's defaultdict
-        if not tags:
-            return []
-        resource_type = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
-        return [{"resource_id": resource_id, "key": key, "value": value, "resource_type": resource_type}
-                for key, value in tags.items()]
-
-    TagBackend.describe_tags = describe_tags
-    TagBackend.karpenter_lambda_fast_tags = True
-    TagBackend.karpenter_lambda_tags_original = original
-    return True
+    return moto_patch.replace(TagBackend, "describe_tags", make)
 
 
 def uninstall() -> None:
     from moto.ec2.models.tags import TagBackend
 
-    if getattr(TagBackend, "karpenter_lambda_fast_tags", False):
-        TagBackend.describe_tags = TagBackend.karpenter_lambda_tags_original
-        TagBackend.karpenter_lambda_fast_tags = False
+    moto_patch.restore(TagBackend, "describe_tags")

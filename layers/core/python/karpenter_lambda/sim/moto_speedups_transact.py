@@ -27,6 +27,8 @@ import threading
 from collections import defaultdict
 from typing import Any
 
+from karpenter_lambda.sim import moto_patch
+
 _active = threading.local()   # .targets: {table name: {id(item): item}} while a transaction runs in this thread
 
 
@@ -97,33 +99,24 @@ def install() -> bool:
     """Patch ``DynamoDBBackend.transact_write_items`` (once)."""
     import moto.dynamodb.models as models
 
-    backend_cls = models.DynamoDBBackend
-    if getattr(backend_cls, "karpenter_lambda_fast_transact", False):
-        return True
-    original = backend_cls.transact_write_items
-
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        targets = _named_items(self, transact_items) if isinstance(transact_items, list) else None
-        if targets is None or getattr(_active, "targets", None) is not None:
-            return original(self, transact_items)
-        _active.targets = targets
-        try:
-            return original(self, transact_items)
-        finally:
-            _active.targets = None
+    def make(original: Any) -> Any:
+        def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+            targets = _named_items(self, transact_items) if isinstance(transact_items, list) else None
+            if targets is None or getattr(_active, "targets", None) is not None:
+                return original(self, transact_items)
+            _active.targets = targets
+            try:
+                return original(self, transact_items)
+            finally:
+                _active.targets = None
+        return transact_write_items
 
     models.copy = _Copy()
-    backend_cls.transact_write_items = transact_write_items
-    backend_cls.karpenter_lambda_fast_transact = True
-    backend_cls.karpenter_lambda_transact_original = original
-    return True
+    return moto_patch.replace(models.DynamoDBBackend, "transact_write_items", make)
 
 
 def uninstall() -> None:
     import moto.dynamodb.models as models
 
-    backend_cls = models.DynamoDBBackend
-    if getattr(backend_cls, "karpenter_lambda_fast_transact", False):
-        backend_cls.transact_write_items = backend_cls.karpenter_lambda_transact_original
-        backend_cls.karpenter_lambda_fast_transact = False
-        models.copy = _copy
+    moto_patch.restore(models.DynamoDBBackend, "transact_write_items")
+    models.copy = _copy
