@@ -172,6 +172,7 @@ class NodeClaimTemplate:
         self._union: dict = {}
         self._blocks: dict = {}
         self.pack_views: dict = {}   # the bulk packer's (types, TypeView) per (signature, smallest request, exotic)
+        self._offered: dict = {}     # (key, signature) -> offered_domains
 
     def with_usage(self, nodepool, usage: dict | None) -> "NodeClaimTemplate":
         """This template for one solve: a shallow copy with its own ``remaining`` (the limits minus ``usage``, the
@@ -180,6 +181,23 @@ class NodeClaimTemplate:
         t.np = nodepool
         t.remaining = {k: v - (usage or {}).get(k, 0) for k, v in self.limits.items()}
         return t
+
+    def offered_domains(self, key: str, reqs: Requirements) -> frozenset:
+        """The zones (``key`` zone) or capacity types (``key`` capacity type) of the offerings ``reqs`` allow of
+        the types compatible with ``reqs`` (which already include the pool's): where a node of this pool could be
+        for a pod with those requirements (topology spread's eligible domains)."""
+        sig = (key, reqs.signature())
+        hit = self._offered.get(sig)
+        if hit is None:
+            out = set()
+            z, ct = reqs.get(L.ZONE), reqs.get(L.CAPACITY_TYPE)
+            zone = key == L.ZONE
+            for t in self.compat_types(reqs):
+                for o in t.offers:
+                    if z.has(o.zone) and ct.has(o.capacity_type):
+                        out.add(o.zone if zone else o.capacity_type)
+            hit = self._offered[sig] = frozenset(out)
+        return hit
 
     def cache_size(self) -> int:
         return len(self._compat) + len(self.fit_cache) + len(self.pack_views)

@@ -149,11 +149,7 @@ class TopologyTracker:
                 continue
             reqs = p.reqs.intersection(c.reqs)
             if con.key in (L.ZONE, L.CAPACITY_TYPE):
-                z, ct = reqs.get(L.ZONE), reqs.get(L.CAPACITY_TYPE)
-                for t in p.compat_types(reqs):
-                    for o in t.offers:
-                        if z.has(o.zone) and ct.has(o.capacity_type):
-                            out.add(o.zone if con.key == L.ZONE else o.capacity_type)
+                out.update(p.offered_domains(con.key, reqs))
             else:
                 r = reqs.get(con.key)
                 if not r.complement:
