@@ -288,13 +288,13 @@ class LoopMixin:
     def _join(self, inst: dict) -> None:
         """The instance's kubelet registers its Node (:func:`.kubelet.register`: capacity from the instance type,
         labels, taints and max-pods from its userData; no NodeClaim needed, as on a real node)."""
-        ec2 = boto3.client("ec2", region_name=self.region)
         iid = inst["InstanceId"]
-        with moto_ec2.unfiltered():      # the kubelet runs on the instance: it needs no DescribeInstances
-            cur = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]
-        if cur["State"]["Name"] not in ("pending", "running"):
+        cur = moto_ec2.instance_entry(self.region, iid)   # the kubelet runs on the instance: no DescribeInstances
+        if cur is None or cur["State"]["Name"] not in ("pending", "running"):
             return
-        node, boot = kubelet.register(self.server, self.store, self.region, cur, ec2, now=self.clock.isoformat())
+        if self._ec2 is None:
+            self._ec2 = boto3.client("ec2", region_name=self.region)
+        node, boot = kubelet.register(self.server, self.store, self.region, cur, self._ec2, now=self.clock.isoformat())
         name = node["metadata"]["name"]
         self.emit("NodeJoined", f"node/{name}", f"{cur['InstanceType']} {iid} joined (not Ready yet)")
         self._schedule(self.clock.elapsed + self.ready_delay, "ready", {"node": name, "startup_taints": boot.startup_taints})

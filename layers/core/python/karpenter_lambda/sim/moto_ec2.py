@@ -85,6 +85,23 @@ def instance_launches(region: str, filters: dict[str, list[str]], account: str |
             for r in backend(region, account).describe_instances(filters) for i in r.instances]
 
 
+def instance_entry(region: str, instance_id: str, account: str | None = None) -> dict | None:
+    """The fields of ``instance_id``'s DescribeInstances entry that a simulated kubelet reads (InstanceId,
+    InstanceType, Placement.AvailabilityZone, PrivateDnsName, State.Name, Tags), read from moto's backend: the
+    instance's own view of itself (the world's truth, visible to the controllers yet or not), without serializing
+    and parsing the whole entry; None when moto has no such instance.  ``tests/sim/test_moto_ec2_entry.py`` holds it
+    equal to DescribeInstances."""
+    b = backend(region, account)
+    for r in b.reservations.values():
+        for i in r.instances:
+            if i.id == instance_id:
+                return {"InstanceId": i.id, "InstanceType": i.instance_type,
+                        "Placement": {"AvailabilityZone": i.placement.zone}, "PrivateDnsName": i.private_dns_name,
+                        "State": {"Name": i.state},
+                        "Tags": [{"Key": t["key"], "Value": t["value"]} for t in i.get_tags()]}
+    return None
+
+
 def _age(instance) -> float:
     import moto.ec2.models.instances as moto_instances   # utcnow is the virtual clock's inside SimEnvironment
 

@@ -104,6 +104,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
         self._timers: list[tuple[float, int, str, dict]] = []
         self._seq = 0
         self._joined: set[str] = set()         # instance ids that have (or will get) a node
+        self._ec2 = None                       # the simulated kubelets' EC2 client (reads userData), made in run
         self._receives: dict[str, int] = {}
         self._watched: dict[str, str] = {}            # pod key -> the interrupted node it ran on
         self._displaced: dict[str, float] = {}        # pod key -> since when it has had no node
