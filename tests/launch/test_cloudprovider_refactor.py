@@ -98,3 +98,11 @@ def test_no_client_library_imported_outside_adapters(package):
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             bad += [f"{path.name}:{node.lineno} {n}" for n in names if n.split(".")[0] in CLIENT_LIBRARIES]
     assert bad == []
+
+
+def test_launch_templates_are_kept_for_the_provider_not_per_launch(env):
+    """Every launch of one provider (one invocation) shares its LaunchTemplates, whose names already described or
+    created are not described again (tests/launch/test_launch_templates.py); a new provider starts empty."""
+    instances = InstanceProvider(env.ec2, SimpleNamespace(name=CLUSTER))
+    assert instances.templates() is instances.templates()
+    assert InstanceProvider(env.ec2, SimpleNamespace(name=CLUSTER)).templates() is not instances.templates()

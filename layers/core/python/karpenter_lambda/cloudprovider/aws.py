@@ -34,15 +34,6 @@ class AWSCloudProvider:
         self.price_cache = price_cache
         self.catalog_loader = catalog_loader
         self.instances = InstanceProvider(ec2, cluster, unavailable, beside_karpenter=beside_karpenter)
-        self._templates: LaunchTemplates | None = None
-
-    def templates(self) -> LaunchTemplates:
-        """The launch templates of this provider's launches: a template described or created once is not described
-        again by a later launch of the same invocation (Karpenter keeps them in memory too; a template deleted
-        meanwhile fails that CreateFleet, and the NodeClaim's launch is retried by the next round)."""
-        if self._templates is None:
-            self._templates = LaunchTemplates(self.ec2, self.cluster.name)
-        return self._templates
 
     @classmethod
     def from_environment(cls, env) -> "AWSCloudProvider":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..adapters.aws.launch_templates import LaunchTemplates
 from ..api import labels as wk
 from ..api.labels import NODECLAIM_TAG
 from . import launch
@@ -36,6 +37,15 @@ class InstanceProvider:
         self.cluster = cluster  # environment.ClusterDescription-like: name, endpoint, ca_b64, version, service_cidr
         self.unavailable = unavailable
         self.beside_karpenter = beside_karpenter  # instances without the tag keys upstream Karpenter lists by
+        self._templates: LaunchTemplates | None = None
+
+    def templates(self) -> LaunchTemplates:
+        """The launch templates of this provider's launches: a template described or created once is not described
+        again by a later launch of the same invocation (Karpenter keeps them in memory too; a template deleted
+        meanwhile fails that CreateFleet, and the NodeClaim's launch is retried by the next round)."""
+        if self._templates is None:
+            self._templates = LaunchTemplates(self.ec2, self.cluster.name)
+        return self._templates
 
     def create(self, request: CreateRequest, on_retry: Callable[[str, list], None] | None = None) -> Instance:
         return launch.launch(self, request, on_retry)   # through the module: a benchmark may wrap it
