@@ -17,6 +17,7 @@ from ..api import events as kev
 from ..api.kube import pod_key
 from .environment import LambdaContext, SimulationError, capture_logs, load_module
 from .functions import load_functions
+from .heap import settle_heap
 
 MAX_RECEIVES = 5
 
@@ -144,6 +145,7 @@ class FeedsMixin:
             return self._call_handler(fn, event, name)
         finally:
             self._track_cost()
+            settle_heap()
 
     def _call_handler(self, fn, event, name):
         sink = self.handler_logs if self.handler_logs is not None else io.StringIO()

@@ -40,6 +40,7 @@ clock: shared with the test :mod:`.world`), :mod:`.loop` (the event loop and the
 
 from __future__ import annotations
 
+import gc
 import io
 import threading
 import time
@@ -55,6 +56,7 @@ from ..controllers import runtime
 from .clock import VirtualClock
 from .environment import LambdaContext, SimEnvironment, SimulationError, load_module, repo_root
 from .feeds import MAX_RECEIVES, FeedsMixin, sqs_record
+from .heap import settle_heap
 from .interruptions import SPOT_WARNING_SECONDS, InterruptionsMixin
 from .loop import BATCH_IDLE, BATCH_MAX, UNREGISTERED, LoopMixin, _strip
 from .report_events import ReportEventsMixin
@@ -213,9 +215,11 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
             self._schedule_offpeak()
             runtime.REPORT_HOOKS.append(self._on_report)
             watcher_thread, self.watcher_stats = self._start_watcher(server, account, stop, root)
+            settle_heap()
             try:
                 reason = self._loop()
             finally:
+                gc.unfreeze()    # everything settle_heap set aside goes back to the collector
                 runtime.REPORT_HOOKS.remove(self._on_report)
             result = self._result(reason)
             stop.set()
