@@ -15,8 +15,9 @@ method; classes do not change while running, so the list is kept per class.
 :func:`install` also installs ``moto_speedups_query`` (a Query on the table's key reads its partition only) and
 ``moto_speedups_serialize`` (the serializer's attribute names and response transformers found once),
 ``moto_speedups_transact`` (TransactWriteItems keeps, to roll back, only the items it names),
-``moto_speedups_tags`` (an EC2 resource's tags read from its own entry) and ``moto_speedups_sqs`` (a received
-message's retention read from its queue's field).
+``moto_speedups_tags`` (an EC2 resource's tags read from its own entry), ``moto_speedups_sqs`` (a received
+message's retention read from its queue's field) and ``moto_speedups_xml`` (XML responses written without
+xmltodict's SAX machinery).
 
 Only moto 5.2.x is patched (the version the tests pin); with any other version :func:`install` changes nothing.
 """
@@ -27,7 +28,7 @@ import base64
 import json
 
 from . import (moto_speedups_query, moto_speedups_serialize, moto_speedups_sqs, moto_speedups_tags,
-               moto_speedups_transact)
+               moto_speedups_transact, moto_speedups_xml)
 
 # per operation: the response members that hold items
 ITEM_MEMBERS = {"GetItem": ("Item",), "Query": ("Items",), "Scan": ("Items",), "BatchGetItem": ("Responses",)}
@@ -60,6 +61,7 @@ def install() -> bool:
     moto_speedups_transact.install()
     moto_speedups_tags.install()
     moto_speedups_sqs.install()
+    moto_speedups_xml.install()
     original = DynamoHandler.serialized
 
     def serialized(self, action_result):
@@ -105,6 +107,7 @@ def uninstall() -> None:
     moto_speedups_transact.uninstall()
     moto_speedups_tags.uninstall()
     moto_speedups_sqs.uninstall()
+    moto_speedups_xml.uninstall()
     if getattr(DynamoHandler, "karpenter_lambda_fast_items", False):
         del DynamoHandler.serialized   # moto's own (BaseResponse's) again
         DynamoHandler.karpenter_lambda_fast_items = False
