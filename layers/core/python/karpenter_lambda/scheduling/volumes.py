@@ -190,7 +190,8 @@ class VolumeIndex:
 def inject(pod: dict, vols: PodVolumes) -> dict:
     """A copy of ``pod`` carrying ``vols``: the requirements added to every required node-selector term (one new term
     when it has none, as Karpenter does) and the volume counts in ``spec.overhead``.  Nested objects not changed
-    are shared, not copied; ``pod`` itself is not modified."""
+    are shared, not copied, and so are the requirement dicts (one per volume or class, read-only like the rest of a
+    snapshot's pods); ``pod`` itself is not modified."""
     if not vols.requirements and not vols.counts:
         return pod
     spec = dict(pod.get("spec") or {})
@@ -200,7 +201,7 @@ def inject(pod: dict, vols: PodVolumes) -> dict:
         required = dict(na.get(REQUIRED) or {})
         terms = [dict(t) for t in required.get("nodeSelectorTerms") or () if isinstance(t, dict)] or [{}]
         for t in terms:
-            t["matchExpressions"] = list(t.get("matchExpressions") or ()) + [dict(r) for r in vols.requirements]
+            t["matchExpressions"] = list(t.get("matchExpressions") or ()) + list(vols.requirements)
         required["nodeSelectorTerms"] = terms
         na[REQUIRED] = required
         affinity["nodeAffinity"] = na
