@@ -125,6 +125,14 @@ def test_edge_cases_are_written_as_xmltodict_writes_them(body, full_document):
                                      short_empty_elements=True, pretty=False) == want
 
 
+def test_a_generator_reaches_xmltodict_unread():
+    def body():
+        return {"R": {"item": (x for x in ("a", "b")), "after": b"bytes: xmltodict writes the rest"}}
+    assert moto_speedups_xml.unparse(xmltodict.unparse, body(), full_document=True, short_empty_elements=True,
+                                     pretty=False) == xmltodict.unparse(body(), full_document=True,
+                                                                        short_empty_elements=True, pretty=False)
+
+
 def test_other_arguments_are_xmltodicts_own():
     body = {"R": {"a": "1", "b": None}}
     for kwargs in ({"pretty": True, "short_empty_elements": True}, {"short_empty_elements": False}, {}):

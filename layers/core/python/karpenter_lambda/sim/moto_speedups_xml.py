@@ -57,6 +57,8 @@ def _emit(key: Any, value: Any, out: list, root: bool) -> None:
     name = _check_name(key)
     if not hasattr(value, "__iter__") or isinstance(value, (str, bytes, bytearray, memoryview, dict)):
         value = (value,)
+    elif not isinstance(value, (list, tuple)):
+        raise _Unsupported("iterable")   # before reading it: a generator must reach xmltodict unread
     for index, v in enumerate(value):
         if root and index > 0:
             raise _Unsupported("several roots")
