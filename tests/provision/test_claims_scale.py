@@ -1,14 +1,14 @@
 """LaunchClaims at scale and under non-condition failures (moto DynamoDB; failures injected with botocore hooks).
+moto's TransactWriteItems copies the table once per action to roll back; tests/conftest installs
+sim/moto_speedups_transact (the transaction undone in place instead), without which the 400 claims take minutes.
 
 Issue 21 defect 5: one usage item per NodePool held every claim's resources and pod uids, so it filled DynamoDB's
 400 KB item limit at about 300 NodeClaims of 30 pods and every later launch in the NodePool failed for good; and any
 cancelled transaction (item too large, TransactionConflict, throttling) was read as a conflict with other NodeClaims.
 """
 
-import copy
 import json
 import threading
-import types
 
 import boto3
 import pytest
@@ -31,48 +31,6 @@ def ddb():
         yield client
 
 
-@pytest.fixture
-def item_rollback(monkeypatch):
-    """moto backs up the WHOLE table (deepcopy) once per action of every TransactWriteItems, so a transaction costs
-    time in the table's size times its actions: 1,000 transactions of 32 actions on a 31,000-item table would take
-    hours.  This keeps moto's transaction semantics (same checks, same cancellation reasons, all-or-nothing) but
-    backs up only the items the transaction touches, restoring them if it is cancelled."""
-    import moto.dynamodb.models as models
-    from moto.dynamodb.models.dynamo_type import DynamoType
-    from moto.dynamodb.models.table import Table
-
-    original = models.DynamoDBBackend.transact_write_items
-    no_table_copy = types.SimpleNamespace(
-        deepcopy=lambda x, memo=None: x if isinstance(x, Table) else copy.deepcopy(x, memo))
-
-    def transact_write_items(self, transact_items):
-        touched = []
-        for action in transact_items:
-            op_type, op = next(iter(action.items()))
-            table = self.tables.get(op.get("TableName"))
-            if table is None:
-                continue
-            key = op["Item"] if op_type == "Put" else op["Key"]
-            hk = DynamoType(key[table.hash_key_attr])
-            rk = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
-            current = table.get_item(hk, rk)
-            touched.append((table, hk, rk, copy.deepcopy(current) if current is not None else None))
-        monkeypatch.setattr(models, "copy", no_table_copy)
-        try:
-            return original(self, transact_items)
-        except Exception:
-            for table, hk, rk, old in reversed(touched):
-                if old is None:
-                    table.items.get(hk, {}).pop(rk, None)
-                else:
-                    table.items[hk][rk] = old
-            raise
-        finally:
-            monkeypatch.setattr(models, "copy", copy)
-
-    monkeypatch.setattr(models.DynamoDBBackend, "transact_write_items", transact_write_items)
-
-
 def _uid(i: int, j: int) -> str:
     return f"{i:08d}-{j:04d}-4a2b-9c3d-0123456789ab"   # the length of a Kubernetes pod uid (36)
 
@@ -82,7 +40,7 @@ def _uid(i: int, j: int) -> str:
 N_CLAIMS = 400
 
 
-def test_hundreds_of_claims_of_thirty_pods_in_one_nodepool_commit(ddb, item_rollback):
+def test_hundreds_of_claims_of_thirty_pods_in_one_nodepool_commit(ddb):
     n = N_CLAIMS
     c = LaunchClaims(ddb, "c1", TABLE, clock=lambda: 1000.0)
     limits = {"cpu": n * 4000, "nodes": n}
