@@ -14,7 +14,7 @@ method; classes do not change while running, so the list is kept per class.
 
 :func:`install` also installs ``moto_speedups_query`` (a Query on the table's key reads its partition only) and
 ``moto_speedups_serialize`` (the serializer's attribute names and response transformers found once),
-``moto_speedups_transact`` (TransactWriteItems keeps, to roll back, only the items it names),
+``moto_speedups_transact`` (a failed TransactWriteItems undone in place, no table copies),
 ``moto_speedups_tags`` (an EC2 resource's tags read from its own entry), ``moto_speedups_sqs`` (a received
 message's retention read from its queue's field) and ``moto_speedups_xml`` (XML responses written without
 xmltodict's SAX machinery).
