@@ -127,6 +127,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="the small consolidation run only")
     ap.add_argument("--out", help="also write the JSON here")
     ap.add_argument("--compare", help="an earlier output to compare with (exit 1 on any difference)")
+    ap.add_argument("--json", action="store_true",
+                    help="one summary line instead of the document (bench/run_all.py): its fingerprint and, with "
+                         "--compare, the differences")
     a = ap.parse_args(argv)
     print("plan --json over every example set ...", file=sys.stderr, flush=True)
     result = {"plans": plans()}
@@ -135,9 +138,13 @@ def main(argv=None) -> int:
     print("demo simulation ...", file=sys.stderr, flush=True)
     result["demo"] = demo()
     text = json.dumps(result, indent=2, sort_keys=True)
-    print(text)
+    if not a.json:
+        print(text)
     if a.out:
         Path(a.out).write_text(text + "\n")
+    summary = {"benchmark": "equivalence", "quick": a.quick,
+               "sha256": hashlib.sha256((text + "\n").encode()).hexdigest()}
+    changes: list = []
     if a.compare:
         before = json.loads(Path(a.compare).read_text())
         if a.quick:
@@ -146,8 +153,11 @@ def main(argv=None) -> int:
         for c in changes:
             print(f"DIFFERENT {c}", file=sys.stderr)
         print(f"{len(changes)} difference(s) from {a.compare}", file=sys.stderr)
-        return 1 if changes else 0
-    return 0
+        summary.update({"compared_with": a.compare, "differences": len(changes), "ok": not changes,
+                        "first_differences": changes[:5]})
+    if a.json:
+        print(json.dumps(summary))
+    return 1 if changes else 0
 
 
 if __name__ == "__main__":
