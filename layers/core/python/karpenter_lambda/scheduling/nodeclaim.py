@@ -200,7 +200,7 @@ class NodeClaimTemplate:
         return hit
 
     def cache_size(self) -> int:
-        return len(self._compat) + len(self.fit_cache) + len(self.pack_views)
+        return len(self._compat) + len(self.fit_cache) + len(self.pack_views) + len(self._offered)
 
     def compat_types(self, reqs: Requirements) -> list[InstanceTypeOption]:
         """Pool types compatible with ``reqs`` (which already include the pool's) with an offering allowed by them."""

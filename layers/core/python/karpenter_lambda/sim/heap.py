@@ -6,10 +6,9 @@ The collector's full passes walk all of them: in the 40-pod, 4-hour benchmark 6 
 (``gc.callbacks`` timing). :func:`settle_heap` runs before the loop and after each handler invocation: a
 collection of the young generations (the invocation's cyclic garbage is freed there), then ``gc.freeze()``, which
 sets every object still alive aside, so later passes look only at what the run allocates next (measured: the
-collector's time 1.12-1.27 s -> 0.69-0.76 s in that benchmark; ``week200`` 34.4 s -> 26.7 s wall, the same peak RSS,
-360 MB). Objects set aside are freed by reference
-counting as usual; only cyclic garbage among them waits for ``gc.unfreeze()``, which the simulation calls when its
-loop ends.
+collector's time 1.12-1.27 s -> 0.69-0.76 s in that benchmark; ``week200`` 34.4 s -> 26.7 s wall, the same peak
+RSS, 360 MB). Objects set aside are freed by reference counting as usual; only cyclic garbage among them waits for
+``gc.unfreeze()``, which the simulation calls when its loop ends.
 """
 
 from __future__ import annotations
