@@ -1,6 +1,7 @@
 """Shared test set-up: no real AWS, ever."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,19 @@ def pytest_collection_modifyitems(config, items):
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=_slow_rank)   # stable: the order inside a module is kept
+
+
+def pytest_collection(session):
+    """pytest keeps its assertion-rewritten test modules (``tests/**/__pycache__``, git-ignored) only where bytecode
+    may be written; with ``PYTHONDONTWRITEBYTECODE`` set, as on these machines, every xdist worker rewrote every
+    test module at every run (about 8 s of each worker's start).  Bytecode is allowed while the tests are
+    collected, and the setting is put back after."""
+    session.stash[_BYTECODE_SETTING] = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+
+
+def pytest_collection_finish(session):
+    sys.dont_write_bytecode = session.stash.get(_BYTECODE_SETTING, sys.dont_write_bytecode)
+
+
+_BYTECODE_SETTING = pytest.StashKey[bool]()
