@@ -56,7 +56,7 @@ from ..controllers import runtime
 from .clock import VirtualClock
 from .environment import LambdaContext, SimEnvironment, SimulationError, load_module, repo_root
 from .feeds import MAX_RECEIVES, FeedsMixin, sqs_record
-from .heap import settle_heap
+from .heap import run_collector_settings, settle_heap
 from .interruptions import SPOT_WARNING_SECONDS, InterruptionsMixin
 from .loop import BATCH_IDLE, BATCH_MAX, UNREGISTERED, LoopMixin, _strip
 from .report_events import ReportEventsMixin
@@ -178,6 +178,10 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
         return nodepools, nodeclasses, wl
 
     def run(self) -> SimulationResult:
+        with run_collector_settings():
+            return self._run()
+
+    def _run(self) -> SimulationResult:
         started = time.perf_counter()
         nodepools, nodeclasses, wl = self._load()
         if self.scenario is not None and self.scenario.start_time is not None:
