@@ -4,6 +4,7 @@ server; each test runs in milliseconds.  The rules are scheduling/volumes.py's; 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -17,7 +18,7 @@ from karpenter_lambda.disruption.emptiness import Emptiness
 from karpenter_lambda.scheduling import solve
 from karpenter_lambda.scheduling.inputs import scheduling_input
 from karpenter_lambda.scheduling.podfacts import build_classes
-from karpenter_lambda.scheduling.volumes import VolumeIndex, inject
+from karpenter_lambda.scheduling.volumes import VolumeIndex, apply_volumes, inject
 
 A, B, C = ZONES
 
@@ -89,6 +90,26 @@ def test_requirements_are_added_to_every_required_term_of_the_pod():
     assert [[e["key"] for e in t["matchExpressions"]] for t in got] == [[L.ARCH, L.ZONE], [L.ARCH, L.ZONE]]
     assert len(terms[0]["matchExpressions"]) == 1 and "overhead" not in p["spec"]   # the pod itself is not changed
     assert out["spec"]["overhead"] == {L.volume_resource(L.EBS_CSI_DRIVER): 1}
+
+
+def test_pods_whose_volumes_ask_the_same_share_one_affinity_and_the_solver_reads_them_alike():
+    storage = [pv("pv-0", zone=A), pv("pv-1", zone=A), pv("pv-2", zone=B)]
+    storage += [pvc(f"data-db-{i}", volume=f"pv-{i}") for i in range(3)]
+    snap = snapshot(pods=[db(i, f"data-db-{i}") for i in range(3)], storage=storage)
+    apply_volumes(snap)
+    aff = {p["metadata"]["name"]: p["spec"]["affinity"] for p in snap.pods}
+    assert aff["db-0"] is aff["db-1"] and aff["db-0"] is not aff["db-2"]   # two PVs of zone a: one object
+    assert aff["db-0"] == aff["db-1"] != aff["db-2"]
+    # each pod's own note still names its own claim and volume
+    notes = sorted(snap.pod_notes.values())
+    assert notes[0].startswith("PVC data-db-0 (PV pv-0) requires ") and notes[1].startswith("PVC data-db-1 (PV pv-1)")
+    # the solver's classes see the equal node affinities as one shape, however the objects are shared
+    copies = [dict(p, spec=dict(p["spec"], affinity=copy.deepcopy(p["spec"]["affinity"]))) for p in snap.pods]
+    for pods in (snap.pods, copies):
+        classes = build_classes(pods, dict, [])
+        assert len(classes) == 3 and classes[0].terms is classes[1].terms is not classes[2].terms
+        shapes = {str(c.reqs) for c in classes}
+        assert len(shapes) == 2
 
 
 # -- unbound claims ---------------------------------------------------------------------------------------------

@@ -48,6 +48,9 @@ class BulkPacker:
         # 1. free room on existing nodes and planned nodes
         live = [c for c in cl if left(c)]
         c0 = cl[0]   # the group's classes share their requirements (pack_simple's key)
+        # a node's requirements -> (them, whether the group may go there): the nodes one packing opened share one
+        # requirements object (each entry holds it, so its id is not reused while the memo lives)
+        compat: dict = {}
         for node in self.existing_nodes + self.planned:
             if not live:
                 return
@@ -58,8 +61,12 @@ class BulkPacker:
             if node.fixed:
                 self._fill(node, live)
                 continue
-            if len(c0.reqs) and node.reqs.compatible(c0.reqs) is not None:
-                continue  # no pod of the group may go there (``try_node`` would refuse each): e.g. another zone
+            if len(c0.reqs):
+                hit = compat.get(id(node.reqs))
+                if hit is None:
+                    hit = compat[id(node.reqs)] = (node.reqs, node.reqs.compatible(c0.reqs) is None)
+                if not hit[1]:
+                    continue  # no pod of the group may go there (``try_node`` would refuse each): e.g. another zone
             # a planned NodeClaim: only the room its launch type leaves (filling it past that buys a larger type,
             # which on a real catalog costs more than packing the pods on nodes of their own)
             t0 = node.launch if node.launch is not None else self.launch_type(node)

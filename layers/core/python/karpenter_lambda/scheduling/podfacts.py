@@ -84,6 +84,15 @@ def build_classes(pods: list, zone_map, unschedulable: list) -> list[PodClass]:
     shapes: dict = {}
     constraints: dict = {}
     classes = []
+    # a spec's parts by identity -> (the part, its text): pods made from one template share them (the volume step
+    # gives the pods of a volume or class one affinity object); each part is held, so its id stays its own
+    texts: dict = {}
+
+    def text(obj) -> str:
+        hit = texts.get(id(obj))
+        if hit is None:
+            hit = texts[id(obj)] = (obj, repr(obj))
+        return hit[1]
     for i, pod in enumerate(pods):
         if not isinstance(pod, dict):
             raise SchedulingError(f"pods[{i}]: must be a Pod object (dict)")
@@ -95,8 +104,8 @@ def build_classes(pods: list, zone_map, unschedulable: list) -> list[PodClass]:
         ns = meta.get("namespace") or "default"
         # volumes do not enter the class: what they ask of a node is in the spec's affinity and overhead already
         # (scheduling/volumes.inject), so a StatefulSet's pods differing only in their claims stay one shape
-        key = (ns, repr(sorted(labels.items())),
-               repr({k: v for k, v in spec.items() if k != "volumes"} if "volumes" in spec else spec))
+        # (the spec's text part by part: equal exactly when the whole spec's text is)
+        key = (ns, repr(sorted(labels.items())), tuple((k, text(v)) for k, v in spec.items() if k != "volumes"))
         c = by_key.get(key)
         if c is None:
             c = PodClass()
@@ -106,10 +115,10 @@ def build_classes(pods: list, zone_map, unschedulable: list) -> list[PodClass]:
             # each parsed once
             aff = spec.get("affinity") or {}
             na = aff.get("nodeAffinity") or {}
-            nkey = (repr(spec.get("nodeSelector")), repr(na))
+            nkey = (text(spec.get("nodeSelector")), text(na))
             ckey = None
             if spec.get("topologySpreadConstraints") or aff.get("podAffinity") or aff.get("podAntiAffinity"):
-                ckey = (key[0], key[1], repr(aff), repr(spec.get("topologySpreadConstraints")))
+                ckey = (key[0], key[1], text(aff), text(spec.get("topologySpreadConstraints")))
             try:
                 c.req = pod_requests(pod)
                 shape = shapes.get(nkey)

@@ -26,7 +26,7 @@ A claim two pods share counts once per pod (conservative: the kubelet counts it 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..api import labels as L
 from ..api.kube import pod_key, pod_uid
@@ -40,8 +40,7 @@ REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _APPLIED = "_volumes_applied"   # snapshot attribute: apply_volumes ran on it
 
 
-@dataclass(frozen=True)
-class PodVolumes:
+class PodVolumes(NamedTuple):
     """What a pod's claims ask of its node: requirements (NodeSelectorRequirement dicts), volumes per CSI driver,
     one line per constrained claim (for explanations), or the problem that keeps the pod from being scheduled."""
 
@@ -108,6 +107,9 @@ class VolumeIndex:
         # class, and a PV may back several pods' claims
         self._by_pv: dict = {}
         self._by_class: dict = {}
+        # requirements by their text -> (them, as a note says them): volumes asking the same (the PVs of one zone)
+        # share one list, so ``inject`` gives their pods one affinity object
+        self._same: dict = {}
 
     @classmethod
     def of(cls, snap: ClusterSnapshot) -> "VolumeIndex":
@@ -125,37 +127,53 @@ class VolumeIndex:
                 return PodVolumes(problem=f"PVC {claim} not found (namespace {ns})")
             pvc_spec = (pvc or {}).get("spec") or template or {}
             pv_name = pvc_spec.get("volumeName")
-            if pv_name:
-                known = self._by_pv.get(pv_name)
-                if known is None:
-                    pv = self.pvs.get(pv_name)
-                    if pv is None:
-                        return PodVolumes(problem=f"PV {pv_name} of PVC {claim} not found")
-                    r = self._pv_requirements(pv)
-                    known = self._by_pv[pv_name] = (r, _fmt(r) if r else "", _driver(pv, None))
-                r, text, d = known
-                where = f"PVC {claim} (PV {pv_name})"
-            else:
-                sc_name = pvc_spec.get("storageClassName")
-                if sc_name is None:
-                    sc_name = self.default_class
-                known = self._by_class.get(sc_name)
-                if known is None:
-                    sc = None
-                    if sc_name:
-                        sc = self.classes.get(sc_name)
-                        if sc is None:
-                            return PodVolumes(problem=f"StorageClass {sc_name} of PVC {claim} not found")
-                    r = self._class_requirements(sc) if sc is not None else []
-                    known = self._by_class[sc_name] = (r, _fmt(r) if r else "", _driver(None, sc))
-                r, text, d = known
-                where = f"PVC {claim} (StorageClass {sc_name}, not bound yet)"
+            known = self._bound(pv_name) if pv_name else self._unbound(pvc_spec.get("storageClassName"))
+            if isinstance(known, str):
+                return PodVolumes(problem=f"{known} of PVC {claim} not found")
+            r, what, d = known
             if r:
                 reqs.extend(r)
-                notes.append(f"{where} requires {text}")
+                notes.append(f"PVC {claim} {what}")
             if d:
                 counts[d] = counts.get(d, 0) + 1
         return PodVolumes(tuple(reqs), tuple(sorted(counts.items())), tuple(notes))
+
+    def _bound(self, pv_name: str):
+        """(requirements, the note's text after the claim's name, CSI driver) of a bound claim's PV, or the
+        missing object's name."""
+        known = self._by_pv.get(pv_name)
+        if known is None:
+            pv = self.pvs.get(pv_name)
+            if pv is None:
+                return f"PV {pv_name}"
+            r, text = self._shared(self._pv_requirements(pv))
+            known = self._by_pv[pv_name] = (r, f"(PV {pv_name}) requires {text}" if r else "", _driver(pv, None))
+        return known
+
+    def _unbound(self, sc_name: str | None):
+        """The same for an unbound claim of StorageClass ``sc_name`` (None: the default class)."""
+        if sc_name is None:
+            sc_name = self.default_class
+        known = self._by_class.get(sc_name)
+        if known is None:
+            sc = None
+            if sc_name:
+                sc = self.classes.get(sc_name)
+                if sc is None:
+                    return f"StorageClass {sc_name}"
+            r, text = self._shared(self._class_requirements(sc)) if sc is not None else ([], "")
+            known = self._by_class[sc_name] = (
+                r, f"(StorageClass {sc_name}, not bound yet) requires {text}" if r else "", _driver(None, sc))
+        return known
+
+    def _shared(self, reqs: list[dict]) -> tuple[list[dict], str]:
+        """(a copy of ``reqs``, their text), one per distinct ``reqs``."""
+        key = repr(reqs)
+        hit = self._same.get(key)
+        if hit is None:
+            r = [dict(x) for x in reqs]
+            hit = self._same[key] = (r, _fmt(r))
+        return hit
 
     @staticmethod
     def _pv_requirements(pv: dict) -> list[dict]:
@@ -163,7 +181,7 @@ class VolumeIndex:
         terms = (((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")) or []
         if not terms or not isinstance(terms[0], dict):
             return []
-        out = [dict(r) for r in terms[0].get("matchExpressions") or () if isinstance(r, dict)]
+        out = [r for r in terms[0].get("matchExpressions") or () if isinstance(r, dict)]
         if spec.get("local") or spec.get("hostPath"):
             out = [r for r in out if r.get("key") != L.HOSTNAME]
         return out
@@ -187,29 +205,42 @@ class VolumeIndex:
         return out
 
 
-def inject(pod: dict, vols: PodVolumes) -> dict:
+def inject(pod: dict, vols: PodVolumes, shared: dict | None = None) -> dict:
     """A copy of ``pod`` carrying ``vols``: the requirements added to every required node-selector term (one new term
     when it has none, as Karpenter does) and the volume counts in ``spec.overhead``.  Nested objects not changed
     are shared, not copied, and so are the requirement dicts (one per volume or class, read-only like the rest of a
-    snapshot's pods); ``pod`` itself is not modified."""
+    snapshot's pods); ``pod`` itself is not modified.  ``shared``: a dict the caller keeps while ``vols`` and the
+    pods it passes are alive (``apply_volumes``), through which pods with the same affinity and the same volume
+    requirements get one new affinity object, and likewise for the overhead (StatefulSet replicas, the claims of one
+    StorageClass): less to build, and the solver, which groups pods by their spec's text, reads it once."""
     if not vols.requirements and not vols.counts:
         return pod
     spec = dict(pod.get("spec") or {})
     if vols.requirements:
-        affinity = dict(spec.get("affinity") or {})
-        na = dict(affinity.get("nodeAffinity") or {})
-        required = dict(na.get(REQUIRED) or {})
-        terms = [dict(t) for t in required.get("nodeSelectorTerms") or () if isinstance(t, dict)] or [{}]
-        for t in terms:
-            t["matchExpressions"] = list(t.get("matchExpressions") or ()) + list(vols.requirements)
-        required["nodeSelectorTerms"] = terms
-        na[REQUIRED] = required
-        affinity["nodeAffinity"] = na
+        key = ("affinity", id(spec.get("affinity")), tuple(map(id, vols.requirements)))
+        affinity = shared.get(key) if shared is not None else None
+        if affinity is None:
+            affinity = dict(spec.get("affinity") or {})
+            na = dict(affinity.get("nodeAffinity") or {})
+            required = dict(na.get(REQUIRED) or {})
+            terms = [dict(t) for t in required.get("nodeSelectorTerms") or () if isinstance(t, dict)] or [{}]
+            for t in terms:
+                t["matchExpressions"] = list(t.get("matchExpressions") or ()) + list(vols.requirements)
+            required["nodeSelectorTerms"] = terms
+            na[REQUIRED] = required
+            affinity["nodeAffinity"] = na
+            if shared is not None:
+                shared[key] = affinity
         spec["affinity"] = affinity
     if vols.counts:
-        overhead = dict(spec.get("overhead") or {})
-        for driver, n in vols.counts:
-            overhead[L.volume_resource(driver)] = n
+        key = ("overhead", id(spec.get("overhead")), vols.counts)
+        overhead = shared.get(key) if shared is not None else None
+        if overhead is None:
+            overhead = dict(spec.get("overhead") or {})
+            for driver, n in vols.counts:
+                overhead[L.volume_resource(driver)] = n
+            if shared is not None:
+                shared[key] = overhead
         spec["overhead"] = overhead
     out = dict(pod)
     out["spec"] = spec
@@ -223,21 +254,25 @@ def apply_volumes(snap: ClusterSnapshot) -> None:
     if snap.__dict__.get(_APPLIED):
         return
     snap.__dict__[_APPLIED] = True
-    claims = [list(_claims(p)) for p in snap.pods]
-    if not any(claims):
-        return
-    index = VolumeIndex.of(snap)
+    index = None
+    shared: dict = {}
     pods = []
-    for p, cl in zip(snap.pods, claims):
-        if cl:
-            vols = index.pod_volumes(p, cl)
-            uid = pod_uid(p)
-            if vols.problem:
-                snap.pod_problems[uid] = vols.problem
-            elif vols.notes:
-                snap.pod_notes[uid] = "; ".join(vols.notes)
-            p = inject(p, vols)
+    problems, notes = snap.pod_problems, snap.pod_notes
+    for p in snap.pods:
+        if (p.get("spec") or {}).get("volumes"):
+            cl = list(_claims(p))
+            if cl:
+                if index is None:
+                    index = VolumeIndex.of(snap)
+                vols = index.pod_volumes(p, cl)
+                if vols.problem:
+                    problems[pod_uid(p)] = vols.problem
+                elif vols.notes:
+                    notes[pod_uid(p)] = vols.notes[0] if len(vols.notes) == 1 else "; ".join(vols.notes)
+                p = inject(p, vols, shared)
         pods.append(p)
+    if index is None:
+        return   # no claim-backed pod: the snapshot is left as it is
     snap.pods = pods
     for attr in ("pods_by_uid", "pods_by_node"):
         snap.__dict__.pop(attr, None)
