@@ -119,7 +119,7 @@ class BulkPacker:
         plans = [exact] if exact is not None else []
         if exact is None:
             demand = [sum(v[i] * k for v, k in counts.items()) for i in range(2)]
-            y0, y1 = lp_duals(view.lp_items, max(1, demand[0]), max(1, demand[1]))
+            y0, y1 = lp_duals(view.lp_items, max(1, demand[0]), max(1, demand[1]), view.lp_front())
             for values in ({v: y0 * v[0] + y1 * v[1] for v in counts}, standalone_values(types, counts, cache, view)):
                 values = {v: u for v, u in values.items() if u > 0}
                 if values:

@@ -20,8 +20,8 @@ from .model import INF
 #: a view's memo of standalone values / fitting vectors is cleared past this many entries (bounded memory)
 _VIEW_MEMO = 512
 
-__all__ = ["TypeView", "BestFirst", "MergedBestFirst", "lp_duals", "lp_pair", "simulate", "simulate_fill", "standalone_values", "value_bounds",
-           "value_bounds_by_avail"]
+__all__ = ["TypeView", "BestFirst", "MergedBestFirst", "lp_duals", "lp_front", "lp_pair", "simulate", "simulate_fill",
+           "standalone_values", "value_bounds", "value_bounds_by_avail"]
 
 
 class TypeView:
@@ -31,7 +31,7 @@ class TypeView:
     price, CPU and memory; a type with the same vector and a higher price is dominated and never on the LP's Pareto
     frontier; every type when none qualifies, so :func:`lp_pair`'s fallback is unchanged)."""
 
-    __slots__ = ("types", "avails", "index", "cheapest", "lp_items", "members", "alone", "fits")
+    __slots__ = ("types", "avails", "index", "cheapest", "lp_items", "members", "alone", "fits", "_front")
 
     def __init__(self, types: list):
         self.types = types
@@ -67,6 +67,13 @@ class TypeView:
         # lp_pair sorts its points stably: the representatives keep the types' order
         self.lp_items = ([e for _, e in sorted(lp.values(), key=lambda x: x[0])] if lp
                          else [(t, t.avail[0], t.avail[1], p) for p, t in types])
+        self._front = None
+
+    def lp_front(self) -> list:
+        """:func:`lp_front` of ``lp_items``, computed once (it does not depend on the demand)."""
+        if self._front is None:
+            self._front = lp_front(self.lp_items)
+        return self._front
 
 
 class _ReadPrefix:
@@ -309,9 +316,10 @@ def simulate_fill(cap, counts: dict, values: dict, density: bool):
     return taken, value
 
 
-def lp_duals(items, C: float, M: float):
-    """Dual prices (per CPU unit, per memory unit) of the 2-resource covering LP."""
-    sol = lp_pair(items, C, M)
+def lp_duals(items, C: float, M: float, front: list | None = None):
+    """Dual prices (per CPU unit, per memory unit) of the 2-resource covering LP; ``front``: ``lp_front(items)``
+    when the caller keeps it."""
+    sol = lp_pair(items, C, M, front)
     if len(sol) == 2:
         (a, _, _), (b, _, _) = sol
         pa = next(p for o, c, m, p in items if o is a)
@@ -333,13 +341,11 @@ def lp_duals(items, C: float, M: float):
     return pa * (u0 / tot) / ca, pa * (u1 / tot) / ma
 
 
-def lp_pair(items, C: float, M: float):
-    """Exact optimum of min sum(p x) s.t. sum(cpu x) >= C, sum(mem x) >= M, x >= 0 over ``items``
-    ``(obj, cpu, mem, price)``: returns ``[(obj, x), ...]`` (one or two entries).  A basic optimal solution
-    uses at most two types, and only types on the Pareto frontier of (cpu/price, mem/price) matter."""
+def lp_front(items) -> list:
+    """The Pareto frontier of (cpu/price, mem/price) over ``items`` ``(obj, cpu, mem, price)`` with a positive
+    price, CPU and memory, as points ``(cpu/price, mem/price, obj, cpu, mem, price)`` by CPU per dollar, most first:
+    the part of :func:`lp_pair` that does not depend on the demand."""
     pts = [(cpu / p, mem / p, o, cpu, mem, p) for o, cpu, mem, p in items if p > 0 and cpu > 0 and mem > 0]
-    if not pts:
-        return [(items[0][0], 1.0)] if items else []
     pts.sort(key=lambda x: (-x[0], -x[1]))
     front = []
     best_m = -1.0
@@ -347,6 +353,18 @@ def lp_pair(items, C: float, M: float):
         if pt[1] > best_m:
             front.append(pt)
             best_m = pt[1]
+    return front
+
+
+def lp_pair(items, C: float, M: float, front: list | None = None):
+    """Exact optimum of min sum(p x) s.t. sum(cpu x) >= C, sum(mem x) >= M, x >= 0 over ``items``
+    ``(obj, cpu, mem, price)``: returns ``[(obj, x), ...]`` (one or two entries).  A basic optimal solution
+    uses at most two types, and only types on the Pareto frontier of (cpu/price, mem/price) matter
+    (``front``: :func:`lp_front` of ``items``, when the caller has it)."""
+    if front is None:
+        front = lp_front(items)
+    if not front:
+        return [(items[0][0], 1.0)] if items else []
     best = None
     for pt in front:
         x = max(C / pt[3], M / pt[4])
