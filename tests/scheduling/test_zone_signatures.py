@@ -103,6 +103,15 @@ def test_valuations_per_allocatable_vector_equal_the_per_type_ones():
     view = TypeView(types)
     by_avail = value_bounds_by_avail(view.avails, values, cache)
     assert [by_avail[i] for i in view.index] == [_naive_value_bounds(types, values)[t.name] for _, t in types]
+    # the view's own bounds, grouped by fitting set: the same numbers, for other values on the same vectors (from
+    # the view's memo), and for a vector no type holds (0 for every type it alone would fit)
+    assert view.bounds(values) == by_avail
+    other = {v: 0.02 / (i + 1) for i, v in enumerate(counts)}
+    assert view.bounds(other) == value_bounds_by_avail(view.avails, other)
+    huge = {**values, (10**9, 10**15, 1): 1.0}
+    assert view.bounds(huge) == value_bounds_by_avail(view.avails, huge)
+    # the LP's front kept on the view gives the LP's optimum
+    assert lp_pair(view.lp_items, 40_000, 200 * GI, view.lp_front()) == lp_pair(view.lp_items, 40_000, 200 * GI)
     # stand-alone values with and without the cache and the view
     assert standalone_values(types, counts, cache, view) == standalone_values(types, counts)
     # the LP over one representative per vector has the optimum of the LP over every type

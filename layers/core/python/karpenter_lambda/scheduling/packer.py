@@ -22,7 +22,7 @@ from .nodeclaim import InstanceTypeOption, NodeClaimTemplate
 from .podfacts import PodClass
 from .taints import untolerated
 from .valuation import (MergedBestFirst, TypeView, lp_duals, lp_pair, simulate, standalone_values,
-                        value_bounds, value_bounds_by_avail)
+                        value_bounds)
 
 # the valuations live in valuation.py; their names stay importable from here
 __all__ = ["BulkPacker", "repack", "cover_plan", "lp_duals", "lp_pair", "simulate", "standalone_values",
@@ -153,9 +153,7 @@ class BulkPacker:
         simulated fill is worth the most per dollar (pods valued at ``values``) and repeats that fill while the
         pods last.  Returns ([(type, {vector: pods per node}, nodes)], pods placed, cost); nothing is changed."""
         types = view.types
-        if len(view.fits) > 256:
-            view.fits.clear()
-        ubs = value_bounds_by_avail(view.avails, values, view.fits)
+        ubs = view.bounds(values)
         # the types by bound per dollar, best first (then cheaper, then by name): (-bound, price, name, type)
         short = MergedBestFirst(view, ubs)
         remaining = dict(pool.remaining)

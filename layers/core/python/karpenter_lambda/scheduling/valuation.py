@@ -19,6 +19,8 @@ from .model import INF
 
 #: a view's memo of standalone values / fitting vectors is cleared past this many entries (bounded memory)
 _VIEW_MEMO = 512
+#: a view's fitting sets (a list of its vectors' positions per request-vector tuple) are cleared past this many
+_FITS_MEMO = 256
 
 __all__ = ["TypeView", "BestFirst", "MergedBestFirst", "lp_duals", "lp_front", "lp_pair", "simulate", "simulate_fill",
            "standalone_values", "value_bounds", "value_bounds_by_avail"]
@@ -68,6 +70,49 @@ class TypeView:
         self.lp_items = ([e for _, e in sorted(lp.values(), key=lambda x: x[0])] if lp
                          else [(t, t.avail[0], t.avail[1], p) for p, t in types])
         self._front = None
+
+    def bounds(self, values: dict) -> list:
+        """:func:`value_bounds_by_avail` over ``avails`` (the same numbers), with the vectors grouped once per
+        request-vector tuple by which request vectors fit them (kept in ``fits``): a packing group's two valuations,
+        and the groups after it asking the same vectors, each make one pass per fitting set, not per vector."""
+        vecs = tuple(values)
+        groups = self.fits.get(vecs)
+        if groups is None:
+            if len(self.fits) > _FITS_MEMO:
+                self.fits.clear()
+            le = operator.le
+            by_fit: dict = {}   # which request vectors fit -> (positions in ``avails``, those vectors)
+            for pos, a in enumerate(self.avails):
+                m = tuple(i for i, v in enumerate(vecs) if all(map(le, v, a)))
+                if m:
+                    g = by_fit.get(m)
+                    if g is None:
+                        g = by_fit[m] = ([], [])
+                    g[0].append(pos)
+                    g[1].append(a)
+            groups = self.fits[vecs] = list(by_fit.items())
+        per_unit = [[u / x if x else 0.0 for x in v] for v, u in values.items()]
+        out = [0.0] * len(self.avails)
+        for m, (positions, avails) in groups:
+            best = None
+            for i in m:
+                d = per_unit[i]
+                best = list(d) if best is None else [y if y > z else z for y, z in zip(d, best)]
+            dens = [(i, d) for i, d in enumerate(best) if d > 0]
+            if len(dens) == 1:
+                (i, d), = dens
+                for pos, a in zip(positions, avails):
+                    x = a[i] * d
+                    out[pos] = x if x < INF else INF
+                continue
+            for pos, a in zip(positions, avails):
+                ub = INF
+                for i, d in dens:
+                    x = a[i] * d
+                    if x < ub:
+                        ub = x
+                out[pos] = ub
+        return out
 
     def lp_front(self) -> list:
         """:func:`lp_front` of ``lp_items``, computed once (it does not depend on the demand)."""
