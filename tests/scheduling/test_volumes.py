@@ -18,7 +18,7 @@ from karpenter_lambda.disruption.emptiness import Emptiness
 from karpenter_lambda.scheduling import solve
 from karpenter_lambda.scheduling.inputs import scheduling_input
 from karpenter_lambda.scheduling.podfacts import build_classes
-from karpenter_lambda.scheduling.volumes import VolumeIndex, apply_volumes, inject
+from karpenter_lambda.scheduling.volumes import VolumeIndex, _claims, apply_volumes, inject
 
 A, B, C = ZONES
 
@@ -136,6 +136,32 @@ def test_a_generic_ephemeral_volume_reads_its_template_until_its_claim_exists():
     res = plan(snapshot(pods=[pod("worker-0", cpu="1", volumes=[eph])],
                         storage=[storageclass("gp3-a", zones=[A]), pv("pv-c", zone=C), pvc("worker-0-scratch", volume="pv-c")]))
     assert zone_of(res, "default/worker-0") == C
+
+
+def test_the_one_claim_answer_is_the_general_one():
+    """``pod_volumes`` answers a pod with one claim on a shorter path; it must say what the general one says."""
+    storage = [pv("pv-a", zone=A), pv("pv-none", zone=None), pvc("bound", volume="pv-a"), pvc("bare", volume="pv-none"),
+               pvc("wffc", storage_class="gp3-b"), pvc("nozone", storage_class="plain"), pvc("lost", volume="pv-x"),
+               pvc("nosc", storage_class="fast"), storageclass("gp3-b", zones=[B]), storageclass("plain")]
+    pvcs = [d for d in storage if d["kind"] == "PersistentVolumeClaim"]
+    index = VolumeIndex(pvcs, [d for d in storage if d["kind"] == "PersistentVolume"],
+                        [d for d in storage if d["kind"] == "StorageClass"])
+    eph = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"storageClassName": "gp3-b"}}}}
+    pods = [db(i, name) for i, name in enumerate(["bound", "bare", "wffc", "nozone", "lost", "nosc", "missing"])]
+    pods.append(pod("worker-0", cpu="1", volumes=[eph]))
+    answers = []
+    for p in pods:
+        one = index.pod_volumes(p, list(_claims(p)))
+        general = VolumeIndex(pvcs, index.pvs.values(), index.classes.values()).pod_volumes(p)   # no shortcut
+        assert one == general, p["metadata"]["name"]
+        answers.append(one)
+    assert [a.problem for a in answers] == [None, None, None, None, "PV pv-x of PVC lost not found",
+                                            "StorageClass fast of PVC nosc not found",
+                                            "PVC missing not found (namespace default)", None]
+    assert answers[0].notes == ("PVC bound (PV pv-a) requires topology.kubernetes.io/zone In [us-east-1a]",)
+    assert answers[1].requirements == () and answers[1].counts == ((L.EBS_CSI_DRIVER, 1),)
+    assert answers[7].notes == ("PVC worker-0-scratch (StorageClass gp3-b, not bound yet) requires "
+                                "topology.kubernetes.io/zone In [us-east-1b]",)
 
 
 # -- missing objects --------------------------------------------------------------------------------------------

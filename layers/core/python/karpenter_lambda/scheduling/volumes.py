@@ -110,6 +110,7 @@ class VolumeIndex:
         # requirements by their text -> (them, as a note says them): volumes asking the same (the PVs of one zone)
         # share one list, so ``inject`` gives their pods one affinity object
         self._same: dict = {}
+        self._shapes: dict = {}   # id of a PV's / class's entry -> (it, requirements tuple, counts of one claim)
 
     @classmethod
     def of(cls, snap: ClusterSnapshot) -> "VolumeIndex":
@@ -118,6 +119,8 @@ class VolumeIndex:
     def pod_volumes(self, pod: dict, claims: list | None = None) -> PodVolumes:
         """What ``pod``'s claims ask of its node; ``claims``: its ``_claims`` when the caller has them."""
         ns = (pod.get("metadata") or {}).get("namespace") or "default"
+        if claims is not None and len(claims) == 1:
+            return self._one_claim(ns, *claims[0])
         reqs: list[dict] = []
         counts: dict[str, int] = {}
         notes: list[str] = []
@@ -137,6 +140,23 @@ class VolumeIndex:
             if d:
                 counts[d] = counts.get(d, 0) + 1
         return PodVolumes(tuple(reqs), tuple(sorted(counts.items())), tuple(notes))
+
+    def _one_claim(self, ns: str, claim: str, template: dict | None) -> PodVolumes:
+        """``pod_volumes`` of a pod with one claim (a StatefulSet's usual pod): the same answer, its requirements and
+        counts shared by every pod of the same volume or class."""
+        pvc = self.pvcs.get((ns, claim))
+        if pvc is None and template is None:
+            return PodVolumes(problem=f"PVC {claim} not found (namespace {ns})")
+        pvc_spec = (pvc or {}).get("spec") or template or {}
+        pv_name = pvc_spec.get("volumeName")
+        known = self._bound(pv_name) if pv_name else self._unbound(pvc_spec.get("storageClassName"))
+        if isinstance(known, str):
+            return PodVolumes(problem=f"{known} of PVC {claim} not found")
+        shape = self._shapes.get(id(known))
+        if shape is None:   # (the entry holds ``known``: its id stays its own)
+            r, _, d = known
+            shape = self._shapes[id(known)] = (known, tuple(r), ((d, 1),) if d else ())
+        return PodVolumes(shape[1], shape[2], (f"PVC {claim} {known[1]}",) if shape[1] else ())
 
     def _bound(self, pv_name: str):
         """(requirements, the note's text after the claim's name, CSI driver) of a bound claim's PV, or the
