@@ -24,6 +24,7 @@ from ..api import labels as wk
 from ..api.kube import is_terminating, node_allocatable, node_name_of, node_ready, pod_uid
 from ..api.quantity import QuantityError, parse_resource_list, resource_value
 from ..api.snapshot import ClusterSnapshot
+from .collector import paused
 from .existing_pods import facts_for
 from .resources import PodSpecError, add, fits, pod_requests, subtract
 from .model import ExistingNode, NodePoolInput, SchedulingInput
@@ -256,7 +257,14 @@ def scheduling_input(snap: ClusterSnapshot, pods: list[dict], *, held: dict[str,
     """The solver's input for ``pods`` against the snapshot; returns (input, problems of NodePools left out).
 
     Each of ``pods`` is taken as the snapshot holds it after :func:`~.volumes.apply_volumes` (run here if nobody
-    did): what its volumes ask is in it; what keeps one from being scheduled is passed as ``pod_problems``."""
+    did): what its volumes ask is in it; what keeps one from being scheduled is passed as ``pod_problems``.
+    The collector is paused meanwhile (scheduling/collector.py)."""
+    with paused():
+        return _scheduling_input(snap, pods, held, exclude, max_instance_types)
+
+
+def _scheduling_input(snap: ClusterSnapshot, pods: list[dict], held: dict[str, str] | None,
+                      exclude: set[str] | frozenset, max_instance_types: int) -> tuple[SchedulingInput, list[str]]:
     apply_volumes(snap)
     if snap.pod_notes or snap.pod_problems or snap.pvcs:
         by_uid = snap.pods_by_uid

@@ -32,11 +32,11 @@ The scheduler's modules, along Karpenter's seams (pkg/controllers/provisioning/s
 
 from __future__ import annotations
 
-import gc
 from dataclasses import replace
 
 from ..api.kube import pod_key
 
+from .collector import paused
 from .existing import build_existing_nodes
 from .finalize import Finalizer
 from .limits import LIMITED_OPTION_SPREAD, solve_within_limits_unconstrained
@@ -165,18 +165,12 @@ def solve(inp: SchedulingInput, *, min_values_policy: str = MIN_VALUES_STRICT) -
         raise SchedulingError(f"min_values_policy: must be one of {', '.join(MIN_VALUES_POLICIES)}, "
                               f"got {min_values_policy!r}")
     relax = min_values_policy == MIN_VALUES_BEST_EFFORT
-    # the simulation allocates many small objects and frees them all at the end: the cyclic collector's
-    # passes over the (large) input would only cost time, so it is paused for the whole call (the volume
-    # wrapper included) and restored after
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    # the simulation allocates many small objects and frees them all at the end: the collector is paused for the
+    # whole call (the volume wrapper included; scheduling/collector.py)
+    with paused():
         if inp.pod_problems or inp.pod_notes:
             return _with_pod_facts(inp, relax)
         return _solve(inp, relax)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _solve(inp: SchedulingInput, relax: bool) -> SchedulingResult:

@@ -31,6 +31,7 @@ from typing import NamedTuple
 from ..api import labels as L
 from ..api.kube import pod_key, pod_uid
 from ..api.snapshot import ClusterSnapshot
+from .collector import paused
 
 __all__ = ["VolumeIndex", "PodVolumes", "apply_volumes", "inject", "has_claims", "node_volume_room"]
 
@@ -274,6 +275,11 @@ def apply_volumes(snap: ClusterSnapshot) -> None:
     if snap.__dict__.get(_APPLIED):
         return
     snap.__dict__[_APPLIED] = True
+    with paused():   # new pod copies, nothing to collect (scheduling/collector.py)
+        _apply(snap)
+
+
+def _apply(snap: ClusterSnapshot) -> None:
     index = None
     shared: dict = {}
     pods = []
