@@ -266,12 +266,13 @@ def scheduling_input(snap: ClusterSnapshot, pods: list[dict], *, held: dict[str,
 def _scheduling_input(snap: ClusterSnapshot, pods: list[dict], held: dict[str, str] | None,
                       exclude: set[str] | frozenset, max_instance_types: int) -> tuple[SchedulingInput, list[str]]:
     apply_volumes(snap)
+    uids = [pod_uid(p) for p in pods]
     if snap.pod_notes or snap.pod_problems or snap.pvcs:
         by_uid = snap.pods_by_uid
-        pods = [by_uid.get(pod_uid(p), p) for p in pods]
+        pods = [by_uid.get(u, p) for u, p in zip(uids, pods)]
     inputs, problems = nodepool_inputs(snap)
     existing = existing_nodes(snap, held, exclude)
-    keys = {pod_uid(p) for p in pods}
+    keys = set(uids)
     return SchedulingInput(pods=list(pods), nodepools=inputs, existing_nodes=existing, daemonsets=list(snap.daemonsets),
                            nodepool_usage={k: dict(v) for k, v in snap.usage.items()},
                            max_instance_types=max_instance_types,

@@ -329,4 +329,5 @@ def node_volume_room(snap: ClusterSnapshot, node_name: str) -> dict[str, int]:
 
 def pod_key_map(snap: ClusterSnapshot, by_uid: dict[str, str]) -> dict[str, str]:
     """``{pod uid: text}`` as ``{pod key: text}`` for the pods of the snapshot."""
-    return {pod_key(snap.pods_by_uid[u]): t for u, t in by_uid.items() if u in snap.pods_by_uid}
+    pods = snap.pods_by_uid
+    return {pod_key(pods[u]): t for u, t in by_uid.items() if u in pods}
