@@ -138,14 +138,9 @@ class VolumeIndex:
         counts: dict[str, int] = {}
         notes: list[str] = []
         for claim, template in (_claims(pod) if claims is None else claims):
-            pvc = self.pvcs.get((ns, claim))
-            if pvc is None and template is None:
-                return PodVolumes(problem=f"PVC {claim} not found (namespace {ns})")
-            pvc_spec = (pvc or {}).get("spec") or template or {}
-            pv_name = pvc_spec.get("volumeName")
-            known = self._bound(pv_name) if pv_name else self._unbound(pvc_spec.get("storageClassName"))
+            known = self._claim(ns, claim, template)
             if isinstance(known, str):
-                return PodVolumes(problem=f"{known} of PVC {claim} not found")
+                return PodVolumes(problem=known)
             r, what, d = known
             if r:
                 reqs.extend(r)
@@ -157,19 +152,24 @@ class VolumeIndex:
     def _one_claim(self, ns: str, claim: str, template: dict | None) -> PodVolumes:
         """``pod_volumes`` of a pod with one claim (a StatefulSet's usual pod): the same answer, its requirements and
         counts shared by every pod of the same volume or class."""
-        pvc = self.pvcs.get((ns, claim))
-        if pvc is None and template is None:
-            return PodVolumes(problem=f"PVC {claim} not found (namespace {ns})")
-        pvc_spec = (pvc or {}).get("spec") or template or {}
-        pv_name = pvc_spec.get("volumeName")
-        known = self._bound(pv_name) if pv_name else self._unbound(pvc_spec.get("storageClassName"))
+        known = self._claim(ns, claim, template)
         if isinstance(known, str):
-            return PodVolumes(problem=f"{known} of PVC {claim} not found")
+            return PodVolumes(problem=known)
         shape = self._shapes.get(id(known))
         if shape is None:   # (the entry holds ``known``: its id stays its own)
             r, _, d = known
             shape = self._shapes[id(known)] = (known, tuple(r), ((d, 1),) if d else ())
         return PodVolumes(shape[1], shape[2], (f"PVC {claim} {known[1]}",) if shape[1] else ())
+
+    def _claim(self, ns: str, claim: str, template: dict | None):
+        """The ``_bound`` / ``_unbound`` entry of one claim of a pod in ``ns``, or the pod's problem."""
+        pvc = self.pvcs.get((ns, claim))
+        if pvc is None and template is None:
+            return f"PVC {claim} not found (namespace {ns})"
+        pvc_spec = (pvc or {}).get("spec") or template or {}
+        pv_name = pvc_spec.get("volumeName")
+        known = self._bound(pv_name) if pv_name else self._unbound(pvc_spec.get("storageClassName"))
+        return f"{known} of PVC {claim} not found" if isinstance(known, str) else known
 
     def _bound(self, pv_name: str):
         """(requirements, the note's text after the claim's name, CSI driver) of a bound claim's PV, or the
