@@ -16,6 +16,10 @@ A third set, ``zone_pinned``, is the same pods without volumes but each with a r
 its volume allows: the same constraint written by hand. ``ratio_vs_zone_pinned`` (with volumes / zone-pinned) is
 what the volume machinery itself costs; the rest of ``ratio`` is the cost of scheduling pods that must go to
 different zones (more, smaller groups to pack), which any way of expressing the constraint pays.
+
+A fourth set, ``unpinned_claims``, gives every pod an unbound claim of a WaitForFirstConsumer class without
+allowedTopologies (the usual gp3 class): the volume step and the attach counts without any zone split
+(``ratio_unpinned_claims`` against the pods without volumes; its nodes hold fewer pods where the attach limit binds).
 """
 
 from __future__ import annotations
@@ -45,13 +49,17 @@ CPU = ["250m", "500m", "1", "1500m", "2"]
 MEM = ["512Mi", "1Gi", "2Gi", "3Gi", "4Gi"]
 
 
-def make(count: int, volumes: bool, pinned: bool = False):
+def make(count: int, volumes: bool, pinned: bool = False, unpinned: bool = False):
     """(pods, PVCs, PVs, StorageClasses, {pod key: allowed zones}); ``pinned``: no volumes, each pod's node affinity
-    requires the zones its volume would allow."""
+    requires the zones its volume would allow; ``unpinned`` (with ``volumes``): every claim unbound, of a
+    WaitForFirstConsumer class with no allowedTopologies (the usual gp3 class): volumes that count against the
+    attach limits but pin no zone."""
     pods, pvcs, pvs, allowed = [], [], [], {}
     classes = [{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
                 "provisioner": L.EBS_CSI_DRIVER, "volumeBindingMode": "WaitForFirstConsumer",
                 "allowedTopologies": [{"matchLabelExpressions": [{"key": L.ZONE, "values": ZONES[:2]}]}]}]
+    if unpinned:
+        del classes[0]["allowedTopologies"]
     per = max(1, count // 5)
     for i in range(count):
         s, ordinal = min(i // per, 4), i % per
@@ -62,7 +70,9 @@ def make(count: int, volumes: bool, pinned: bool = False):
             spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
             claim_spec = {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3",
                           "resources": {"requests": {"storage": "20Gi"}}}
-            if s < 3:
+            if unpinned:
+                allowed[f"default/{name}"] = set(ZONES)
+            elif s < 3:
                 zone = ZONES[i % 3]
                 claim_spec["volumeName"] = f"pv-{claim}"
                 pvs.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{claim}"},
@@ -87,10 +97,10 @@ def make(count: int, volumes: bool, pinned: bool = False):
     return pods, pvcs, pvs, classes, allowed
 
 
-def run(types, count: int, volumes: bool, pinned: bool = False):
+def run(types, count: int, volumes: bool, pinned: bool = False, unpinned: bool = False):
     """(seconds, CPU seconds, result, allowed zones, (volume step, scheduling_input, solve) seconds) of one run: a
     fresh snapshot, the volume step, the input and the solve."""
-    pods, pvcs, pvs, classes, allowed = make(count, volumes, pinned)
+    pods, pvcs, pvs, classes, allowed = make(count, volumes, pinned, unpinned)
     np_ = nodepool()
     gc.collect()
     t0, c0 = time.perf_counter(), time.process_time()
@@ -114,13 +124,15 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     types = real_catalog()
     run(types, a.pods, False)   # warm the per-type caches both sets share
-    times: dict = {False: [], True: [], "pinned": []}
-    cpu: dict = {False: [], True: [], "pinned": []}
-    phases: dict = {False: [], True: [], "pinned": []}
+    sets = (False, True, "pinned", "unpinned")
+    times: dict = {k: [] for k in sets}
+    cpu: dict = {k: [] for k in sets}
+    phases: dict = {k: [] for k in sets}
     results = {}
     for _ in range(a.runs):
-        for volumes in (False, True, "pinned"):
-            dt, dc, res, allowed, split = run(types, a.pods, volumes is True, volumes == "pinned")
+        for volumes in sets:
+            dt, dc, res, allowed, split = run(types, a.pods, volumes in (True, "unpinned"), volumes == "pinned",
+                                              volumes == "unpinned")
             times[volumes].append(dt)
             cpu[volumes].append(dc)
             phases[volumes].append(split)
@@ -128,6 +140,7 @@ def main(argv=None) -> int:
     res, allowed = results[True]
     pinned = statistics.median(times["pinned"])
     violations = sum(1 for c in res.nodeclaims for k in c.pods if k in allowed and c.zone not in allowed[k])
+    unpinned = statistics.median(times["unpinned"])
     plain, vol = statistics.median(times[False]), statistics.median(times[True])
     row = {"benchmark": "volumes", "pods": a.pods, "runs": a.runs, "instance_types": len(types),
            "seconds_without_volumes": round(plain, 4), "seconds_with_volumes": round(vol, 4),
@@ -144,10 +157,15 @@ def main(argv=None) -> int:
            "seconds_zone_pinned": round(pinned, 4), "ratio_vs_zone_pinned": round(vol / pinned, 3),
            "nodes_zone_pinned": len(results["pinned"][0].nodeclaims),
            "cost_per_hour_zone_pinned": round(results["pinned"][0].cost_per_hour, 4),
+           # the same pods with claims that pin no zone (unbound, a class without allowedTopologies): what the
+           # volume step and the attach counts cost when the pods are not split by zone
+           "seconds_unpinned_claims": round(unpinned, 4), "ratio_unpinned_claims": round(unpinned / plain, 3),
+           "nodes_unpinned_claims": len(results["unpinned"][0].nodeclaims),
+           "cost_per_hour_unpinned_claims": round(results["unpinned"][0].cost_per_hour, 4),
            # where each set's time goes, medians in ms: [the snapshot's volume step, scheduling_input, solve]
            "phases_ms": {name: [round(statistics.median(x[i] for x in phases[key]) * 1000, 2) for i in range(3)]
                          for name, key in (("without_volumes", False), ("with_volumes", True),
-                                           ("zone_pinned", "pinned"))}}
+                                           ("zone_pinned", "pinned"), ("unpinned_claims", "unpinned"))}}
     if a.json:
         print(json.dumps(row))
     else:
