@@ -13,8 +13,7 @@ from karpenter_lambda.catalog.types import Offering
 from karpenter_lambda.scheduling.model import INF, NodePoolInput
 from karpenter_lambda.scheduling.nodeclaim import NodeClaimTemplate
 from karpenter_lambda.scheduling.requirements import Requirement, Requirements
-from karpenter_lambda.scheduling.valuation import (BestFirst, TypeView, lp_pair, standalone_values, value_bounds,
-                                                   value_bounds_by_avail)
+from karpenter_lambda.scheduling.valuation import BestFirst, TypeView, lp_pair, standalone_values, value_bounds
 
 from .helpers import GI, ZONES, catalog, itype, nodepool
 
@@ -98,18 +97,17 @@ def test_valuations_per_allocatable_vector_equal_the_per_type_ones():
     counts = {(500, GI, 1): 10, (2000, 8 * GI, 1): 3, (250, 512 * 2**20, 1): 40}
     values = {v: 0.01 * (i + 1) for i, v in enumerate(counts)}
     cache: dict = {}
-    assert value_bounds(types, values, cache) == _naive_value_bounds(types, values)
-    assert value_bounds(types, values, cache) == _naive_value_bounds(types, values)   # from the cache
+    assert value_bounds(types, values) == _naive_value_bounds(types, values)
     view = TypeView(types)
-    by_avail = value_bounds_by_avail(view.avails, values, cache)
-    assert [by_avail[i] for i in view.index] == [_naive_value_bounds(types, values)[t.name] for _, t in types]
-    # the view's own bounds, grouped by fitting set: the same numbers, for other values on the same vectors (from
-    # the view's memo), and for a vector no type holds (0 for every type it alone would fit)
-    assert view.bounds(values) == by_avail
-    other = {v: 0.02 / (i + 1) for i, v in enumerate(counts)}
-    assert view.bounds(other) == value_bounds_by_avail(view.avails, other)
-    huge = {**values, (10**9, 10**15, 1): 1.0}
-    assert view.bounds(huge) == value_bounds_by_avail(view.avails, huge)
+
+    def per_type(vals):
+        ubs = view.bounds(vals)
+        return [ubs[i] for i in view.index]
+    # the view's bounds, grouped by fitting set: the per-type numbers, again from the view's memo, for other values
+    # on the same vectors, and with a request vector no type holds
+    for vals in (values, values, {v: 0.02 / (i + 1) for i, v in enumerate(counts)},
+                 {**values, (10**9, 10**15, 1): 1.0}):
+        assert per_type(vals) == [_naive_value_bounds(types, vals)[t.name] for _, t in types]
     # the LP's front kept on the view gives the LP's optimum
     assert lp_pair(view.lp_items, 40_000, 200 * GI, view.lp_front()) == lp_pair(view.lp_items, 40_000, 200 * GI)
     # stand-alone values with and without the cache and the view

@@ -1,12 +1,14 @@
 """How the bulk packer values pods and node types (``packer.BulkPacker``): the 2-resource covering LP's dual
 prices of CPU and memory (:func:`lp_duals`), what a pod costs packed alone (:func:`standalone_values`), an upper
-bound of what one node of a type can hold (:func:`value_bounds`) and simulated fills of one node (:func:`simulate`).
+bound of what one node of a type can hold (:meth:`TypeView.bounds`, :func:`value_bounds`) and simulated fills of
+one node (:func:`simulate`).
 
 A fill or a bound depends on a type's allocatable vector only, and a real catalog has about a third as many distinct
 vectors as types: :class:`TypeView` groups the types a packing may open by allocatable vector once, and the
-valuations work per vector.  ``cache`` (a dict the caller keeps for one solver run) holds what depends on the
-request vectors and the allocatable vectors only (which vectors fit a type, how many of one fit alone), so packings
-that differ only in the zones their types are offered in (pods pinned to a zone by their volumes) compute it once.
+valuations work per vector.  The view keeps what depends on its vectors and the request vectors only (which request
+vectors fit each of its vectors, the covering LP's front, standalone values); ``cache`` (a dict the caller keeps for
+one solver run) holds how many of one request vector fit alone per allocatable vector, so packings that differ only
+in the zones their types are offered in (pods pinned to a zone by their volumes) compute it once.
 Pure functions; the results are those of the per-type computation, exactly.
 """
 
@@ -23,7 +25,7 @@ _VIEW_MEMO = 512
 _FITS_MEMO = 256
 
 __all__ = ["TypeView", "BestFirst", "MergedBestFirst", "lp_duals", "lp_front", "lp_pair", "simulate", "simulate_fill",
-           "standalone_values", "value_bounds", "value_bounds_by_avail"]
+           "standalone_values", "value_bounds"]
 
 
 class TypeView:
@@ -72,9 +74,12 @@ class TypeView:
         self._front = None
 
     def bounds(self, values: dict) -> list:
-        """:func:`value_bounds_by_avail` over ``avails`` (the same numbers), with the vectors grouped once per
-        request-vector tuple by which request vectors fit them (kept in ``fits``): a packing group's two valuations,
-        and the groups after it asking the same vectors, each make one pass per fitting set, not per vector."""
+        """Upper bound of the value one node of each vector in ``avails`` can hold, pods valued at ``values``
+        ({request vector: value}), in that order: a fractional knapsack per resource (capacity times the best value
+        per unit of it among the request vectors that fit), the least of those; 0 when no request vector fits.  The
+        vectors are grouped once per request-vector tuple by which request vectors fit them (kept in ``fits``): a
+        packing group's two valuations, and the groups after it asking the same vectors, each make one pass per
+        fitting set."""
         vecs = tuple(values)
         groups = self.fits.get(vecs)
         if groups is None:
@@ -247,51 +252,11 @@ def standalone_values(types: list, counts: dict, cache: dict | None = None, view
     return values
 
 
-def value_bounds(types: list, values: dict, cache: dict | None = None) -> dict:
-    """Upper bound of the value one node of each type can hold, {type name: bound} (see
-    :func:`value_bounds_by_avail`)."""
+def value_bounds(types: list, values: dict) -> dict:
+    """Upper bound of the value one node of each type can hold, {type name: bound} (:meth:`TypeView.bounds`)."""
     view = TypeView(types)
-    ubs = value_bounds_by_avail(view.avails, values, cache)
+    ubs = view.bounds(values)
     return {t.name: ubs[i] for (_, t), i in zip(types, view.index)}
-
-
-def value_bounds_by_avail(avails: list, values: dict, cache: dict | None = None) -> list:
-    """Upper bound of the value one node of each allocatable vector in ``avails`` can hold (fractional knapsack,
-    per resource: capacity times the best value per unit of it among the vectors that fit), in that order; 0 when
-    no vector fits."""
-    vecs = tuple(values)
-    per_unit = [[u / x if x else 0.0 for x in v] for v, u in values.items()]
-    fits = None
-    if cache is not None:
-        fits = cache.get(("fits", vecs))
-        if fits is None:
-            fits = cache[("fits", vecs)] = {}
-    le = operator.le
-    dens_of: dict = {}   # which vectors fit -> the resources they value: (position, best value per unit)
-    out = []
-    for a in avails:
-        m = fits.get(a) if fits is not None else None
-        if m is None:
-            m = tuple(i for i, v in enumerate(vecs) if all(map(le, v, a)))
-            if fits is not None:
-                fits[a] = m
-        if not m:
-            out.append(0.0)
-            continue
-        dens = dens_of.get(m)
-        if dens is None:
-            best = None
-            for i in m:
-                d = per_unit[i]
-                best = list(d) if best is None else [y if y > z else z for y, z in zip(d, best)]
-            dens = dens_of[m] = [(i, d) for i, d in enumerate(best) if d > 0]
-        ub = INF
-        for i, d in dens:
-            x = a[i] * d
-            if x < ub:
-                ub = x
-        out.append(ub)
-    return out
 
 
 def simulate(cap, counts: dict, values: dict, cache: dict | None = None):
