@@ -66,18 +66,6 @@ def _claims(pod: dict):
             yield f"{meta.get('name')}-{v.get('name')}", tpl
 
 
-def _only_claim(volumes: list) -> list | None:
-    """``_claims`` of a pod whose only volume is a ``persistentVolumeClaim`` (a StatefulSet's usual pod), read
-    directly; None for any other pod."""
-    if len(volumes) == 1:
-        v = volumes[0]
-        if isinstance(v, dict) and "ephemeral" not in v:
-            pvc = v.get("persistentVolumeClaim")
-            if isinstance(pvc, dict) and pvc.get("claimName"):
-                return [(str(pvc["claimName"]), None)]
-    return None
-
-
 def has_claims(pod: dict) -> bool:
     """Does ``pod`` use any PersistentVolumeClaim (directly or through a generic ephemeral volume)?"""
     return any(True for _ in _claims(pod))
@@ -297,9 +285,8 @@ def _apply(snap: ClusterSnapshot) -> None:
     pods = []
     problems, notes = snap.pod_problems, snap.pod_notes
     for p in snap.pods:
-        volumes = (p.get("spec") or {}).get("volumes")
-        if volumes:
-            cl = _only_claim(volumes) or list(_claims(p))
+        if (p.get("spec") or {}).get("volumes"):
+            cl = list(_claims(p))
             if cl:
                 if index is None:
                     index = VolumeIndex.of(snap)
