@@ -81,6 +81,48 @@ def test_pod_rules_the_schema_cannot_say():
     ]
 
 
+def _container(resources: str) -> str:
+    return ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - name: c\n      image: x\n"
+            f"      resources: {resources}\n")
+
+
+def test_a_misspelt_resource_name_is_refused_with_the_name_it_meant():
+    # the API server refuses a container resource without a domain that is not a standard one: a typo is not a
+    # resource nothing offers (which would leave the pod asking for no memory)
+    assert _errors(_container("{requests: {cpu: 100m, memroy: 1Gi}, limits: {cpu: 1, mem: 1Gi}}")) == [
+        'spec.containers[0].resources.limits[mem]: Invalid value: "mem": must be a standard resource for containers '
+        '("cpu", "memory", "ephemeral-storage" or hugepages-<size>, or a name with a domain such as nvidia.com/gpu)',
+        'spec.containers[0].resources.requests[memroy]: Invalid value: "memroy": must be a standard resource for '
+        'containers ("cpu", "memory", "ephemeral-storage" or hugepages-<size>, or a name with a domain such as '
+        'nvidia.com/gpu) (did you mean memory?)',
+    ]
+    ok = "{requests: {cpu: 1, memory: 1Gi, ephemeral-storage: 5Gi, hugepages-2Mi: 64Mi, nvidia.com/gpu: 1, " \
+         "example.com/dongle: 2}, limits: {hugepages-2Mi: 64Mi, nvidia.com/gpu: 1, example.com/dongle: 2}}"
+    assert _errors(_container(ok)) == []
+    assert _errors(_container("{limits: {requests.example.com/x: 1, Bad_Domain/x: 1}}")) == [
+        'spec.containers[0].resources.limits[requests.example.com/x]: Invalid value: "requests.example.com/x": '
+        "doesn't follow extended resource name standard",
+        'spec.containers[0].resources.limits[Bad_Domain/x]: Invalid value: "Bad_Domain/x": invalid label key '
+        "'Bad_Domain/x': the prefix must be a lowercase DNS subdomain (a-z, 0-9, '-', '.')",
+    ]
+
+
+def test_an_extended_resource_is_requested_only_with_an_equal_limit():
+    # not overcommitable (an extended resource, huge pages): the API server wants the limit, and the same value
+    assert _errors(_container("{requests: {nvidia.com/gpu: 1}}")) == [
+        "spec.containers[0].resources.limits[nvidia.com/gpu]: Required value: Limit must be set for non overcommitable "
+        "resources"]
+    assert _errors(_container("{requests: {nvidia.com/gpu: 1, hugepages-1Gi: 1Gi}, "
+                              "limits: {nvidia.com/gpu: 2, hugepages-1Gi: 2Gi}}")) == [
+        'spec.containers[0].resources.requests[nvidia.com/gpu]: Invalid value: 1: must be equal to nvidia.com/gpu '
+        "limit of 2",
+        'spec.containers[0].resources.requests.hugepages-1Gi: Invalid value: "1Gi": must be equal to hugepages-1Gi '
+        "limit of 2Gi",
+    ]
+    # a native resource may be requested below its limit, or with none
+    assert _errors(_container("{requests: {cpu: 1, memory: 1Gi}, limits: {cpu: 2}}")) == []
+
+
 def test_a_valid_workload_has_no_error():
     text = ("apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db, labels: {app.kubernetes.io/name: db}}\nspec:\n"
             "  serviceName: db\n  replicas: 3\n  selector: {matchExpressions: [{key: app, operator: In, values: [db]}]}\n"

@@ -61,14 +61,74 @@ def resource_list(value, path: str, errors: Errors, nonneg: bool = True) -> dict
     return out
 
 
+#: the resource names a container may ask for without a domain (``helper.IsStandardContainerResourceName``), and
+#: the prefix of the huge page sizes (``hugepages-2Mi``)
+CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+HUGEPAGES_PREFIX = "hugepages-"
+
+
+def _native(name: str) -> bool:
+    """A resource of Kubernetes itself: no domain, or a ``kubernetes.io`` one (``helper.IsNativeResource``)."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """May a request be below its limit (``helper.IsOvercommitAllowed``)? Native resources but huge pages."""
+    return _native(name) and not name.startswith(HUGEPAGES_PREFIX)
+
+
+def container_resource_name_problem(name: str) -> str | None:
+    """The API server's check of a container's resource name (``validateContainerResourceName``): a name without a
+    domain must be a standard one (``memroy`` is refused, not read as a resource nothing offers), a name with one a
+    qualified name, and an extended one (another domain) must not start with ``requests.``."""
+    if "/" not in name:
+        if name in CONTAINER_RESOURCES or name.startswith(HUGEPAGES_PREFIX):
+            return None
+        hint = next((f" (did you mean {c}?)" for c in CONTAINER_RESOURCES if _one_edit(name, c)), "")
+        return (f"Invalid value: {json.dumps(name)}: must be a standard resource for containers "
+                f"({quote(CONTAINER_RESOURCES)} or hugepages-<size>, or a name with a domain such as "
+                f"nvidia.com/gpu){hint}")
+    if label_key_problem(name):
+        return f"Invalid value: {json.dumps(name)}: {label_key_problem(name)}"
+    if not _native(name) and name.startswith("requests."):
+        return f"Invalid value: {json.dumps(name)}: doesn't follow extended resource name standard"
+    return None
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Are ``a`` and ``b`` one typo apart (one letter changed, added or dropped, or two neighbours swapped)?"""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
 def resources(value, path: str, errors: Errors) -> None:
-    """A container's ``resources``: quantities, and each request at most its limit (as the API server says)."""
+    """A container's ``resources`` as the API server checks them (``ValidateResourceRequirements``): resource names,
+    quantities, each request at most its limit, and a resource that cannot be overcommitted (an extended resource
+    such as ``nvidia.com/gpu``, huge pages) requested only with an equal limit."""
     res = _dict(value)
+    for part in ("limits", "requests"):
+        for name in _dict(res.get(part)):
+            problem = container_resource_name_problem(name) if isinstance(name, str) else None
+            if problem:
+                errors.append(FieldError(f"{path}.{part}[{name}]", problem))
     requests = resource_list(res.get("requests"), f"{path}.requests", errors)
     limits = resource_list(res.get("limits"), f"{path}.limits", errors)
     for name, (req, raw) in requests.items():
-        if name in limits and req > limits[name][0]:
-            where = f"{path}.requests[{name}]" if "/" in name or "." in name else f"{path}.requests.{name}"
+        where = f"{path}.requests[{name}]" if "/" in name or "." in name else f"{path}.requests.{name}"
+        if name not in limits:
+            if not _overcommit_allowed(name):
+                errors.append(FieldError(f"{path}.limits[{name}]", "Required value: Limit must be set for non "
+                                                                    "overcommitable resources"))
+        elif req != limits[name][0] and not _overcommit_allowed(name):
+            errors.append(FieldError(where, f"Invalid value: {json.dumps(raw)}: must be equal to {name} limit of "
+                                            f"{limits[name][1]}"))
+        elif req > limits[name][0]:
             errors.append(FieldError(where, f"Invalid value: {json.dumps(raw)}: must be less than or equal to "
                                             f"{name} limit of {limits[name][1]}"))
 
