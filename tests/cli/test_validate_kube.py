@@ -317,3 +317,38 @@ def test_manifests_of_apply_steps_are_checked_before_the_run(cli, manifests):
         f"{sc}:0: Scenario/s: spec.steps[1].apply.spec.weight: 0 is out of range: must be between 1 and 100 (line 23)"]
     rc, _, err = cli("simulate", pools, sc, "--quiet")
     assert rc == 2 and "spec.steps[0].apply.spec.template.spec.afinity" in err
+
+
+LABEL_TYPOS = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeSelector: {kubernetes.io/arch: amd46}
+      topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: topology.kubernetes.io/zon, whenUnsatisfiable: DoNotSchedule,
+           labelSelector: {matchLabels: {app: web}}}
+      containers: [{name: c, image: nginx, resources: {requests: {cpu: 100m}}}]
+"""
+
+
+def test_a_label_no_node_has_is_a_warning_naming_the_line_and_the_fix(cli, manifests):
+    # valid Kubernetes, so not an error: the pods would wait forever (amd46) or spread over nothing (zon)
+    f = manifests("web.yaml", LABEL_TYPOS)
+    rc, out, err = cli("validate", f)
+    assert rc == 0 and out.strip() == "valid: 1 object in 1 file"
+    assert err.splitlines() == [
+        f"{f}:0: Deployment/web: warning: no node has kubernetes.io/arch=amd46: its values on AWS nodes are amd64, "
+        f"arm64 (did you mean amd64?) (line {_line(LABEL_TYPOS, 'amd46')})",
+        f"{f}:0: Deployment/web: warning: no node karpenter-lambda launches has the label topology.kubernetes.io/zon "
+        f"(did you mean topology.kubernetes.io/zone?) (line {_line(LABEL_TYPOS, 'zon,')})",
+    ]
+    rc, out, _ = cli("validate", "--json", f)
+    doc = json.loads(out)
+    assert rc == 0 and doc["valid"] and doc["errors"] == []
+    assert [w["path"] for w in doc["warnings"]] == ["spec.template.spec.nodeSelector[kubernetes.io/arch]",
+                                                     "spec.template.spec.topologySpreadConstraints[0].topologyKey"]

@@ -16,6 +16,7 @@ import json
 from .errors import FieldError
 from .quantity import parse_quantity, quantity_problem
 from .selectors import OPERATORS as SELECTOR_OPERATORS
+from .text import one_edit
 from .validators import label_key_problem, label_value_problem
 
 Errors = list[FieldError]
@@ -84,7 +85,7 @@ def container_resource_name_problem(name: str) -> str | None:
     if "/" not in name:
         if name in CONTAINER_RESOURCES or name.startswith(HUGEPAGES_PREFIX):
             return None
-        hint = next((f" (did you mean {c}?)" for c in CONTAINER_RESOURCES if _one_edit(name, c)), "")
+        hint = next((f" (did you mean {c}?)" for c in CONTAINER_RESOURCES if one_edit(name, c)), "")
         return (f"Invalid value: {json.dumps(name)}: must be a standard resource for containers "
                 f"({quote(CONTAINER_RESOURCES)} or hugepages-<size>, or a name with a domain such as "
                 f"nvidia.com/gpu){hint}")
@@ -93,18 +94,6 @@ def container_resource_name_problem(name: str) -> str | None:
     if not _native(name) and name.startswith("requests."):
         return f"Invalid value: {json.dumps(name)}: doesn't follow extended resource name standard"
     return None
-
-
-def _one_edit(a: str, b: str) -> bool:
-    """Are ``a`` and ``b`` one typo apart (one letter changed, added or dropped, or two neighbours swapped)?"""
-    if a == b or abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
-                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
-    short, long_ = (a, b) if len(a) < len(b) else (b, a)
-    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
 
 
 def resources(value, path: str, errors: Errors) -> None:

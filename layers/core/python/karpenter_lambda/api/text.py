@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-__all__ = ["plural"]
+__all__ = ["plural", "one_edit"]
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``1 pod``, ``3 pods``; ``many`` for irregular plurals (``plural(2, "EC2NodeClass", "EC2NodeClasses")``)."""
     return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def one_edit(a: str, b: str) -> bool:
+    """Are ``a`` and ``b`` one typo apart: one character changed, added or dropped, or two neighbours swapped?"""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))

@@ -160,8 +160,28 @@ def summary(result: LoadResult, files: list[str]) -> str:
     return line
 
 
+def label_warnings(result: LoadResult) -> list[ValidationIssue]:
+    """Workloads asking for node labels no node has (a typo of a well-known key or value): warnings, not errors
+    (``api/label_hints.py``); the text names the key and the line, ``--json`` the field's path."""
+    from ..api.label_hints import pod_spec_label_hints, template_path
+    from ..api.workloads import WORKLOAD_KINDS
+
+    out: list[ValidationIssue] = []
+    for i, obj in enumerate(result.objects):
+        if obj.kind not in WORKLOAD_KINDS or i >= len(result.origins):
+            continue
+        path = template_path(obj.kind)
+        spec = obj.doc
+        for part in path.split("."):
+            spec = spec.get(part) if isinstance(spec, dict) else None
+        file, index = result.origins[i]
+        out += [ValidationIssue(file, index, obj.kind, obj.name, e.path, e.message, result.line_of(i, e.path))
+                for e in pod_spec_label_hints(spec, path)]
+    return out
+
+
 def print_warnings(result: LoadResult, out=None) -> None:
-    """One line per warning (a v1beta1 object converted to v1) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
+    """One line per warning (a v1beta1 object converted to v1, a label no node has) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
     out = out or sys.stderr
     for w in result.warnings:
         out.write(format_issue(w, "warning") + "\n")
@@ -175,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     result.issues.extend(content_issues(result))
     result.issues.extend(empty_inputs(args.files, result))
+    result.warnings.extend(label_warnings(result))
     cluster = known_cluster(args)  # its stack passes one node role: EC2NodeClasses naming another never launch
     if cluster:
         result.warnings.extend(node_role_warnings(result, cluster))

@@ -1,0 +1,109 @@
+"""Warnings for what a workload asks of node labels that no node karpenter-lambda launches can have (pure).
+
+The API server takes any label key and value in a pod's ``nodeSelector``, node affinity and topology keys, so a
+typo there is a valid pod that never schedules (``kubernetes.io/arch: amd46``) or whose spread or anti-affinity
+counts nothing (``topologyKey: kubernetes.io/hostnme``: nodes without the key).  ``validate`` reports these as
+warnings, not errors: the objects are valid Kubernetes, and a key one typo away from a well-known one may still be
+a label of the user's own (a NodePool's ``labels``).
+
+* a key one typo from a well-known node label (``api.labels.WELL_KNOWN``, the deprecated aliases of
+  ``api.labels.NORMALIZED``), in a node selector, a node affinity expression or a ``topologyKey``;
+* a value of a label whose values are a closed set on AWS nodes (``kubernetes.io/arch``: amd64, arm64;
+  ``kubernetes.io/os``: linux, windows; ``karpenter.sh/capacity-type``) that is not one of them, where the pod
+  requires it (``nodeSelector``, ``In``).
+"""
+
+from __future__ import annotations
+
+from . import labels as L
+from .errors import FieldError
+from .text import one_edit
+
+__all__ = ["pod_spec_label_hints", "template_path", "KNOWN_KEYS", "CLOSED_VALUES"]
+
+#: the node label keys a typo is measured against
+KNOWN_KEYS = frozenset(L.WELL_KNOWN) | frozenset(L.NORMALIZED)
+#: labels whose values on an AWS node are one of these
+CLOSED_VALUES = {L.ARCH: (L.ARCH_AMD64, L.ARCH_ARM64), L.OS: ("linux", "windows"), L.CAPACITY_TYPE: L.CAPACITY_TYPES}
+
+
+def _key_hint(key) -> str | None:
+    if not isinstance(key, str) or key in KNOWN_KEYS:
+        return None
+    near = sorted(k for k in KNOWN_KEYS if one_edit(key, k))
+    if not near:
+        return None
+    return f"no node karpenter-lambda launches has the label {key} (did you mean {' or '.join(near)}?)"
+
+
+def _value_hint(key, values) -> str | None:
+    allowed = CLOSED_VALUES.get(L.normalize_key(key)) if isinstance(key, str) else None
+    if allowed is None:
+        return None
+    bad = [v for v in values if isinstance(v, str) and v not in allowed]
+    if not bad:
+        return None
+    near = sorted({a for v in bad for a in allowed if one_edit(v, a)})
+    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+    return f"no node has {key}={', '.join(bad)}: its values on AWS nodes are {', '.join(allowed)}{hint}"
+
+
+def _expressions(term, path: str, out: list[FieldError]) -> None:
+    if not isinstance(term, dict):
+        return
+    for j, e in enumerate(term.get("matchExpressions") or ()):
+        if not isinstance(e, dict):
+            continue
+        where = f"{path}.matchExpressions[{j}]"
+        hint = _key_hint(e.get("key"))
+        if hint:
+            out.append(FieldError(f"{where}.key", hint))
+        values = e.get("values") if isinstance(e.get("values"), list) else []
+        hint = _value_hint(e.get("key"), values) if e.get("operator") == "In" else None
+        if hint:
+            out.append(FieldError(f"{where}.values", hint))
+
+
+def _topology_key(term, path: str, out: list[FieldError]) -> None:
+    hint = _key_hint(term.get("topologyKey")) if isinstance(term, dict) else None
+    if hint:
+        out.append(FieldError(f"{path}.topologyKey", hint))
+
+
+def pod_spec_label_hints(spec, path: str) -> list[FieldError]:
+    """The warnings for one pod spec (``path``: where it sits, e.g. ``spec.template.spec``), in field order."""
+    out: list[FieldError] = []
+    if not isinstance(spec, dict):
+        return out
+    selector = spec.get("nodeSelector")
+    for key, value in (selector.items() if isinstance(selector, dict) else ()):
+        hint = _key_hint(key) or _value_hint(key, [value])
+        if hint:
+            out.append(FieldError(f"{path}.nodeSelector[{key}]", hint))
+    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}
+    node = affinity.get("nodeAffinity") if isinstance(affinity.get("nodeAffinity"), dict) else {}
+    where = f"{path}.affinity.nodeAffinity"
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    for i, term in enumerate((required or {}).get("nodeSelectorTerms") or () if isinstance(required, dict) else ()):
+        _expressions(term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]", out)
+    for i, pref in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+        if isinstance(pref, dict):
+            _expressions(pref.get("preference"),
+                         f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference", out)
+    for kind in ("podAffinity", "podAntiAffinity"):
+        pod = affinity.get(kind) if isinstance(affinity.get(kind), dict) else {}
+        where = f"{path}.affinity.{kind}"
+        for i, term in enumerate(pod.get("requiredDuringSchedulingIgnoredDuringExecution") or ()):
+            _topology_key(term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution[{i}]", out)
+        for i, w in enumerate(pod.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+            if isinstance(w, dict):
+                _topology_key(w.get("podAffinityTerm"),
+                              f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm", out)
+    for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
+        _topology_key(c, f"{path}.topologySpreadConstraints[{i}]", out)
+    return out
+
+
+def template_path(kind: str) -> str:
+    """Where a workload kind keeps its pod spec."""
+    return {"Pod": "spec", "CronJob": "spec.jobTemplate.spec.template.spec"}.get(kind, "spec.template.spec")

@@ -1,0 +1,79 @@
+"""Warnings for node labels no node has (api/label_hints.py): a typo of a well-known key or of a closed set's value
+in a pod's node selector, node affinity or topology keys; nothing for what nodes can have."""
+
+from __future__ import annotations
+
+import yaml
+
+from karpenter_lambda.api.label_hints import pod_spec_label_hints, template_path
+from karpenter_lambda.api.text import one_edit
+
+SPEC = """
+nodeSelector: {kubernetes.io/arch: amd46, karpenter.sh/capacity-typ: spot, team: data}
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+        - matchExpressions:
+            - {key: karpenter.sh/capacity-type, operator: In, values: [Spot, on-demand]}
+            - {key: kubernetes.io/os, operator: NotIn, values: [linx]}
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 1
+        preference: {matchExpressions: [{key: topology.kubernetes.io/zome, operator: In, values: [us-east-1a]}]}
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - {labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostnme}
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 1
+        podAffinityTerm: {labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostname}
+topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zon, whenUnsatisfiable: DoNotSchedule}
+  - {maxSkew: 1, topologyKey: rack, whenUnsatisfiable: DoNotSchedule}
+"""
+
+
+def test_each_typo_is_one_warning_at_its_field():
+    found = [(e.path, e.message) for e in pod_spec_label_hints(yaml.safe_load(SPEC), "spec")]
+    assert found == [
+        ("spec.nodeSelector[kubernetes.io/arch]",
+         "no node has kubernetes.io/arch=amd46: its values on AWS nodes are amd64, arm64 (did you mean amd64?)"),
+        ("spec.nodeSelector[karpenter.sh/capacity-typ]",
+         "no node karpenter-lambda launches has the label karpenter.sh/capacity-typ (did you mean "
+         "karpenter.sh/capacity-type?)"),
+        ("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+         ".matchExpressions[0].values",
+         "no node has karpenter.sh/capacity-type=Spot: its values on AWS nodes are on-demand, spot, reserved "
+         "(did you mean spot?)"),
+        ("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference"
+         ".matchExpressions[0].key",
+         "no node karpenter-lambda launches has the label topology.kubernetes.io/zome (did you mean "
+         "topology.kubernetes.io/zone?)"),
+        ("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey",
+         "no node karpenter-lambda launches has the label kubernetes.io/hostnme (did you mean "
+         "kubernetes.io/hostname?)"),
+        ("spec.topologySpreadConstraints[0].topologyKey",
+         "no node karpenter-lambda launches has the label topology.kubernetes.io/zon (did you mean "
+         "topology.kubernetes.io/zone?)"),
+    ]
+
+
+def test_what_nodes_can_have_is_not_warned():
+    spec = {"nodeSelector": {"kubernetes.io/arch": "arm64", "beta.kubernetes.io/os": "linux", "team": "x",
+                             "karpenter.k8s.aws/instance-family": "m5"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "NotIn", "values": ["windows"]},
+                                      {"key": "topology.ebs.csi.aws.com/zone", "operator": "In",
+                                       "values": ["us-east-1a"]}]}]}}},
+            "topologySpreadConstraints": [{"topologyKey": "topology.kubernetes.io/zone"}, {"topologyKey": "rack"}]}
+    assert pod_spec_label_hints(spec, "spec") == []
+    # a deprecated alias is held to its current key's values
+    [e] = pod_spec_label_hints({"nodeSelector": {"beta.kubernetes.io/arch": "x86_64"}}, "spec")
+    assert e.message.startswith("no node has beta.kubernetes.io/arch=x86_64: its values on AWS nodes are amd64, arm64")
+    assert pod_spec_label_hints("not a spec", "spec") == [] and pod_spec_label_hints({"affinity": [1]}, "spec") == []
+
+
+def test_template_paths_and_one_edit():
+    assert template_path("Pod") == "spec" and template_path("Deployment") == "spec.template.spec"
+    assert template_path("CronJob") == "spec.jobTemplate.spec.template.spec"
+    assert one_edit("memroy", "memory") and one_edit("zon", "zone") and one_edit("zonee", "zone")
+    assert one_edit("zome", "zone") and not one_edit("zone", "zone") and not one_edit("rack", "zone")
