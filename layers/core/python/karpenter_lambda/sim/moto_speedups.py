@@ -15,6 +15,7 @@ method; classes do not change while running, so the list is kept per class.
 :func:`install` also installs ``moto_speedups_query`` (a Query on the table's key reads its partition only) and
 ``moto_speedups_serialize`` (the serializer's attribute names and response transformers found once),
 ``moto_speedups_transact`` (a failed TransactWriteItems undone in place, no table copies),
+``moto_speedups_conditions`` (a condition or filter expression parsed once per text, names and values),
 ``moto_speedups_tags`` (an EC2 resource's tags read from its own entry), ``moto_speedups_sqs`` (a received
 message's retention read from its queue's field) and ``moto_speedups_xml`` (XML responses written without
 xmltodict's SAX machinery).
@@ -27,8 +28,8 @@ from __future__ import annotations
 import base64
 import json
 
-from . import (moto_speedups_query, moto_speedups_serialize, moto_speedups_sqs, moto_speedups_tags,
-               moto_speedups_transact, moto_speedups_xml)
+from . import (moto_speedups_conditions, moto_speedups_query, moto_speedups_serialize, moto_speedups_sqs,
+               moto_speedups_tags, moto_speedups_transact, moto_speedups_xml)
 
 # per operation: the response members that hold items
 ITEM_MEMBERS = {"GetItem": ("Item",), "Query": ("Items",), "Scan": ("Items",), "BatchGetItem": ("Responses",)}
@@ -59,6 +60,7 @@ def install() -> bool:
     moto_speedups_query.install()
     moto_speedups_serialize.install()
     moto_speedups_transact.install()
+    moto_speedups_conditions.install()
     moto_speedups_tags.install()
     moto_speedups_sqs.install()
     moto_speedups_xml.install()
