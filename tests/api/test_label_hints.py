@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from karpenter_lambda.api.label_hints import pod_spec_label_hints, template_path
+from karpenter_lambda.api.label_hints import pod_spec_label_hints
 from karpenter_lambda.api.text import one_edit
 
 SPEC = """
@@ -72,8 +72,6 @@ def test_what_nodes_can_have_is_not_warned():
     assert pod_spec_label_hints("not a spec", "spec") == [] and pod_spec_label_hints({"affinity": [1]}, "spec") == []
 
 
-def test_template_paths_and_one_edit():
-    assert template_path("Pod") == "spec" and template_path("Deployment") == "spec.template.spec"
-    assert template_path("CronJob") == "spec.jobTemplate.spec.template.spec"
+def test_one_edit():
     assert one_edit("memroy", "memory") and one_edit("zon", "zone") and one_edit("zonee", "zone")
     assert one_edit("zome", "zone") and not one_edit("zone", "zone") and not one_edit("rack", "zone")

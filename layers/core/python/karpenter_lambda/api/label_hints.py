@@ -19,7 +19,7 @@ from . import labels as L
 from .errors import FieldError
 from .text import one_edit
 
-__all__ = ["pod_spec_label_hints", "template_path", "KNOWN_KEYS", "CLOSED_VALUES"]
+__all__ = ["pod_spec_label_hints", "KNOWN_KEYS", "CLOSED_VALUES"]
 
 #: the node label keys a typo is measured against
 KNOWN_KEYS = frozenset(L.WELL_KNOWN) | frozenset(L.NORMALIZED)
@@ -102,8 +102,3 @@ def pod_spec_label_hints(spec, path: str) -> list[FieldError]:
     for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
         _topology_key(c, f"{path}.topologySpreadConstraints[{i}]", out)
     return out
-
-
-def template_path(kind: str) -> str:
-    """Where a workload kind keeps its pod spec."""
-    return {"Pod": "spec", "CronJob": "spec.jobTemplate.spec.template.spec"}.get(kind, "spec.template.spec")

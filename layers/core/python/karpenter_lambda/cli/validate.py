@@ -163,17 +163,16 @@ def summary(result: LoadResult, files: list[str]) -> str:
 def label_warnings(result: LoadResult) -> list[ValidationIssue]:
     """Workloads asking for node labels no node has (a typo of a well-known key or value): warnings, not errors
     (``api/label_hints.py``); the text names the key and the line, ``--json`` the field's path."""
-    from ..api.label_hints import pod_spec_label_hints, template_path
+    from ..api.kuberules_objects import POD_SPEC_PATHS, get
+    from ..api.label_hints import pod_spec_label_hints
     from ..api.workloads import WORKLOAD_KINDS
 
     out: list[ValidationIssue] = []
     for i, obj in enumerate(result.objects):
-        if obj.kind not in WORKLOAD_KINDS or i >= len(result.origins):
+        if obj.kind not in WORKLOAD_KINDS or obj.kind not in POD_SPEC_PATHS or i >= len(result.origins):
             continue
-        path = template_path(obj.kind)
-        spec = obj.doc
-        for part in path.split("."):
-            spec = spec.get(part) if isinstance(spec, dict) else None
+        path = POD_SPEC_PATHS[obj.kind]
+        spec = get(obj.doc, path)
         file, index = result.origins[i]
         out += [ValidationIssue(file, index, obj.kind, obj.name, e.path, e.message, result.line_of(i, e.path))
                 for e in pod_spec_label_hints(spec, path)]
