@@ -243,3 +243,43 @@ def test_without_the_schema_package_the_rules_still_apply(monkeypatch):
             "  containers: [{name: c, image: x, resources: {requests: {memory: 12GB}}}]\n")
     errors = _errors(text)
     assert len(errors) == 1 and errors[0].startswith('spec.containers[0].resources.requests.memory: Invalid value: "12GB"')
+
+
+STATEFUL = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: db, image: postgres}]}
+  volumeClaimTemplates:
+    - metadata: {name: data}
+      spec: {accessModes: [ReadWriteOnse], resources: {requests: {storage: 10GB}}}
+    - metadata: {name: logs}
+      spec: {resources: {requests: {}}}
+"""
+
+
+def test_a_statefulset_claim_template_is_checked_as_the_claims_made_from_it():
+    # the API server takes the StatefulSet but refuses each claim its controller makes: the pods never start
+    suffix = " (the PersistentVolumeClaims made from this template are refused: the StatefulSet's pods would never start)"
+    assert _errors(STATEFUL) == [
+        'spec.volumeClaimTemplates[0].spec.accessModes[0]: Unsupported value: "ReadWriteOnse": supported values: '
+        '"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"' + suffix,
+        'spec.volumeClaimTemplates[0].spec.resources.requests.storage: Invalid value: "10GB": must be a quantity such '
+        "as 500m, 2, 4Gi or 512M (suffixes: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei) (did you mean 10G or 10Gi?)"
+        + suffix,
+        "spec.volumeClaimTemplates[1].spec.accessModes: Required value: at least 1 access mode is required" + suffix,
+        "spec.volumeClaimTemplates[1].spec.resources[storage]: Required value" + suffix,
+    ]
+
+
+def test_a_claim_needs_an_access_mode_and_a_storage_request_above_zero():
+    claim = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c}\nspec: %s\n"
+    assert _errors(claim % "{accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}") == []
+    assert _errors(claim % "{resources: {requests: {storage: '0'}}}") == [
+        "spec.accessModes: Required value: at least 1 access mode is required",
+        'spec.resources[storage]: Invalid value: "0": must be greater than zero']

@@ -352,3 +352,39 @@ def test_a_label_no_node_has_is_a_warning_naming_the_line_and_the_fix(cli, manif
     assert rc == 0 and doc["valid"] and doc["errors"] == []
     assert [w["path"] for w in doc["warnings"]] == ["spec.template.spec.nodeSelector[kubernetes.io/arch]",
                                                      "spec.template.spec.topologySpreadConstraints[0].topologyKey"]
+
+
+MISSING_CLASS = """\
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: gp3}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec: {containers: [{name: db, image: postgres}]}
+  volumeClaimTemplates:
+    - metadata: {name: data}
+      spec: {storageClassName: gp33, accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}
+"""
+
+
+def test_a_claim_of_a_class_not_given_is_a_warning_and_a_bad_template_an_error(cli, manifests):
+    f = manifests("db.yaml", MISSING_CLASS)
+    rc, out, err = cli("validate", f)
+    assert rc == 0 and out.strip() == "valid: 2 objects in 1 file"
+    assert err.splitlines() == [
+        f"{f}:1: StatefulSet/db: warning: no StorageClass gp33 among the objects given (StorageClasses: gp3): its "
+        f"claims stay Pending (did you mean gp3?) (line {_line(MISSING_CLASS, 'gp33')})"]
+    bad = manifests("bad.yaml", MISSING_CLASS.replace("gp33", "gp3").replace("10Gi", "10GB"))
+    rc, _, err = cli("validate", bad)
+    assert rc == 1
+    assert (f"{bad}:1: StatefulSet/db: spec.volumeClaimTemplates[0].spec.resources.requests.storage: Invalid value: "
+            '"10GB"') in err and "the StatefulSet's pods would never start" in err

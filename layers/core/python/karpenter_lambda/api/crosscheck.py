@@ -9,6 +9,11 @@
   something there: a ``SpotInterruption`` or ``RebalanceRecommendation`` needs a NodePool whose requirements allow
   spot, a ``CapacityReservationInterruption`` one that allows reserved capacity.  Without any NodePool in the
   load (a Scenario validated on its own) there is nothing to check against and no step is refused.
+* **Storage references** (warnings: the object may be in the cluster, not in the files). A claim (a
+  PersistentVolumeClaim, a StatefulSet's ``volumeClaimTemplates``, a generic ephemeral volume's template) naming a
+  StorageClass, or a PersistentVolumeClaim naming a volume (``volumeName``), that the load does not have, when the
+  load has objects of that kind: ``simulate`` would leave its pods Pending ("StorageClass gp33 of PVC ... not
+  found"), as a cluster without it would.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 
 from . import labels as L
 from .errors import FieldError
+from .text import one_edit
 
 #: kinds without a namespace (a ``metadata.namespace`` on them is ignored, as the API server ignores it)
 CLUSTER_SCOPED = frozenset({
@@ -133,3 +139,49 @@ def scenario_step_errors(scenario: dict, nodepools: dict[str, dict]) -> list[Fie
                                              f"{need} capacity ({L.CAPACITY_TYPE}: {', '.join(sorted(allowed)) or 'none'}): "
                                              f"EC2 never sends it to such nodes"))
     return errors
+
+
+# -- storage references -------------------------------------------------------------------------------------------
+def _claim_specs(doc: dict):
+    """(path, claim spec) of every claim ``doc`` makes or is: a PVC, a StatefulSet's templates, ephemeral volumes."""
+    from .kuberules_objects import POD_SPEC_PATHS, get
+
+    kind = doc.get("kind")
+    if kind == "PersistentVolumeClaim":
+        yield "spec", doc.get("spec")
+    if kind == "StatefulSet":
+        for i, t in enumerate(get(doc, "spec.volumeClaimTemplates") or ()):
+            yield f"spec.volumeClaimTemplates[{i}].spec", t.get("spec") if isinstance(t, dict) else None
+    path = POD_SPEC_PATHS.get(kind) if isinstance(kind, str) else None
+    volumes = get(doc, f"{path}.volumes") if path else None
+    for i, v in enumerate(volumes if isinstance(volumes, list) else ()):
+        tpl = get(v, "ephemeral.volumeClaimTemplate.spec") if isinstance(v, dict) else None
+        if tpl is not None:
+            yield f"{path}.volumes[{i}].ephemeral.volumeClaimTemplate.spec", tpl
+
+
+def storage_reference_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
+    """(position in ``docs``, warning) per claim naming a StorageClass or volume the load does not have, when the
+    load has some of that kind (see the module doc)."""
+    names: dict[str, set] = {"StorageClass": set(), "PersistentVolume": set()}
+    for data in docs:
+        key = identity(data)
+        if key is not None and key[1] in names:
+            names[key[1]].add(key[3])
+    out: list[tuple[int, FieldError]] = []
+    for pos, data in enumerate(docs):
+        if not isinstance(data, dict):
+            continue
+        for path, spec in _claim_specs(data):
+            if not isinstance(spec, dict):
+                continue
+            for field, kind, many in (("storageClassName", "StorageClass", "StorageClasses"),
+                                      ("volumeName", "PersistentVolume", "PersistentVolumes")):
+                ref = spec.get(field)
+                if names[kind] and isinstance(ref, str) and ref and ref not in names[kind]:
+                    known = ", ".join(sorted(names[kind]))
+                    near = sorted(n for n in names[kind] if one_edit(ref, n))
+                    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+                    out.append((pos, FieldError(f"{path}.{field}", f"no {kind} {ref} among the objects given "
+                                                                    f"({many}: {known}): its claims stay Pending{hint}")))
+    return out

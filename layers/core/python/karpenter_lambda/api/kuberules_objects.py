@@ -80,6 +80,8 @@ def _workload(doc: dict, kind: str, errors: Errors) -> None:
             R.labels(get(doc, f"{template}.metadata.labels"), f"{template}.metadata.labels", errors)
         restart = ("OnFailure", "Never") if kind in ("Job", "CronJob") else ("Always",) if kind in _SELECTED_KINDS else R.RESTART_POLICIES
         R.pod_spec(get(doc, POD_SPEC_PATHS[kind]), POD_SPEC_PATHS[kind], errors, restart)
+    if kind == "StatefulSet":
+        _claim_templates(doc, errors)
 
 
 _PERCENT = re.compile(r"^[0-9]+%$")
@@ -132,12 +134,36 @@ def _access_modes(spec: dict, path: str, errors: Errors) -> None:
 
 
 def _pvc(doc: dict, errors: Errors) -> None:
-    spec = R._dict(doc.get("spec"))
-    _access_modes(spec, "spec", errors)
-    _enum(spec, "volumeMode", VOLUME_MODES, "spec", errors)
-    R.resource_list(R._dict(spec.get("resources")).get("requests"), "spec.resources.requests", errors)
-    R.resource_list(R._dict(spec.get("resources")).get("limits"), "spec.resources.limits", errors)
-    R.label_selector(spec.get("selector"), "spec.selector", errors)
+    _claim_spec(R._dict(doc.get("spec")), "spec", errors)
+
+
+def _claim_spec(spec: dict, path: str, errors: Errors) -> None:
+    """A PersistentVolumeClaim's spec at ``path`` (``ValidatePersistentVolumeClaimSpec``): at least one access mode,
+    each a known one, a storage request above zero, quantities, the selector."""
+    if not R._list(spec.get("accessModes")):
+        errors.append(FieldError(f"{path}.accessModes", "Required value: at least 1 access mode is required"))
+    _access_modes(spec, path, errors)
+    _enum(spec, "volumeMode", VOLUME_MODES, path, errors)
+    requests = R.resource_list(R._dict(spec.get("resources")).get("requests"), f"{path}.resources.requests", errors)
+    raw_requests = R._dict(R._dict(spec.get("resources")).get("requests"))
+    if "storage" not in raw_requests:
+        errors.append(FieldError(f"{path}.resources[storage]", "Required value"))
+    elif "storage" in requests and requests["storage"][0] <= 0:
+        errors.append(FieldError(f"{path}.resources[storage]",
+                                 f"Invalid value: {json.dumps(requests['storage'][1])}: must be greater than zero"))
+    R.resource_list(R._dict(spec.get("resources")).get("limits"), f"{path}.resources.limits", errors)
+    R.label_selector(spec.get("selector"), f"{path}.selector", errors)
+
+
+def _claim_templates(doc: dict, errors: Errors) -> None:
+    """A StatefulSet's ``volumeClaimTemplates``: the API server takes the StatefulSet, but refuses each claim its
+    controller makes from a bad template, so its pods never start; reported here, at the template's fields, as the
+    claim's own errors (the message says so)."""
+    for i, tpl in enumerate(R._list(get(doc, "spec.volumeClaimTemplates"))):
+        found: Errors = []
+        _claim_spec(R._dict(R._dict(tpl).get("spec")), f"spec.volumeClaimTemplates[{i}].spec", found)
+        errors.extend(FieldError(e.path, f"{e.message} (the PersistentVolumeClaims made from this template are "
+                                         "refused: the StatefulSet's pods would never start)") for e in found)
 
 
 def _pv(doc: dict, errors: Errors) -> None:

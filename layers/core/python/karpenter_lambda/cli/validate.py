@@ -179,8 +179,22 @@ def label_warnings(result: LoadResult) -> list[ValidationIssue]:
     return out
 
 
+def storage_warnings(result: LoadResult) -> list[ValidationIssue]:
+    """Claims naming a StorageClass or volume the files do not have, when they have some (``api/crosscheck.py``)."""
+    from ..api.crosscheck import storage_reference_warnings
+
+    out: list[ValidationIssue] = []
+    for i, e in storage_reference_warnings([o.doc for o in result.objects]):
+        obj = result.objects[i]
+        if i < len(result.origins):
+            file, index = result.origins[i]
+            out.append(ValidationIssue(file, index, obj.kind, obj.name, e.path, e.message, result.line_of(i, e.path)))
+    return out
+
+
 def print_warnings(result: LoadResult, out=None) -> None:
-    """One line per warning (a v1beta1 object converted to v1, a label no node has) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
+    """One line per warning (a v1beta1 object converted to v1, a label no node has, a
+    StorageClass or volume not given) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
     out = out or sys.stderr
     for w in result.warnings:
         out.write(format_issue(w, "warning") + "\n")
@@ -195,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
     result.issues.extend(content_issues(result))
     result.issues.extend(empty_inputs(args.files, result))
     result.warnings.extend(label_warnings(result))
+    result.warnings.extend(storage_warnings(result))
     cluster = known_cluster(args)  # its stack passes one node role: EC2NodeClasses naming another never launch
     if cluster:
         result.warnings.extend(node_role_warnings(result, cluster))
