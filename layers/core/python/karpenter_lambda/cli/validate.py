@@ -160,11 +160,12 @@ def summary(result: LoadResult, files: list[str]) -> str:
     return line
 
 
-def label_warnings(result: LoadResult) -> list[ValidationIssue]:
-    """Workloads asking for node labels no node has (a typo of a well-known key or value): warnings, not errors
-    (``api/label_hints.py``); the text names the key and the line, ``--json`` the field's path."""
+def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
+    """Workloads asking for node labels no node has (a typo of a well-known key or value) or with a spread or pod
+    affinity term selecting no pods: warnings, not errors (``api/pod_hints.py``); the text names the key or term and
+    the line, ``--json`` the field's path."""
     from ..api.kuberules_objects import POD_SPEC_PATHS, get
-    from ..api.label_hints import pod_spec_label_hints
+    from ..api.pod_hints import pod_spec_hints
     from ..api.workloads import WORKLOAD_KINDS
 
     out: list[ValidationIssue] = []
@@ -175,7 +176,7 @@ def label_warnings(result: LoadResult) -> list[ValidationIssue]:
         spec = get(obj.doc, path)
         file, index = result.origins[i]
         out += [ValidationIssue(file, index, obj.kind, obj.name, e.path, e.message, result.line_of(i, e.path))
-                for e in pod_spec_label_hints(spec, path)]
+                for e in pod_spec_hints(spec, path)]
     return out
 
 
@@ -194,7 +195,7 @@ def storage_warnings(result: LoadResult) -> list[ValidationIssue]:
 
 def print_warnings(result: LoadResult, out=None) -> None:
     """One line per warning (a v1beta1 object converted to v1, a label no node has, a
-    StorageClass or volume not given) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
+    term selecting no pods, a StorageClass or volume not given) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
     out = out or sys.stderr
     for w in result.warnings:
         out.write(format_issue(w, "warning") + "\n")
@@ -208,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     result.issues.extend(content_issues(result))
     result.issues.extend(empty_inputs(args.files, result))
-    result.warnings.extend(label_warnings(result))
+    result.warnings.extend(pod_warnings(result))
     result.warnings.extend(storage_warnings(result))
     cluster = known_cluster(args)  # its stack passes one node role: EC2NodeClasses naming another never launch
     if cluster:

@@ -1,11 +1,11 @@
-"""Warnings for node labels no node has (api/label_hints.py): a typo of a well-known key or of a closed set's value
+"""Warnings for node labels no node has (api/pod_hints.py): a typo of a well-known key or of a closed set's value
 in a pod's node selector, node affinity or topology keys; nothing for what nodes can have."""
 
 from __future__ import annotations
 
 import yaml
 
-from karpenter_lambda.api.label_hints import pod_spec_label_hints
+from karpenter_lambda.api.pod_hints import pod_spec_hints
 from karpenter_lambda.api.text import one_edit
 
 SPEC = """
@@ -27,13 +27,13 @@ affinity:
       - weight: 1
         podAffinityTerm: {labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostname}
 topologySpreadConstraints:
-  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zon, whenUnsatisfiable: DoNotSchedule}
-  - {maxSkew: 1, topologyKey: rack, whenUnsatisfiable: DoNotSchedule}
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zon, whenUnsatisfiable: DoNotSchedule, labelSelector: {}}
+  - {maxSkew: 1, topologyKey: rack, whenUnsatisfiable: DoNotSchedule, matchLabelKeys: [pod-template-hash]}
 """
 
 
 def test_each_typo_is_one_warning_at_its_field():
-    found = [(e.path, e.message) for e in pod_spec_label_hints(yaml.safe_load(SPEC), "spec")]
+    found = [(e.path, e.message) for e in pod_spec_hints(yaml.safe_load(SPEC), "spec")]
     assert found == [
         ("spec.nodeSelector[kubernetes.io/arch]",
          "no node has kubernetes.io/arch=amd46: its values on AWS nodes are amd64, arm64 (did you mean amd64?)"),
@@ -64,14 +64,42 @@ def test_what_nodes_can_have_is_not_warned():
                 {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "NotIn", "values": ["windows"]},
                                       {"key": "topology.ebs.csi.aws.com/zone", "operator": "In",
                                        "values": ["us-east-1a"]}]}]}}},
-            "topologySpreadConstraints": [{"topologyKey": "topology.kubernetes.io/zone"}, {"topologyKey": "rack"}]}
-    assert pod_spec_label_hints(spec, "spec") == []
+            "topologySpreadConstraints": [{"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {}},
+                                          {"topologyKey": "rack", "labelSelector": {"matchLabels": {"app": "x"}}}]}
+    assert pod_spec_hints(spec, "spec") == []
     # a deprecated alias is held to its current key's values
-    [e] = pod_spec_label_hints({"nodeSelector": {"beta.kubernetes.io/arch": "x86_64"}}, "spec")
+    [e] = pod_spec_hints({"nodeSelector": {"beta.kubernetes.io/arch": "x86_64"}}, "spec")
     assert e.message.startswith("no node has beta.kubernetes.io/arch=x86_64: its values on AWS nodes are amd64, arm64")
-    assert pod_spec_label_hints("not a spec", "spec") == [] and pod_spec_label_hints({"affinity": [1]}, "spec") == []
+    assert pod_spec_hints("not a spec", "spec") == [] and pod_spec_hints({"affinity": [1]}, "spec") == []
 
 
 def test_one_edit():
     assert one_edit("memroy", "memory") and one_edit("zon", "zone") and one_edit("zonee", "zone")
     assert one_edit("zome", "zone") and not one_edit("zone", "zone") and not one_edit("rack", "zone")
+
+
+def test_a_term_without_a_selector_selects_no_pods():
+    spec = yaml.safe_load("""
+affinity:
+  podAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - {topologyKey: topology.kubernetes.io/zone}
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - {weight: 1, podAffinityTerm: {topologyKey: kubernetes.io/hostname}}
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - {topologyKey: kubernetes.io/hostname, matchLabelKeys: [pod-template-hash]}
+      - {topologyKey: kubernetes.io/hostname}
+topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}
+""")
+    prefix = "no labelSelector: the scheduler reads it as selecting no pods, so "
+    assert [(e.path, e.message) for e in pod_spec_hints(spec, "spec")] == [
+        ("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector",
+         prefix + "the pod can never be placed (not even beside itself)"),
+        ("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector",
+         prefix + "this preference has no effect"),
+        ("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[1].labelSelector",
+         prefix + "it keeps nothing apart"),
+        ("spec.topologySpreadConstraints[0].labelSelector", prefix + "it spreads nothing"),
+    ]

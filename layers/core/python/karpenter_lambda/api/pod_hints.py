@@ -1,16 +1,21 @@
-"""Warnings for what a workload asks of node labels that no node karpenter-lambda launches can have (pure).
+"""Warnings for pod specs that are valid Kubernetes but cannot do what they say (pure): ``validate`` reports them as
+warnings, not errors (the API server takes them).
 
-The API server takes any label key and value in a pod's ``nodeSelector``, node affinity and topology keys, so a
-typo there is a valid pod that never schedules (``kubernetes.io/arch: amd46``) or whose spread or anti-affinity
-counts nothing (``topologyKey: kubernetes.io/hostnme``: nodes without the key).  ``validate`` reports these as
-warnings, not errors: the objects are valid Kubernetes, and a key one typo away from a well-known one may still be
-a label of the user's own (a NodePool's ``labels``).
+**Labels no node has.** The API server takes any label key and value in a pod's ``nodeSelector``, node affinity and
+topology keys, so a typo there is a valid pod that never schedules (``kubernetes.io/arch: amd46``) or whose spread or
+anti-affinity counts nothing (``topologyKey: kubernetes.io/hostnme``: nodes without the key).  A key one typo away from
+a well-known one may still be a label of the user's own (a NodePool's ``labels``), hence a warning:
 
 * a key one typo from a well-known node label (``api.labels.WELL_KNOWN``, the deprecated aliases of
   ``api.labels.NORMALIZED``), in a node selector, a node affinity expression or a ``topologyKey``;
 * a value of a label whose values are a closed set on AWS nodes (``kubernetes.io/arch``: amd64, arm64;
   ``kubernetes.io/os``: linux, windows; ``karpenter.sh/capacity-type``) that is not one of them, where the pod
   requires it (``nodeSelector``, ``In``).
+
+**Terms that select no pods.** A topology spread constraint or a pod (anti-)affinity term without ``labelSelector``
+(and without ``matchLabelKeys``) selects no pod at all (the scheduler reads a missing selector as "nothing"): the
+spread spreads nothing, the anti-affinity keeps nothing apart, and a required pod affinity can never be met (not even
+by the pod itself), so the pod never schedules.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from . import labels as L
 from .errors import FieldError
 from .text import one_edit
 
-__all__ = ["pod_spec_label_hints", "KNOWN_KEYS", "CLOSED_VALUES"]
+__all__ = ["pod_spec_hints", "KNOWN_KEYS", "CLOSED_VALUES"]
 
 #: the node label keys a typo is measured against
 KNOWN_KEYS = frozenset(L.WELL_KNOWN) | frozenset(L.NORMALIZED)
@@ -64,13 +69,23 @@ def _expressions(term, path: str, out: list[FieldError]) -> None:
             out.append(FieldError(f"{where}.values", hint))
 
 
-def _topology_key(term, path: str, out: list[FieldError]) -> None:
-    hint = _key_hint(term.get("topologyKey")) if isinstance(term, dict) else None
+def _topology_key(term, path: str, out: list[FieldError], empty: str = "") -> None:
+    """A spread constraint's or pod affinity term's ``topologyKey``; ``empty``: what a term selecting no pods means."""
+    if not isinstance(term, dict):
+        return
+    hint = _key_hint(term.get("topologyKey"))
     if hint:
         out.append(FieldError(f"{path}.topologyKey", hint))
+    if empty and term.get("labelSelector") is None and not term.get("matchLabelKeys"):
+        out.append(FieldError(f"{path}.labelSelector", f"no labelSelector: the scheduler reads it as selecting no pods, "
+                                                       f"so {empty}"))
 
 
-def pod_spec_label_hints(spec, path: str) -> list[FieldError]:
+_NOTHING = {"podAffinity": ("the pod can never be placed (not even beside itself)", "this preference has no effect"),
+            "podAntiAffinity": ("it keeps nothing apart", "it keeps nothing apart")}
+
+
+def pod_spec_hints(spec, path: str) -> list[FieldError]:
     """The warnings for one pod spec (``path``: where it sits, e.g. ``spec.template.spec``), in field order."""
     out: list[FieldError] = []
     if not isinstance(spec, dict):
@@ -93,12 +108,14 @@ def pod_spec_label_hints(spec, path: str) -> list[FieldError]:
     for kind in ("podAffinity", "podAntiAffinity"):
         pod = affinity.get(kind) if isinstance(affinity.get(kind), dict) else {}
         where = f"{path}.affinity.{kind}"
+        required, preferred = _NOTHING[kind]
         for i, term in enumerate(pod.get("requiredDuringSchedulingIgnoredDuringExecution") or ()):
-            _topology_key(term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution[{i}]", out)
+            _topology_key(term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution[{i}]", out, required)
         for i, w in enumerate(pod.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
             if isinstance(w, dict):
                 _topology_key(w.get("podAffinityTerm"),
-                              f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm", out)
+                              f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm", out,
+                              preferred)
     for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
-        _topology_key(c, f"{path}.topologySpreadConstraints[{i}]", out)
+        _topology_key(c, f"{path}.topologySpreadConstraints[{i}]", out, "it spreads nothing")
     return out
