@@ -388,3 +388,13 @@ def test_a_claim_of_a_class_not_given_is_a_warning_and_a_bad_template_an_error(c
     assert rc == 1
     assert (f"{bad}:1: StatefulSet/db: spec.volumeClaimTemplates[0].spec.resources.requests.storage: Invalid value: "
             '"10GB"') in err and "the StatefulSet's pods would never start" in err
+
+
+def test_an_alias_version_no_release_has_is_a_warning(cli, manifests):
+    text = shared.pair().replace("al2023@latest", "al2023@latst")
+    assert "al2023@latst" in text
+    f = manifests("pools.yaml", text)
+    rc, _, err = cli("validate", f)
+    assert rc == 0
+    assert "EC2NodeClass/default: warning: version 'latst' of alias al2023@latst is neither latest" in err
+    assert "(did you mean latest?)" in err

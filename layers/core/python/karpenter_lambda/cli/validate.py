@@ -180,6 +180,20 @@ def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
     return out
 
 
+def nodeclass_warnings(result: LoadResult) -> list[ValidationIssue]:
+    """EC2NodeClasses whose alias names no release (``api/nodeclass_hints.py``): warnings, not errors."""
+    from ..api.nodeclass_hints import nodeclass_hints
+
+    out: list[ValidationIssue] = []
+    for i, obj in enumerate(result.objects):
+        if obj.kind != "EC2NodeClass" or i >= len(result.origins):
+            continue
+        file, index = result.origins[i]
+        out += [ValidationIssue(file, index, obj.kind, obj.name, e.path, e.message, result.line_of(i, e.path))
+                for e in nodeclass_hints(obj.doc)]
+    return out
+
+
 def storage_warnings(result: LoadResult) -> list[ValidationIssue]:
     """Claims naming a StorageClass or volume the files do not have, when they have some (``api/crosscheck.py``)."""
     from ..api.crosscheck import storage_reference_warnings
@@ -195,7 +209,7 @@ def storage_warnings(result: LoadResult) -> list[ValidationIssue]:
 
 def print_warnings(result: LoadResult, out=None) -> None:
     """One line per warning (a v1beta1 object converted to v1, a label no node has, a
-    term selecting no pods, a StorageClass or volume not given) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
+    term selecting no pods, an AMI alias naming no release, a StorageClass or volume not given) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
     out = out or sys.stderr
     for w in result.warnings:
         out.write(format_issue(w, "warning") + "\n")
@@ -210,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
     result.issues.extend(content_issues(result))
     result.issues.extend(empty_inputs(args.files, result))
     result.warnings.extend(pod_warnings(result))
+    result.warnings.extend(nodeclass_warnings(result))
     result.warnings.extend(storage_warnings(result))
     cluster = known_cluster(args)  # its stack passes one node role: EC2NodeClasses naming another never launch
     if cluster:

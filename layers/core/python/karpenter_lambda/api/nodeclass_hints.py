@@ -1,0 +1,45 @@
+"""Warnings for EC2NodeClasses that are valid but cannot do what they say (pure): ``validate`` reports them as
+warnings (Karpenter's CRD takes them).
+
+**An alias version that names no release.** Karpenter's CRD takes any ``family@version``; the version is ``latest``
+or a release, read from an SSM parameter whose path names it (``adapters/aws/amis.alias_parameters``), so a typo
+(``al2023@latst``) resolves no AMI and the class never becomes ready: every launch of its NodePools fails.  A version
+that is neither ``latest`` nor in its family's release format (AL2 / AL2023: ``vYYYYMMDD``; Bottlerocket:
+``[v]MAJOR.MINOR.PATCH``) is a warning; Windows aliases take ``latest`` only, which the CRD rules already refuse.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import FieldError
+from .text import one_edit
+
+__all__ = ["nodeclass_hints", "RELEASE_FORMATS"]
+
+#: alias family -> (pattern of a release, an example)
+RELEASE_FORMATS = {
+    "al2": (re.compile(r"^v\d{8}$"), "v20240807"),
+    "al2023": (re.compile(r"^v\d{8}$"), "v20240807"),
+    "bottlerocket": (re.compile(r"^v?\d+\.\d+\.\d+$"), "v1.20.3"),
+}
+
+
+def nodeclass_hints(doc) -> list[FieldError]:
+    """The warnings for one EC2NodeClass document, in field order."""
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    terms = spec.get("amiSelectorTerms") if isinstance(spec, dict) else None
+    out: list[FieldError] = []
+    for i, term in enumerate(terms if isinstance(terms, list) else ()):
+        alias = term.get("alias") if isinstance(term, dict) else None
+        if not isinstance(alias, str) or "@" not in alias:
+            continue
+        family, version = alias.split("@", 1)
+        known = RELEASE_FORMATS.get(family.lower())
+        if known is None or version == "latest" or known[0].match(version):
+            continue
+        hint = " (did you mean latest?)" if version.lower() == "latest" or one_edit(version, "latest") else ""
+        out.append(FieldError(f"spec.amiSelectorTerms[{i}].alias",
+                              f"version {version!r} of alias {alias} is neither latest nor a release of {family} (such "
+                              f"as {known[1]}): no AMI will match it, so the class never becomes ready{hint}"))
+    return out
