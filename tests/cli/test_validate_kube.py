@@ -398,3 +398,13 @@ def test_an_alias_version_no_release_has_is_a_warning(cli, manifests):
     assert rc == 0
     assert "EC2NodeClass/default: warning: version 'latst' of alias al2023@latst is neither latest" in err
     assert "(did you mean latest?)" in err
+
+
+def test_plan_and_simulate_print_the_same_warnings(cli, manifests):
+    pools = manifests("pools.yaml", PAIR)
+    f = manifests("web.yaml", LABEL_TYPOS)
+    warning = "Deployment/web: warning: no node has kubernetes.io/arch=amd46"
+    rc, _, err = cli("plan", "-f", pools, "-f", f)
+    assert rc == 3 and warning in err        # and the pods are unschedulable: no node has that architecture
+    rc, _, err = cli("simulate", pools, f, "--until", "1m", "--quiet")
+    assert warning in err

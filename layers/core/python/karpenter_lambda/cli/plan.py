@@ -43,7 +43,7 @@ from karpenter_lambda.api.kube import pod_key
 from karpenter_lambda.api.manifests import load_files
 from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodeOverlay, NodePool
 from karpenter_lambda.api.workloads import add_claim_volumes, claim_templates, expand, stateful_claims
-from karpenter_lambda.cli.validate import InputError, format_issue, kubernetes_version, print_warnings
+from karpenter_lambda.cli.validate import InputError, format_issue, input_warnings, kubernetes_version, print_warnings
 
 from .table import render_table
 
@@ -99,7 +99,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     from karpenter_lambda.scheduling.inputs import scheduling_input
 
     loaded = load_files(files, allow_other_kinds=True, kubernetes_version=kubernetes_version)
-    print_warnings(loaded)  # v1beta1 objects converted to v1: one line each on stderr
+    loaded.warnings.extend(input_warnings(loaded))   # what is valid but cannot do what it says
+    print_warnings(loaded)  # v1beta1 objects converted to v1, and those: one line each on stderr
     if loaded.issues:   # what validate refuses, in its words (with line numbers)
         raise PlanError("\n".join(format_issue(i) for i in loaded.issues))
     nodepools = [o for o in loaded.objects if isinstance(o, NodePool)]

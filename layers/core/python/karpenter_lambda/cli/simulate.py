@@ -116,9 +116,11 @@ def run(args) -> int:
     from pathlib import Path
 
     from ..api.manifests import load_files
-    from .validate import print_warnings
+    from .validate import input_warnings, print_warnings
 
-    print_warnings(load_files([f for f in files if Path(f).exists()], allow_other_kinds=True))  # v1beta1 converted
+    loaded = load_files([f for f in files if Path(f).exists()], allow_other_kinds=True)
+    loaded.warnings.extend(input_warnings(loaded))   # what is valid but cannot do what it says
+    print_warnings(loaded)  # v1beta1 objects converted to v1, and those: one line each on stderr
     try:
         until = parse_duration(args.until) if args.until else None
     except ValueError as e:

@@ -207,6 +207,13 @@ def storage_warnings(result: LoadResult) -> list[ValidationIssue]:
     return out
 
 
+def input_warnings(result: LoadResult) -> list[ValidationIssue]:
+    """What is valid but cannot do what it says, in ``validate``, ``plan`` and ``simulate`` alike: pod specs asking
+    for labels no node has or with terms selecting no pods, AMI aliases naming no release, claims of a StorageClass or
+    volume not given."""
+    return pod_warnings(result) + nodeclass_warnings(result) + storage_warnings(result)
+
+
 def print_warnings(result: LoadResult, out=None) -> None:
     """One line per warning (a v1beta1 object converted to v1, a label no node has, a
     term selecting no pods, an AMI alias naming no release, a StorageClass or volume not given) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
@@ -223,9 +230,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     result.issues.extend(content_issues(result))
     result.issues.extend(empty_inputs(args.files, result))
-    result.warnings.extend(pod_warnings(result))
-    result.warnings.extend(nodeclass_warnings(result))
-    result.warnings.extend(storage_warnings(result))
+    result.warnings.extend(input_warnings(result))
     cluster = known_cluster(args)  # its stack passes one node role: EC2NodeClasses naming another never launch
     if cluster:
         result.warnings.extend(node_role_warnings(result, cluster))
