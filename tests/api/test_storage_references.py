@@ -64,3 +64,50 @@ def test_nothing_to_check_against_is_no_warning():
     docs = [d for d in yaml.safe_load_all(DOCS) if d["kind"] not in ("StorageClass", "PersistentVolume")]
     assert storage_reference_warnings(docs) == []
     assert storage_reference_warnings([None, "text", {"kind": "StatefulSet", "spec": {"volumeClaimTemplates": [1]}}]) == []
+
+
+PDBS = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web, tier: front}}
+    spec: {containers: [{name: c, image: nginx}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: solo, labels: {app: solo}}
+spec: {containers: [{name: c, image: x}]}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: shop}
+spec: {minAvailable: 1, selector: {matchLabels: {app: webb}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: front, namespace: shop}
+spec: {maxUnavailable: 1, selector: {matchExpressions: [{key: tier, operator: In, values: [front]}]}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: solo}
+spec: {maxUnavailable: 0, selector: {matchLabels: {app: solo}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: elsewhere, namespace: batch}
+spec: {maxUnavailable: 0, selector: {matchLabels: {app: nothing-here}}}
+"""
+
+
+def test_a_budget_selecting_none_of_the_workloads_given_is_a_warning():
+    from karpenter_lambda.api.crosscheck import pdb_warnings
+
+    docs = list(yaml.safe_load_all(PDBS))
+    found = [(pos, e.path, e.message) for pos, e in pdb_warnings(docs)]
+    # the typo (webb) only: front and solo select their pods; no workload is given in batch, nothing to check
+    assert found == [(2, "spec.selector", "selects the pods of none of the workloads given in namespace shop "
+                                          "(Deployment/web): it protects nothing")]

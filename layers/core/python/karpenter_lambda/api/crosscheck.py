@@ -14,6 +14,9 @@
   StorageClass, or a PersistentVolumeClaim naming a volume (``volumeName``), that the load does not have, when the
   load has objects of that kind: ``simulate`` would leave its pods Pending ("StorageClass gp33 of PVC ... not
   found"), as a cluster without it would.
+* **PodDisruptionBudgets that select nothing** (warnings): a budget whose selector matches the pods of none of the
+  workloads given in its namespace, when some are given, protects nothing -- disruption may evict those pods all at
+  once, which is usually a typo in the selector (``app: webb``).
 """
 
 from __future__ import annotations
@@ -184,4 +187,36 @@ def storage_reference_warnings(docs: list[object]) -> list[tuple[int, FieldError
                     hint = f" (did you mean {' or '.join(near)}?)" if near else ""
                     out.append((pos, FieldError(f"{path}.{field}", f"no {kind} {ref} among the objects given "
                                                                     f"({many}: {known}): its claims stay Pending{hint}")))
+    return out
+
+
+# -- PodDisruptionBudgets ---------------------------------------------------------------------------------------------
+def pdb_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
+    """(position in ``docs``, warning) per PodDisruptionBudget selecting the pods of none of the workloads given in
+    its namespace, when some are given there (see the module doc)."""
+    from .kuberules_objects import POD_SPEC_PATHS, get
+    from .selectors import Selector
+
+    pods: dict[str, list[tuple[str, dict]]] = {}   # namespace -> [(Kind/name, pod labels)]
+    for data in docs:
+        key = identity(data)
+        if key is None or key[1] not in POD_SPEC_PATHS:
+            continue
+        spec_path = POD_SPEC_PATHS[key[1]]
+        labels = get(data, "metadata.labels" if key[1] == "Pod" else spec_path.rsplit(".", 1)[0] + ".metadata.labels")
+        pods.setdefault(key[2], []).append((f"{key[1]}/{key[3]}", labels if isinstance(labels, dict) else {}))
+    out: list[tuple[int, FieldError]] = []
+    for pos, data in enumerate(docs):
+        key = identity(data)
+        if key is None or key[1] != "PodDisruptionBudget" or not pods.get(key[2]):
+            continue
+        selector = get(data, "spec.selector")
+        try:
+            sel = Selector(selector if isinstance(selector, dict) else None)
+        except ValueError:
+            continue   # an unknown operator: an error of its own
+        if not any(sel.matches(labels) for _, labels in pods[key[2]]):
+            given = ", ".join(name for name, _ in pods[key[2]])
+            out.append((pos, FieldError("spec.selector", f"selects the pods of none of the workloads given in namespace "
+                                                          f"{key[2]} ({given}): it protects nothing")))
     return out

@@ -194,12 +194,14 @@ def nodeclass_warnings(result: LoadResult) -> list[ValidationIssue]:
     return out
 
 
-def storage_warnings(result: LoadResult) -> list[ValidationIssue]:
-    """Claims naming a StorageClass or volume the files do not have, when they have some (``api/crosscheck.py``)."""
-    from ..api.crosscheck import storage_reference_warnings
+def cross_warnings(result: LoadResult) -> list[ValidationIssue]:
+    """Claims naming a StorageClass or volume the files do not have, when they have some, and PodDisruptionBudgets
+    selecting none of the workloads given (``api/crosscheck.py``)."""
+    from ..api.crosscheck import pdb_warnings, storage_reference_warnings
 
+    docs = [o.doc for o in result.objects]
     out: list[ValidationIssue] = []
-    for i, e in storage_reference_warnings([o.doc for o in result.objects]):
+    for i, e in storage_reference_warnings(docs) + pdb_warnings(docs):
         obj = result.objects[i]
         if i < len(result.origins):
             file, index = result.origins[i]
@@ -210,8 +212,8 @@ def storage_warnings(result: LoadResult) -> list[ValidationIssue]:
 def input_warnings(result: LoadResult) -> list[ValidationIssue]:
     """What is valid but cannot do what it says, in ``validate``, ``plan`` and ``simulate`` alike: pod specs asking
     for labels no node has or with terms selecting no pods, AMI aliases naming no release, claims of a StorageClass or
-    volume not given."""
-    return pod_warnings(result) + nodeclass_warnings(result) + storage_warnings(result)
+    volume not given, PodDisruptionBudgets selecting none of the workloads given."""
+    return pod_warnings(result) + nodeclass_warnings(result) + cross_warnings(result)
 
 
 def print_warnings(result: LoadResult, out=None) -> None:
