@@ -99,7 +99,8 @@ def pod_spec_hints(spec, path: str) -> list[FieldError]:
     node = affinity.get("nodeAffinity") if isinstance(affinity.get("nodeAffinity"), dict) else {}
     where = f"{path}.affinity.nodeAffinity"
     required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
-    for i, term in enumerate((required or {}).get("nodeSelectorTerms") or () if isinstance(required, dict) else ()):
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    for i, term in enumerate(terms if isinstance(terms, list) else ()):
         _expressions(term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]", out)
     for i, pref in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
         if isinstance(pref, dict):

@@ -160,6 +160,14 @@ def summary(result: LoadResult, files: list[str]) -> str:
     return line
 
 
+def _placed(result: LoadResult, i: int, found) -> list[ValidationIssue]:
+    """FieldErrors of ``result.objects[i]`` as issues at its file and document, each with its field's line."""
+    if i >= len(result.origins):
+        return []
+    obj, (file, index) = result.objects[i], result.origins[i]
+    return [ValidationIssue(file, index, obj.kind, obj.name, e.path, e.message, result.line_of(i, e.path)) for e in found]
+
+
 def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
     """Workloads asking for node labels no node has (a typo of a well-known key or value) or with a spread or pod
     affinity term selecting no pods: warnings, not errors (``api/pod_hints.py``); the text names the key or term and
@@ -168,30 +176,17 @@ def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
     from ..api.pod_hints import pod_spec_hints
     from ..api.workloads import WORKLOAD_KINDS
 
-    out: list[ValidationIssue] = []
-    for i, obj in enumerate(result.objects):
-        if obj.kind not in WORKLOAD_KINDS or obj.kind not in POD_SPEC_PATHS or i >= len(result.origins):
-            continue
-        path = POD_SPEC_PATHS[obj.kind]
-        spec = get(obj.doc, path)
-        file, index = result.origins[i]
-        out += [ValidationIssue(file, index, obj.kind, obj.name, e.path, e.message, result.line_of(i, e.path))
-                for e in pod_spec_hints(spec, path)]
-    return out
+    return [issue for i, obj in enumerate(result.objects) if obj.kind in WORKLOAD_KINDS and obj.kind in POD_SPEC_PATHS
+            for issue in _placed(result, i, pod_spec_hints(get(obj.doc, POD_SPEC_PATHS[obj.kind]),
+                                                           POD_SPEC_PATHS[obj.kind]))]
 
 
 def nodeclass_warnings(result: LoadResult) -> list[ValidationIssue]:
     """EC2NodeClasses whose alias names no release (``api/nodeclass_hints.py``): warnings, not errors."""
     from ..api.nodeclass_hints import nodeclass_hints
 
-    out: list[ValidationIssue] = []
-    for i, obj in enumerate(result.objects):
-        if obj.kind != "EC2NodeClass" or i >= len(result.origins):
-            continue
-        file, index = result.origins[i]
-        out += [ValidationIssue(file, index, obj.kind, obj.name, e.path, e.message, result.line_of(i, e.path))
-                for e in nodeclass_hints(obj.doc)]
-    return out
+    return [issue for i, obj in enumerate(result.objects) if obj.kind == "EC2NodeClass"
+            for issue in _placed(result, i, nodeclass_hints(obj.doc))]
 
 
 def cross_warnings(result: LoadResult) -> list[ValidationIssue]:
@@ -200,13 +195,7 @@ def cross_warnings(result: LoadResult) -> list[ValidationIssue]:
     from ..api.crosscheck import pdb_warnings, storage_reference_warnings
 
     docs = [o.doc for o in result.objects]
-    out: list[ValidationIssue] = []
-    for i, e in storage_reference_warnings(docs) + pdb_warnings(docs):
-        obj = result.objects[i]
-        if i < len(result.origins):
-            file, index = result.origins[i]
-            out.append(ValidationIssue(file, index, obj.kind, obj.name, e.path, e.message, result.line_of(i, e.path)))
-    return out
+    return [issue for i, e in storage_reference_warnings(docs) + pdb_warnings(docs) for issue in _placed(result, i, [e])]
 
 
 def input_warnings(result: LoadResult) -> list[ValidationIssue]:
@@ -217,8 +206,8 @@ def input_warnings(result: LoadResult) -> list[ValidationIssue]:
 
 
 def print_warnings(result: LoadResult, out=None) -> None:
-    """One line per warning (a v1beta1 object converted to v1, a label no node has, a
-    term selecting no pods, an AMI alias naming no release, a StorageClass or volume not given) on stderr: ``FILE:DOC: Kind/name: warning: ... (line N)``."""
+    """One line per warning (a v1beta1 object converted to v1, :func:`input_warnings`) on stderr:
+    ``FILE:DOC: Kind/name: warning: ... (line N)``."""
     out = out or sys.stderr
     for w in result.warnings:
         out.write(format_issue(w, "warning") + "\n")
