@@ -17,8 +17,10 @@ method; classes do not change while running, so the list is kept per class.
 ``moto_speedups_transact`` (a failed TransactWriteItems undone in place, no table copies),
 ``moto_speedups_conditions`` (a condition or filter expression parsed once per text, names and values),
 ``moto_speedups_tags`` (an EC2 resource's tags read from its own entry), ``moto_speedups_sqs`` (a received
-message's retention read from its queue's field) and ``moto_speedups_xml`` (XML responses written without
-xmltodict's SAX machinery).
+message's retention read from its queue's field), ``moto_speedups_xml`` (XML responses written without
+xmltodict's SAX machinery), ``moto_speedups_botocore`` (while the in-process mock is active, plain SigV4 requests
+carry a zero signature instead of being hashed and signed; event aliases worked out once per process; random
+strings drawn at once) and ``moto_speedups_request`` (each request's WSGI environ written directly).
 
 Only moto 5.2.x is patched (the version the tests pin); with any other version :func:`install` changes nothing.
 """
@@ -28,8 +30,8 @@ from __future__ import annotations
 import base64
 import json
 
-from . import (moto_speedups_conditions, moto_speedups_query, moto_speedups_serialize, moto_speedups_sqs,
-               moto_speedups_tags, moto_speedups_transact, moto_speedups_xml)
+from . import (moto_speedups_botocore, moto_speedups_conditions, moto_speedups_query, moto_speedups_request,
+               moto_speedups_serialize, moto_speedups_sqs, moto_speedups_tags, moto_speedups_transact, moto_speedups_xml)
 
 # per operation: the response members that hold items
 ITEM_MEMBERS = {"GetItem": ("Item",), "Query": ("Items",), "Scan": ("Items",), "BatchGetItem": ("Responses",)}
@@ -64,6 +66,8 @@ def install() -> bool:
     moto_speedups_tags.install()
     moto_speedups_sqs.install()
     moto_speedups_xml.install()
+    moto_speedups_botocore.install()
+    moto_speedups_request.install()
     original = DynamoHandler.serialized
 
     def serialized(self, action_result):
@@ -110,6 +114,8 @@ def uninstall() -> None:
     moto_speedups_tags.uninstall()
     moto_speedups_sqs.uninstall()
     moto_speedups_xml.uninstall()
+    moto_speedups_botocore.uninstall()
+    moto_speedups_request.uninstall()
     if getattr(DynamoHandler, "karpenter_lambda_fast_items", False):
         del DynamoHandler.serialized   # moto's own (BaseResponse's) again
         DynamoHandler.karpenter_lambda_fast_items = False
