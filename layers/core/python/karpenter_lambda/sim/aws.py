@@ -57,8 +57,13 @@ class SimAccount:
     dlq_url: str | None = None
     ec2_visibility_delay: float = DEFAULT_EC2_VISIBILITY_DELAY
 
+    _clients: dict = field(default_factory=dict, repr=False, compare=False)   # service -> client, made once
+
     def client(self, service: str):
-        return boto3.client(service, region_name=self.region)
+        c = self._clients.get(service)
+        if c is None:
+            c = self._clients[service] = boto3.client(service, region_name=self.region)
+        return c
 
     # ------------------------------------------------------------------------------------------
     def create(self, nodeclasses, kube_url: str) -> "SimAccount":
