@@ -10,28 +10,11 @@ import pytest
 from moto.core.request import Request
 from werkzeug.test import EnvironBuilder
 
+import manifests as shared
 from karpenter_lambda.sim import moto_speedups_request as R
 from karpenter_lambda.sim.world import World
 
-MANIFESTS = """
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  role: KarpenterNodeRole-test-cluster
-  amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: test-cluster}}]
-  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: test-cluster}}]
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: default}
-spec:
-  template:
-    spec:
-      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-"""
+MANIFESTS = shared.pair(capacity_types=("on-demand",))
 
 
 def _werkzeug(**kwargs) -> dict:
@@ -94,6 +77,8 @@ def test_every_request_of_a_run_gets_werkzeugs_environ(recorded):
             _same(env, _werkzeug(**kwargs))
     # the run's requests are the plain case: all (or nearly all) take the fast path
     assert fast_path >= 0.95 * len(recorded) > 20, (fast_path, len(recorded))
+    # the provisioner launched: CreateFleet went through it too
+    assert any(b"Action=CreateFleet" in (k["data"] if isinstance(k["data"], bytes) else k["data"].encode()) for k in recorded)
 
 
 @pytest.mark.parametrize("kwargs", [
