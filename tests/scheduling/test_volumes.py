@@ -258,3 +258,51 @@ def test_the_current_zone_label_wins_over_the_ebs_csi_alias_on_a_node():
     assert L.normalize_labels({"topology.ebs.csi.aws.com/zone": A, L.ZONE: B}) == {L.ZONE: B}
     assert L.normalize_labels({L.ZONE: B, "topology.ebs.csi.aws.com/zone": A}) == {L.ZONE: B}
     assert L.normalize_labels({"topology.ebs.csi.aws.com/zone": A}) == {L.ZONE: A}
+
+
+# -- requirements that exclude each other ------------------------------------------------------------------------
+def _affinity(*terms: list[dict]) -> dict:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]}}}
+
+
+def test_two_volumes_in_two_zones_are_said_to_exclude_each_other_naming_both():
+    storage = [pv("pv-a", zone=A, zone_key="topology.ebs.csi.aws.com/zone"), pvc("a", volume="pv-a"),
+               pv("pv-b", zone=B), pvc("b", volume="pv-b")]
+    res = plan(snapshot(pods=[db(0, "a", "b"), db(1, "a")], storage=storage))
+    assert zone_of(res, "default/db-1") == A   # the other pod is placed as before
+    why = reasons(res)["default/db-0"]
+    assert why.startswith(f"its own node requirements exclude each other: {L.ZONE} In [{A}] and {L.ZONE} In [{B}]"), why
+    assert "PVC a (PV pv-a)" in why and "PVC b (PV pv-b)" in why and "NodePool" not in why, why
+
+
+@pytest.mark.parametrize("spec, conflict", [
+    ({"nodeSelector": {L.ZONE: A}, "affinity": _affinity([{"key": L.ZONE, "operator": "In", "values": [B]}])},
+     f"{L.ZONE} In [{A}] and {L.ZONE} In [{B}]"),
+    ({"affinity": _affinity([{"key": L.ARCH, "operator": "In", "values": ["arm64"]},
+                             {"key": L.ARCH, "operator": "NotIn", "values": ["arm64"]}])},
+     f"{L.ARCH} In [arm64] and {L.ARCH} NotIn [arm64]"),
+])
+def test_a_pods_own_conflicting_requirements_are_the_reason_whatever_the_nodepool(spec, conflict):
+    zonal = nodepool(requirements=[{"key": L.ZONE, "operator": "In", "values": [A, B]}])
+    for pools in ([nodepool()], [zonal]):
+        res = plan(snapshot(pods=[pod("p-0", **spec)], nodepools=pools))
+        assert reasons(res)["default/p-0"] == \
+            f"its own node requirements exclude each other: {conflict} (no node can satisfy them all)"
+
+
+def test_a_requirement_that_only_the_nodepool_contradicts_is_not_called_a_conflict():
+    spec = {"affinity": _affinity([{"key": "team", "operator": "DoesNotExist"},
+                                   {"key": L.ZONE, "operator": "In", "values": [C]}])}
+    zonal = nodepool(requirements=[{"key": L.ZONE, "operator": "In", "values": [A, B]}])
+    res = plan(snapshot(pods=[pod("p-0", **spec)], nodepools=[zonal]))
+    assert "exclude each other" not in reasons(res)["default/p-0"]
+    assert "incompatible requirements" in reasons(res)["default/p-0"]
+
+
+def test_a_conflicting_term_is_passed_over_for_an_ored_one_that_can_be_met():
+    spec = {"affinity": _affinity([{"key": L.ZONE, "operator": "In", "values": [A]},
+                                   {"key": L.ZONE, "operator": "In", "values": [B]}],
+                                  [{"key": L.ZONE, "operator": "In", "values": [C]}])}
+    res = plan(snapshot(pods=[pod("p-0", **spec)]))
+    assert res.unschedulable == [] and zone_of(res, "default/p-0") == C

@@ -354,6 +354,10 @@ class Placement:
                     why.append("no NodePool")
                 if c.placed < total and self.existing_nodes and not why:
                     why.append("does not fit on any existing node")
+                conflicts = c.self_conflicts()
+                if conflicts:   # what each NodePool said follows from this, which no NodePool can change
+                    why = [f"its own node requirements exclude each other: {'; '.join(conflicts)} "
+                           f"(no node can satisfy them all)"]
                 c.errors["last"] = "; ".join(dict.fromkeys(why))
                 if len(c.terms) > 1:  # ORed required node affinity terms: remember why each one failed
                     c.errors.setdefault("terms", {})[c.term_idx] = c.errors["last"]
