@@ -1,5 +1,7 @@
 """Karpenter semantics found missing in an audit of the solver; each case fails without its fix."""
 
+import re
+
 import pytest
 
 from karpenter_lambda.api import labels as L
@@ -202,3 +204,37 @@ def test_binding_limits_still_hold():
     res = run(work, [nodepool(limits={"cpu": "8"})], catalog())
     assert sum(_charged(p, "cpu") for p in res.nodeclaims) <= 8_000
     assert res.unschedulable and all("limits cpu" in u.reason for u in res.unschedulable)
+
+
+def _anti(key):
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": key, "labelSelector": {"matchLabels": {"app": "z"}}}]}}
+
+
+def test_a_zone_anti_affinity_refusal_names_where_the_matching_pods_already_are():
+    res = run(pods(4, prefix="z", labels={"app": "z"}, cpu="100m", affinity=_anti(L.ZONE)))
+    assert len(res.nodeclaims) == 3 and len(res.unschedulable) == 1
+    zones = sorted(n.zone for n in res.nodeclaims)
+    why = res.unschedulable[0].reason
+    assert why.startswith(f"NodePool default: pod anti-affinity {L.ZONE} selector app=z (matching pods in: "
+                          + " ".join(f"{z}=1" for z in zones) + "; this node can be in "), why
+
+
+def test_a_pod_affinity_to_pods_that_do_not_exist_says_so():
+    aff = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": L.HOSTNAME, "labelSelector": {"matchLabels": {"app": "nobody"}}}]}}
+    res = run([pod("lonely", labels={"app": "lonely"}, affinity=aff)])
+    assert res.unschedulable[0].reason == (f"NodePool default: pod affinity {L.HOSTNAME} selector app=nobody "
+                                           "(no pod matches the selector, and this pod does not match it itself)")
+    # a pod matching its own selector may start the group: placed
+    res = run([pod("first", labels={"app": "nobody"}, affinity=aff)])
+    assert res.unschedulable == [] and len(res.nodeclaims) == 1
+
+
+def test_a_request_no_type_holds_says_the_most_any_type_leaves():
+    res = run([pod("huge", cpu="1", memory="5000Gi")])
+    why = res.unschedulable[0].reason
+    m = re.search(r"has memory=5000Gi \(at most (\d+)Gi\) \(\+ daemonset overhead\)", why)
+    assert m and 300 <= int(m.group(1)) < 384, why    # the catalog's largest, m5.metal, has 384 GiB
+    res = run([pod("w", resources={"example.com/widget": "1"})])
+    assert "has example.com/widget=1 (none has any)" in res.unschedulable[0].reason

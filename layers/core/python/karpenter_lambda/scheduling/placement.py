@@ -245,8 +245,13 @@ class Placement:
         parts = []
         for i, r in enumerate(self.rindex):
             v = c.vec[i]
-            if v and not any(t.avail[i] >= v for t in types):
-                parts.append(f"{r}={format_resource(r, v)}")
+            most = max((t.avail[i] for t in types), default=0)   # what the roomiest type leaves it
+            if v and most < v:
+                if most <= 0:
+                    parts.append(f"{r}={format_resource(r, v)} (none has any)")
+                else:   # a large amount of memory in whole Gi, rounded down (it is an upper bound)
+                    shown = f"{most >> 30}Gi" if r == "memory" and most >= 10 << 30 else format_resource(r, most)
+                    parts.append(f"{r}={format_resource(r, v)} (at most {shown})")
         if not parts:
             parts = [", ".join(f"{r}={format_resource(r, c.vec[i])}" for i, r in enumerate(self.rindex) if c.vec[i] and r != "pods")
                      + " together"]

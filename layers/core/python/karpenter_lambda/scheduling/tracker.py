@@ -31,7 +31,7 @@ class TopologyTracker:
         self.existing_nodes = existing_nodes
         self.groups: dict = {}
         self.group_list: list = []
-        self.why = ""
+        self._refused = None   # (class, key, constraints, the node's domains) of the last refusing check
         self._elig: dict = {}
         self._build(classes)
 
@@ -163,6 +163,32 @@ class TopologyTracker:
         self._elig[sig] = out
         return out
 
+    @property
+    def why(self) -> str:
+        """The text of the constraint that refused the last :meth:`check`, with what the pods already placed make of
+        it: per domain the counts of a spread, where the pods a required pod affinity needs are (or that none matches
+        its selector yet), where the pods an anti-affinity keeps away already are."""
+        if self._refused is None:
+            return ""
+        c, key, cons, options = self._refused
+        why = next((con.text for con in cons), f"pod anti-affinity of pods already placed ({key})")
+        con = next((x for x in cons if x.kind == T.SPREAD), None) or (cons[0] if cons else None)
+        if con is not None and options:
+            g = self.groups[con.group_key]
+            here = f"this node can be in {' '.join(options[:8])}"
+            if con.kind == T.SPREAD and key != L.HOSTNAME:
+                # name the counts: a domain no NodePool can reach for this pod (e.g. a zone only a tainted NodePool
+                # offers) keeps the minimum at 0
+                why = f"{con.text} (pods per domain: {_counts(sorted(self.eligible_domains(c, con)), g)}; {here})"
+            elif con.kind == T.AFFINITY and not g.total:
+                why = f"{con.text} (no pod matches the selector, and this pod does not match it itself)"
+            elif con.kind in (T.AFFINITY, T.ANTI) and key != L.HOSTNAME:
+                held = sorted(d for d, n in g.counts.items() if n)
+                why = f"{con.text} (matching pods in: {_counts(held, g)}; {here})"
+        if not options:
+            why = f"node has no {key} label ({why})"
+        return why
+
     def check(self, c: PodClass, node: SimNode, new: bool):
         """(allowance, {key: domain}) for placing pods of ``c`` on ``node``; allowance 0 = not allowed.
 
@@ -214,17 +240,7 @@ class TopologyTracker:
                 if ok:
                     valid.append(d)
             if not valid:
-                self.why = next((con.text for con in cons), f"pod anti-affinity of pods already placed ({key})")
-                sp = next((con for con in cons if con.kind == T.SPREAD), None)
-                if sp is not None and key != L.HOSTNAME and options:
-                    # name the counts: a domain no NodePool can reach for this pod (e.g. a zone only a tainted
-                    # NodePool offers) keeps the minimum at 0
-                    g = groups[sp.group_key]
-                    elig = sorted(self.eligible_domains(c, sp))
-                    cnt = " ".join(f"{d}={g.counts.get(d, 0)}" for d in elig[:8]) + (" ..." if len(elig) > 8 else "")
-                    self.why = f"{sp.text} (pods per domain: {cnt}; this node can be in {' '.join(options[:8])})"
-                if not options:
-                    self.why = f"node has no {key} label ({self.why})"
+                self._refused = (c, key, cons, options)   # said by ``why`` when asked (a new node's refusal)
                 return 0, chosen
             # choose: lowest count for the first spread constraint, else the first valid domain
             spread = [con for con in cons if con.kind == T.SPREAD]
@@ -313,3 +329,8 @@ class TopologyTracker:
             if not any((allowed is None or d in allowed) and d not in forbidden for d in doms):
                 return False
         return True
+
+
+def _counts(domains: list, group) -> str:
+    """``d=count`` for the first eight of ``domains`` (the group's pods there), `` ...`` when there are more."""
+    return " ".join(f"{d}={group.counts.get(d, 0)}" for d in domains[:8]) + (" ..." if len(domains) > 8 else "")
