@@ -103,3 +103,38 @@ topologySpreadConstraints:
          prefix + "it keeps nothing apart"),
         ("spec.topologySpreadConstraints[0].labelSelector", prefix + "it spreads nothing"),
     ]
+
+
+def test_requirements_that_exclude_each_other_are_warned_per_term():
+    spec = yaml.safe_load("""
+nodeSelector: {topology.ebs.csi.aws.com/zone: us-east-1a, team: data}
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1b, us-east-1c]}]
+        - matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [arm64]},
+                             {key: kubernetes.io/arch, operator: NotIn, values: [arm64]}]
+        - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b]},
+                             {key: team, operator: NotIn, values: [web]}]
+""")
+    where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    assert [(e.path, e.message) for e in pod_spec_hints(spec, "spec")] == [
+        (f"{where}[0]", "requirements that exclude each other (topology.kubernetes.io/zone: In [us-east-1a] "
+                        "(nodeSelector) and In [us-east-1b, us-east-1c]): no node satisfies them, this term can never "
+                        "be met"),
+        (f"{where}[1]", "requirements that exclude each other (kubernetes.io/arch: In [arm64] and NotIn [arm64]): no "
+                        "node satisfies them, this term can never be met"),
+    ]
+    one = {"nodeSelector": {"kubernetes.io/arch": "amd64"}, "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]}]}}}}
+    (e,) = pod_spec_hints(one, "spec")
+    assert e.message.endswith("no node satisfies them, the pod never schedules")
+    # what one node can satisfy: nothing (Exists / DoesNotExist / Gt are not compared)
+    fine = {"nodeSelector": {"kubernetes.io/arch": "amd64"}, "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64", "amd64"]},
+            {"key": "kubernetes.io/arch", "operator": "NotIn", "values": ["arm64"]},
+            {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["4"]}]}]}}}}
+    assert pod_spec_hints(fine, "spec") == []
