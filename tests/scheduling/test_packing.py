@@ -161,7 +161,11 @@ def test_constrained_pods_use_free_room_of_older_nodeclaims():
 def test_repack_empties_poorly_filled_nodes_into_free_room():
     from types import SimpleNamespace
 
-    from karpenter_lambda.scheduling.packer import repack as _repack
+    from karpenter_lambda.scheduling.packer import repack
+    from karpenter_lambda.scheduling.valuation import TypeView
+
+    def _repack(plan, types):
+        return repack(plan, TypeView(types))
 
     small = SimpleNamespace(name="small", avail=(2000, 4 * GI, 10))
     big = SimpleNamespace(name="big", avail=(8000, 16 * GI, 40))

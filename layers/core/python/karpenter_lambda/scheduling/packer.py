@@ -115,7 +115,7 @@ class BulkPacker:
         # two ways to value a pod: its share of the 2-resource LP's dual prices of CPU and memory, and what it
         # costs packed alone; the packing is planned under each and the cheaper plan is kept
         # one request vector and no limits: the exact cheapest cover (the greedy fills below can only tie it)
-        exact = cover_plan(types, counts, fit_count) if len(counts) == 1 and not pool.remaining else None
+        exact = cover_plan(view, counts, fit_count) if len(counts) == 1 and not pool.remaining else None
         plans = [exact] if exact is not None else []
         if exact is None:
             demand = [sum(v[i] * k for v, k in counts.items()) for i in range(2)]
@@ -127,7 +127,7 @@ class BulkPacker:
         if not plans:
             return
         best = min(plans, key=lambda x: (-x[1], x[2]))  # most pods placed, then cheapest
-        plan = best[0] if pool.remaining else repack(best[0], types)
+        plan = best[0] if pool.remaining else repack(best[0], view)
         for t, taken, reps in plan:
             for _ in range(reps):
                 node = SimNode(f"{pool.name}#{self.counter}", False, pool, reqs, {}, pool.taints, t.avail, [0] * nres)
@@ -214,7 +214,7 @@ class BulkPacker:
                     continue
                 reps = n
             plan.append((t, taken, reps))
-            cost += shrunk_price(types, taken, shrink) * reps
+            cost += shrunk_price(view, taken, shrink) * reps
             for v, k in taken.items():
                 counts[v] -= k * reps
                 placed += k * reps
@@ -288,22 +288,22 @@ def pack_view(pool: NodeClaimTemplate, reqs, minvec: tuple, exotic_ok: bool):
     return hit
 
 
-def shrunk_price(types: list, taken: dict, cache: dict) -> float:
-    """Price of the cheapest of ``types`` ([(price, type)], cheapest first) holding the pods ``taken``
-    ({vector: count}): what the NodeClaim will launch (its plan keeps every type that holds what was placed)."""
+def shrunk_price(view: TypeView, taken: dict, cache: dict) -> float:
+    """Price of the cheapest of ``view``'s types holding the pods ``taken`` ({vector: count}): what the NodeClaim will
+    launch (its plan keeps every type that holds what was placed)."""
     key = tuple(sorted(taken.items()))
     hit = cache.get(key)
     if hit is None:
         vecs = list(taken.items())
-        used = [sum(v[i] * k for v, k in vecs) for i in range(len(vecs[0][0]))]
-        hit = next((p for p, t in types if all(a >= u for a, u in zip(t.avail, used))), INF)
-        cache[key] = hit
+        i = view.first_holding([sum(v[r] * k for v, k in vecs) for r in range(len(vecs[0][0]))])
+        hit = cache[key] = INF if i is None else view.types[i][0]
     return hit
 
 
-def cover_plan(types: list, counts: dict, fit_count):
-    """The exact cheapest nodes for one request vector (``cover.min_cost_cover``) in ``_plan_new``'s shape:
-    ([(type, {vector: pods per node}, nodes)], pods placed, cost), or None."""
+def cover_plan(view: TypeView, counts: dict, fit_count):
+    """The exact cheapest nodes of ``view``'s types for one request vector (``cover.min_cost_cover``) in
+    ``_plan_new``'s shape: ([(type, {vector: pods per node}, nodes)], pods placed, cost), or None."""
+    types = view.types
     (v, q), = counts.items()
     zero = [0] * len(v)
     fits = [fit_count(v, t.avail, zero) for _, t in types]
@@ -322,17 +322,18 @@ def cover_plan(types: list, counts: dict, fit_count):
                 plan[-1] = (t, plan[-1][1], plan[-1][2] + 1)
             else:
                 plan.append((t, {v: take}, 1))
-            cost += shrunk_price(types, {v: take}, shrink)
+            cost += shrunk_price(view, {v: take}, shrink)
     return plan, q, cost
 
 
-def repack(plan: list, types: list) -> list:
+def repack(plan: list, view: TypeView) -> list:
     """Empty the least efficient planned nodes into the room the others leave in their launch types.
 
     ``plan``: [(type, {vector: pods}, nodes)].  Nodes with the same fill form a group; each node launches as
     the cheapest type holding its fill, and pods moved into what that type leaves free cost nothing.  Groups
     are taken cheapest-value-first (price per pod): a node whose pods all find room elsewhere is dropped.
-    Returns the plan with each fill on its launch type."""
+    Returns the plan with each fill on its launch type; ``view``: the types (cheapest first) the nodes may launch as."""
+    types = view.types
     shrink: dict = {}
     ttype: dict = {}
 
@@ -342,9 +343,10 @@ def repack(plan: list, types: list) -> list:
             fill = dict(fill_key)
             nres = len(fill_key[0][0])
             used = [sum(v[i] * k for v, k in fill.items()) for i in range(nres)]
-            t = next((tt for p, tt in types if all(a >= u for a, u in zip(tt.avail, used))), None)
+            i = view.first_holding(used)
+            t = None if i is None else types[i][1]
             ttype[fill_key] = t or False
-            shrink[fill_key] = (next((p for p, tt in types if tt is t), INF), used)
+            shrink[fill_key] = (INF if i is None else types[i][0], used)
         return ttype[fill_key]
 
     groups: dict = {}

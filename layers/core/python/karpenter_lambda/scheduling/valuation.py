@@ -119,6 +119,16 @@ class TypeView:
                 out[pos] = ub
         return out
 
+    def first_holding(self, used) -> int | None:
+        """Position in ``types`` of the first type (the cheapest, then ``types``' order) whose vector holds ``used``,
+        or None.  The vectors are in order of first appearance, so the first one holding ``used`` is that type's:
+        one pass over the distinct vectors instead of over every type."""
+        ge = operator.ge
+        for j, a in enumerate(self.avails):
+            if all(map(ge, a, used)):
+                return self.members[j][0]
+        return None
+
     def lp_front(self) -> list:
         """:func:`lp_front` of ``lp_items``, computed once (it does not depend on the demand)."""
         if self._front is None:
