@@ -15,7 +15,9 @@ Pure functions; the results are those of the per-type computation, exactly.
 from __future__ import annotations
 
 import heapq
+import itertools
 import operator
+from itertools import repeat
 
 from .model import INF
 
@@ -35,7 +37,7 @@ class TypeView:
     price, CPU and memory; a type with the same vector and a higher price is dominated and never on the LP's Pareto
     frontier; every type when none qualifies, so :func:`lp_pair`'s fallback is unchanged)."""
 
-    __slots__ = ("types", "avails", "index", "cheapest", "lp_items", "members", "alone", "fits", "_front")
+    __slots__ = ("types", "avails", "index", "cheapest", "lp_items", "members", "alone", "fits", "_front", "_firsts")
 
     def __init__(self, types: list):
         self.types = types
@@ -72,6 +74,7 @@ class TypeView:
         self.lp_items = ([e for _, e in sorted(lp.values(), key=lambda x: x[0])] if lp
                          else [(t, t.avail[0], t.avail[1], p) for p, t in types])
         self._front = None
+        self._firsts = None
 
     def bounds(self, values: dict) -> list:
         """Upper bound of the value one node of each vector in ``avails`` can hold, pods valued at ``values``
@@ -95,29 +98,30 @@ class TypeView:
                         g = by_fit[m] = ([], [])
                     g[0].append(pos)
                     g[1].append(a)
-            groups = self.fits[vecs] = list(by_fit.items())
+            # per fitting set, its vectors' columns (resource by resource), for the products below
+            groups = self.fits[vecs] = [(m, positions, list(zip(*avails))) for m, (positions, avails) in by_fit.items()]
         per_unit = [[u / x if x else 0.0 for x in v] for v, u in values.items()]
         out = [0.0] * len(self.avails)
-        for m, (positions, avails) in groups:
+        mul = operator.mul
+        for m, positions, cols in groups:
             best = None
             for i in m:
                 d = per_unit[i]
                 best = list(d) if best is None else [y if y > z else z for y, z in zip(d, best)]
-            dens = [(i, d) for i, d in enumerate(best) if d > 0]
-            if len(dens) == 1:
-                (i, d), = dens
-                for pos, a in zip(positions, avails):
-                    x = a[i] * d
-                    out[pos] = x if x < INF else INF
-                continue
-            for pos, a in zip(positions, avails):
-                ub = INF
-                for i, d in dens:
-                    x = a[i] * d
-                    if x < ub:
-                        ub = x
+            # per vector, the least over the resources with a positive value of capacity times that value (a
+            # fractional knapsack per resource), the products taken column by column
+            ubs = [map(mul, cols[i], repeat(d)) for i, d in enumerate(best) if d > 0]
+            ubs = map(min, *ubs) if len(ubs) > 1 else map(min, ubs[0], repeat(INF))
+            for pos, ub in zip(positions, ubs):
                 out[pos] = ub
         return out
+
+    def firsts(self) -> tuple[list, list, list]:
+        """Per vector (``avails``' order) its first (cheapest) type's price, name and type, computed once."""
+        if self._firsts is None:
+            first = [self.types[m[0]] for m in self.members]
+            self._firsts = ([p for p, _ in first], [t.name for _, t in first], [t for _, t in first])
+        return self._firsts
 
     def first_holding(self, used) -> int | None:
         """Position in ``types`` of the first type (the cheapest, then ``types``' order) whose vector holds ``used``,
@@ -190,12 +194,12 @@ class MergedBestFirst(_ReadPrefix):
     __slots__ = ("_heap", "_view", "_next")
 
     def __init__(self, view: TypeView, ubs: list):
-        types, members = view.types, view.members
-        heap = []
-        for j, ub in enumerate(ubs):
-            if ub > 0:
-                p, t = types[members[j][0]]
-                heap.append((-(ub / p), p, t.name, t, j, 0))
+        prices, names, firsts = view.firsts()
+        # (-(bound / price), price, name, type, vector, 0) for each vector with a positive bound, built in C loops
+        heap = list(itertools.compress(
+            zip(map(operator.neg, map(operator.truediv, ubs, prices)), prices, names, firsts, itertools.count(),
+                repeat(0)),
+            map(operator.gt, ubs, repeat(0))))
         heapq.heapify(heap)
         self._heap = heap
         self._done: list = []
