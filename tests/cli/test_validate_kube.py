@@ -8,6 +8,7 @@ import json
 
 import manifests as shared
 import pytest
+import yaml
 
 PAIR = shared.pair()
 ON_DEMAND_PAIR = shared.pair(capacity_types=["on-demand"])
@@ -408,3 +409,31 @@ def test_plan_and_simulate_print_the_same_warnings(cli, manifests):
     assert rc == 3 and warning in err        # and the pods are unschedulable: no node has that architecture
     rc, _, err = cli("simulate", pools, f, "--until", "1m", "--quiet")
     assert warning in err
+
+
+def test_claims_in_zones_no_node_shares_are_a_warning_and_plan_names_them(cli, manifests):
+    docs = [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "two", "namespace": "default"},
+         "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}],
+                  "volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "a"}},
+                              {"name": "b", "persistentVolumeClaim": {"claimName": "b"}}]}}]
+    for name, zone in (("a", "us-east-1a"), ("b", "us-east-1b")):
+        docs.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{name}"},
+                     "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                              "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{name}"},
+                              "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                                  {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}}})
+        docs.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": "default"},
+                     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                              "volumeName": f"pv-{name}", "storageClassName": ""}})
+    f = manifests("two.yaml", yaml.safe_dump_all(docs))
+    rc, out, err = cli("validate", f)
+    assert rc == 0 and out.strip() == "valid: 5 objects in 1 file"
+    assert (f"{f}:0: Pod/two: warning: its pods: PVC a (PV pv-a: us-east-1a) and PVC b (PV pv-b: us-east-1b) are in "
+            f"zones no node shares: no node can mount them all, so the pod never schedules") in err
+    pools = manifests("pools.yaml", shared.pair())
+    rc, out, err = cli("plan", "-f", pools, "-f", f, "--json")
+    assert rc == 3
+    (u,) = json.loads(out)["unschedulable"]
+    assert u["reason"].startswith("its own node requirements exclude each other: topology.kubernetes.io/zone In "
+                                  "[us-east-1a] and topology.kubernetes.io/zone In [us-east-1b]")

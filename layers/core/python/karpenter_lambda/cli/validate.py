@@ -190,18 +190,21 @@ def nodeclass_warnings(result: LoadResult) -> list[ValidationIssue]:
 
 
 def cross_warnings(result: LoadResult) -> list[ValidationIssue]:
-    """Claims naming a StorageClass or volume the files do not have, when they have some, and PodDisruptionBudgets
-    selecting none of the workloads given (``api/crosscheck.py``)."""
+    """Claims naming a StorageClass or volume the files do not have, when they have some, PodDisruptionBudgets
+    selecting none of the workloads given (``api/crosscheck.py``), and workloads whose claims are in zones no node
+    shares (``api/volume_zones.py``)."""
     from ..api.crosscheck import pdb_warnings, storage_reference_warnings
+    from ..api.volume_zones import volume_zone_warnings
 
     docs = [o.doc for o in result.objects]
-    return [issue for i, e in storage_reference_warnings(docs) + pdb_warnings(docs) for issue in _placed(result, i, [e])]
+    found = storage_reference_warnings(docs) + pdb_warnings(docs) + volume_zone_warnings(docs)
+    return [issue for i, e in found for issue in _placed(result, i, [e])]
 
 
 def input_warnings(result: LoadResult) -> list[ValidationIssue]:
     """What is valid but cannot do what it says, in ``validate``, ``plan`` and ``simulate`` alike: pod specs asking
     for labels no node has or with terms selecting no pods, AMI aliases naming no release, claims of a StorageClass or
-    volume not given, PodDisruptionBudgets selecting none of the workloads given."""
+    volume not given, PodDisruptionBudgets selecting none of the workloads given, claims in zones no node shares."""
     return pod_warnings(result) + nodeclass_warnings(result) + cross_warnings(result)
 
 
