@@ -15,9 +15,8 @@ Pure functions; the results are those of the per-type computation, exactly.
 from __future__ import annotations
 
 import heapq
-import itertools
 import operator
-from itertools import repeat
+from itertools import compress, count, repeat
 
 from .model import INF
 
@@ -196,10 +195,9 @@ class MergedBestFirst(_ReadPrefix):
     def __init__(self, view: TypeView, ubs: list):
         prices, names, firsts = view.firsts()
         # (-(bound / price), price, name, type, vector, 0) for each vector with a positive bound, built in C loops
-        heap = list(itertools.compress(
-            zip(map(operator.neg, map(operator.truediv, ubs, prices)), prices, names, firsts, itertools.count(),
-                repeat(0)),
-            map(operator.gt, ubs, repeat(0))))
+        heap = list(compress(zip(map(operator.neg, map(operator.truediv, ubs, prices)), prices, names, firsts, count(),
+                                 repeat(0)),
+                             map(operator.gt, ubs, repeat(0))))
         heapq.heapify(heap)
         self._heap = heap
         self._done: list = []
