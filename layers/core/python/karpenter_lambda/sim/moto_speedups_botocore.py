@@ -12,7 +12,6 @@ worked out once per process instead of once per client, and moto's random string
 * **Event aliases.** Each botocore client copies its event emitter, and each copy renames every event it sees through
   the alias table again (``EventAliaser._alias_event_name``: a split and a list search per alias). The renaming is a
   function of the event name and the alias table only; here copies with the same table share one memo.
-
 * **Random strings.** moto draws every response's 52-character request id (and many resource ids) a character at a
   time (``MotoRandom.get_random_string``: a ``choice`` per character, about a twentieth of a DynamoDB read); here
   ``choices`` draws them at once, from the same characters, as uniformly.
