@@ -120,11 +120,11 @@ affinity:
 """)
     where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
     assert [(e.path, e.message) for e in pod_spec_hints(spec, "spec")] == [
-        (f"{where}[0]", "requirements that exclude each other (topology.kubernetes.io/zone: In [us-east-1a] "
-                        "(nodeSelector) and In [us-east-1b, us-east-1c]): no node satisfies them, this term can never "
-                        "be met"),
-        (f"{where}[1]", "requirements that exclude each other (kubernetes.io/arch: In [arm64] and NotIn [arm64]): no "
-                        "node satisfies them, this term can never be met"),
+        (f"{where}[0]", "requirements that exclude each other (topology.kubernetes.io/zone In [us-east-1a] "
+                        "(nodeSelector) and topology.kubernetes.io/zone In [us-east-1b us-east-1c]): no node satisfies "
+                        "them, this term can never be met"),
+        (f"{where}[1]", "requirements that exclude each other (kubernetes.io/arch In [arm64] and kubernetes.io/arch "
+                        "NotIn [arm64]): no node satisfies them, this term can never be met"),
     ]
     one = {"nodeSelector": {"kubernetes.io/arch": "amd64"}, "affinity": {"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [

@@ -12,10 +12,10 @@ a well-known one may still be a label of the user's own (a NodePool's ``labels``
   ``kubernetes.io/os``: linux, windows; ``karpenter.sh/capacity-type``) that is not one of them, where the pod
   requires it (``nodeSelector``, ``In``).
 
-**Requirements that exclude each other.** A node selector and a required node-affinity term are ANDed: when they
-(or two expressions of one term) ask ``In`` sets with no value in common, or ``In`` values a ``NotIn`` removes, on one
-key (``nodeSelector: {topology.kubernetes.io/zone: us-east-1a}`` with a term asking ``us-east-1b``), no node satisfies
-that term; the pod never schedules unless another ORed term can be met.
+**Requirements that exclude each other** (``api/exclusive.py``). A node selector and a required node-affinity term
+are ANDed: when on one key they (or two expressions of one term) leave no value (``nodeSelector:
+{topology.kubernetes.io/zone: us-east-1a}`` with a term asking ``us-east-1b``), no node satisfies that term; the pod
+never schedules unless another ORed term can be met.
 
 **Terms that select no pods.** A topology spread constraint or a pod (anti-)affinity term without ``labelSelector``
 (and without ``matchLabelKeys``) selects no pod at all (the scheduler reads a missing selector as "nothing"): the
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from . import labels as L
 from .errors import FieldError
+from .exclusive import describe, exclusive
 from .text import one_edit
 
 __all__ = ["pod_spec_hints", "KNOWN_KEYS", "CLOSED_VALUES"]
@@ -90,32 +91,6 @@ _NOTHING = {"podAffinity": ("the pod can never be placed (not even beside itself
             "podAntiAffinity": ("it keeps nothing apart", "it keeps nothing apart")}
 
 
-def _exclusive(selector, term) -> list[str]:
-    """The keys on which ``selector`` (a nodeSelector) and ``term`` (a required NodeSelectorTerm, or None) ask ``In``
-    sets with no value in common or that ``NotIn`` empties, each as ``"key: what each asks"`` (the nodeSelector's
-    marked)."""
-    asks: dict = {}   # normalized key -> [(operator, values, from the nodeSelector)]
-    for key, value in (selector.items() if isinstance(selector, dict) else ()):
-        if isinstance(key, str):
-            asks.setdefault(L.normalize_key(key), []).append(("In", {str(value)}, True))
-    for e in (term.get("matchExpressions") or () if isinstance(term, dict) else ()):
-        if isinstance(e, dict) and isinstance(e.get("key"), str) and e.get("operator") in ("In", "NotIn") \
-                and isinstance(e.get("values"), list):
-            asks.setdefault(L.normalize_key(e["key"]), []).append(
-                (e["operator"], {str(v) for v in e["values"]}, False))
-    out = []
-    for key, parts in asks.items():
-        ins = [v for op, v, _ in parts if op == "In"]
-        if len(parts) < 2 or not ins:
-            continue
-        left = set.intersection(*ins) - set().union(*(v for op, v, _ in parts if op == "NotIn"))
-        if not left:
-            said = " and ".join(f"{op} [{', '.join(sorted(v))}]{' (nodeSelector)' if sel else ''}"
-                                for op, v, sel in parts)
-            out.append(f"{key}: {said}")
-    return out
-
-
 def pod_spec_hints(spec, path: str) -> list[FieldError]:
     """The warnings for one pod spec (``path``: where it sits, e.g. ``spec.template.spec``), in field order."""
     out: list[FieldError] = []
@@ -135,12 +110,12 @@ def pod_spec_hints(spec, path: str) -> list[FieldError]:
         _expressions(term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]", out)
     ored = terms if isinstance(terms, list) and terms else [None]
     for i, term in enumerate(ored):
-        for clash in _exclusive(selector, term):
+        for key, asks in exclusive(selector, term):
             at = f"{where}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]" if term is not None \
                 else f"{path}.nodeSelector"
             never = "the pod never schedules" if len(ored) == 1 else "this term can never be met"
-            out.append(FieldError(at, f"requirements that exclude each other ({clash}): no node satisfies them, "
-                                      f"{never}"))
+            out.append(FieldError(at, f"requirements that exclude each other ({describe(key, asks, True)}): no node "
+                                      f"satisfies them, {never}"))
     for i, pref in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
         if isinstance(pref, dict):
             _expressions(pref.get("preference"),

@@ -1,8 +1,8 @@
 """Warnings for workloads whose volumes are in zones no node shares (pure): ``validate`` reports them.
 
 A pod's node must be in the zone of every volume it mounts (scheduling/volumes.py): a bound claim's PersistentVolume
-says its zone (``nodeAffinity.required.nodeSelectorTerms[0]``, ``topology.kubernetes.io/zone`` or the EBS CSI
-driver's ``topology.ebs.csi.aws.com/zone``), an unbound claim its StorageClass's ``allowedTopologies``.  Two claims
+says its zone, an unbound claim its StorageClass's allowed topologies (``api/storage.py``; ``topology.kubernetes.io/zone``
+or the EBS CSI driver's ``topology.ebs.csi.aws.com/zone``).  Two claims
 whose zones have nothing in common (volumes restored from snapshots into different zones, a class allowed in one
 zone and a volume in another) make a pod that never schedules: ``plan`` and ``simulate`` say so for the pod;
 ``validate`` warns about the workload when the claims, volumes and classes are among the objects given.  A claim
@@ -17,6 +17,7 @@ from __future__ import annotations
 from . import labels as L
 from .errors import FieldError
 from .kuberules_objects import POD_SPEC_PATHS, get
+from .storage import class_requirements, volume_requirements
 
 __all__ = ["volume_zone_warnings"]
 
@@ -24,12 +25,12 @@ __all__ = ["volume_zone_warnings"]
 MAX_ORDINALS = 1000
 
 
-def _zones(expressions) -> frozenset | None:
+def _zones(expressions: list[dict]) -> frozenset | None:
     """The zones ``In`` expressions on the zone key allow, or None when they name none."""
     out = None
-    for e in expressions if isinstance(expressions, list) else ():
-        if isinstance(e, dict) and isinstance(e.get("key"), str) and L.normalize_key(e["key"]) == L.ZONE \
-                and e.get("operator", "In") == "In" and isinstance(e.get("values"), list):
+    for e in expressions:
+        if isinstance(e.get("key"), str) and L.normalize_key(e["key"]) == L.ZONE and e.get("operator") == "In" \
+                and isinstance(e.get("values"), list):
             vals = frozenset(str(v) for v in e["values"])
             out = vals if out is None else out & vals
     return out
@@ -50,13 +51,9 @@ class _Storage:
             if kind == "PersistentVolumeClaim":
                 self.claims[(get(data, "metadata.namespace") or "default", name)] = get(data, "spec") or {}
             elif kind == "PersistentVolume":
-                terms = get(data, "spec.nodeAffinity.required.nodeSelectorTerms")
-                first = terms[0] if isinstance(terms, list) and terms and isinstance(terms[0], dict) else {}
-                self.volumes[name] = _zones(first.get("matchExpressions"))
+                self.volumes[name] = _zones(volume_requirements(data))
             elif kind == "StorageClass":
-                topos = data.get("allowedTopologies")
-                first = topos[0] if isinstance(topos, list) and topos and isinstance(topos[0], dict) else {}
-                self.classes[name] = _zones(first.get("matchLabelExpressions"))
+                self.classes[name] = _zones(class_requirements(data))
 
     def zones(self, namespace: str, claim: str) -> tuple[frozenset, str] | None:
         """(zones, what says so) for a claim the load has whose volume or class names zones, else None."""

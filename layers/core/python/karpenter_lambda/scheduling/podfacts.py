@@ -11,6 +11,7 @@ topology constraints, the requirement set in force (``reqs``, ``sig``) and its p
 from __future__ import annotations
 
 from ..api import labels as L
+from ..api.exclusive import describe, exclusive
 from ..api.kube import is_daemon_pod, pod_key
 from . import topology as T
 from .model import EXOTIC_KEYS, EXOTIC_RESOURCES, SchedulingError, Unschedulable
@@ -57,24 +58,17 @@ class PodClass:
             yield con
 
     def self_conflicts(self) -> list[str]:
-        """The pod's own required node selector and affinity term (the one in force) where they exclude each other,
-        per key (``In [a]`` and ``In [b]``, as two volumes in different zones ask; ``In [a]`` and ``NotIn [a]``): no
-        node can satisfy them, whatever its NodePool.  Each as ``"<requirement> and <requirement>"``; for explanations
-        (the pod is unschedulable), so read from the pod's spec here rather than kept while solving."""
+        """The pod's own node selector and required affinity term (the one in force) where they exclude each other,
+        per key (``api/exclusive.py``: two volumes in different zones, ``In [a]`` and ``NotIn [a]``): no node can
+        satisfy them, whatever its NodePool.  Each as ``"<requirement> and <requirement>"``; for explanations (the
+        pod is unschedulable), so read from the pod's spec here rather than kept while solving."""
         if not self.terms or not any(r.is_empty() for r in self.terms[self.term_idx]):
             return []
         spec = self.pods[0].get("spec") or {}
-        raw = list(Requirements.from_labels(spec.get("nodeSelector")))
         na = (spec.get("affinity") or {}).get("nodeAffinity") or {}
         terms = (na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
-        if self.term_idx < len(terms):
-            raw += [Requirement.from_dict(e) for e in (terms[self.term_idx] or {}).get("matchExpressions") or ()]
-        out = []
-        for r in self.terms[self.term_idx]:
-            mine = [x for x in raw if x.key == r.key]
-            if r.is_empty() and len(mine) > 1 and not any(x.is_empty() for x in mine):
-                out.append(" and ".join(map(str, mine)))
-        return out
+        term = terms[self.term_idx] if self.term_idx < len(terms) else None
+        return [describe(key, asks) for key, asks in exclusive(spec.get("nodeSelector"), term)]
 
     def wants_exotic(self) -> bool:
         """Does the class ask for an accelerator (GPU, Neuron, Gaudi) or a metal type?  (Cached per requirement set.)"""

@@ -31,6 +31,7 @@ from typing import NamedTuple
 from ..api import labels as L
 from ..api.kube import pod_key, pod_uid
 from ..api.snapshot import ClusterSnapshot
+from ..api.storage import class_requirements, volume_requirements
 from .collector import paused
 
 __all__ = ["VolumeIndex", "PodVolumes", "apply_volumes", "inject", "has_claims", "node_volume_room"]
@@ -167,7 +168,7 @@ class VolumeIndex:
             pv = self.pvs.get(pv_name)
             if pv is None:
                 return f"PV {pv_name}"
-            r, text = self._shared(self._pv_requirements(pv))
+            r, text = self._shared(volume_requirements(pv))
             known = self._by_pv[pv_name] = (r, f"(PV {pv_name}) requires {text}" if r else "", _driver(pv, None))
         return known
 
@@ -182,7 +183,7 @@ class VolumeIndex:
                 sc = self.classes.get(sc_name)
                 if sc is None:
                     return f"StorageClass {sc_name}"
-            r, text = self._shared(self._class_requirements(sc)) if sc is not None else ([], "")
+            r, text = self._shared(class_requirements(sc)) if sc is not None else ([], "")
             known = self._by_class[sc_name] = (
                 r, f"(StorageClass {sc_name}, not bound yet) requires {text}" if r else "", _driver(None, sc))
         return known
@@ -195,25 +196,6 @@ class VolumeIndex:
             r = [dict(x) for x in reqs]
             hit = self._same[key] = (r, _fmt(r))
         return hit
-
-    @staticmethod
-    def _pv_requirements(pv: dict) -> list[dict]:
-        spec = pv.get("spec") or {}
-        terms = (((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")) or []
-        if not terms or not isinstance(terms[0], dict):
-            return []
-        out = [r for r in terms[0].get("matchExpressions") or () if isinstance(r, dict)]
-        if spec.get("local") or spec.get("hostPath"):
-            out = [r for r in out if r.get("key") != L.HOSTNAME]
-        return out
-
-    @staticmethod
-    def _class_requirements(sc: dict) -> list[dict]:
-        topos = sc.get("allowedTopologies") or []
-        if not topos or not isinstance(topos[0], dict):
-            return []
-        return [{"key": e.get("key"), "operator": "In", "values": list(e.get("values") or [])}
-                for e in topos[0].get("matchLabelExpressions") or () if isinstance(e, dict)]
 
     def node_room(self, node_name: str) -> dict[str, int]:
         """The node's CSINode limits as volume-count resources (``{attachable-volumes-csi-<driver>: count}``)."""
