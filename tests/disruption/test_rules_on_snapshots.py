@@ -142,6 +142,23 @@ def test_a_move_that_would_break_required_anti_affinity_is_not_taken():
     assert [r for r, _ in decided(sweep(snapshot(*members, pods=pods)))] == ["Underutilized"]
 
 
+def test_a_candidate_single_node_tried_says_why_not_that_multi_node_left_it_out_for_the_budget():
+    """Budget 1: multi-node takes only the first candidate for its groups; single-node then tries each in turn and
+    finds no move.  What a NodeClaim shows is single-node's finding, not "held by the candidate considered before"
+    (that one was never disrupted)."""
+    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "solo"}}, "topologyKey": L.HOSTNAME}]}}}
+    members = [claimed_node(n, instance_type="c5.large") for n in ("a", "b", "c")]
+    pods = [pod(f"solo-{n}", cpu="250m", app="solo", node=f"node-{n}", **anti) for n in ("a", "b", "c")]
+    plan = sweep(snapshot(*members, pods=pods, nodepools=[nodepool(budgets=[{"nodes": "1"}])]))
+    assert decided(plan) == []
+    assert {n: c for n, (c, _) in blocked(plan).items()} == {n: "no cheaper replacement" for n in "abc"}
+    assert not any("considered before" in b.message for b in plan.blocked)
+    # a NodePool whose budget is spent still says so
+    plan = sweep(snapshot(*members, pods=pods, nodepools=[nodepool(budgets=[{"nodes": "1"}])]), inflight={"x": "default"})
+    assert set(blocked(plan).values()) == {("budget", "Underutilized")}
+
+
 # -- budgets ------------------------------------------------------------------------------------------------------
 def test_a_zero_budget_blocks_with_an_explanation():
     plan = sweep(snapshot(claimed_node("e"), nodepools=[nodepool(budgets=[{"nodes": "0"}])]))

@@ -59,7 +59,16 @@ def plan_sweep(snap: ClusterSnapshot, methods: list[Method], ctx: SweepContext) 
             if m.chains and all(c.option is not None for c in cmds):
                 _chain(ctx, chained, cmds, eligible, plan)
             break
+    plan.blocked = _settled(plan.blocked)
     return plan
+
+
+def _settled(blocked: list[Blocked]) -> list[Blocked]:
+    """``blocked`` without the provisional findings about a NodeClaim that a later method explained for itself
+    (multi-node left it out of its groups for the budget its earlier candidates hold; single-node then tried it and
+    says why it stays), so the first finding per NodeClaim, the one events and ``disruption plan`` show, is that."""
+    firm = {b.nodeclaim for b in blocked if not b.provisional}
+    return [b for b in blocked if not (b.provisional and b.nodeclaim in firm)]
 
 
 def _chain(ctx: SweepContext, methods: list[Method], first: list[Command], cands: list, plan: DisruptionPlan) -> None:

@@ -112,6 +112,9 @@ class Blocked:
     message: str      # e.g. "do-not-disrupt pod default/web-1", "budget Drifted 0 of 3 left"
     reason: str = ""  # the disruption reason it blocked (EMPTY, DRIFTED, ...)
     score: "BalancedScore | None" = None   # cause "balanced score": the rejected move's score
+    # a finding another method's about the same NodeClaim in the sweep replaces: multi-node leaving a candidate out
+    # of its groups because earlier ones hold the budget (single-node still looks at it, one at a time)
+    provisional: bool = False
 
 
 @dataclass

@@ -77,8 +77,9 @@ class _Underutilized(MethodBase):
         for c in cands:
             np = c.nodepool_name
             if taken.get(np, 0) >= budgets.left(np, UNDERUTILIZED):
-                blocked.append(Blocked(c.name, "budget", budgets.message(np, UNDERUTILIZED, ahead=taken.get(np, 0)),
-                                       UNDERUTILIZED))
+                ahead = taken.get(np, 0)
+                blocked.append(Blocked(c.name, "budget", budgets.message(np, UNDERUTILIZED, ahead=ahead),
+                                       UNDERUTILIZED, provisional=ahead > 0))
                 continue
             taken[np] = taken.get(np, 0) + 1
             out.append(c)
