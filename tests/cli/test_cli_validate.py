@@ -38,7 +38,16 @@ def test_missing_file_is_usage_error_2(cli, manifests):
 def test_no_arguments_is_usage_error_2(cli):
     rc, out, err = cli("validate")
     assert rc == 2
-    assert "the following arguments are required: FILE" in err
+    assert "validate: no input: give manifest files or directories (FILE... or -f FILE)" in err
+
+
+def test_files_may_also_be_given_with_f_as_for_plan_and_kubectl(cli, manifests):
+    ok = manifests("ok.yaml", pair())
+    bad = manifests("bad.yaml", UNSUPPORTED_KIND)
+    rc, out, err = cli("validate", "-f", ok)
+    assert rc == 0 and out.strip() == "valid: 2 objects in 1 file"
+    rc, out, err = cli("validate", ok, "--filename", bad)
+    assert rc == 1 and f"{bad}:0: ConfigMap/cm: kind: unsupported kind v1/ConfigMap" in err
 
 
 def test_json_report(cli, manifests):

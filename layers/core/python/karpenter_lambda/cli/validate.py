@@ -217,6 +217,10 @@ def print_warnings(result: LoadResult, out=None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.files = list(args.files or []) + list(getattr(args, "more_files", None) or [])
+    if not args.files:
+        sys.stderr.write("validate: no input: give manifest files or directories (FILE... or -f FILE), or - for stdin\n")
+        return 2
     try:
         result, files = load_inputs(args.files, accept_kinds=simulate_kinds(), version=kubernetes_version(args))
     except InputError as e:
@@ -252,7 +256,9 @@ def register(subparsers) -> None:
         description="Validate Karpenter v1 manifests (v1beta1 converted, with a warning) with Karpenter's CRD rules, and "
                     "the workloads and Scenario simulate takes. Exit 0 valid, 1 invalid or empty, 2 usage.",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="YAML/JSON file (multi-document), a directory, or - for stdin")
+    p.add_argument("files", nargs="*", metavar="FILE", help="YAML/JSON file (multi-document), a directory, or - for stdin")
+    p.add_argument("-f", "--filename", dest="more_files", action="append", default=[], metavar="FILE",
+                   help="a manifest file or directory, as for plan and kubectl (repeatable; adds to the FILE arguments)")
     p.add_argument("--json", action="store_true", help="print a JSON report on stdout instead of text on stderr")
     p.add_argument("--kubernetes-version", metavar="MAJOR.MINOR", default=None,
                    help=f"check Kubernetes objects as this version's API server does (env {KUBERNETES_VERSION_ENV}; "
