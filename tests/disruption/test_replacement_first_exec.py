@@ -3,7 +3,8 @@ local API server, a virtual clock).  The decisions themselves are tested on snap
 
 * expiration launches the replacement its pod needs and drains only once it is Initialized (test_drift.py);
 * a replacement that never initializes: the node is un-tainted and kept (expiration too), the next sweep tries again;
-* expiration stays forceful when the NodePool's limits refuse the replacement;
+* at the NodePool's limit, drift's and expiration's replacements launch as if the old node were gone (Karpenter's
+  simulation); expiration stays forceful when the limits leave no room for any replacement;
 * the last look before the drain: a pod that lost the room counted for it gets one more replacement first.
 """
 
@@ -44,15 +45,55 @@ def test_an_expired_nodes_replacement_that_never_initializes_untaints_and_keeps_
     assert ev["nodeClaim"] == old["name"] and ev["reason"] == "Expired"
 
 
-def test_expiration_stays_forceful_when_the_limits_refuse_its_replacement(make_world):
+def test_expiration_stays_forceful_when_the_limits_leave_no_room_for_a_replacement(make_world):
     d = make_world(consolidate_after="Never", expire_after="30m")
     (old,) = d.nodes_with_pods([1])
-    cpu = d.w.store.get("NodeClaim", old["name"]).status["capacity"]["cpu"]
-    _set_nodepool(d, lambda s: s.__setitem__("limits", {"cpu": str(cpu)}))   # no room while the old node counts
+    _set_nodepool(d, lambda s: s.__setitem__("limits", {"cpu": "1"}))   # no type fits, even with the old node gone
     out = d.tick(31 * 60, "drift")
     (ev,) = out["drift"]["disrupted"]
     assert ev["reason"] == "Expired" and ev["replacements"] == [] and out["drift"]["failed"] == []
     assert d.w.store.get("NodeClaim", old["name"]) is None
+
+
+def _at_the_limit(d, old) -> None:
+    """The NodePool's cpu limit set to what its one node counts: no room for anything more while it stays."""
+    cpu = d.w.store.get("NodeClaim", old["name"]).status["capacity"]["cpu"]
+    _set_nodepool(d, lambda s: s.__setitem__("limits", {"cpu": str(cpu)}))
+
+
+def test_an_expired_node_at_the_nodepool_limit_gets_its_replacement_as_if_it_were_gone(make_world):
+    """Karpenter's disruption simulation counts the candidates out of the NodePool's usage: at the limit, the
+    replacement still launches (the NodePool is over its limit until the old node goes)."""
+    d = make_world(consolidate_after="Never", expire_after="30m")
+    (old,) = d.nodes_with_pods([1])
+    _at_the_limit(d, old)
+    out = d.tick(31 * 60, "drift")
+    (rep,) = out["drift"]["replacing"][0]["replacements"]
+    assert out["drift"]["failed"] == [] and _tainted(d, old["nodeName"])
+    out = d.tick(30, "drift")
+    (ev,) = out["drift"]["disrupted"]
+    assert ev["nodeClaim"] == old["name"] and ev["reason"] == "Expired" and ev["replacements"] == [rep]
+
+
+def test_a_drifted_node_at_the_nodepool_limit_is_replaced_not_retried_forever(make_world):
+    """Seen in a simulation: drift planned a replacement (the candidate counted out, as Karpenter does) and the launch
+    refused it ("limits reached (usage cpu 24000/24000)"), DisruptionFailed every minute for half an hour."""
+    d = make_world(consolidate_after="Never")
+    (old,) = d.nodes_with_pods([1])
+    _at_the_limit(d, old)
+    _set_nodepool(d, lambda s: s["template"].setdefault("metadata", {}).setdefault("labels", {}).update(team="b"))
+    d.tick(30, "drift")                                          # drifted, proposed
+    out = d.tick(30, "drift")                                    # re-validated: the replacement launched
+    assert out["drift"]["failed"] == []
+    (rep,) = out["drift"]["replacing"][0]["replacements"]
+    out = d.tick(30, "drift")
+    (ev,) = out["drift"]["disrupted"]
+    assert ev["nodeClaim"] == old["name"] and ev["reason"] == "Drifted" and ev["replacements"] == [rep]
+    d.tick(120, "drift")
+    assert old["name"] not in d.alive() and rep in d.alive()
+    # the old node gone, the NodePool is back within its limit: the provisioner has no room for more
+    totals, _ = d.w.env.claims.usage("default")
+    assert totals["cpu"] <= int(d.w.store.get("NodePool", "default").spec["limits"]["cpu"]) * 1000
 
 
 def test_a_pod_that_lost_its_room_before_the_drain_gets_another_replacement_first(make_world):

@@ -69,6 +69,26 @@ def test_limits_and_release(ddb):
     assert c.commit("np", "n3", {"cpu": 2000}, limits, ["u3"]).ok
 
 
+def test_a_replacement_counts_against_the_limits_as_if_what_it_replaces_were_gone(ddb):
+    c = LaunchClaims(ddb, "c1", TABLE)
+    limits = {"cpu": 4000, "nodes": 2}
+    assert c.commit("np", "old1", {"cpu": 2000, "nodes": 1}, limits, ["u1"]).ok
+    assert c.commit("np", "old2", {"cpu": 2000, "nodes": 1}, limits, ["u2"]).ok
+    assert c.commit("other", "x", {"cpu": 8000, "nodes": 1}, {}, ["u3"]).ok
+    assert c.claimed("np", ["old1", "old2", "old1", "x", "missing"]) == {"cpu": 4000, "nodes": 2}
+    assert not c.commit("np", "new", {"cpu": 2000, "nodes": 1}, limits, []).ok          # at the limit
+    headroom = c.claimed("np", ["old1"])
+    assert c.commit("np", "new", {"cpu": 2000, "nodes": 1}, limits, [], headroom=headroom).ok
+    assert c.usage("np")[0] == {"cpu": 6000, "nodes": 3}        # over the limit until old1 goes
+    r = c.commit("np", "new2", {"cpu": 2000, "nodes": 1}, limits, [], headroom=headroom)   # old1 freed once only
+    assert not r.ok and r.limit_exceeded
+    assert "limits reached" in r.message and "the NodeClaims it replaces free cpu 2000, nodes 1" in r.message
+    r = c.commit("np", "big", {"cpu": 9000, "nodes": 1}, limits, [], headroom=headroom)
+    assert not r.ok and r.limit_exceeded and "limits cpu 4000 < request 9000" in r.message
+    assert c.release("np", "old1")
+    assert c.usage("np")[0] == {"cpu": 4000, "nodes": 2}
+
+
 def test_adjust_lowers_usage_to_actual(ddb):
     c = LaunchClaims(ddb, "c1", TABLE)
     assert c.commit("np", "n1", {"cpu": 8000, "memory": 32}, {"cpu": 10000}, ["u1"]).ok

@@ -163,7 +163,7 @@ class Executor:
         digest = hashlib.sha256(f"replace:{key}:{lead.proposed_at}:{i}".encode()).hexdigest()[:10]
         name = f"{nodepool.name}-{digest}"
         out = self.s.launcher.launch(plan, nodepool, nodeclass, resolved, [], name=name,
-                                     annotations={REPLACES_ANNOTATION: encode_replaces(members)})
+                                     annotations={REPLACES_ANNOTATION: encode_replaces(members)}, replacing=members)
         if out.launched is not None or out.duplicate:
             return name, "", False
         return name, out.limit or out.failed or "launch refused", bool(out.limit)

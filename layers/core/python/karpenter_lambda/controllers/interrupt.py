@@ -472,7 +472,8 @@ class Interruption(Controller):
             pods = [by_key[k] for k in plan.pods if k in by_key]
             name = nodeclaim_name(plan.nodepool, [pod_uid(p) for p in pods], [f"interrupted/{nc.name}"])
             out = self.launcher.launch(plan, np, ncls, snap.resolved.get(ncls.name), pods, name=name,
-                                       takeover=takeover, annotations={REPLACES_ANNOTATION: encode_replaces([nc.name])})
+                                       takeover=takeover, annotations={REPLACES_ANNOTATION: encode_replaces([nc.name])},
+                                       replacing=[nc.name])
             if out.launched is not None:
                 launched.append(out.name)
                 self._decision("replace", f"replacement {out.name} ({out.launched.instance_type} "

@@ -194,7 +194,11 @@ class Launcher:
         self.decide = decide or (lambda decision, message, **f: log.info("%s %s", decision, message))
 
     def launch(self, plan, nodepool, nodeclass, resolved, pods: list[dict], *, name: str | None = None,
-               takeover: dict[str, str] | None = None, annotations: dict | None = None) -> LaunchOutcome:
+               takeover: dict[str, str] | None = None, annotations: dict | None = None,
+               replacing: list[str] | None = None) -> LaunchOutcome:
+        """``replacing``: the NodeClaims this one replaces (a disruption's candidates, an interrupted node): the
+        NodePool's limits are checked as if they were gone, as Karpenter's disruption simulation does (what they
+        claim is the commit's ``headroom``)."""
         uids = sorted(pod_uid(p) for p in pods)
         keys = [pod_key(p) for p in pods]
         takeover = {u: c for u, c in (takeover or {}).items() if u in set(uids)}
@@ -202,8 +206,9 @@ class Launcher:
         out = LaunchOutcome(name=name)
         limits = limits_of(nodepool)
         if self.claims is not None:
+            headroom = self.claims.claimed(nodepool.name, replacing) if replacing and limits else None
             commit = self.claims.commit(nodepool.name, name, claim_request(plan, limits), limits, uids,
-                                        takeover=takeover)
+                                        takeover=takeover, headroom=headroom)
             if not commit.ok:
                 out.duplicate = commit.duplicate
                 out.taken = list(commit.taken_pods)

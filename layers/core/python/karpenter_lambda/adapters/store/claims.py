@@ -68,6 +68,13 @@ class CommitResult:
     message: str = ""
 
 
+def _freeing(headroom: dict[str, int] | None) -> str:
+    """The part of a limit refusal that says what the replaced NodeClaims would free (empty without any)."""
+    if not headroom:
+        return ""
+    return f"; the NodeClaims it replaces free {', '.join(f'{r} {v}' for r, v in sorted(headroom.items()))}"
+
+
 class LaunchClaims:
     """Conditional writes on the state table (boto3 low-level DynamoDB client)."""
 
@@ -176,15 +183,20 @@ class LaunchClaims:
 
     # -- writes ----------------------------------------------------------------------------------
     def commit(self, nodepool: str, nodeclaim: str, request: dict[str, int], limits: dict[str, int],
-               pod_uids: list[str], takeover: dict[str, str] | None = None) -> CommitResult:
+               pod_uids: list[str], takeover: dict[str, str] | None = None,
+               headroom: dict[str, int] | None = None) -> CommitResult:
         """Atomically: add the NodeClaim's claim to the NodePool usage (within limits) and reserve its pods.
 
         ``takeover`` (pod uid -> NodeClaim) names pods whose nomination by that NodeClaim no longer protects them
         (its node is initialized or full): their reservation may move here, conditionally on still being that one,
-        so two provisioners can never both take the same pod.
+        so two provisioners can never both take the same pod.  ``headroom``: what NodeClaims this one replaces still
+        count and will free (:meth:`claimed`): the limits hold with them gone, as Karpenter's disruption simulation
+        counts the candidates out of the NodePool's usage (the replacement may take the NodePool over its limits
+        until they are).
         """
         now = self.clock()
         takeover = takeover or {}
+        headroom = {k: int(v) for k, v in (headroom or {}).items() if v}
         names: dict[str, str] = {}
         values: dict[str, dict] = {}
         adds, conds = [], []
@@ -194,10 +206,11 @@ class LaunchClaims:
             values[v] = {"N": str(int(amount))}
             adds.append(f"{n} {v}")
             if res in limits:
-                room = int(limits[res]) - int(amount)
+                room = int(limits[res]) + headroom.get(res, 0) - int(amount)
                 if room < 0:
                     return CommitResult(ok=False, limit_exceeded=True,
-                                        message=f"NodePool {nodepool}: limits {res} {limits[res]} < request {amount}")
+                                        message=f"NodePool {nodepool}: limits {res} {limits[res]} < request {amount}"
+                                                + _freeing(headroom))
                 values[f":r{i}"] = {"N": str(room)}
                 conds.append(f"(attribute_not_exists({n}) OR {n} <= :r{i})")
         claim_item = {**self._claim_key(nodepool, nodeclaim), "nodePool": {"S": nodepool}, "nodeClaim": {"S": nodeclaim},
@@ -233,7 +246,7 @@ class LaunchClaims:
         first, rest = items[:TRANSACTION_ITEMS], items[TRANSACTION_ITEMS:]
         codes = self._transact(first, f"launch claim of NodeClaim {nodeclaim} (NodePool {nodepool})")
         if codes is not None:
-            return self._explain_cancel(codes, head, nodepool, nodeclaim, pod_uids, limits)
+            return self._explain_cancel(codes, head, nodepool, nodeclaim, pod_uids, limits, headroom)
         taken = []
         for put in rest:
             try:
@@ -246,7 +259,18 @@ class LaunchClaims:
                                 message=f"{len(taken)} pods reserved by other NodeClaims: {', '.join(taken[:5])}")
         return CommitResult(ok=True)
 
-    def _explain_cancel(self, codes: list[str], head: int, nodepool, nodeclaim, uids, limits) -> CommitResult:
+    def claimed(self, nodepool: str, nodeclaims: list[str]) -> dict[str, int]:
+        """What the claims of ``nodeclaims`` in ``nodepool`` count against its limits, summed (those without a
+        claim, or of another NodePool, count nothing): the ``headroom`` of the NodeClaims that replace them."""
+        out: dict[str, int] = {}
+        for name in dict.fromkeys(nodeclaims):
+            claim = self._get_claim(nodepool, name)
+            for res, v in ((claim or {}).get("resources") or {}).items():
+                out[res] = out.get(res, 0) + int(v)
+        return out
+
+    def _explain_cancel(self, codes: list[str], head: int, nodepool, nodeclaim, uids, limits,
+                        headroom: dict[str, int] | None = None) -> CommitResult:
         failed = lambda i: i < len(codes) and codes[i] == "ConditionalCheckFailed"   # noqa: E731
         if failed(0):
             return CommitResult(ok=False, duplicate=True, message=f"NodeClaim {nodeclaim} already claimed")
@@ -255,7 +279,8 @@ class LaunchClaims:
             totals, _ = self.usage(nodepool)
             over = [f"{r} {totals.get(r, 0)}/{lim}" for r, lim in sorted(limits.items())]
             return CommitResult(ok=False, limit_exceeded=True, taken_pods=taken,
-                                message=f"NodePool {nodepool}: limits reached (usage {', '.join(over)})")
+                                message=f"NodePool {nodepool}: limits reached (usage {', '.join(over)})"
+                                        + _freeing(headroom))
         return CommitResult(ok=False, taken_pods=taken,
                             message=f"{len(taken)} pods reserved by other NodeClaims: {', '.join(taken[:5])}")
 
