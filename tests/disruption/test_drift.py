@@ -124,16 +124,20 @@ def test_a_node_whose_pods_cannot_be_rescheduled_is_skipped(make_world):
 
 
 def test_a_replacement_that_cannot_launch_keeps_the_node_and_removes_the_taint(make_world):
+    from karpenter_lambda.sim.faults import FaultInjector, FaultPlan
+
     d = make_world(consolidate_after="Never")
     (old,) = d.nodes_with_pods([2])
-    cpu = d.w.store.get("NodeClaim", old["name"]).status["capacity"]["cpu"]
-    # the limit has room for the replacement only once the old node is gone: the launch is refused
-    _change_nodepool(d, lambda s: s.__setitem__("limits", {"cpu": str(cpu)}))
     _change_nodepool(d, lambda s: s["template"].setdefault("metadata", {}).setdefault("labels", {}).update(team="d"))
     assert [p["nodeClaim"] for p in d.tick(30, "drift")["drift"]["proposed"]] == [old["name"]]
-    out = d.tick(30, "drift")
-    (f,) = out["drift"]["failed"]
-    assert f["nodeClaim"] == old["name"] and "did not launch" in f["why"] and "limit" in f["why"].lower()
+    d.w.clock.advance(30)
+    # EC2 has no capacity for any of the replacement's offerings (every CreateFleet of the invocation): nothing launches
+    with FaultInjector(d.w) as faults:
+        with faults.invocation("drift", FaultPlan(aws_errors={("ec2", "CreateFleet"): ["ice", 100]})) as run:
+            out = d.w.invoke("drift")
+    assert run["error"] is None and faults.counts["ec2_ice"] >= 1
+    (f,) = out["failed"]
+    assert f["nodeClaim"] == old["name"] and "did not launch" in f["why"] and "capacity" in f["why"].lower()
     node = d.w.server.store.get("nodes", old["nodeName"])
     assert not any(t["key"] == "karpenter.sh/disrupted" for t in node["spec"].get("taints") or [])
     assert d.alive() == {old["name"]} and len(d.pods_on(old["nodeName"])) == 2
