@@ -87,6 +87,20 @@ def test_pdb_arithmetic():
     assert disruptions_allowed(with_status, pods) == 2                        # the API server's number wins
 
 
+def test_pdb_expected_count_is_the_controllers_replicas_when_known():
+    """A Deployment of 4 with one pod evicted and not yet replaced: maxUnavailable 1 allows no more (the controller's
+    replicas, not the 3 pods left, are what "all" is), nor does minAvailable 75%; an integer minAvailable counts pods."""
+    pods = [pod(f"a{i}", {"app": "a"}) for i in range(3)] + [pod("bare", {"app": "a"})]
+    scale = {f"a{i}": ("Deployment/default/a", 4) for i in range(3)}.get    # "bare" has no controller: counts itself
+    by_pod = lambda p: scale(p["metadata"]["name"])   # noqa: E731
+    assert disruptions_allowed(pdb(maxUnavailable=1), pods) == 1             # pods only: 4 of 4 healthy
+    assert disruptions_allowed(pdb(maxUnavailable=1), pods, by_pod) == 0     # 5 expected (4 + the bare one), 4 healthy
+    assert disruptions_allowed(pdb(maxUnavailable=2), pods, by_pod) == 1
+    assert disruptions_allowed(pdb(minAvailable="80%"), pods, by_pod) == 0   # ceil(0.8 * 5) = 4 of 4 healthy
+    assert disruptions_allowed(pdb(minAvailable=3), pods, by_pod) == 1       # integer: the pods, as Kubernetes does
+    assert blocking_pdb(pods[0], [pdb(maxUnavailable=1)], pods, by_pod) is not None
+
+
 def test_do_not_disrupt_values():
     p = pod("p", {})
     p["status"]["startTime"] = "2026-12-07T10:00:00Z"

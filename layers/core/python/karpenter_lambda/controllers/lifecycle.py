@@ -37,8 +37,10 @@
 * **Node repair** (:mod:`.repair`, on unless ``KARPENTER_LAMBDA_NODE_REPAIR=false``): a node unhealthy past its
   toleration (Ready False/Unknown 30 min, ...) has its NodeClaim deleted forcefully, unless more than 20% of its
   NodePool is unhealthy.  **Static NodePools** (:mod:`.static`): each ``spec.replicas`` NodePool is brought to its
-  count (launch, or delete the least disruptive).  Both come before the per-NodeClaim work, so their deletions
-  start in the same sweep; each deletion is one ``disrupted`` entry of the report.
+  count (launch, or delete the least disruptive).  **NodePool deletion** (:mod:`.nodepool_deleted`): the
+  NodeClaims of a NodePool that no longer exists are deleted gracefully, as Kubernetes' garbage collector does
+  Karpenter's.  All three come before the per-NodeClaim work, so their deletions start in the same sweep; each
+  deletion is one ``disrupted`` entry of the report.
 * **Deletion**: every NodeClaim marked deleting (``deletionTimestamp``) is finalized (:class:`.termination.Terminator`):
   instance terminated, then Node and record removed once EC2 reports the instance gone.
 
@@ -62,6 +64,7 @@ from .base import Controller
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
 from .launcher import Launcher, launch_pending
 from .lifecycle_gc import terminate_orphans
+from .nodepool_deleted import NodePoolDeletion
 from .quiet_lifecycle import CHECKED, SKIPPED, QuietLifecycle
 from .repair import NodeRepairer
 from .static import StaticCapacity
@@ -86,7 +89,7 @@ class LifecycleReport:
     adopted: list[dict] = field(default_factory=list)        # {nodeClaim, instanceId}: launched, record completed here
     cleaned: list[dict] = field(default_factory=list)        # {nodeClass, launchTemplates, instanceProfile}
     released_slots: list[str] = field(default_factory=list)  # NodeClaims whose dead interruption budget slot was freed
-    # {nodeClaim, reason (Unhealthy | Overprovisioned), nodePool, node, instanceType, zone, capacityType, replacements,
+    # {nodeClaim, reason (Unhealthy | Overprovisioned | NodePoolDeleted), nodePool, node, instanceType, zone, capacityType, replacements,
     #  savingsPerHour, detail}: deletions decided here (node repair, static scale down), one NodeClaimDisrupted each
     disrupted: list[dict] = field(default_factory=list)
     repair_blocked: list[dict] = field(default_factory=list)  # {nodeClaim, node, nodePool, unhealthy, nodes, allowed}
@@ -118,6 +121,7 @@ class Lifecycle(Controller):
         self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
         self.repairer = NodeRepairer(kube, self.terminator, self._decision) if node_repair else None
         self.static = StaticCapacity(store, kube, cloud, claims, self.terminator, self.clock, self._decision, self.logger)
+        self.nodepool_deletion = NodePoolDeletion(store, kube, self.terminator, self._decision)
         self.shortcuts = shortcuts   # skip while nothing is under way and nothing changed (quiet_lifecycle)
 
     @classmethod
@@ -216,6 +220,12 @@ class Lifecycle(Controller):
         except Exception as e:  # noqa: BLE001
             report.errors.append(f"static NodePools: {e}")
             self.logger.exception("lifecycle: static NodePools failed")
+        try:
+            claims = {nc.name: nc for nc in self.store.list("NodeClaim")} if changed else nodeclaims
+            changed |= self.nodepool_deletion.run(claims, nodepools, nodes, now, report)
+        except Exception as e:  # noqa: BLE001
+            report.errors.append(f"NodeClaims of deleted NodePools: {e}")
+            self.logger.exception("lifecycle: NodeClaims of deleted NodePools failed")
         return changed
 
     def _release_stale_slots(self, now: float, report: LifecycleReport) -> None:

@@ -2,8 +2,9 @@
 
 The API server keeps ``status.disruptionsAllowed``; when a PDB has no status yet (a fresh object, or the
 simulator's API server, which does not run the disruption controller) it is computed from the spec as the
-disruption controller does: ``maxUnavailable`` (count or percentage of the selected pods, rounded up) minus the
-unhealthy pods, or the healthy pods minus ``minAvailable``.  Healthy = Running and Ready.
+disruption controller does: ``maxUnavailable`` (count or percentage, rounded up, of the pods' controllers'
+replicas where known, else of the selected pods) minus the unhealthy pods, or the healthy pods minus
+``minAvailable``.  Healthy = Running and Ready.
 
 The ONE PDB allowance: the sweeps' blockers (:func:`pdb_index`, :func:`blocking_pdb_in`), the drain
 (``controllers/termination``) and the simulator's Eviction API (``sim/kubeapi``: :func:`disruptions_allowed`, and
@@ -13,6 +14,7 @@ The ONE PDB allowance: the sweeps' blockers (:func:`pdb_index`, :func:`blocking_
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from ..api.kube import is_terminal, is_terminating
 from ..api.selectors import Selector
@@ -50,11 +52,17 @@ def selects(pdb: dict, pod: dict) -> bool:
         return False
 
 
-def disruptions_allowed(pdb: dict, pods: list[dict]) -> int:
+def disruptions_allowed(pdb: dict, pods: list[dict],
+                        scale: Callable[[dict], tuple[str, int] | None] | None = None) -> int:
     """Evictions ``pdb`` allows now: its ``status.disruptionsAllowed`` when the API server wrote one, else from its spec
     over ``pods`` (any pods; those it selects in its namespace, not terminal, count): ``maxUnavailable`` (a count,
-    or a percentage of the selected pods rounded up) minus the unhealthy ones, or the healthy ones minus
-    ``minAvailable`` (same rounding), or every healthy one when neither is set; never below 0."""
+    or a percentage rounded up) minus the unhealthy ones, or the healthy ones minus ``minAvailable`` (same
+    rounding), or every healthy one when neither is set; never below 0.
+
+    What "all" is for ``maxUnavailable`` and a percentage ``minAvailable`` (the disruption controller's expected
+    count): the ``replicas`` of the pods' controllers when ``scale`` names them (pod -> (controller key, replicas),
+    or None: the pod counts itself), so a pod evicted and not yet replaced still counts as missing; else the selected
+    pods.  An integer ``minAvailable`` counts the pods, as the controller does."""
     status = pdb.get("status") or {}
     if isinstance(status.get("disruptionsAllowed"), int):
         return status["disruptionsAllowed"]
@@ -67,6 +75,17 @@ def disruptions_allowed(pdb: dict, pods: list[dict]) -> int:
                 and sel.matches((p.get("metadata") or {}).get("labels") or {}) and not is_terminal(p)]
     expected, healthy = len(selected), sum(1 for p in selected if pod_healthy(p))
     spec = pdb.get("spec") or {}
+    by_scale = spec.get("maxUnavailable") is not None or str(spec.get("minAvailable") or "").endswith("%")
+    if scale is not None and by_scale:
+        controllers: dict[str, int] = {}
+        unmanaged = 0
+        for p in selected:
+            found = scale(p)
+            if found is None:
+                unmanaged += 1
+            else:
+                controllers[found[0]] = found[1]
+        expected = max(sum(controllers.values()) + unmanaged, 0)
     if spec.get("maxUnavailable") is not None:
         return max(0, _scaled(spec["maxUnavailable"], expected) - (expected - healthy))
     if spec.get("minAvailable") is not None:
@@ -74,13 +93,14 @@ def disruptions_allowed(pdb: dict, pods: list[dict]) -> int:
     return max(0, healthy)
 
 
-def blocking_pdb(pod: dict, pdbs: list[dict], pods: list[dict]) -> dict | None:
+def blocking_pdb(pod: dict, pdbs: list[dict], pods: list[dict],
+                 scale: Callable[[dict], tuple[str, int] | None] | None = None) -> dict | None:
     """The first PDB selecting ``pod`` that allows no eviction (an unhealthy pod is never held: the API server
-    lets it be evicted)."""
+    lets it be evicted); ``scale``: as :func:`disruptions_allowed` takes it."""
     if not pod_healthy(pod):
         return None
     for pdb in pdbs or ():
-        if selects(pdb, pod) and disruptions_allowed(pdb, pods) <= 0:
+        if selects(pdb, pod) and disruptions_allowed(pdb, pods, scale) <= 0:
             return pdb
     return None
 

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from ...api.selectors import Selector
 from ...api.times import format_time, to_epoch
 from ...disruption.pdb import blocking_pdb, disruptions_allowed
 from .patches import json_patch, merge_patch, strategic_merge_patch
@@ -495,10 +496,46 @@ class ObjectStore:
 
     def pdb_disruptions_allowed(self, pdb: dict) -> int:
         """Evictions ``pdb`` allows now (:func:`karpenter_lambda.disruption.pdb.disruptions_allowed`: the budget's
-        ``status.disruptionsAllowed`` when it has one, else computed from its spec and the namespace's pods)."""
+        ``status.disruptionsAllowed`` when it has one, else computed from its spec, the namespace's pods and their
+        controllers' replicas)."""
         with self.lock:
             ns = pdb["metadata"].get("namespace", "default")
-            return disruptions_allowed(pdb, [p for p in self._objects["pods"].values() if p["metadata"]["namespace"] == ns])
+            return disruptions_allowed(pdb, [p for p in self._objects["pods"].values() if p["metadata"]["namespace"] == ns],
+                                       self._controller_scale)
+
+    def _controller_scale(self, pod: dict) -> tuple[str, int] | None:
+        """(the controller's key, its ``spec.replicas``) of ``pod``, as the disruption controller finds it: the pod's
+        controller reference (a ReplicaSet owned by a Deployment, or whose name is a Deployment's plus the
+        template hash and whose pods the Deployment selects, counts as that Deployment), None for a pod without one
+        or whose controller is not an object here (a Job, a bare pod): it counts itself."""
+        meta = pod.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        if ref is None:
+            return None
+        kind, name = ref.get("kind"), ref.get("name") or ""
+        plural = {"Deployment": "deployments", "StatefulSet": "statefulsets", "ReplicaSet": "replicasets"}.get(kind)
+        if plural is None:
+            return None
+        obj = self._objects[plural].get((ns, name))
+        if kind == "ReplicaSet":
+            owner = next((r for r in ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+                          if r.get("controller") and r.get("kind") == "Deployment"), None)
+            if owner is not None:
+                kind, obj = "Deployment", self._objects["deployments"].get((ns, owner.get("name") or ""))
+            elif obj is None:   # the Deployment's ReplicaSet, not an object of its own here
+                head = name.rsplit("-", 1)[0]
+                dep = self._objects["deployments"].get((ns, head)) if head != name else None
+                sel = ((dep or {}).get("spec") or {}).get("selector")
+                try:
+                    ok = dep is not None and Selector(sel).matches(meta.get("labels") or {})
+                except ValueError:
+                    ok = False
+                kind, obj = ("Deployment", dep) if ok else (kind, None)
+        replicas = ((obj or {}).get("spec") or {}).get("replicas", 1) if obj is not None else None
+        if isinstance(replicas, bool) or not isinstance(replicas, int):
+            return None
+        return f"{kind}/{ns}/{(obj.get('metadata') or {}).get('name')}", replicas
 
     def evict(self, namespace: str, name: str) -> dict:
         """policy/v1 Eviction: 429 when a PodDisruptionBudget would be violated, else delete the pod."""
@@ -509,7 +546,8 @@ class ObjectStore:
             ns = pod["metadata"]["namespace"]
             pdb = blocking_pdb(pod, [b for b in self._objects["poddisruptionbudgets"].values()
                                      if b["metadata"].get("namespace") == ns],
-                               [p for p in self._objects["pods"].values() if p["metadata"]["namespace"] == ns])
+                               [p for p in self._objects["pods"].values() if p["metadata"]["namespace"] == ns],
+                               self._controller_scale)
             if pdb is not None:
                 # as the API server's eviction handler: the DisruptionBudget cause names the budget, and no
                 # Retry-After (kubectl drain then retries every 5 s; APF throttling, by contrast, is a 429 with
