@@ -42,6 +42,25 @@ def test_apply_get_delete_round_trip(cli, manifests, table):
     assert rc == 1 and 'NodePool "default" not found in cluster "default"' in err
 
 
+def test_delete_nodeclaim_marks_it_deleting_for_the_drain_as_kubectl_does(cli, manifests, table):
+    """A NodeClaim with the termination finalizer is not removed outright (its instance would be garbage-collected
+    with its pods still on it): it is marked deleting, and the lifecycle sweep drains and terminates it."""
+    store = Store("default")
+    doc = yaml.safe_load(NODECLAIM)
+    from karpenter_lambda.api.objects import NodeClaim
+    kept = dict(doc, metadata={**doc["metadata"], "finalizers": ["karpenter.sh/termination"]})
+    store.create(NodeClaim(kept))
+    store.create(NodeClaim(dict(doc, metadata={**doc["metadata"], "name": "bare"})))   # no finalizer
+    rc, out, err = cli("delete", "nodeclaim", "default-x7k2p", "bare")
+    assert rc == 0, err
+    assert out.splitlines() == ['nodeclaim "default-x7k2p" deleted (draining: the lifecycle sweep drains the node '
+                                'and terminates its instance)', 'nodeclaim "bare" deleted']
+    nc = store.get("NodeClaim", "default-x7k2p")
+    assert nc is not None and nc.metadata["deletionTimestamp"]
+    assert "karpenter-lambda delete nodeclaim" in nc.metadata["annotations"]["karpenter-lambda.io/deletion-reason"]
+    assert store.get("NodeClaim", "bare") is None
+
+
 def test_apply_reports_unchanged_and_configured(cli, manifests, table):
     f = manifests("pair.yaml", pair())
     assert cli("apply", "-f", f)[0] == 0

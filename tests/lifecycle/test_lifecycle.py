@@ -115,3 +115,21 @@ def test_registered_nodeclaim_whose_instance_is_absent_is_deleted(world):
     report = world.sweep()
     assert report["deleted"] == [{"nodeClaim": nc.name, "reason": f"instance {inst['InstanceId']} is gone"}]
     assert world.server.store.get("nodes", node["metadata"]["name"]) is None
+
+
+def test_a_deleted_node_takes_its_nodeclaim_and_instance_with_it(world):
+    """kubectl delete node: as Karpenter, deleting the node deletes its NodeClaim -- the instance is terminated, not
+    left running with no node and nothing managing it (before: the NodeClaim stayed, the instance ran on)."""
+    inst, nc = launch_one(world)
+    node = world.join(inst, ready=True)
+    world.sweep()
+    assert world.store.get("NodeClaim", nc.name).is_true("Registered")
+    world.clock.advance(60)
+    assert world.sweep()["deleted"] == []                     # node there: nothing happens
+    world.server.store.delete("nodes", node["metadata"]["name"])
+    world.clock.advance(60)
+    report = world.sweep()
+    assert report["deleted"] == [{"nodeClaim": nc.name, "reason": f"NodeDeleted: node {node['metadata']['name']} was deleted"}]
+    assert world.store.get("NodeClaim", nc.name) is None
+    states = {i["InstanceId"]: i["State"]["Name"] for r in world.ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    assert states[inst["InstanceId"]] in ("shutting-down", "terminated")

@@ -11,6 +11,7 @@ import argparse
 import functools
 import json
 import sys
+import time
 from datetime import datetime, timezone
 from urllib.parse import urlparse
 
@@ -337,6 +338,20 @@ def run_get(args: argparse.Namespace) -> int:
 
 
 # -- delete ---------------------------------------------------------------------------------------
+def _graceful_nodeclaim_delete(store, name: str) -> bool:
+    """A NodeClaim with Karpenter's termination finalizer is marked deleting, as ``kubectl delete nodeclaim`` does:
+    its node is drained (PodDisruptionBudgets, do-not-disrupt, ``terminationGracePeriod``) and its instance
+    terminated by the lifecycle sweep, instead of the record vanishing and the instance being garbage-collected with
+    its pods still on it.  False when there is no such NodeClaim (deleted outright, or not found, by the caller)."""
+    from ..api.labels import TERMINATION_FINALIZER
+    from ..controllers.termination import request_deletion
+
+    nc = store.get("NodeClaim", name)
+    if nc is None or TERMINATION_FINALIZER not in (nc.metadata.get("finalizers") or []):
+        return False
+    return request_deletion(store, name, "deleted by the user (karpenter-lambda delete nodeclaim)", time.time()) is not None
+
+
 @_store_errors
 def run_delete(args: argparse.Namespace) -> int:
     kind = cli_kind(args.kind)
@@ -346,7 +361,10 @@ def run_delete(args: argparse.Namespace) -> int:
     store = open_store(args)
     rc = 0
     for name in args.names:
-        if store.delete(kind, name):
+        if kind == "NodeClaim" and _graceful_nodeclaim_delete(store, name):
+            sys.stdout.write(f'{kind.lower()} "{name}" deleted (draining: the lifecycle sweep drains the node and '
+                             f'terminates its instance)\n')
+        elif store.delete(kind, name):
             sys.stdout.write(f'{kind.lower()} "{name}" deleted\n')
         else:
             sys.stderr.write(f'error: {kind} "{name}" not found in cluster "{store.cluster}"\n')

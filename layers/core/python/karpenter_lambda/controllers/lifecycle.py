@@ -23,6 +23,10 @@
   it comes first; the resolver's conditional take keeps the two from launching it twice).
 * **Liveness**: launched but not registered within 15 minutes -> terminate the instance, delete the
   NodeClaim (deletion honours the finalizer: :mod:`.termination`).
+* **Node deletion** (``kubectl delete node``): a registered NodeClaim whose Node is gone (confirmed by a read of
+  it by name) while its instance runs is deleted with it, instance terminated, as Karpenter deletes the NodeClaim
+  of a deleted node.  (Karpenter's Node finalizer makes that deletion wait for a drain; nodes here carry no
+  finalizer, so the pods went with the Node and there is nothing left to drain.)
 * **Garbage collection** (by providerID): this deployment's instances (``karpenter-lambda.io/cluster=<name>``,
   :data:`~karpenter_lambda.api.labels.OWNER_TAG`) that no NodeClaim's providerID names and no NodeClaim without
   providerID may still adopt, older than 30 s, are terminated.  A NodeClaim whose instance is terminated is
@@ -74,6 +78,9 @@ from .termination import Terminator
 LAUNCH_TIMEOUT = 5 * 60
 STALE_CLAIM_AGE = 5 * 60
 log = logging.getLogger(__name__)
+
+
+NODE_DELETED = "NodeDeleted"   # the reason a NodeClaim whose Node was deleted goes with it
 
 
 @dataclass
@@ -291,6 +298,12 @@ class Lifecycle(Controller):
             return
         if node is None:
             launched = to_epoch((_cond(nc, "Launched") or {}).get("lastTransitionTime")) or created
+            if nc.is_true("Registered") and self._node_deleted(nc):
+                # its Node was deleted (kubectl delete node) while the instance runs: as Karpenter, deleting the
+                # node deletes its NodeClaim -- the instance is terminated, not left running unmanaged
+                self._delete_nodeclaim(nc, f"{NODE_DELETED}: node {nc.status.get('nodeName')} was deleted", report,
+                                       None, inst)
+                return
             if not nc.is_true("Registered") and now - launched > self.registration_timeout:
                 self._terminate(iid, nc.name, f"not registered within {int(self.registration_timeout // 60)}m", report)
                 self._delete_nodeclaim(nc, "registration timeout", report, None, self.cloud.describe([iid]).get(iid))
@@ -302,6 +315,16 @@ class Lifecycle(Controller):
             node = as_dict(self.kube.get_node(node_name)) or node
         if nc.is_true("Registered") and not nc.is_true("Initialized"):
             self._maybe_initialize(nc, node, now, report)
+
+    def _node_deleted(self, nc: NodeClaim) -> bool:
+        """Is the Node a registered NodeClaim joined as gone?  Asked by name (a 404), not concluded from the listing."""
+        name = nc.status.get("nodeName")
+        if not name:
+            return False
+        try:
+            return self.kube.get_node(name) is None
+        except Exception:  # noqa: BLE001 - unknown: the next sweep asks again
+            return False
 
     def _adopt(self, nc: NodeClaim, np: NodePool | None, instances: dict, now: float, report) -> bool:
         """A NodeClaim without providerID: adopt this deployment's live instance tagged for it, if there is one."""

@@ -65,6 +65,30 @@ def _not_found(e: Exception) -> bool:
     return isinstance(e, NotFound)
 
 
+def request_deletion(store, name: str, reason: str, now: float, *, forceful: bool = False):
+    """Mark the NodeClaim ``name`` deleting, as the API server does an object with a finalizer (idempotent: an earlier
+    timestamp and reason are kept); the lifecycle sweep then drains and terminates it.  ``forceful`` (node repair):
+    Karpenter's ``karpenter.sh/nodeclaim-termination-timestamp`` is set to now, so the drain deletes the pods at once
+    instead of evicting them (no PodDisruptionBudget is asked).  The NodeClaim as stored, or None when it is gone."""
+    def mutate(obj):
+        if not obj.metadata.get("deletionTimestamp"):
+            obj.metadata["deletionTimestamp"] = format_time(now)
+            obj.metadata.setdefault("annotations", {})[DELETION_REASON_ANNOTATION] = reason
+        if forceful:
+            ann = obj.metadata.setdefault("annotations", {})
+            stamped = to_epoch(ann.get(wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION))
+            if stamped is None or stamped > now:   # an earlier deadline stands
+                ann[wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION] = format_time(now)
+        return obj
+
+    try:
+        return store.update("NodeClaim", name, mutate)
+    except Exception as e:
+        if _not_found(e):
+            return None
+        raise
+
+
 class Terminator:
     def __init__(self, store, kube, cloud, claims=None, clock: Callable[[], float] | None = None,
                  decide: Callable[..., None] | None = None):
@@ -77,28 +101,8 @@ class Terminator:
         self.actions: list[dict] = []   # pods evicted / deleted by this object (the caller's report drains it)
 
     def request(self, nodeclaim, reason: str, *, forceful: bool = False):
-        """Mark the NodeClaim deleting (idempotent: an earlier timestamp and reason are kept).  ``forceful`` (node
-        repair): Karpenter's ``karpenter.sh/nodeclaim-termination-timestamp`` is set to now, so the drain deletes the
-        pods at once instead of evicting them (no PodDisruptionBudget is asked)."""
-        now = self.clock()
-
-        def mutate(obj):
-            if not obj.metadata.get("deletionTimestamp"):
-                obj.metadata["deletionTimestamp"] = format_time(now)
-                obj.metadata.setdefault("annotations", {})[DELETION_REASON_ANNOTATION] = reason
-            if forceful:
-                ann = obj.metadata.setdefault("annotations", {})
-                stamped = to_epoch(ann.get(wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION))
-                if stamped is None or stamped > now:   # an earlier deadline stands
-                    ann[wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION] = format_time(now)
-            return obj
-
-        try:
-            return self.store.update("NodeClaim", nodeclaim.name, mutate)
-        except Exception as e:
-            if _not_found(e):
-                return None
-            raise
+        """Mark the NodeClaim deleting (:func:`request_deletion` at the controller's time)."""
+        return request_deletion(self.store, nodeclaim.name, reason, self.clock(), forceful=forceful)
 
     # -- the steps ---------------------------------------------------------------------------------
     def _just_launched(self, nodeclaim) -> bool:
