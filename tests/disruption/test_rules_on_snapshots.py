@@ -343,6 +343,20 @@ def test_the_empty_replacement_of_a_command_in_flight_is_not_consolidated():
     plan = sweep(snap)
     assert all("new" not in names for _reason, names in decided(plan))
     assert [b.message for b in plan.blocked if b.nodeclaim == "new"] == ["replacement for NodeClaim old in flight"]
+
+
+def test_the_empty_replacement_of_a_node_still_draining_is_kept_for_its_pods():
+    """Seen in a simulation: an expired node's drain waited for its terminationGracePeriod (a PDB allowed no
+    eviction); its replacement, empty meanwhile, was removed as Empty after consolidateAfter, and the pod, evicted at
+    the deadline, waited for a new node.  While the node it replaces still has pods to move, it is not Empty."""
+    old, pods = busy("old", n=1)
+    old[0].metadata["deletionTimestamp"] = iso(T0 - 600)                  # deleting: its drain is under way
+    rep = claimed_node("new", annotations={L.REPLACES_ANNOTATION: L.encode_replaces(["old"])})
+    plan = sweep(snapshot(old, rep, pods=pods))
+    assert decided(plan) == []
+    assert [b.message for b in plan.blocked if b.nodeclaim == "new"] == [
+        "replacement for NodeClaim old, whose pods are still being drained"]
+    assert decided(sweep(snapshot(old, rep))) == [("Empty", ["new"])]    # drained: an ordinary empty node
     alone = snapshot(claimed_node("new", annotations={L.REPLACES_ANNOTATION: L.encode_replaces(["old"])}))
     assert decided(sweep(alone)) == [("Empty", ["new"])]
 

@@ -168,6 +168,14 @@ def nominated(snap: ClusterSnapshot, nc) -> list[dict]:
     return out
 
 
+def _pods_to_move(snap: ClusterSnapshot, nodeclaim: str) -> bool:
+    """Does the node of ``nodeclaim`` still hold pods that will need another node (reschedulable, not terminal)?"""
+    node = snap.node_of_nodeclaim(nodeclaim)
+    if node is None:
+        return False
+    return any(is_reschedulable(p) for p in snap.pods_by_node.get((node.get("metadata") or {}).get("name"), ()))
+
+
 def build_candidates(snap: ClusterSnapshot, *, forceful: bool = False, exclude: set[str] | frozenset = frozenset()
                      ) -> tuple[list[Candidate], list[tuple[str, str, str]]]:
     """(candidates, skipped) where skipped is (nodeclaim, cause, message) for nodes that are not candidates for a
@@ -186,9 +194,15 @@ def build_candidates(snap: ClusterSnapshot, *, forceful: bool = False, exclude: 
             if node is None or not nc.is_true("Initialized") or is_terminating(node):
                 continue
             leads = [n for n in wk.decode_replaces((nc.annotations or {}).get(wk.REPLACES_ANNOTATION))
-                     if n in snap.nodeclaims and not snap.nodeclaims[n].metadata.get("deletionTimestamp")]
-            if leads:   # the replacement of a command still in flight: its candidates' pods are coming here
-                skipped.append((nc.name, BLOCK_PODS_WOULD_NOT_FIT, f"replacement for NodeClaim {leads[0]} in flight"))
+                     if n in snap.nodeclaims]
+            waiting_for = [n for n in leads if not snap.nodeclaims[n].metadata.get("deletionTimestamp")]
+            if waiting_for:   # the replacement of a command still in flight: its candidates' pods are coming here
+                skipped.append((nc.name, BLOCK_PODS_WOULD_NOT_FIT, f"replacement for NodeClaim {waiting_for[0]} in flight"))
+                continue
+            draining = [n for n in leads if _pods_to_move(snap, n)]
+            if draining:      # ... or being drained (a PodDisruptionBudget, do-not-disrupt): they still come here
+                skipped.append((nc.name, BLOCK_PODS_WOULD_NOT_FIT, f"replacement for NodeClaim {draining[0]}, whose "
+                                                                   f"pods are still being drained"))
                 continue
             waiting = [pod_key(p) for p in nominated(snap, nc)]
             if not waiting:
