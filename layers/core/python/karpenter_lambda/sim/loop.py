@@ -9,14 +9,16 @@ import json
 import boto3
 import yaml
 
+from ..api.durations import format_duration
 from ..api.manifests import load_text
 from ..api.scenario import parse_duration as step_duration
 from ..api.kube import pod_key
 from ..api.text import plural
 from ..api.workloads import WORKLOAD_KINDS, expand
 from ..controllers.runtime import parse_iso
-from . import kubelet, kubescheduler, moto_ec2, storage
+from . import kubelet, kubescheduler, moto_ec2, storage, taint_eviction
 from . import nodes as simnodes
+from .nodes import NOT_READY_TAINT, UNREACHABLE_TAINT
 from .clock import format_elapsed
 from .environment import SimulationError
 from .timers import DUE_KINDS, duration_seconds
@@ -71,7 +73,7 @@ class LoopMixin:
             if not batch and t_next == next_sweep and quiet >= self.lifecycle_interval:
                 if self._add_wakeups():   # timers that will still change something (budget / off-peak windows)
                     continue
-                if not self._timers and self.until is None:
+                if not self._timers and self.until is None and not self._deletions_under_way():
                     return "nothing changed for a full lifecycle interval"
                 idle = self._idle_skip()
                 jump = self._skip_target() if quiet >= idle else None
@@ -100,6 +102,12 @@ class LoopMixin:
                     self._invoke_scheduled(name, mod)
                     next_run[name] += interval
                     ran = True
+
+    def _deletions_under_way(self) -> bool:
+        """A NodeClaim marked deleting is still there: its deletion finishes at the next lifecycle sweep (an empty
+        node removed in the sweep after the last one), so the run does not end between the two.  (A drain that
+        stays blocked keeps the run going by itself: the lifecycle reports it draining.)"""
+        return any(nc.metadata.get("deletionTimestamp") for nc in self.store.list("NodeClaim"))
 
     def _kube_scheduler_pass(self) -> None:
         self._collect_orphan_pods()
@@ -201,6 +209,8 @@ class LoopMixin:
                           condition=data["condition"])
         elif kind == "repair":
             self.last_change = self.clock.elapsed   # a toleration ends: the sweeps run now (see TimersMixin)
+        elif kind == "noexecute":
+            self._taint_evictions(data)
         elif kind == "ready":
             name = data["node"]
             if self.server.store.get("nodes", name) is None:
@@ -258,8 +268,37 @@ class LoopMixin:
             simnodes.set_node_condition(self.server, name, cond, status, "KubeletNotReady" if cond == "Ready" else "Simulated",
                                         "set by the Scenario")
             self.emit("NodeUnhealthy", f"node/{name}", f"{cond}={status}", condition=cond, status=status)
+            if cond == "Ready" and status != "True":
+                key = NOT_READY_TAINT["key"] if status == "False" else UNREACHABLE_TAINT["key"]
+                self._schedule(self.clock.elapsed + taint_eviction.DEFAULT_TOLERATION_SECONDS, "noexecute",
+                               {"node": name, "taint": {"key": key, "effect": "NoExecute"}, "since": self.clock.elapsed})
             if a.get("duration") is not None:
                 self._schedule(self.clock.elapsed + step_duration(a["duration"]), "heal", {"node": name, "condition": cond})
+
+    def _taint_evictions(self, data: dict) -> None:
+        """The node controller's taint-based eviction (:mod:`.taint_eviction`): the pods of a node still not Ready
+        whose toleration of its NoExecute taint is up are deleted; their workloads make new pending pods."""
+        name, taint, since = data["node"], data["taint"], data["since"]
+        node = self.server.store.get("nodes", name)
+        if node is None or not any(t.get("key") == taint["key"] and t.get("effect") == "NoExecute"
+                                   for t in (node.get("spec") or {}).get("taints") or ()):
+            return   # gone, or Ready again
+        pods = [p for p in self.server.store.list("pods", shared=True) if (p.get("spec") or {}).get("nodeName") == name]
+        waited = self.clock.elapsed - since
+        now, later = taint_eviction.due(pods, taint, waited)
+        for p in now:
+            meta = p["metadata"]
+            self.server.store.delete("pods", meta["name"], meta.get("namespace") or "default")
+            self.emit("PodEvicted", f"pod/{meta.get('namespace') or 'default'}/{meta['name']}",
+                      f"deleted from node {name} by the node controller: {taint['key']}:NoExecute for "
+                      f"{format_duration(int(waited))} (its toleration's time is up)", node=name, how="taint")
+        if later is not None:
+            self._schedule(since + later, "noexecute", data)
+        if now:
+            changed = self.workload_controller.reconcile()
+            if changed:
+                self.emit("WorkloadsReconciled", "workloads", f"{plural(changed, 'pod')} created or deleted to match the replicas")
+            self.last_change = self.clock.elapsed
 
     def _collect_orphan_pods(self) -> None:
         """Kubernetes' pod garbage collector: pods bound to a Node that no longer exists are deleted."""

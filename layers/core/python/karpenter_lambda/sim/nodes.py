@@ -264,7 +264,8 @@ def remove_startup_taints(target: Any, name: str, taints: Iterable[dict | str]) 
 def set_node_condition(target: Any, name: str, type_: str, status: str, reason: str = "", message: str = "") -> dict:
     """Set one Node condition as its agent would (the kubelet, the node controller, the Node Monitoring Agent): the
     ``lastTransitionTime`` moves only when the status changes.  ``Ready`` not ``"True"`` also gets the node
-    controller's taint (``not-ready`` for False, ``unreachable`` for Unknown), removed when Ready again."""
+    controller's taints (``not-ready`` for False, ``unreachable`` for Unknown; ``NoSchedule`` and ``NoExecute``),
+    removed when Ready again."""
     store = _store(target)
     node = store.must_get("nodes", name)
     now = _now(store)
@@ -278,7 +279,9 @@ def set_node_condition(target: Any, name: str, type_: str, status: str, reason: 
         keys = {NOT_READY_TAINT["key"], UNREACHABLE_TAINT["key"]}
         taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") not in keys]
         if status != "True":
-            taints.append(dict(NOT_READY_TAINT if status == "False" else UNREACHABLE_TAINT))
+            base = NOT_READY_TAINT if status == "False" else UNREACHABLE_TAINT
+            # TaintNodesByCondition's NoSchedule, and the NoExecute taint-based eviction acts on (sim/taint_eviction)
+            taints += [dict(base), {**base, "effect": "NoExecute", "timeAdded": now}]
         patch["spec"] = {"taints": taints or None}
     return store.patch("nodes", name, patch, patch_type="merge")
 
