@@ -20,6 +20,18 @@ def pod_uid(pod: dict) -> str:
     return (pod.get("metadata") or {}).get("uid") or pod_key(pod)
 
 
+SCHEDULING_GATED = "SchedulingGated"   # the kube-scheduler's PodScheduled reason for a pod with scheduling gates
+SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+
+
+def scheduling_gates(pod: dict) -> list[str]:
+    """The names of the pod's ``spec.schedulingGates``: while it has any, the kube-scheduler does not schedule it
+    (``PodScheduled=False``, reason ``SchedulingGated``) and Karpenter does not provision for it (not provisionable:
+    it never failed to schedule)."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return [str(g.get("name")) if isinstance(g, dict) else str(g) for g in gates]
+
+
 def is_terminal(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 

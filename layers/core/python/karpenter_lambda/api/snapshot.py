@@ -101,8 +101,9 @@ class ClusterSnapshot:
         return [nc for nc in self.nodeclaims.values() if nc.labels.get(wk.NODEPOOL) == nodepool]
 
     def pending_pods(self) -> list[dict]:
-        """Live pods with no node that still need one (not terminal, not terminating, not DaemonSet/Node-owned)."""
-        from .kube import is_daemon_pod, is_terminating
+        """Live pods with no node that still need one (not terminal, not terminating, not DaemonSet/Node-owned, not
+        held back by scheduling gates: Karpenter provisions for none of those)."""
+        from .kube import is_daemon_pod, is_terminating, scheduling_gates
 
         return [p for p in self.pods if not node_name_of(p) and not is_terminal(p) and not is_terminating(p)
-                and not is_daemon_pod(p)]
+                and not is_daemon_pod(p) and not scheduling_gates(p)]

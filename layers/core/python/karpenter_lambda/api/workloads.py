@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from .errors import ValidationIssue
+from .kube import SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE, scheduling_gates
 
 _NS = uuid.UUID("6f1c1f0e-7d0a-4a8e-9d43-6b9e0b8f1a21")
 
@@ -43,7 +44,11 @@ def _short_hash(*parts: str, n: int = 10) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:n]
 
 
-def unschedulable_condition() -> dict:
+def unschedulable_condition(pod: dict | None = None) -> dict:
+    """A pending pod's PodScheduled condition as the kube-scheduler leaves it: ``Unschedulable``, or, for a pod with
+    scheduling gates, ``SchedulingGated`` (never tried: neither scheduled nor provisioned for until they go)."""
+    if pod is not None and scheduling_gates(pod):
+        return {"type": "PodScheduled", "status": "False", "reason": SCHEDULING_GATED, "message": SCHEDULING_GATED_MESSAGE}
     return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes are available"}
 
 
@@ -63,8 +68,9 @@ def _pod_from_template(owner: dict, template: dict, name: str, owner_ref: dict) 
             "ownerReferences": [owner_ref],
         },
         "spec": copy.deepcopy(template.get("spec") or {}),
-        "status": {"phase": "Pending", "conditions": [unschedulable_condition()]},
+        "status": {"phase": "Pending"},
     }
+    pod["status"]["conditions"] = [unschedulable_condition(pod)]
     return pod
 
 
@@ -112,7 +118,7 @@ def expand(doc: dict, file: str = "<input>", index: int = 0, out: Workloads | No
         pmeta.setdefault("namespace", "default")
         pmeta.setdefault("uid", _uid(namespace, "Pod", name))
         if not pod.get("spec", {}).get("nodeName"):
-            pod.setdefault("status", {}).setdefault("conditions", [unschedulable_condition()])
+            pod.setdefault("status", {}).setdefault("conditions", [unschedulable_condition(pod)])
             pod["status"].setdefault("phase", "Pending")
         out.pods.append(pod)
         return out

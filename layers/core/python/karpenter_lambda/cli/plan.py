@@ -24,7 +24,8 @@ those with offerings), or ``--zones us-east-1a,us-east-1b``; printed with the pl
      "unschedulable": [{"pod": "ns/name", "reason": "..."}],
      "costPerHour": N, "costEstimated": bool, "zones": ["us-east-1a", ...]}
 
-Extra keys may be added (``existing``, ``reasons``, ``priceOverlay``/``basePricePerHour`` where a NodeOverlay of
+Extra keys may be added (``existing``, ``reasons``, ``gated``: [{"pod", "gates"}], pods held back by their
+scheduling gates, which Karpenter does not provision for, ``priceOverlay``/``basePricePerHour`` where a NodeOverlay of
 the input set the price); none is ever renamed.
 
 NodeOverlays (karpenter.sh/v1alpha1) in the input apply to the catalog as the controllers apply the stored ones.
@@ -39,7 +40,7 @@ import json
 import sys
 import time
 
-from karpenter_lambda.api.kube import pod_key
+from karpenter_lambda.api.kube import pod_key, scheduling_gates
 from karpenter_lambda.api.manifests import load_files
 from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodeOverlay, NodePool
 from karpenter_lambda.api.workloads import add_claim_volumes, claim_templates, expand, stateful_claims
@@ -122,7 +123,10 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     if issues:
         raise PlanError("\n".join(str(i) for i in issues))
     _stateful_claims(pods, [o.doc for o in loaded.objects if type(o) is KubeObject], storage["PersistentVolumeClaim"])
-    pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+    waiting = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+    # pods with scheduling gates are neither scheduled nor provisioned for until the gates go (Kubernetes, Karpenter)
+    gated = [{"pod": pod_key(p), "gates": scheduling_gates(p)} for p in waiting if scheduling_gates(p)]
+    pending = [p for p in waiting if not scheduling_gates(p)]
 
     problems = []
     for np in nodepools:
@@ -185,7 +189,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     allotted = allot_reservations(result.nodeclaims)
     t2 = time.monotonic()
     return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1, "zones": used_zones,
-                    "reservations": allotted, "overlayConflicts": overlay_conflicts}
+                    "reservations": allotted, "overlayConflicts": overlay_conflicts, "gated": gated}
 
 
 def _apply_overlays(snap, nodepools, overlays) -> dict[str, str]:
@@ -342,6 +346,7 @@ def run(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     out = plan_to_json(result, info["zones"], info.get("reservations"))
+    out["gated"] = info.get("gated") or []
     for name, why in sorted((info.get("overlayConflicts") or {}).items()):
         print(f"warning: NodeOverlay {name} not applied: {why}", file=sys.stderr)
     status = EXIT_UNSCHEDULABLE if out["unschedulable"] else 0
@@ -372,6 +377,9 @@ def run(args) -> int:
         print("no new nodes needed")
     else:
         print(f"no new nodes: {len(out['unschedulable'])} pod(s) cannot be placed (above)")
+    for g in out["gated"]:
+        print(f"gated: {g['pod']}: scheduling gates {', '.join(g['gates'])}: not provisioned for until they are removed "
+              f"(as Karpenter)")
     print()
     zone_note = "--zones" if zones is not None else "the simulator's subnets; change with --zones"
     print(f"zones: {', '.join(out['zones']) or '(none)'} ({zone_note})")

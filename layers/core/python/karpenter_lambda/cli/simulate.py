@@ -13,7 +13,7 @@ SIGTERM (exit 0), so ``kubectl get nodes,pods -o wide`` shows the result (docs/k
 
     {"nodeClaims": [{"name", "nodePool", "instanceType", "zone", "capacityType", "pricePerHour",
                      "nodeName", "pods": ["ns/name", ...]}],
-     "unschedulable": [{"pod", "reason"}], "costPerHour": N,
+     "unschedulable": [{"pod", "reason"}], "gated": [{"pod", "gates"}], "costPerHour": N,
      "events": [{"time", "type", "object", "message"}]}
 
 (extra keys are added, never renamed: e.g. ``controlPlaneCost``, what the functions cost to run a month at list
@@ -211,6 +211,9 @@ def run(args) -> int:
                   f"in {result.wall_seconds:.1f} s ({result.stopped_because})\n")
         for u in result.unschedulable:
             out.write(f"unschedulable: {u['pod']}: {u['reason']}\n")
+        for g in result.gated:
+            out.write(f"gated: {g['pod']}: scheduling gates {', '.join(g['gates'])}: neither scheduled nor provisioned "
+                      f"for until they are removed (as Kubernetes and Karpenter)\n")
     if getattr(args, "serve", False):
         return _serve(sim, args)
     return 1 if result.unschedulable else 0

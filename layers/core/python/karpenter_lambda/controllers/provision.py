@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..api import events as ev
-from ..api.kube import is_daemon_pod, is_terminal, pod_key, pod_uid
+from ..api.kube import is_daemon_pod, is_terminal, pod_key, pod_uid, scheduling_gates
 from ..api.labels import NOMINATED_PODS_ANNOTATION, NOMINATED_UIDS_ANNOTATION, PRICE_ANNOTATION  # noqa: F401  (re-exported)
 from ..api.text import plural
 from ..api.times import format_time
@@ -209,6 +209,8 @@ class Provisioner(Controller):
                 reason = "pod is terminating or finished"
             elif is_daemon_pod(pod):
                 reason = "DaemonSet pod"
+            elif scheduling_gates(pod):   # not provisionable (Karpenter): the kube-scheduler has not tried it yet
+                reason = f"waiting on scheduling gates {', '.join(scheduling_gates(pod))}"
             elif uid in held:
                 reason = f"nominated to in-flight NodeClaim {held[uid]}"
             else:

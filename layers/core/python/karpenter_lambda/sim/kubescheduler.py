@@ -52,6 +52,7 @@ from typing import Any
 
 from karpenter_lambda.api.kube import node_ready as _ready
 from karpenter_lambda.api.kube import pod_key as _key
+from karpenter_lambda.api.kube import SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE, scheduling_gates
 from karpenter_lambda.api.quantity import parse_resource_list
 from karpenter_lambda.scheduling import predicates as P
 from karpenter_lambda.scheduling.resources import add as _add
@@ -272,6 +273,14 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
         if (p.get("metadata") or {}).get("deletionTimestamp"):
             continue
         if ((p.get("spec") or {}).get("schedulerName") or "default-scheduler") != scheduler_name:
+            continue
+        if scheduling_gates(p):   # not scheduled until its gates are removed
+            cur = next((c for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+            if not cur or cur.get("reason") != SCHEDULING_GATED:
+                meta = p.get("metadata") or {}
+                acc.set_condition(meta.get("namespace") or "default", meta.get("name"), [
+                    {"type": "PodScheduled", "status": "False", "reason": SCHEDULING_GATED,
+                     "message": SCHEDULING_GATED_MESSAGE, "lastProbeTime": None}])
             continue
         pending.append(p)
     pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0), (p.get("metadata") or {}).get("creationTimestamp") or "", _key(p)))

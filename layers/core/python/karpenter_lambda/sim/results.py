@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..api.kube import pod_key
+from ..api.kube import pod_key, scheduling_gates
 from ..api.labels import NOMINATED_PODS_ANNOTATION, PRICE_ANNOTATION
 from ..controllers.runtime import iso
 from . import cost_meter
@@ -42,6 +42,7 @@ class SimulationResult:
     start_time: str = ""                                      # the virtual clock's start (RFC 3339)
     offpeak: list[dict] = field(default_factory=list)         # per simulated off-peak window: costs and savings
     control_plane_cost: dict | None = None                    # what the functions cost to run (sim/cost.py)
+    gated: list[dict] = field(default_factory=list)           # [{pod, gates}]: held back by scheduling gates
 
     def to_dict(self) -> dict:
         return {
@@ -57,6 +58,7 @@ class SimulationResult:
             "startTime": self.start_time,
             "offpeak": self.offpeak,
             **({"controlPlaneCost": self.control_plane_cost} if self.control_plane_cost is not None else {}),
+            "gated": self.gated,
         }
 
 
@@ -93,11 +95,14 @@ class ResultsMixin:
         pods = self.server.store.list("pods")
         by_node: dict[str, list[str]] = {}
         pending = []
+        gated = []   # not unschedulable: waiting, by design, for their scheduling gates to be removed
         for p in pods:
             key = pod_key(p)
             nn = (p.get("spec") or {}).get("nodeName")
             if nn:
                 by_node.setdefault(nn, []).append(key)
+            elif scheduling_gates(p):
+                gated.append({"pod": key, "gates": scheduling_gates(p)})
             else:
                 pending.append(key)
         claims = []
@@ -151,7 +156,7 @@ class ResultsMixin:
                                 elapsed=self.clock.elapsed, pods_total=len(pods), pods_bound=bound, stopped_because=reason,
                                 cost_timeline=list(self.cost_timeline), workloads=self._workloads_result(),
                                 start_time=iso(self.clock.start), offpeak=self._offpeak_result(),
-                                control_plane_cost=control_plane)
+                                control_plane_cost=control_plane, gated=sorted(gated, key=lambda g: g["pod"]))
 
     def _workloads_result(self) -> list[dict]:
         self._track_replicas()
