@@ -89,6 +89,23 @@ def test_pod_requests_init_sidecars_overhead():
     assert r["pods"] == 1
 
 
+def test_pod_level_resources_are_the_pods_requests():
+    """Kubernetes 1.34 (pod-level resources on by default): spec.resources sets cpu / memory / hugepages for the pod,
+    whatever its containers ask; a pod-level limit alone is the request; the rest still comes from the containers,
+    and the overhead on top.  Before, a pod asking 6 CPUs at the pod level was planned on a 1-vCPU node."""
+    pod = {"spec": {
+        "resources": {"requests": {"cpu": "6"}, "limits": {"memory": "8Gi", "hugepages-2Mi": "1Gi"}},
+        "containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}}, {}],
+        "overhead": {"cpu": "10m"},
+    }}
+    r = pod_requests(pod)
+    assert r["cpu"] == 6000 + 10 and r["memory"] == 8 * 2**30 and r["hugepages-2Mi"] == 2**30
+    assert r["nvidia.com/gpu"] == 1                                 # not a pod-level resource: the containers'
+    with pytest.raises(ValueError) as e:
+        pod_requests({"spec": {"resources": {"requests": {"cpu": "six"}}, "containers": [{}]}})
+    assert "spec.resources" in str(e.value)
+
+
 def test_pod_requests_bad_quantity_names_field():
     with pytest.raises(ValueError) as e:
         pod_requests({"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}})

@@ -7,6 +7,9 @@ from ..api.quantity import QuantityError, resource_value
 __all__ = ["pod_requests", "add", "subtract", "fits", "merge_max", "PodSpecError"]
 
 
+POD_LEVEL_RESOURCES = ("cpu", "memory")   # and hugepages-<size>: what pod-level resources may set
+
+
 class PodSpecError(ValueError):
     """A pod whose resources cannot be read (names the field)."""
 
@@ -47,7 +50,9 @@ def pod_requests(pod: dict) -> dict[str, int]:
 
     ``max(sum(containers) + sum(restartable init containers), largest init step) + overhead``, where an
     init step is a regular init container plus the restartable init containers started before it;
-    ``pods`` is 1.
+    ``pods`` is 1.  Pod-level resources (``spec.resources``, Kubernetes 1.32+, on by default from 1.34): a request
+    (or a limit, its default) set there for cpu, memory or a hugepages size is the pod's, whatever its containers
+    ask, as the kube-scheduler counts it (the overhead still comes on top).
     """
     spec = pod.get("spec") or {}
     total: dict[str, int] = {}
@@ -74,6 +79,10 @@ def pod_requests(pod: dict) -> dict[str, int]:
     for k, v in init_max.items():
         if v > total.get(k, 0):
             total[k] = v
+    if spec.get("resources"):
+        for k, v in _container_requests(spec, "spec").items():
+            if k in POD_LEVEL_RESOURCES or k.startswith("hugepages-"):
+                total[k] = v
     try:
         for k, q in (spec.get("overhead") or {}).items():
             total[k] = total.get(k, 0) + _value(k, q)
