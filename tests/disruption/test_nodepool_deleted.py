@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import builders
+import manifests
 from karpenter_lambda.disruption.nodepool_deleted import NODEPOOL_DELETED, left_behind
 from karpenter_lambda.sim.simulator import Simulation
 
@@ -22,41 +23,12 @@ def test_only_nodeclaims_of_a_missing_nodepool_not_deleting_yet_are_left_behind(
     assert left_behind([a, b, c], ["kept", "gone"]) == []
 
 
-NODEPOOLS = """
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: old}
-spec:
-  weight: 50
-  template:
-    spec:
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: Never}
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: new}
-spec:
-  template:
-    spec:
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [c5]}
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: Never}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  role: KarpenterNodeRole-sim
-  amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
-  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
----
+NODEPOOLS = manifests.to_yaml(
+    manifests.nodepool("old", capacity_types=("on-demand",), families=("m5",), weight=50, cpu_limit=None,
+                       policy="WhenEmpty", consolidate_after="Never"),
+    manifests.nodepool("new", capacity_types=("on-demand",), families=("c5",), cpu_limit=None,
+                       policy="WhenEmpty", consolidate_after="Never"),
+    manifests.nodeclass(role="KarpenterNodeRole-sim", discovery="sim")) + """---
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: default}
