@@ -12,7 +12,10 @@ Prints JSON (a contract: keys are added, never renamed):
   ``--compare`` leaves out PodNominated/PodsNominated, which vary from run to run on one commit).
 
 ``--compare FILE`` compares with an earlier output (e.g. ``bench/baselines/issue22-equivalence-before.json``, made at
-commit 65e50bd before the issue-22 refactor, or one made on a worktree of any commit)
+commit 65e50bd before the issue-22 refactor; ``bench/baselines/equivalence-2026-12-07.json``, ``--quick``, at the
+commit that added it, which ``make bench`` compares with: the same plans and consolidation decisions, the demo's
+``DisruptionBlocked`` count 21 where the issue-22 one has 17, explanations made more specific; or one made on a
+worktree of any commit)
 and exits 1 naming every difference.  The CLI runs with this checkout's package first on ``PYTHONPATH``, so the
 script measures the code beside it even where another checkout is installed in the venv.
 """
