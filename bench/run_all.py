@@ -35,7 +35,7 @@ VARIANTS = {
     "faults": [["--seeds", "16"]],
     # issue 32: the control plane's month at list prices, a quiet and a churning 100-node cluster (README figures)
     "control_plane_cost": [["--case", "quiet", "--measure", "30m"], ["--case", "churn", "--measure", "30m"]],
-    # issue 22 onward: the decisions are the ones recorded before the redesign (0 differences)
+    # issue 22 onward: the decisions are the ones recorded before the redesign (0 differences); compared now with
     # the behaviour as of 2026-12-07 (the issue-22 baseline differs from it only in the demo's DisruptionBlocked
     # count, 17 -> 21: explanations made more specific that day, every decision the same)
     "equivalence": [["--quick", "--compare", os.path.join(HERE, "baselines", "equivalence-2026-12-07.json")]],
