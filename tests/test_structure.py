@@ -41,9 +41,20 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
+_GRAPHS: dict = {}   # (root, every module's path and mtime) -> graph: each test module asked for the whole package
+
+
 def import_graph(root: Path) -> dict[str, set[str]]:
-    """module -> the package modules it imports, anywhere in its body (TYPE_CHECKING blocks aside)."""
+    """module -> the package modules it imports, anywhere in its body (TYPE_CHECKING blocks aside).  Parsed once per
+    process while no file changes (a copy each call)."""
     mods = _modules(root)
+    key = (str(root), tuple(sorted((n, p.stat().st_mtime_ns) for n, p in mods.items())))
+    if key not in _GRAPHS:
+        _GRAPHS[key] = _import_graph(mods)
+    return {k: set(v) for k, v in _GRAPHS[key].items()}
+
+
+def _import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = collections.defaultdict(set)
     for name, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
