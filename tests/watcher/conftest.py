@@ -66,17 +66,22 @@ class WatcherThread:
 
 @pytest.fixture
 def start_watcher(kube, sqs):
-    from kubernetes import client as k8s
+    """Start the watcher against ``host`` (default: the local API server) through its own client (what it uses in a
+    pod), or through the official client's ``ApiClient`` with ``official=True`` (a kubeconfig off a cluster)."""
+    from karpenter_lambda_watcher.kubeclient import KubeHTTP
 
     clients = []
 
-    def _start(pod_url, event_url=None, host=None, **kw):
-        api = k8s.ApiClient(k8s.Configuration(host=host or kube.url))
+    def _start(pod_url, event_url=None, host=None, official=False, **kw):
+        if official:
+            from kubernetes import client as k8s
+
+            api = k8s.ApiClient(k8s.Configuration(host=host or kube.url))
+        else:
+            api = KubeHTTP(host or kube.url)
         clients.append(api)
         return WatcherThread(api, sqs, pod_url, event_url, **kw)
 
     yield _start
     for c in clients:
         c.close()
-
-

@@ -141,14 +141,15 @@ def test_resume_from_last_resource_version_after_dropped_stream(kube, sqs, queue
     assert sorted(m["pod"]["metadata"]["name"] for m in drain(sqs, pod_url)) == ["a", "b"]
 
 
-def test_relist_on_410_gone(sqs, queues, start_watcher):
+@pytest.mark.parametrize("official", [False, True], ids=["own-client", "official-client"])
+def test_relist_on_410_gone(sqs, queues, start_watcher, official):
     pod_url, event_url = queues
     kube = KubeAPIServer(history_size=3)
     kube.start()
     try:
         kube.store.create("pods", pending_pod("a"))
         kube.store.create("pods", pending_pod("gone-during-gap", spec={"nodeName": "n1"}))
-        with start_watcher(pod_url, event_url, host=kube.url) as w:
+        with start_watcher(pod_url, event_url, host=kube.url, official=official) as w:
             w.wait(lambda s: s.messages_sent >= 1 and kube.open_watches >= 2)
             # keep the watcher out while more changes than the history holds happen
             kube.add_fault(503, times=10**6, path=r"watch=true")
@@ -196,13 +197,15 @@ def test_backoff_on_connection_refused_then_connects(sqs, queues, start_watcher)
     assert [m["pod"]["metadata"]["name"] for m in drain(sqs, pod_url)] == ["a"]
 
 
-def test_api_errors_are_retried(kube, sqs, queues, start_watcher):
+@pytest.mark.parametrize("official", [False, True], ids=["own-client", "official-client"])
+def test_api_errors_are_retried(kube, sqs, queues, start_watcher, official):
     pod_url, _ = queues
     kube.store.create("pods", pending_pod("a"))
     kube.add_fault(500, times=2, method="GET", path=r"/api/v1/pods\?")
-    with start_watcher(pod_url) as w:
+    with start_watcher(pod_url, official=official) as w:
         w.wait(lambda s: s.messages_sent >= 1)
     assert w.stats.api_errors >= 2
+    assert "HTTP 500" in w.stats.last_error
     assert [m["pod"]["metadata"]["name"] for m in drain(sqs, pod_url)] == ["a"]
 
 

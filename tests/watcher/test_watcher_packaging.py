@@ -51,7 +51,8 @@ def test_watcher_imports_only_kubernetes_boto3_and_stdlib():
             for n in names:
                 assert n.split(".")[0] in allowed, f"{f.name} imports {n}"
     reqs = (WATCHER / "requirements.txt").read_text()
-    assert "kubernetes" in reqs and "boto3" in reqs and "karpenter" not in reqs.replace("# The watcher image installs only these (no karpenter_lambda package).", "")
+    pinned = [line.split("==")[0] for line in reqs.splitlines() if line.strip() and not line.startswith("#")]
+    assert pinned == ["boto3"]   # no kubernetes (the watcher's own client in a pod), no karpenter_lambda
     assert "USER 65532" in (WATCHER / "Dockerfile").read_text()
 
 
@@ -100,3 +101,48 @@ def test_main_refuses_bad_resync_settings(monkeypatch, capsys):
     finally:
         root.handlers[:], _ = saved
         root.setLevel(saved[1])
+
+
+def test_in_a_pod_the_watcher_does_not_import_the_official_client(tmp_path):
+    """The watcher in a pod (the service account's files) or against ``KUBE_API_URL`` talks to the API server
+    through its own client: ``kubernetes`` (~18 MB of a ~65 MB process) is never imported."""
+    import subprocess
+    import sys
+
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("t")
+    code = f"""
+import os, sys
+sys.path.insert(0, {str(WATCHER)!r})
+from karpenter_lambda_watcher import kubeclient, __main__ as m
+kubeclient.SA_DIR = {str(sa)!r}
+os.environ.update(KUBERNETES_SERVICE_HOST="10.100.0.1", KUBERNETES_SERVICE_PORT="443")
+os.environ.pop("KUBE_API_URL", None)
+a = m._api_client()
+os.environ["KUBE_API_URL"] = "http://127.0.0.1:1"
+b = m._api_client()
+print(type(a).__name__, a.host, type(b).__name__, b.host, "kubernetes" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["KubeHTTP", "https://10.100.0.1:443", "KubeHTTP", "http://127.0.0.1:1", "False"]
+
+
+def test_main_off_a_cluster_without_kube_api_url_or_the_client_says_what_to_set(tmp_path):
+    """Not in a pod, no KUBE_API_URL and no official client installed: exit 2 naming the settings, no traceback."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+sys.path.insert(0, {str(WATCHER)!r})
+sys.modules["kubernetes"] = None   # not installed (as in the image)
+from karpenter_lambda_watcher.__main__ import main
+sys.exit(main([]))
+"""
+    env = {"PATH": "/usr/bin:/bin", "POD_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/pods",
+           "CLUSTER_NAME": "c", "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 2, out.stderr
+    assert "KUBE_API_URL is not set" in out.stdout and "Traceback" not in out.stderr + out.stdout

@@ -1,6 +1,6 @@
 """karpenter-lambda watcher: forwards unschedulable pods and node/pod events to SQS.
 
-Needs only ``kubernetes`` and ``boto3``.  See docs/watcher.md.
+Needs only ``boto3`` (its ``urllib3`` included) in a pod; ``kubernetes`` for a kubeconfig off a cluster.  See docs/watcher.md.
 """
 
 from .watcher import (  # noqa: F401

@@ -6,8 +6,9 @@ Environment:
   EVENT_QUEUE_URL    (optional) SQS queue for node / pod-bound / pod-deleted events; unset = not watched
   AWS_REGION         region of the queues (else from the queue URL)
   SQS_ENDPOINT_URL   (optional) custom SQS endpoint (moto_server, VPC endpoint)
-  KUBE_API_URL       (optional) plain http(s) API URL without auth (tests, the simulator);
-                     otherwise in-cluster config, falling back to ~/.kube/config
+  KUBE_API_URL       (optional) plain http(s) API URL without auth (tests, a local proxy);
+                     otherwise the pod's service account (token and CA files, the watcher's own
+                     client), falling back to ~/.kube/config (the official client, off a cluster)
   HEALTH_PORT        (optional, default 8080; 0 disables) serves GET /healthz
   LOG_LEVEL          (optional, default INFO)
   RESYNC_SECONDS     (optional, default 60; 0 disables) re-send pods still pending this long after
@@ -78,15 +79,24 @@ def _health_server(port: int, stats: Stats, stop: threading.Event):
 
 
 def _api_client():
-    from kubernetes import client as k8s, config
+    """The watcher's API access: ``KUBE_API_URL`` (a plain URL, no auth: tests, a local proxy), else the pod's
+    service account (``kubeclient.KubeHTTP.in_cluster``), else a kubeconfig through the official client (a
+    developer's machine; only then is ``kubernetes`` imported)."""
+    from .kubeclient import KubeHTTP
 
     url = os.environ.get("KUBE_API_URL")
     if url:
-        return k8s.ApiClient(k8s.Configuration(host=url))
+        return KubeHTTP(url)
+    own = KubeHTTP.in_cluster()
+    if own is not None:
+        return own
     try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
+        from kubernetes import client as k8s, config
+    except ImportError:
+        raise RuntimeError("not in a pod (no KUBERNETES_SERVICE_HOST or no service-account token) and KUBE_API_URL "
+                           "is not set: set KUBE_API_URL (e.g. `kubectl proxy` and KUBE_API_URL=http://127.0.0.1:8001), "
+                           "or install the `kubernetes` package to use ~/.kube/config") from None
+    config.load_kube_config()
     return k8s.ApiClient()
 
 
@@ -126,6 +136,11 @@ def main(argv=None) -> int:
     except ValueError as e:
         log.error(str(e))
         return 2
+    try:
+        api = _api_client()
+    except (RuntimeError, ValueError) as e:
+        log.error(str(e))
+        return 2
     import boto3
 
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or _region_from_url(queue_url) or "us-east-1"
@@ -138,7 +153,7 @@ def main(argv=None) -> int:
     if port:
         _health_server(port, stats, stop)
     run(
-        _api_client(),
+        api,
         sqs,
         queue_url,
         cluster,

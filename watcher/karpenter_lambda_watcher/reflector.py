@@ -2,9 +2,9 @@
 resourceVersion (with bookmarks), resume from the last seen resourceVersion after a dropped connection, relist
 on 410 Gone.  Objects stay raw JSON (``_preload_content=False``), never the client's models.
 
-The ``kubernetes`` package is imported where it is used (``Reflector._run``, ``lister``), not at module
-level: it costs about a second and 30 MB, and importing the watcher for its message helpers (the tests, the
-simulator) must not pay for it."""
+The API server is read through the watcher's own client (``kubeclient.KubeHTTP``) or, when given one, the official
+``kubernetes`` client's ``ApiClient`` (imported by whoever made it: ~18 MB, which the watcher in a pod does not
+pay)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import random
 import threading
 from typing import Any
 
+from .kubeclient import ApiError, KubeHTTP, error_from
 from .stats import Stats, log
 
 
@@ -123,8 +124,6 @@ class Reflector:
                 pass
 
     def _run(self) -> None:
-        from kubernetes.client.exceptions import ApiException
-
         rv = None
         while not self.stop_event.is_set():
             try:
@@ -138,7 +137,7 @@ class Reflector:
                 log.info("watch expired, relisting", extra={"json": {"resource": self.name, "reason": str(e)}})
                 self.stats.inc("relists_410")
                 rv = None
-            except ApiException as e:
+            except ApiError as e:
                 if e.status == 410:
                     self.stats.inc("relists_410")
                     rv = None
@@ -167,30 +166,38 @@ _QUERY_NAMES = {
 
 
 def lister(api_client, path: str):
-    """``GET path`` through the official client's ApiClient (auth, TLS, token refresh included),
-    returning the raw urllib3 response.  Going through ``ApiClient`` rather than ``CoreV1Api``
-    keeps the 47k-line generated API module (about 20 MB) out of memory."""
-    from kubernetes.client.exceptions import ApiException
+    """``GET path`` as a function of the list/watch options (``limit``, ``watch``, ``resource_version``, ...),
+    returning the raw urllib3 response and raising :class:`ApiError` on a non-2xx status.  ``api_client``: a
+    :class:`KubeHTTP`, or the official client's ``ApiClient`` (auth, TLS and token refresh its own; going through
+    it rather than ``CoreV1Api`` keeps the generated API module out)."""
 
-    def call(_request_timeout=None, _preload_content=False, **kw):
-        query = []
+    def query(kw: dict) -> list:
+        out = []
         for k, v in kw.items():
             if v is None:
                 continue
             if isinstance(v, bool):
                 v = "true" if v else "false"
-            query.append((_QUERY_NAMES[k], v))
+            out.append((_QUERY_NAMES[k], v))
+        return out
+
+    if isinstance(api_client, KubeHTTP):
+        def call_own(_request_timeout=None, _preload_content=False, **kw):
+            return api_client.get(path, query(kw), timeout=_request_timeout)
+
+        return call_own
+
+    def call(_request_timeout=None, _preload_content=False, **kw):
         params = api_client.param_serialize(
             method="GET",
             resource_path=path,
-            query_params=query,
+            query_params=query(kw),
             header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
         )
         resp = api_client.call_api(*params, _request_timeout=_request_timeout)
         if not 200 <= resp.status <= 299:
-            resp.read()
-            raise ApiException.from_response(http_resp=resp, body=None, data=None)
+            raise error_from(resp.status, resp.reason or "", resp.read() or b"")
         return resp.response
 
     return call

@@ -1,7 +1,7 @@
 """The in-cluster watcher: pending pods (and node/pod lifecycle events) -> SQS.
 
-Depends only on ``kubernetes`` and ``boto3`` (and the standard library) so its
-image stays small.  Objects are read as raw JSON (``_preload_content=False``)
+Depends only on ``boto3`` (with its ``urllib3``) and the standard library in a pod, the official
+``kubernetes`` client for a kubeconfig off a cluster, so it stays small.  Objects are read as raw JSON (``_preload_content=False``)
 and never turned into the client's models: less CPU, less memory, and no
 failure on fields the client's models do not know.
 
@@ -13,6 +13,7 @@ The package by job (this module wires them together and re-exports their names):
   - ``messages``: the SQS message bodies, their size limits, the time format and the pod key;
   - ``sender``: :class:`SqsBatchSender`, batching, retries and the bounded submit queue;
   - ``reflector``: list + watch with resourceVersion, bookmarks and relist on 410;
+  - ``kubeclient``: :class:`KubeHTTP`, the API access (service-account token and CA, or a plain URL);
   - ``handlers``: what a pod or node event does (the pending-unschedulable filter, dedupe, resync map);
   - ``stats``: the counters and the logger.
 """
@@ -77,7 +78,7 @@ def run(
 ) -> Stats:
     """Watch pods (and nodes when ``event_queue_url`` is set) and forward to SQS until ``stop_event`` is set.
 
-    ``api_client``: a ``kubernetes.client.ApiClient``.  ``sqs_client``: a boto3 SQS client.
+    ``api_client``: a :class:`kubeclient.KubeHTTP` or an official ``kubernetes.client.ApiClient``.  ``sqs_client``: a boto3 SQS client.
     ``resync_seconds``: re-send pods still pending this long after their last send (0 = never);
     the map of pending pods holds at most ``resync_max_pods``; ``clock`` (seconds, monotonic)
     decides when a re-send is due and is checked every ``resync_poll`` real seconds.

@@ -55,10 +55,11 @@ class FeedsMixin:
         if str(path) not in sys.path:
             sys.path.insert(0, str(path))
         from karpenter_lambda_watcher import watcher as w   # the checkout's watcher/: on sys.path only from now on
+        from karpenter_lambda_watcher.kubeclient import KubeHTTP
 
         stats = w.Stats()
         sqs = boto3.client("sqs", region_name=self.region)
-        api = server.api_client()
+        api = KubeHTTP(server.url)   # the watcher's own client, as in a pod (docs/watcher.md)
         t = threading.Thread(target=w.run, name="sim-watcher", daemon=True,
                              args=(api, sqs, account.queue_url, self.cluster, stop),
                              kwargs={"flush_interval": 0.02, "stats": stats, "watch_timeout": 3600})
