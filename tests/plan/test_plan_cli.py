@@ -212,3 +212,18 @@ def test_plan_refuses_what_validate_refuses_with_line_numbers(tmp_path, capsys):
     assert 'spec.template.spec.afinity: unknown field "afinity"' in err and "(line 10)" in err
     assert main(["plan", "-f", str(EXAMPLES / "default.yaml"), "--kubernetes-version", "0.1"]) == 2
     assert "--kubernetes-version" in capsys.readouterr().err
+
+
+def test_plan_takes_files_as_arguments_as_validate_and_simulate_do(capsys):
+    """``plan FILE...`` (as ``validate`` and ``simulate``) is the same plan as ``plan -f FILE ...``; both forms mix;
+    no file at all is a usage error naming the two forms."""
+    with_f = _plan_json(capsys, EXAMPLES / "default.yaml", EXAMPLES / "workloads" / "web.yaml")
+    assert main(["plan", "--json", str(EXAMPLES / "default.yaml"), str(EXAMPLES / "workloads" / "web.yaml")]) == 0
+    positional = json.loads(capsys.readouterr().out)
+    assert main(["plan", "--json", "-f", str(EXAMPLES / "default.yaml"), str(EXAMPLES / "workloads" / "web.yaml")]) == 0
+    mixed = json.loads(capsys.readouterr().out)
+    summary = [(c["nodePool"], c["instanceType"], c["zone"], sorted(c["pods"])) for c in with_f["nodeClaims"]]
+    assert summary and all([(c["nodePool"], c["instanceType"], c["zone"], sorted(c["pods"])) for c in p["nodeClaims"]]
+                           == summary for p in (positional, mixed))
+    assert main(["plan"]) == 2
+    assert "no manifest given: pass files or directories (plan FILE... or plan -f FILE ...)" in capsys.readouterr().err

@@ -52,9 +52,11 @@ from .table import render_table
 def register(sub) -> None:
     p = sub.add_parser("plan", help="one provisioning round, dry run, over manifests (offline by default)",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
+    p.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="FILE",
                    help="manifest file or directory (repeatable): NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, "
                         "StatefulSet, Job, DaemonSet, PersistentVolumeClaim, PersistentVolume, StorageClass")
+    p.add_argument("more_files", nargs="*", metavar="FILE",
+                   help="more manifest files or directories, as for validate and simulate (added after the -f ones)")
     p.add_argument("--region", dest="plan_region", metavar="REGION", default=None,
                    help="AWS region of the instance data (same as the global --region; default us-east-1)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -307,6 +309,11 @@ def run(args) -> int:
 
     from pathlib import Path
 
+    args.files = list(args.files or []) + list(getattr(args, "more_files", None) or [])
+    if not args.files:
+        print("error: plan: no manifest given: pass files or directories (plan FILE... or plan -f FILE ...)",
+              file=sys.stderr)
+        return 2
     missing = [f for f in args.files if not Path(f).exists()]
     if missing:
         for f in missing:
