@@ -23,15 +23,21 @@ def deleting_reason(w, name):
 
 @pytest.mark.parametrize("state, reason", [("stopping", "InstanceStopped"), ("stopped", "InstanceStopped"),
                                            ("shutting-down", "InstanceTerminated")])
-def test_stopping_states_cordon_and_request_deletion(iw, state, reason):
+def test_stopping_states_replace_cordon_and_request_deletion(iw, state, reason):
+    """The instance is going away: capacity for its pods launches at once (as Karpenter's provisioner counts the pods
+    of a deleting node as pending), then the deletion and the taint; the same notice again launches nothing more."""
     w = iw.w
     (a,) = iw.nodes_with_pods([1])
     iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
     assert iw.deliver(state_change(iid, state, w.clock.isoformat())) == {"batchItemFailures": []}
     (d,) = iw.report.disrupted
-    assert (d["nodeClaim"], d["reason"], d["replacements"]) == (name, reason, [])
+    assert (d["nodeClaim"], d["reason"], len(d["replacements"])) == (name, reason, 1)
+    replacement = w.store.get("NodeClaim", d["replacements"][0])
+    assert replacement is not None and replacement.annotations.get("karpenter-lambda.io/replaces") == f'["{name}"]'
     assert deleting_reason(w, name) == reason and tainted(w, a["node"]["metadata"]["name"])
-    assert len(w.instances()) == 1  # no replacement from here: the drained pods go through the provisioner
+    assert len(w.instances()) == 2
+    iw.deliver(state_change(iid, state, w.clock.isoformat()))   # redelivered: nothing twice
+    assert iw.report.disrupted == [] and iw.report.errors == [] and len(w.instances()) == 2
     w.sweep()  # the termination flow finishes it
     assert w.store.get("NodeClaim", name) is None or w.store.get("NodeClaim", name).metadata.get("deletionTimestamp")
 
@@ -77,6 +83,8 @@ def test_health_scheduled_change_for_two_instances(iw):
     for x in (a, b):
         assert deleting_reason(w, x["nodeClaim"].name) == "ScheduledChange" and tainted(w, x["node"]["metadata"]["name"])
     assert deleting_reason(w, c["nodeClaim"].name) is None
+    # capacity for the two nodes' pods launched at once (a scheduled change gives notice: no pod waits a launch)
+    assert sum(len(d["replacements"]) for d in r.disrupted) >= 1 and len(w.instances()) > 3
     # a Health event of another category is acknowledged and ignored
     iw.deliver(health_scheduled_change([c["instance"]["InstanceId"]], w.clock.isoformat(), category="issue"))
     assert iw.report.disrupted == [] and iw.report.ignored[0]["kind"] == "NoOp"
@@ -99,6 +107,8 @@ def test_capacity_reservation_interruption_marks_the_reservation_and_deletes(iw)
     assert [(d["nodeClaim"], d["reason"]) for d in r.disrupted] == [(name, "CapacityReservationInterrupted")]
     assert ("cr-0123456789abcdef0", zone, "reserved") in w.env.unavailable.all()
     assert deleting_reason(w, name) == "CapacityReservationInterrupted" and tainted(w, a["node"]["metadata"]["name"])
+    (d,) = r.disrupted
+    assert len(d["replacements"]) == 1 and len(w.instances()) == 2   # its pod's capacity launched at once
 
 
 def test_the_interruptions_metric_counts_events_about_our_nodes(iw):

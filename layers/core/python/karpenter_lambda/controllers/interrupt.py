@@ -11,9 +11,11 @@ from :mod:`.interruption_messages`.  Per kind (docs/interruption.md), as Karpent
   first step (evictions of the first group) runs in the same invocation, as the 2-minute notice leaves no time to
   wait for the lifecycle sweep.  No waiting for the replacements to initialize: the instance is going away.
 * **ScheduledChange** (AWS Health, EC2 ``scheduledChange``, every affected instance) and **StateChange** to
-  ``stopping``/``stopped``/``shutting-down``: request deletion, then taint (in that order, so a sweep's stale-taint
-  cleanup never sees the taint on a NodeClaim not yet deleting); ``terminated``: the NodeClaim is removed at
-  once (``Terminator.finalize``); other states are acknowledged and ignored.
+  ``stopping``/``stopped``/``shutting-down``: replacement capacity at once as for a spot warning (``_going_away``:
+  Karpenter's provisioner counts a deleting node's pods as pending), then request deletion, then taint (in that
+  order, so a sweep's stale-taint cleanup never sees the taint on a NodeClaim not yet deleting); the lifecycle sweep
+  drains; ``terminated``: the NodeClaim is removed at once (``Terminator.finalize``); other states are acknowledged
+  and ignored.
 * **RebalanceRecommendation** -- recorded (``rebalance``; the handler's ``RebalanceRecommendations`` metric) and
   nothing else, unless the NodePool carries ``karpenter-lambda.io/rebalance-replace: "true"``: then, within the
   NodePool's disruption budget, replacement first, then deletion.  The budget is taken through the sweeps' ledger
@@ -24,7 +26,8 @@ from :mod:`.interruption_messages`.  Per kind (docs/interruption.md), as Karpent
   :data:`STALE_RESERVATION_AGE` after it was taken is released (:func:`release_stale_reservations`, also called by
   the lifecycle sweep).
 * **CapacityReservationInterruption** -- mark the reservation unavailable (ICE cache entry
-  ``(<reservation id>, <zone>, "reserved")``), taint, request deletion.
+  ``(<reservation id>, <zone>, "reserved")``, with the spot marks: before the catalog is read), replacement capacity
+  at once, request deletion, taint.
 
 Instances without a NodeClaim (not this cluster's, or already gone) are acknowledged and dropped.  Redelivery and
 out-of-order events act on the NodeClaim's state: a deleting NodeClaim is not requested again, a gone one is dropped,
@@ -183,11 +186,13 @@ class Interruption(Controller):
         self._catalog = False
         mark_failed: set[tuple[str, str]] = set()
         for m in messages:  # the offerings first: the catalog for the replacements is loaded after the marks
-            if m.kind != im.SPOT_INTERRUPTION:
+            if m.kind not in (im.SPOT_INTERRUPTION, im.CAPACITY_RESERVATION_INTERRUPTION):
                 continue
             for iid in m.instance_ids:
                 nc = self._owner(snap, iid)
-                if nc is not None and not self._try(report, m, iid, lambda: self._mark_spot(nc, report)):
+                mark = (lambda: self._mark_spot(nc, report)) if m.kind == im.SPOT_INTERRUPTION else \
+                    (lambda: self._mark_reservation(iid, nc, report))
+                if nc is not None and not self._try(report, m, iid, mark):
                     mark_failed.add((m.id, iid))
         for m in messages:
             if not m.instance_ids:
@@ -234,45 +239,51 @@ class Interruption(Controller):
     # -- per kind ----------------------------------------------------------------------------------------------
     def _act(self, m, iid, nc, snap, report, mark_failed: bool) -> None:
         deleting = bool(nc.metadata.get("deletionTimestamp"))
-        if m.kind == im.SPOT_INTERRUPTION:
-            ours = (nc.annotations or {}).get(DELETION_REASON_ANNOTATION) == REASONS[m.kind]
-            replaced, unschedulable = [], []
-            errors = len(report.errors)
-            if not mark_failed and (not deleting or ours):  # a redelivery retries a replacement that failed
-                replaced, unschedulable = self._replace(m, iid, nc, snap, report)
-            # the drain starts now, unless a replacement launch failed: then with the redelivery that retries it
-            # (draining first would leave that retry nothing to replace)
-            drain = len(report.errors) == errors
-            if deleting:
-                self._ignore(report, m, iid, nc, "NodeClaim already deleting", replacements=replaced)
-                node = snap.node_of_nodeclaim(nc.name)
-                if ours and drain and node is not None:
-                    self._drain_now(nc, node["metadata"]["name"], iid)
-                return
-            self._disrupt(m, iid, nc, snap, report, REASONS[m.kind], replaced, unschedulable, drain=drain)
-        elif m.kind == im.REBALANCE_RECOMMENDATION:
+        if m.kind == im.REBALANCE_RECOMMENDATION:
             self._rebalance(m, iid, nc, snap, report, deleting)
-        elif m.kind == im.STATE_CHANGE:
+            return
+        if m.kind == im.STATE_CHANGE:
             reason = ACTED_STATES.get(m.state or "")
             if reason is None:
                 self._ignore(report, m, iid, nc, f"instance state {m.state}: nothing to do")
-            elif m.state == "terminated":
+                return
+            if m.state == "terminated":
                 self._remove_now(m, iid, nc, snap, report, reason, deleting)
-            elif deleting:
-                self._ensure_taint(nc, snap)
-                self._ignore(report, m, iid, nc, "NodeClaim already deleting")
-            else:
-                self._disrupt(m, iid, nc, snap, report, reason)
-        elif m.kind in (im.SCHEDULED_CHANGE, im.CAPACITY_RESERVATION_INTERRUPTION):
-            if m.kind == im.CAPACITY_RESERVATION_INTERRUPTION:
-                self._mark_reservation(iid, nc, report)
-            if deleting:
-                self._ensure_taint(nc, snap)
-                self._ignore(report, m, iid, nc, "NodeClaim already deleting")
-            else:
-                self._disrupt(m, iid, nc, snap, report, REASONS[m.kind])
+                return
+        elif m.kind in (im.SPOT_INTERRUPTION, im.SCHEDULED_CHANGE, im.CAPACITY_RESERVATION_INTERRUPTION):
+            reason = REASONS[m.kind]
         else:
             self._ignore(report, m, iid, nc, m.note or f"{m.kind}: nothing to do")
+            return
+        self._going_away(m, iid, nc, snap, report, reason, mark_failed, deleting)
+
+    def _going_away(self, m, iid, nc, snap, report, reason: str, mark_failed: bool, deleting: bool) -> None:
+        """The instance is going away (a spot warning, a scheduled change, a stop, a shutdown, a reclaimed
+        reservation): replacement capacity for its pods at once, then the deletion and the taint.
+
+        Karpenter's interruption controller only deletes the NodeClaim, and its provisioner then counts the pods of
+        deleting nodes as pending (``provisioner.go``: ``nodes.Deleting().ReschedulablePods``), so their capacity
+        launches before they are evicted; here nothing provisions for pods still bound, so the handler launches it.
+        Without it a drain that a PodDisruptionBudget paces sends the pods to the provisioner a few at a time, each
+        group waiting a node's launch-to-ready time on a node sized for that group alone.  A redelivery retries a
+        failed replacement (deterministic names: only what is missing launches); a NodeClaim already deleting for
+        another reason (a drift, a consolidation) has its replacements already."""
+        ours = (nc.annotations or {}).get(DELETION_REASON_ANNOTATION) == reason
+        replaced, unschedulable = [], []
+        errors = len(report.errors)
+        if not mark_failed and (not deleting or ours):
+            replaced, unschedulable = self._replace(m, iid, nc, snap, report)
+        # a spot warning's drain starts now, unless a replacement launch failed: then with the redelivery that
+        # retries it (draining first would leave that retry nothing to replace)
+        drain = len(report.errors) == errors
+        if deleting:
+            self._ensure_taint(nc, snap)
+            self._ignore(report, m, iid, nc, "NodeClaim already deleting", replacements=replaced)
+            node = snap.node_of_nodeclaim(nc.name)
+            if m.kind == im.SPOT_INTERRUPTION and ours and drain and node is not None:
+                self._drain_now(nc, node["metadata"]["name"], iid)
+            return
+        self._disrupt(m, iid, nc, snap, report, reason, replaced, unschedulable, drain=drain)
 
     def _rebalance(self, m, iid, nc, snap, report, deleting: bool) -> None:
         pool = nc.nodepool_name

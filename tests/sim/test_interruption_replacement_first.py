@@ -1,0 +1,48 @@
+"""An instance that is going away for another reason than a spot warning (a stop, an AWS Health scheduled change)
+gets the capacity for its pods at once, as a spot warning does: Karpenter's provisioner counts the pods of a
+deleting node as pending, so they never wait for the drain to reach them.  End to end in the simulator: a node of 7
+pods stopped, its drain paced by a PodDisruptionBudget (2 at a time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from karpenter_lambda.sim.simulator import Simulation
+
+REPO = Path(__file__).resolve().parents[2]
+
+WORK = [
+    {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+     "spec": {"replicas": 7, "selector": {"matchLabels": {"app": "web"}},
+              "template": {"metadata": {"labels": {"app": "web"}},
+                           "spec": {"containers": [{"name": "c", "image": "nginx",
+                                                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}},
+    {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "default"},
+     "spec": {"maxUnavailable": 2, "selector": {"matchLabels": {"app": "web"}}}},
+    {"apiVersion": "karpenter-lambda.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "stop"},
+     "spec": {"steps": [{"at": "5m", "interrupt": {"kind": "StateChange", "state": "stopping", "nodePool": "default",
+                                                    "count": 1}}]}},
+]
+
+
+def test_a_stopped_node_gets_its_replacement_at_once_and_the_paced_drain_lands_on_it(tmp_path):
+    (tmp_path / "work.yaml").write_text(yaml.safe_dump_all(WORK))
+    d = Simulation([REPO / "examples" / "default.yaml", tmp_path / "work.yaml"],
+                   progress=lambda m: None).run().to_dict()
+    ev = d["events"]
+    first = [e for e in ev if e["type"] == "NodeClaimLaunched" and e["time"] < 300]
+    assert len(first) == 1 and "for 7 pods" in first[0]["message"], first   # one node holds the 7 pods
+    stopped = first[0]["object"]
+    (disrupted,) = [e for e in ev if e["type"] == "NodeClaimDisrupted"]
+    assert disrupted["object"] == stopped and disrupted["reason"] == "InstanceStopped" and disrupted["time"] == 300
+    # its replacement launched with the notice, before any pod was evicted, and it is the only launch after it
+    later = [e for e in ev if e["type"] == "NodeClaimLaunched" and e["time"] >= 300]
+    assert len(later) == 1 and later[0]["time"] == 300 and later[0]["object"].split("/")[1] in disrupted["replacements"]
+    evicted = [e for e in ev if e["type"] == "PodEvicted"]
+    assert len(evicted) == 7 and min(e["time"] for e in evicted) >= later[0]["time"]
+    # the PDB paced the drain (at most 2 at a time), and no pod waited longer than the replacement's launch-to-ready
+    assert len({e["time"] for e in evicted}) >= 4
+    assert all(e["seconds"] <= 60 for e in ev if e["type"] == "PodsDisplaced")
+    assert d["pods"] == {"total": 7, "bound": 7} and len(d["nodeClaims"]) == 1
