@@ -81,3 +81,22 @@ def test_a_deleted_nodepools_nodes_are_drained_and_its_pods_move_to_the_other_no
     # the drain honoured the PodDisruptionBudget: never two web pods evicted before the first was back and bound
     evictions = [e["time"] for e in events if e["type"] == "PodEvicted"]
     assert len(evictions) == 3 and len(set(evictions)) == 3
+
+
+def test_capacity_for_the_pods_is_launched_with_the_deletion_not_after_each_eviction(run):
+    """Karpenter's provisioner counts a deleting node's pods as pending, so their capacity launches before the drain
+    reaches them: here the lifecycle sweep that requests the deletions launches it first (controllers/leaving.py),
+    one replacement per old node (hostname anti-affinity), each named on its old NodeClaim's NodeClaimDisrupted; the
+    pods evicted later bind at once, and no fourth node is made for a pod that came back."""
+    events = run["events"]
+    disrupted = [e for e in events if e["type"] == "NodeClaimDisrupted"]
+    launched_new = [e for e in events if e["type"] == "NodeClaimLaunched" and e["object"].startswith("nodeclaim/new-")
+                    and e["time"] >= 300]
+    assert len(launched_new) == 3 and all(e["time"] == 300 for e in launched_new)
+    assert sorted(r for e in disrupted for r in e["replacements"]) == sorted(e["object"].split("/")[1] for e in launched_new)
+    assert all(len(e["replacements"]) == 1 for e in disrupted)
+    assert all(len(e.get("replaces") or []) == 1 for e in launched_new)   # each holds room for its old node's pod only
+    bound = {e["object"]: e["time"] for e in events if e["type"] == "PodBound" and e["time"] >= 300}
+    evicted = [e for e in events if e["type"] == "PodEvicted"]
+    assert all(bound[e["object"]] - e["time"] <= 60 for e in evicted)
+    assert sum(1 for e in evicted if bound[e["object"]] == e["time"]) == 2   # the later two bind at once

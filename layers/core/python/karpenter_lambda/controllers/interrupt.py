@@ -45,19 +45,16 @@ from typing import Callable
 
 from ..adapters.store.ledger import DELETING, DisruptionLedger, Entry
 from ..api import labels as wk
-from ..api.kube import instance_id_of, node_allocatable, pod_key, pod_uid
-from ..api.labels import (DELETION_REASON_ANNOTATION, DISRUPTED_TAINT, REBALANCE_ANNOTATION, REPLACES_ANNOTATION,
-                          encode_replaces, has_disrupted_taint)
+from ..api.kube import instance_id_of
+from ..api.labels import DELETION_REASON_ANNOTATION, DISRUPTED_TAINT, REBALANCE_ANNOTATION, REPLACES_ANNOTATION, has_disrupted_taint
 from ..disruption.budgets import count_nodes, nodepool_allowance, reservation_limit
 from ..disruption.context import SweepContext
-from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inputs, price_of
-from ..scheduling.reschedule import simulate_removal
-from ..scheduling.model import ExistingNode
 from . import interruption_messages as im
 from . import runtime
 from .base import Controller
 from ..cloudprovider import AWSCloudProvider
-from .launcher import Launcher, nodeclaim_name
+from .launcher import Launcher
+from .leaving import launch_for_leaving
 from .snapshot import SnapshotLoader
 from .termination import Terminator
 
@@ -452,65 +449,20 @@ class Interruption(Controller):
 
     # -- replacement capacity ----------------------------------------------------------------------------------
     def _replace(self, m, iid, nc, snap, report) -> tuple[list[str], list[dict]]:
-        """Launch what the node's pods (and the pods nominated to it) need if it went away; (names, unschedulable).
+        """Launch what the node's pods (and the pods nominated to it) need if it went away; (names, unschedulable)
+        (:func:`~.leaving.launch_for_leaving`).
 
         A launch failure is reported in ``errors`` (the event is retried: the deterministic names make the retry
         launch only what is still missing) and does not stop the deletion that follows."""
         if not self._catalog:
             self.loader.load_instance_types(snap)
             self._catalog = True
-        node = snap.node_of_nodeclaim(nc.name)
-        held = held_reservations(snap)
-        node_name = (node or {}).get("metadata", {}).get("name")
-        candidates = [self._candidate(snap, nc, node)] if node is not None else []
-        nominated = [snap.pods_by_uid[u] for u, c in held.items() if c == nc.name and u in snap.pods_by_uid]
-        if not candidates and not nominated:
-            return [], []
-        inputs, problems = nodepool_inputs(snap)
-        others = existing_nodes(snap, held, exclude={nc.name} | ({node_name} if node_name else set()))
-        result = simulate_removal(candidates, others=others, nodepools=inputs, daemonsets=snap.daemonsets,
-                                  usage=snap.usage, pending=nominated, min_values_policy=snap.min_values_policy)
-        unschedulable = [{"pod": k, "reason": r + (("; " + "; ".join(problems)) if problems else "")}
-                         for k, r in {**result.unschedulable, **result.pending_unschedulable}.items()
-                         if k not in result.pods_on_uninitialized]
-        by_key = {pod_key(p): p for p in (candidates[0].pods if candidates else [])}
-        by_key.update({pod_key(p): p for p in nominated})
-        takeover = {u: c for u, c in snap.reservations.items() if u not in held or held[u] == nc.name}
-        launched = []
-        for plan in result.new_nodeclaims:
-            np = snap.nodepools[plan.nodepool]
-            ncls = snap.nodeclasses[np.node_class_ref.get("name")]
-            pods = [by_key[k] for k in plan.pods if k in by_key]
-            name = nodeclaim_name(plan.nodepool, [pod_uid(p) for p in pods], [f"interrupted/{nc.name}"])
-            out = self.launcher.launch(plan, np, ncls, snap.resolved.get(ncls.name), pods, name=name,
-                                       takeover=takeover, annotations={REPLACES_ANNOTATION: encode_replaces([nc.name])},
-                                       replacing=[nc.name])
-            if out.launched is not None:
-                launched.append(out.name)
-                self._decision("replace", f"replacement {out.name} ({out.launched.instance_type} "
-                                          f"{out.launched.capacity_type} {out.launched.zone}) for NodeClaim {nc.name}",
-                               nodeclaim=out.name, replaces=nc.name, instanceId=out.launched.instance_id)
-            elif out.duplicate:
-                self._decision("duplicate", f"replacement {out.name} for {nc.name} already launched", nodeclaim=out.name)
-            elif out.error or (out.failed and is_transient(out.failed)):
-                self._error(report, m, iid, RuntimeError(f"replacement for {nc.name}: {out.error or out.failed}"))
-            else:
-                why = out.limit or out.failed or "nothing launched"
-                unschedulable.extend({"pod": pod_key(p), "reason": why} for p in pods)
-        if launched:
+        out = launch_for_leaving(snap, [nc], self.launcher, f"interrupted/{nc.name}", self._decision, is_transient)
+        for failure in out.failures:
+            self._error(report, m, iid, RuntimeError(failure))
+        if out.launched:
             self.loader.reload_nodeclaims(snap)  # the next candidate of the batch sees them as in-flight capacity
-        return launched, unschedulable
-
-    @staticmethod
-    def _candidate(snap, nc, node: dict) -> ExistingNode:
-        meta = node.get("metadata") or {}
-        labels = dict(meta.get("labels") or {})
-        return ExistingNode(name=meta.get("name"), labels=labels, taints=list((node.get("spec") or {}).get("taints") or []),
-                            allocatable=node_allocatable(node), pods=list(snap.pods_by_node.get(meta.get("name"), [])),
-                            nodepool=labels.get(wk.NODEPOOL) or nc.nodepool_name,
-                            instance_type=labels.get(wk.INSTANCE_TYPE) or nc.labels.get(wk.INSTANCE_TYPE),
-                            zone=labels.get(wk.ZONE), capacity_type=labels.get(wk.CAPACITY_TYPE), price=price_of(nc),
-                            initialized=True)
+        return out.launched, out.unschedulable
 
 
 __all__ = ["Interruption", "InterruptionReport", "is_transient", "release_stale_reservations", "REBALANCE_ANNOTATION",

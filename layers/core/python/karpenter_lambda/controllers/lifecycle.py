@@ -128,7 +128,8 @@ class Lifecycle(Controller):
         self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
         self.repairer = NodeRepairer(kube, self.terminator, self._decision) if node_repair else None
         self.static = StaticCapacity(store, kube, cloud, claims, self.terminator, self.clock, self._decision, self.logger)
-        self.nodepool_deletion = NodePoolDeletion(store, kube, self.terminator, self._decision)
+        self.nodepool_deletion = NodePoolDeletion(store, kube, self.terminator, self._decision, claims=claims,
+                                                  cloud=cloud, clock=self.clock, logger=self.logger)
         self.shortcuts = shortcuts   # skip while nothing is under way and nothing changed (quiet_lifecycle)
 
     @classmethod

@@ -2,8 +2,9 @@
 
 Karpenter's NodeClaims are owned by their NodePool (an ownerReference): ``kubectl delete nodepool X`` makes
 Kubernetes' garbage collector delete them, and Karpenter's termination drains and terminates each node gracefully
-(PodDisruptionBudgets, do-not-disrupt pods and the NodeClaim's ``terminationGracePeriod`` honoured; nothing is
-launched ahead, the evicted pods go to the other NodePools through the provisioner).  Karpenter documents it among
+(PodDisruptionBudgets, do-not-disrupt pods and the NodeClaim's ``terminationGracePeriod`` honoured), while its
+provisioner, which counts the pods of deleting nodes as pending, launches their capacity on the other NodePools
+(``controllers/leaving.py`` does that here).  Karpenter documents it among
 the manual disruption methods.  Here the store has no owner references: the lifecycle sweep finds the NodeClaims
 whose ``karpenter.sh/nodepool`` names a NodePool that no longer exists and requests their deletion
 (``controllers/nodepool_deleted.py``), each one ``NodeClaimDisrupted`` with reason ``NodePoolDeleted``.
