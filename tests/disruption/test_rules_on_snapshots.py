@@ -367,3 +367,37 @@ def test_a_nodeclaim_not_launched_yet_never_drifts():
     x[0].doc["status"]["conditions"] = [c for c in x[0].doc["status"]["conditions"] if c["type"] != "Launched"]
     spot_only = nodepool(capacity_types=("spot",))
     assert decided(sweep(snapshot(x, nodepools=[spot_only]), DRIFT)) == []
+
+
+# -- minValues in consolidation's replacements --------------------------------------------------------------------
+def _min_values_pool(n: int):
+    return nodepool(budgets=[{"nodes": "100%"}], requirements=[
+        {"key": L.ARCH, "operator": "In", "values": ["amd64"]},
+        {"key": L.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+        {"key": "karpenter.k8s.aws/instance-family", "operator": "Exists", "minValues": n}])
+
+
+def test_a_replacement_whose_cheaper_types_offer_too_few_families_is_refused():
+    """Karpenter filters a replacement's types by price and minValues together (every minValues, not only the
+    instance type's): an m5.large whose only cheaper holder is c5.large (one family) is not replaced under
+    ``instance-family minValues: 2``, and the reason names the key; with minValues 1 it is."""
+    (m, pods) = busy("m", cpu="500m", instance_type="m5.large")
+    plan = sweep(snapshot(m, pods=pods, nodepools=[_min_values_pool(2)]))
+    assert decided(plan) == []
+    (b,) = [b for b in plan.blocked if b.nodeclaim == "m"]
+    assert (b.cause, b.message) == ("no cheaper replacement", "minValues 2 for karpenter.k8s.aws/instance-family not met "
+                                                              "by the 1 cheaper instance types (1 values)")
+    plan = sweep(snapshot(m, pods=pods, nodepools=[_min_values_pool(1)]))
+    assert decided(plan) == [("Underutilized", ["m"])]
+    assert [it.name for it in plan.commands[0].replacements[0].instance_types] == ["c5.large"]
+
+
+def test_under_min_values_a_node_the_cheapest_packing_splits_in_two_is_replaced_by_one():
+    """Three pods of 1.5 CPU on an m5.2xlarge: the provisioning solver's cheapest packing is two new nodes (a
+    c5.xlarge and a c5.large), which consolidation may not make; one c5.2xlarge holds them and is cheaper.  That
+    one-node retry used to be skipped whenever the NodePool had a minValues, leaving the node as it was forever."""
+    (m, pods) = busy("m", n=3, cpu="1500m", instance_type="m5.2xlarge")
+    plan = sweep(snapshot(m, pods=pods, nodepools=[_min_values_pool(1)]))
+    assert decided(plan) == [("Underutilized", ["m"])]
+    (replacement,) = plan.commands[0].replacements
+    assert replacement.instance_type == "c5.2xlarge" and len(replacement.pods) == 3

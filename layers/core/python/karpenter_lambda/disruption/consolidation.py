@@ -118,6 +118,14 @@ def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
     min_values = req.min_values if req is not None else None
     if min_values and len(cheaper) < min_values:
         return None, cheapest, f"minValues {min_values} of instance types not met by the {len(cheaper)} cheaper ones"
+    # every other minValues too (Karpenter's RemoveInstanceTypeOptionsByPriceAndMinValues): the cheaper types must
+    # still offer that many values of the key (instance families, categories, ...)
+    for r in reqs:
+        if r.min_values and r.key != wk.INSTANCE_TYPE:
+            values = {it.labels.get(r.key) for _, it in cheaper} - {None}
+            if len(values) < r.min_values:
+                return None, cheapest, (f"minValues {r.min_values} for {r.key} not met by the {len(cheaper)} cheaper "
+                                        f"instance types ({len(values)} values)")
     new = copy.copy(plan)
     new.instance_types = [it for _, it in cheaper]
     new.price = cheaper[0][0]
@@ -236,9 +244,7 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], ctx, wi
     plans = result.new_nodeclaims
     if len({p.nodepool for p in plans}) != 1:
         return None
-    reqs = Requirements()
-    if any(r.min_values for p in plans for r in p.requirements):
-        return None   # minValues: left to the solver's own packing
+    reqs = Requirements()   # (minValues requirements kept: the one node's cheaper types must meet them, _cheaper_plan)
     # the zone: where most of the pods were put (the solver picks zones freely at equal prices; a pod that needs
     # another zone does not land on the node and the simulation below refuses the move)
     # another zone does not land on the node and the simulation below refuses the move); pods the solver could
