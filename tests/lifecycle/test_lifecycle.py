@@ -133,3 +133,32 @@ def test_a_deleted_node_takes_its_nodeclaim_and_instance_with_it(world):
     assert world.store.get("NodeClaim", nc.name) is None
     states = {i["InstanceId"]: i["State"]["Name"] for r in world.ec2.describe_instances()["Reservations"] for i in r["Instances"]}
     assert states[inst["InstanceId"]] in ("shutting-down", "terminated")
+
+
+def test_a_nodeclaim_the_user_deleted_gets_capacity_for_its_pods_before_its_drain(world):
+    """``karpenter-lambda delete nodeclaim`` (as ``kubectl delete nodeclaim``): Karpenter's provisioner counts the pods
+    of a deleting node as pending, so their capacity launches before they are evicted; here the lifecycle sweep that
+    drains the NodeClaim first launches that capacity (controllers/leaving.py), once."""
+    from karpenter_lambda.api import labels as wk
+    from karpenter_lambda.controllers.termination import USER_DELETED, request_deletion
+    from karpenter_lambda.sim.world import make_pod
+
+    pods = world.add_pods([make_pod(f"web-{i}", cpu="500m", memory="512Mi", owner="web") for i in range(2)])
+    world.provision(world.sqs_event(pods))
+    (inst,) = world.instances()
+    node = world.join(inst, ready=True)
+    world.sweep()
+    world.schedule()
+    (nc,) = world.store.list("NodeClaim")
+    assert nc.is_true("Initialized")
+    assert sum(1 for p in world.server.store.list("pods") if p["spec"].get("nodeName") == node["metadata"]["name"]) == 2
+    request_deletion(world.store, nc.name, USER_DELETED, world.clock.now())
+    report = world.sweep()
+    (ahead,) = report["launched_ahead"]
+    assert ahead["nodeClaim"] == nc.name and len(ahead["replacements"]) == 1
+    new = world.store.get("NodeClaim", ahead["replacements"][0])
+    assert wk.decode_replaces(new.annotations.get(wk.REPLACES_ANNOTATION)) == [nc.name]
+    running = {i["InstanceId"] for i in world.instances()}
+    assert any(new.status["providerID"].endswith(i) for i in running)   # launched in the sweep that drained the node
+    world.clock.advance(60)
+    assert world.sweep()["launched_ahead"] == [] and {i["InstanceId"] for i in world.instances()} == running - {inst["InstanceId"]}

@@ -344,12 +344,12 @@ def _graceful_nodeclaim_delete(store, name: str) -> bool:
     terminated by the lifecycle sweep, instead of the record vanishing and the instance being garbage-collected with
     its pods still on it.  False when there is no such NodeClaim (deleted outright, or not found, by the caller)."""
     from ..api.labels import TERMINATION_FINALIZER
-    from ..controllers.termination import request_deletion
+    from ..controllers.termination import USER_DELETED, request_deletion
 
     nc = store.get("NodeClaim", name)
     if nc is None or TERMINATION_FINALIZER not in (nc.metadata.get("finalizers") or []):
         return False
-    return request_deletion(store, name, "deleted by the user (karpenter-lambda delete nodeclaim)", time.time()) is not None
+    return request_deletion(store, name, USER_DELETED, time.time()) is not None
 
 
 @_store_errors

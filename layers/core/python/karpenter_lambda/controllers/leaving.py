@@ -10,8 +10,10 @@ while the pods are still coming, ``disruption/candidates.py``), the pods nominat
 PodDisruptionBudget paces sends the pods to the provisioner a few at a time, each group waiting a node's
 launch-to-ready time on a node sized for that group alone.
 
-Used by the interruption handler (``interrupt.py``) and the lifecycle sweep's NodePool deletion
-(``nodepool_deleted.py``).  The snapshot must carry the instance types (``SnapshotLoader.load_instance_types``).
+Used by the interruption handler (``interrupt.py``, on its own snapshot), and through :func:`launch_ahead` (which
+loads one) by the lifecycle sweep: a NodePool's deletion (``nodepool_deleted.py``) and a NodeClaim the user deleted
+(``karpenter-lambda delete nodeclaim``, ``lifecycle.py``).  The snapshot must carry the instance types
+(``SnapshotLoader.load_instance_types``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..scheduling.inputs import existing_nodes, held_reservations, nodepool_inpu
 from ..scheduling.model import ExistingNode
 from ..scheduling.reschedule import simulate_removal
 from .launcher import Launcher, nodeclaim_name
+from .snapshot import SnapshotLoader
 
 
 @dataclass
@@ -113,3 +116,15 @@ def launch_for_leaving(snap, leaving: list[NodeClaim], launcher: Launcher, salt:
             why = got.limit or got.failed or "nothing launched"
             out.unschedulable.extend({"pod": pod_key(p), "reason": why} for p in pods)
     return out
+
+
+def launch_ahead(store, kube, claims, cloud, clock: Callable[[], float], logger, going: list[NodeClaim], now: float,
+                 salt: str, decide: Callable[..., None], is_transient: Callable[[str], bool]) -> LeavingOutcome:
+    """:func:`launch_for_leaving` on a snapshot loaded here (the catalog only when a node of ``going`` has pods)."""
+    loader = SnapshotLoader(store, kube, claims, cloud, logger=logger)
+    snap = loader.load(now, instance_types=False)
+    names = {((snap.node_of_nodeclaim(nc.name) or {}).get("metadata") or {}).get("name") for nc in going}
+    if not any(snap.pods_by_node.get(n) for n in names if n):
+        return LeavingOutcome()   # empty nodes: nothing to place
+    loader.load_instance_types(snap)
+    return launch_for_leaving(snap, going, Launcher(store, claims, cloud, clock, decide), salt, decide, is_transient)

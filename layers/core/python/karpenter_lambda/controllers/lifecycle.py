@@ -73,7 +73,9 @@ from .quiet_lifecycle import CHECKED, SKIPPED, QuietLifecycle
 from .repair import NodeRepairer
 from .static import StaticCapacity
 from .sweep_shortcuts import SweepMarker, enabled as shortcuts_enabled
-from .termination import Terminator
+from .interrupt import is_transient
+from .leaving import launch_ahead
+from .termination import USER_DELETED, Terminator
 
 LAUNCH_TIMEOUT = 5 * 60
 STALE_CLAIM_AGE = 5 * 60
@@ -102,11 +104,14 @@ class LifecycleReport:
     repair_blocked: list[dict] = field(default_factory=list)  # {nodeClaim, node, nodePool, unhealthy, nodes, allowed}
     static_launched: list[dict] = field(default_factory=list)  # {nodeClaim, nodePool, instanceType, zone, ...}
     resolved: list[dict] = field(default_factory=list)       # {nodeClaim, outcome, detail}: unknown launches resolved
+    # {nodeClaim, replacements}: capacity launched ahead for the pods of a NodeClaim the user deleted (leaving.py)
+    launched_ahead: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("registered", "initialized", "terminated", "deleted", "released", "errors",
                                               "draining", "evicted", "adopted", "cleaned", "released_slots",
-                                              "disrupted", "repair_blocked", "static_launched", "resolved")}
+                                              "disrupted", "repair_blocked", "static_launched", "resolved",
+                                              "launched_ahead")}
 
 
 def _cond(nc: NodeClaim, type_: str) -> dict | None:
@@ -234,7 +239,32 @@ class Lifecycle(Controller):
         except Exception as e:  # noqa: BLE001
             report.errors.append(f"NodeClaims of deleted NodePools: {e}")
             self.logger.exception("lifecycle: NodeClaims of deleted NodePools failed")
+        try:
+            claims = {nc.name: nc for nc in self.store.list("NodeClaim")} if changed else nodeclaims
+            changed |= self._capacity_for_user_deletions(claims, now, report)
+        except Exception as e:  # noqa: BLE001
+            report.errors.append(f"capacity ahead of NodeClaims deleted by the user: {e}")
+            self.logger.exception("lifecycle: capacity ahead of NodeClaims deleted by the user failed")
         return changed
+
+    def _capacity_for_user_deletions(self, nodeclaims: dict, now: float, report: LifecycleReport) -> bool:
+        """A NodeClaim the user deleted (``karpenter-lambda delete nodeclaim``, as ``kubectl delete nodeclaim``) gets
+        capacity for its pods before its drain, as Karpenter's provisioner counts a deleting node's pods as pending
+        (``leaving.py``); once, while no NodeClaim replaces it (the deterministic names make a repeat launch
+        nothing).  True when a NodeClaim was launched."""
+        replaced = {old for nc in nodeclaims.values()
+                    for old in wk.decode_replaces((nc.annotations or {}).get(wk.REPLACES_ANNOTATION))}
+        going = [nc for nc in nodeclaims.values() if nc.metadata.get("deletionTimestamp") and nc.name not in replaced
+                 and (nc.annotations or {}).get(wk.DELETION_REASON_ANNOTATION) == USER_DELETED]
+        launched = False
+        for nc in sorted(going, key=lambda x: x.name):
+            out = launch_ahead(self.store, self.kube, self.claims, self.cloud, self.clock, self.logger, [nc], now,
+                               f"deleted/{nc.name}", self._decision, is_transient)
+            report.errors.extend(out.failures)
+            if out.launched or out.duplicates:
+                report.launched_ahead.append({"nodeClaim": nc.name, "replacements": out.launched + out.duplicates})
+            launched |= bool(out.launched)
+        return launched
 
     def _release_stale_slots(self, now: float, report: LifecycleReport) -> None:
         """Disruption-budget slots the interruption handler took for a rebalance replacement and never completed

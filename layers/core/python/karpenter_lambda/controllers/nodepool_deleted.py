@@ -21,9 +21,7 @@ from ..api.objects import NodeClaim, NodePool
 from ..api.times import format_time
 from ..disruption.nodepool_deleted import NODEPOOL_DELETED, left_behind
 from .interrupt import is_transient
-from .launcher import Launcher
-from .leaving import launch_for_leaving
-from .snapshot import SnapshotLoader
+from .leaving import launch_ahead
 from .termination import Terminator
 
 
@@ -88,15 +86,9 @@ class NodePoolDeletion:
         if self.cloud is None:
             return {}
         try:
-            loader = SnapshotLoader(self.store, self.kube, self.claims, self.cloud, logger=self.logger)
-            snap = loader.load(now, instance_types=False)
-            if not any(snap.pods_by_node.get((snap.node_of_nodeclaim(nc.name) or {}).get("metadata", {}).get("name"))
-                       for nc in going):
-                return {}   # empty nodes: nothing to place
-            loader.load_instance_types(snap)
-            launcher = Launcher(self.store, self.claims, self.cloud, self.clock or (lambda: now), self.decide)
             salt = "nodepool-deleted/" + ",".join(sorted({nc.labels.get(wk.NODEPOOL) or "" for nc in going}))
-            out = launch_for_leaving(snap, going, launcher, salt, self.decide, is_transient)
+            out = launch_ahead(self.store, self.kube, self.claims, self.cloud, self.clock or (lambda: now), self.logger,
+                               going, now, salt, self.decide, is_transient)
         except Exception as e:  # noqa: BLE001 - the deletions go on; the provisioner places what is evicted
             report.errors.append(f"capacity ahead of the NodeClaims of deleted NodePools: {e}")
             return {}

@@ -65,6 +65,9 @@ def _not_found(e: Exception) -> bool:
     return isinstance(e, NotFound)
 
 
+USER_DELETED = "deleted by the user (karpenter-lambda delete nodeclaim)"   # the CLI's deletion reason
+
+
 def request_deletion(store, name: str, reason: str, now: float, *, forceful: bool = False):
     """Mark the NodeClaim ``name`` deleting, as the API server does an object with a finalizer (idempotent: an earlier
     timestamp and reason are kept); the lifecycle sweep then drains and terminates it.  ``forceful`` (node repair):
