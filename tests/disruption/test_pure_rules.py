@@ -125,3 +125,32 @@ def test_budget_message_says_when_earlier_candidates_hold_what_is_left():
     assert "1 of 1 left" in held and "held by the 1 candidate(s) of NodePool p considered before this one" in held
     b.take("p", "Underutilized")
     assert b.message("p", "Underutilized", ahead=1).startswith("budget Underutilized 0 of 1 left")
+
+
+def test_spot_to_spot_keeps_as_many_cheapest_types_as_min_values_need():
+    """Spot -> spot offers the 15 cheapest types, or as many of the cheapest as the NodePool's minValues need
+    (Karpenter takes the larger): 20 cheaper types, of which the 15 cheapest are of 2 families, under
+    ``instance-family minValues: 3`` -> the 16 cheapest (the 16th brings the third family); with minValues 2 -> 15."""
+    from types import SimpleNamespace
+
+    from karpenter_lambda.api import labels as L
+    from karpenter_lambda.catalog.types import InstanceType, Offering
+    from karpenter_lambda.disruption.consolidation import _cheaper_plan
+    from karpenter_lambda.scheduling.requirements import Requirement, Requirements
+
+    def spot_type(name: str, price: float) -> InstanceType:
+        return InstanceType(name=name, labels={L.INSTANCE_TYPE: name, "karpenter.k8s.aws/instance-family": name[0]},
+                            capacity={"cpu": 2000}, offerings=[Offering("us-east-1a", "spot", price)])
+
+    types = ([spot_type(f"c{i}.large", 0.01 + i / 1000) for i in range(8)]
+             + [spot_type(f"m{i}.large", 0.02 + i / 1000) for i in range(7)]
+             + [spot_type(f"r{i}.large", 0.04 + i / 1000) for i in range(5)])
+    candidate = SimpleNamespace(capacity_type="spot", price=0.5, instance_type="x9.large")
+    for min_values, expected in ((3, 16), (2, 15)):
+        reqs = Requirements([Requirement.new(L.CAPACITY_TYPE, "In", ["spot"]),
+                             Requirement.new(L.ZONE, "In", ["us-east-1a"]),
+                             Requirement("karpenter.k8s.aws/instance-family", True, set(), None, None, min_values)])
+        plan = SimpleNamespace(instance_types=types, requirements=reqs, capacity_type="spot")
+        new, _, why = _cheaper_plan(plan, 0.5, [candidate])
+        assert why == "" and len(new.instance_types) == expected, (min_values, why)
+        assert len({t.labels["karpenter.k8s.aws/instance-family"] for t in new.instance_types}) >= min_values

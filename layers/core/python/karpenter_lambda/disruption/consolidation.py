@@ -86,6 +86,23 @@ def _offering_price(it, reqs) -> float | None:
     return min(prices) if prices else None
 
 
+def _prefix_meeting_min_values(priced: list, reqs) -> int:
+    """How many of ``priced`` ([(price, type)], cheapest first) it takes to meet every minValues of ``reqs`` (all of
+    them when they never do: the check after says why)."""
+    wanted = [(r.key, r.min_values) for r in reqs if r.min_values]
+    if not wanted:
+        return 0
+    seen: dict[str, set] = {k: set() for k, _ in wanted}
+    for i, (_, it) in enumerate(priced, 1):
+        for k, _ in wanted:
+            v = it.name if k == wk.INSTANCE_TYPE else it.labels.get(k)
+            if v is not None:
+                seen[k].add(v)
+        if all(len(seen[k]) >= n for k, n in wanted):
+            return i
+    return len(priced)
+
+
 def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
     """(the plan restricted to strictly cheaper instance types, its price, why not).
 
@@ -113,7 +130,8 @@ def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
         if len(cheaper) < SPOT_TO_SPOT_MIN_TYPES:
             return None, cheapest, (f"spot to spot needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot instance types, "
                                     f"{len(cheaper)} possible")
-        cheaper = cheaper[:SPOT_TO_SPOT_MIN_TYPES]
+        # the 15 cheapest, or as many of the cheapest as the minValues need (Karpenter takes the larger)
+        cheaper = cheaper[:max(SPOT_TO_SPOT_MIN_TYPES, _prefix_meeting_min_values(cheaper, plan.requirements))]
     req = reqs.get(wk.INSTANCE_TYPE) if reqs.has(wk.INSTANCE_TYPE) else None
     min_values = req.min_values if req is not None else None
     if min_values and len(cheaper) < min_values:
