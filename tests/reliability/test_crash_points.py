@@ -3,7 +3,8 @@ functions (the provisioner's, drift's and off-peak's run in the bench, ``bench/c
 within its time; the provisioner's CreateFleet crash is still checked below) the real handler crashes before and after each external call it makes,
 the system recovers (SQS redelivery, the next sweeps, the virtual clock) and the end state holds: no leaked
 instance, no lost pod, no stranded disrupted taint, no budget slot held, one instance per NodeClaim, DynamoDB
-usage equal to the live claims.  The interruption handler's cheapest step is the capacity-reservation warning;
+usage equal to the live claims.  The interruption handler's cheapest step is the state change (``stopping``: the
+replacement capacity launched at once, the deletion, the taint);
 the rebalance path is crashed at its key writes.  The full matrix (every step, every interruption kind) is
 ``bench/crashpoints.py``; docs/crash-points.md."""
 

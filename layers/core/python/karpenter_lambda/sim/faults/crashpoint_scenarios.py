@@ -411,4 +411,4 @@ SCENARIOS = {s.function + "/" + s.step: s for s in (
 
 # the cheapest scenario of each function (tests/reliability/test_crash_points.py runs these exhaustively)
 CHEAPEST = ["provisioner/pending-pods-warm", "lifecycle/register", "consolidation/empty-delete", "drift/propose",
-            "interruption/capacity-reservation", "offpeak/window-start-workloads"]
+            "interruption/state-change", "offpeak/window-start-workloads"]
