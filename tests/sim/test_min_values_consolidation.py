@@ -7,32 +7,16 @@ from __future__ import annotations
 
 import yaml
 
+import manifests as shared
 from karpenter_lambda.sim.simulator import Simulation
 
-POOL = """
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  role: KarpenterNodeRole-sim
-  amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
-  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: default}
-spec:
-  template:
-    spec:
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-        - {key: karpenter.k8s.aws/instance-family, operator: Exists, minValues: 4}
-        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}
-        - {key: kubernetes.io/arch, operator: In, values: [amd64]}
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-  disruption: {consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 30s}
-"""
+# a NodePool asking for 4 instance families (on-demand, c and m, amd64), consolidating 30 s after a change
+POOL = shared.pair(nodeclass_kw={"role": "KarpenterNodeRole-sim", "discovery": "sim"},
+                   policy="WhenEmptyOrUnderutilized", consolidate_after="30s", cpu_limit=None, requirements=[
+                       {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                       {"key": "karpenter.k8s.aws/instance-family", "operator": "Exists", "minValues": 4},
+                       {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]},
+                       {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}])
 
 WORK = [
     {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w", "namespace": "default"},
