@@ -86,18 +86,28 @@ def _offering_price(it, reqs) -> float | None:
     return min(prices) if prices else None
 
 
+def _type_values(priced: list, key: str) -> set | None:
+    """The values of ``key`` the types of ``priced`` ([(price, type)]) offer: a zone or capacity type from their
+    available offerings, anything else from their labels; None when no type has the key at all (not a property of
+    instance types: the solver that made the plan judged it)."""
+    if key in (wk.ZONE, wk.CAPACITY_TYPE):
+        attr = "zone" if key == wk.ZONE else "capacity_type"
+        return {getattr(o, attr) for _, it in priced for o in it.offerings if o.available}
+    values = {it.labels.get(key) for _, it in priced} - {None}
+    return values or (set() if any(key in it.labels for _, it in priced) else None)
+
+
 def _prefix_meeting_min_values(priced: list, reqs) -> int:
     """How many of ``priced`` ([(price, type)], cheapest first) it takes to meet every minValues of ``reqs`` (all of
     them when they never do: the check after says why)."""
     wanted = [(r.key, r.min_values) for r in reqs if r.min_values]
     if not wanted:
         return 0
+    wanted = [(k, n) for k, n in wanted if _type_values(priced, k) is not None]
     seen: dict[str, set] = {k: set() for k, _ in wanted}
-    for i, (_, it) in enumerate(priced, 1):
+    for i, x in enumerate(priced, 1):
         for k, _ in wanted:
-            v = it.name if k == wk.INSTANCE_TYPE else it.labels.get(k)
-            if v is not None:
-                seen[k].add(v)
+            seen[k] |= _type_values([x], k) or set()
         if all(len(seen[k]) >= n for k, n in wanted):
             return i
     return len(priced)
@@ -140,8 +150,8 @@ def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
     # still offer that many values of the key (instance families, categories, ...)
     for r in reqs:
         if r.min_values and r.key != wk.INSTANCE_TYPE:
-            values = {it.labels.get(r.key) for _, it in cheaper} - {None}
-            if len(values) < r.min_values:
+            values = _type_values(cheaper, r.key)
+            if values is not None and len(values) < r.min_values:
                 return None, cheapest, (f"minValues {r.min_values} for {r.key} not met by the {len(cheaper)} cheaper "
                                         f"instance types ({len(values)} values)")
     new = copy.copy(plan)
