@@ -14,8 +14,8 @@ export CDK_HOME := $(CURDIR)/.cdk-home
 
 .PHONY: venv test demo bench synth clean wheel-check
 
-# -c watcher/requirements.txt: the suite runs with the watcher image's pinned boto3/kubernetes (a test holds them
-# equal), so a new boto3 release cannot turn a fresh clone red.
+# -c watcher/requirements.txt: the suite runs with the watcher image's pinned boto3 (a test holds them equal), so a
+# new boto3 release cannot turn a fresh clone red; kubernetes is pinned in requirements-dev.txt.
 venv: $(STAMP)
 
 $(STAMP): requirements.txt requirements-dev.txt watcher/requirements.txt pyproject.toml
