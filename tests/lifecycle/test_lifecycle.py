@@ -160,5 +160,18 @@ def test_a_nodeclaim_the_user_deleted_gets_capacity_for_its_pods_before_its_drai
     assert wk.decode_replaces(new.annotations.get(wk.REPLACES_ANNOTATION)) == [nc.name]
     running = {i["InstanceId"] for i in world.instances()}
     assert any(new.status["providerID"].endswith(i) for i in running)   # launched in the sweep that drained the node
+    # the drain waits for the replacement (the instance is not going away on its own): the node is tainted, no pod
+    # is evicted while the replacement is not Initialized
+    world.clock.advance(60)
+    report = world.sweep()
+    assert report["launched_ahead"] == [] and report["evicted"] == [] and {i["InstanceId"] for i in world.instances()} == running
+    assert world.store.get("NodeClaim", nc.name).status["termination"]["waitingFor"] == [new.name]
+    assert any(t["key"] == wk.DISRUPTED_TAINT["key"] for t in world.server.store.get("nodes", node["metadata"]["name"])["spec"]["taints"])
+    # the replacement joins and is Ready: the sweep that initializes it drains the old node, and the pods move once
+    (new_inst,) = [i for i in world.instances() if new.status["providerID"].endswith(i["InstanceId"])]
+    world.join(new_inst, ready=True)
+    world.clock.advance(60)
+    report = world.sweep()
+    assert {e["pod"].split("/")[1] for e in report["evicted"]} == {"web-0", "web-1"}
     world.clock.advance(60)
     assert world.sweep()["launched_ahead"] == [] and {i["InstanceId"] for i in world.instances()} == running - {inst["InstanceId"]}

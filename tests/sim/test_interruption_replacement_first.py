@@ -46,3 +46,30 @@ def test_a_stopped_node_gets_its_replacement_at_once_and_the_paced_drain_lands_o
     assert len({e["time"] for e in evicted}) >= 4
     assert all(e["seconds"] <= 60 for e in ev if e["type"] == "PodsDisplaced")
     assert d["pods"] == {"total": 7, "bound": 7} and len(d["nodeClaims"]) == 1
+
+
+def test_a_scheduled_change_drains_only_onto_the_initialized_replacement(tmp_path):
+    """An AWS Health scheduled change is days ahead: the drain waits for the replacement launched at the notice to
+    initialize (controllers/termination.HOLD_FOR_REPLACEMENTS), so no pod is ever Pending (a stop above drains at once:
+    that instance is going now).  The StatefulSet's pods keep their volumes' zones through the move."""
+    scenario = {"apiVersion": "karpenter-lambda.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "maintenance"},
+                "spec": {"steps": [{"at": "5m", "interrupt": {"kind": "ScheduledChange", "nodePool": "default",
+                                                               "count": 3}}]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
+    d = Simulation([REPO / "examples" / "default.yaml", REPO / "examples" / "stateful" / "db.yaml",
+                    REPO / "examples" / "stateful" / "prebound.yaml", tmp_path / "s.yaml"],
+                   progress=lambda m: None).run().to_dict()
+    ev = d["events"]
+    disrupted = [e for e in ev if e["type"] == "NodeClaimDisrupted"]
+    assert len(disrupted) == 3 and {e["reason"] for e in disrupted} == {"ScheduledChange"}
+    initialized = {e["object"].split("/")[1]: e["time"] for e in ev if e["type"] == "NodeClaimInitialized"}
+    evicted = [e for e in ev if e["type"] == "PodEvicted"]
+    assert len(evicted) == 3
+    replacements = [r for e in disrupted for r in e["replacements"]]
+    assert len(replacements) == 3 and max(initialized[r] for r in replacements) <= min(x["time"] for x in evicted)
+    # no pod waited: nothing Pending after the first binding, nothing displaced
+    assert not [e for e in ev if e["type"] in ("PodPending", "PodsDisplaced") and e["time"] >= 300]
+    zones = {e["object"]: e["zone"] for e in disrupted}
+    assert sorted(zones.values()) == ["us-east-1a", "us-east-1b", "us-east-1c"]
+    assert d["pods"] == {"total": 3, "bound": 3} and len(d["nodeClaims"]) == 3
+    assert sorted(c["zone"] for c in d["nodeClaims"]) == ["us-east-1a", "us-east-1b", "us-east-1c"]

@@ -45,8 +45,11 @@
   NodeClaims of a NodePool that no longer exists are deleted gracefully, as Kubernetes' garbage collector does
   Karpenter's.  All three come before the per-NodeClaim work, so their deletions start in the same sweep; each
   deletion is one ``disrupted`` entry of the report.
-* **Deletion**: every NodeClaim marked deleting (``deletionTimestamp``) is finalized (:class:`.termination.Terminator`):
-  instance terminated, then Node and record removed once EC2 reports the instance gone.
+* **Deletion**: every NodeClaim marked deleting (``deletionTimestamp``) is finalized (:class:`.termination.Terminator`),
+  after the others (a replacement Initialized in this sweep counts for the drain it holds): drained -- a scheduled
+  change's, a deleted NodePool's or a user's deletion only once the NodeClaims replacing it (``replaces``) are
+  Initialized, at most ``REPLACEMENT_TIMEOUT`` after their launch (:func:`waiting_replacements`) -- then the instance
+  terminated, then Node and record removed once EC2 reports the instance gone.
 
 EC2 is reached only through the cloud provider (:mod:`karpenter_lambda.cloudprovider`).
 """
@@ -75,7 +78,8 @@ from .static import StaticCapacity
 from .sweep_shortcuts import SweepMarker, enabled as shortcuts_enabled
 from .interrupt import is_transient
 from .leaving import launch_ahead
-from .termination import USER_DELETED, Terminator
+from . import disruption_exec
+from .termination import USER_DELETED, Terminator, holds_for_replacements
 
 LAUNCH_TIMEOUT = 5 * 60
 STALE_CLAIM_AGE = 5 * 60
@@ -118,6 +122,24 @@ def _cond(nc: NodeClaim, type_: str) -> dict | None:
     return nc.condition(type_)
 
 
+def replacements_of(nodeclaims) -> dict[str, list[NodeClaim]]:
+    """{NodeClaim name: the NodeClaims replacing it} (their ``replaces`` annotation)."""
+    out: dict[str, list[NodeClaim]] = {}
+    for nc in nodeclaims:
+        for old in wk.decode_replaces((nc.annotations or {}).get(wk.REPLACES_ANNOTATION)):
+            out.setdefault(old, []).append(nc)
+    return out
+
+
+def waiting_replacements(replacements, now: float) -> list[str]:
+    """The names of ``replacements`` a drain still waits for: not Initialized, not deleting, launched less than
+    ``REPLACEMENT_TIMEOUT`` ago (a replacement that never initializes holds a drain no longer than it holds a
+    disruption command)."""
+    return sorted(r.name for r in replacements
+                  if not r.is_true("Initialized") and not r.metadata.get("deletionTimestamp")
+                  and now - (to_epoch(r.metadata.get("creationTimestamp")) or now) < disruption_exec.REPLACEMENT_TIMEOUT)
+
+
 class Lifecycle(Controller):
     def __init__(self, store, cloud, kube, cluster_name: str, claims=None, clock=None, logger=None,
                  registration_timeout: float = 15 * 60, orphan_min_age: float = 30.0, node_repair: bool = True,
@@ -136,6 +158,7 @@ class Lifecycle(Controller):
         self.nodepool_deletion = NodePoolDeletion(store, kube, self.terminator, self._decision, claims=claims,
                                                   cloud=cloud, clock=self.clock, logger=self.logger)
         self.shortcuts = shortcuts   # skip while nothing is under way and nothing changed (quiet_lifecycle)
+        self._replacing: dict[str, list[NodeClaim]] = {}   # the sweep's replacements_of
 
     @classmethod
     def from_environment(cls, env, logger=None) -> "Lifecycle":
@@ -192,7 +215,9 @@ class Lifecycle(Controller):
         if self._repair_and_static(nodes, nodeclaims, nodepools, now, report):
             nodeclaims = {nc.name: nc for nc in self.store.list("NodeClaim")}
 
-        for nc in nodeclaims.values():
+        self._replacing = replacements_of(nodeclaims.values())
+        # the deleting ones last: a drain waiting for a replacement sees it Initialized in the sweep that does it
+        for nc in sorted(nodeclaims.values(), key=lambda x: bool(x.metadata.get("deletionTimestamp"))):
             try:
                 self._reconcile(nc, nodepools.get(nc.nodepool_name), node_by_provider, instances, now, report)
             except Exception as e:  # one broken NodeClaim must not stop the sweep
@@ -444,7 +469,14 @@ class Lifecycle(Controller):
         iid = instance_id_of(nc.status.get("providerID"))
         inst = instances.get(iid) if iid else None
         reason = (nc.annotations or {}).get(wk.DELETION_REASON_ANNOTATION) or "deletion requested"
-        outcome = self.terminator.finalize(nc, node, inst, report.errors)
+        wait_for = ()
+        if holds_for_replacements(reason):
+            now = self.clock()
+            wait_for = waiting_replacements(self._replacing.get(nc.name, ()), now)
+            if wait_for:   # as stored now: this sweep may have initialized them a moment ago
+                fresh = [self.store.get("NodeClaim", n) for n in wait_for]
+                wait_for = waiting_replacements([r for r in fresh if r is not None], now)
+        outcome = self.terminator.finalize(nc, node, inst, report.errors, wait_for=wait_for)
         report.evicted.extend(self.terminator.actions)
         self.terminator.actions.clear()
         if outcome == "draining":

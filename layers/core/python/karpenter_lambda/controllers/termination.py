@@ -7,6 +7,10 @@
 * ``finalize(nodeclaim, node, instance, errors=None) -> str`` -- one step toward gone, safe to repeat (the
   lifecycle sweep calls it every minute for each deleting NodeClaim; every call is a new Lambda invocation's view):
 
+  0. **hold** (``wait_for``, :meth:`Terminator.hold`): a deletion whose replacements were launched ahead of it and
+     whose instance is not going away on its own soon (:data:`HOLD_FOR_REPLACEMENTS`) taints the Node and evicts
+     nothing while those replacements initialize (``waitingFor``); never once the drain has started, never past the
+     deadline below;
   1. **drain** (while the instance may still run and the Node exists): taint the Node ``karpenter.sh/disrupted:
      NoSchedule``, label it ``node.kubernetes.io/exclude-from-external-load-balancers=true``, then evict its pods
      with the Eviction API in Karpenter's four groups (:mod:`karpenter_lambda.disruption.eviction`: non-critical,
@@ -22,7 +26,7 @@
 
 The drain's progress is kept on the NodeClaim record (``status.termination``, optimistic locking)::
 
-    {"startedAt": iso, "group": 0..3, "groupName": "non-critical",
+    {"waitingFor": [replacement NodeClaim names], "startedAt": iso, "group": 0..3, "groupName": "non-critical",
      "evicted": {pod uid: iso}, "deleted": {pod uid: iso},
      "blocked": {pod uid: "PDB ns/name (429)" | "do-not-disrupt" | "API server throttling (429, Retry-After 5s)"},
      "drainedAt": iso, "instanceTerminatedAt": iso}
@@ -66,6 +70,18 @@ def _not_found(e: Exception) -> bool:
 
 
 USER_DELETED = "deleted by the user (karpenter-lambda delete nodeclaim)"   # the CLI's deletion reason
+# deletions whose drain waits for the replacements launched ahead of it (``leaving.py``) to initialize, at most
+# ``disruption_exec.REPLACEMENT_TIMEOUT`` after their launch and never past the terminationGracePeriod deadline: the
+# instance is not going away on its own soon (an AWS Health scheduled change is days ahead), so the pods move once,
+# onto a Ready node, instead of waiting Pending for it.  Beyond Karpenter, which drains these at once (its provisioner
+# launches for the pods as they go).  A spot warning, a stop and a shutdown drain at once: the instance is going.
+HOLD_FOR_REPLACEMENTS = frozenset({"ScheduledChange", "NodePoolDeleted", USER_DELETED})
+
+
+def holds_for_replacements(reason: str | None) -> bool:
+    """Does a deletion for ``reason`` (its ``deletion-reason`` annotation, ``"<Reason>: <detail>"`` or the bare
+    reason) wait for its replacements (:data:`HOLD_FOR_REPLACEMENTS`)?"""
+    return bool(reason) and (reason in HOLD_FOR_REPLACEMENTS or reason.split(":", 1)[0] in HOLD_FOR_REPLACEMENTS)
 
 
 def request_deletion(store, name: str, reason: str, now: float, *, forceful: bool = False):
@@ -138,9 +154,12 @@ class Terminator:
                              " (not described yet)")
         return "terminating"
 
-    def finalize(self, nodeclaim, node: dict | None, instance: dict | None, errors: list[str] | None = None) -> str:
+    def finalize(self, nodeclaim, node: dict | None, instance: dict | None, errors: list[str] | None = None,
+                 wait_for: list[str] | tuple = ()) -> str:
         """One idempotent step: ``"draining"`` (pods still to go), ``"terminating"`` (the instance is still shutting
-        down, or a step failed and is retried) or ``"deleted"`` (Node and record gone)."""
+        down, or a step failed and is retried) or ``"deleted"`` (Node and record gone).  ``wait_for``: replacements
+        not yet Initialized that the drain waits for (:meth:`hold`; the caller decides which, see
+        :data:`HOLD_FOR_REPLACEMENTS`)."""
         iid = instance_id_of(nodeclaim.status.get("providerID"))
         if iid and instance is None and not nodeclaim.is_true("Registered"):
             # never registered: a missing instance may be EC2's eventual consistency -- ask once more
@@ -151,6 +170,8 @@ class Terminator:
         running = bool(iid) and instance is not None and state not in GONE_STATES
         if running and node is not None:
             try:
+                if wait_for and self.hold(nodeclaim, node, list(wait_for)):
+                    return "draining"
                 if self._drain(nodeclaim, node) != "drained":
                     return "draining"
             except Exception as e:
@@ -222,6 +243,25 @@ class Terminator:
         except DurationError:
             return stamped
         return by_grace if stamped is None else min(by_grace, stamped)
+
+    def hold(self, nodeclaim, node: dict, waiting: list[str]) -> bool:
+        """Keep the drain from starting while the replacements in ``waiting`` initialize: the node is tainted (no new
+        pod lands on it) and ``status.termination.waitingFor`` names them.  False (drain now) once the drain has
+        started or the ``terminationGracePeriod`` deadline has passed: a hold never outlasts either."""
+        term = nodeclaim.status.get(TERMINATION_STATUS) or {}
+        deadline = self.deadline(nodeclaim)
+        if term.get("startedAt") or (deadline is not None and self.clock() >= deadline):
+            return False
+        name = node["metadata"]["name"]
+        if not has_disrupted_taint(node):
+            self.kube.patch_node_taints(name, add=[dict(DISRUPTED_TAINT)])
+            self.decide("taint", f"tainted node {name} {DISRUPTED_TAINT['key']}:{DISRUPTED_TAINT['effect']}",
+                        nodeclaim=nodeclaim.name, node=name)
+        if sorted(term.get("waitingFor") or ()) != sorted(waiting):
+            self._record(nodeclaim.name, {"waitingFor": sorted(waiting)})
+            self.decide("drain-held", f"drain of node {name} waits for replacement(s) {', '.join(sorted(waiting))} "
+                                      f"to initialize", nodeclaim=nodeclaim.name, node=name, replacements=sorted(waiting))
+        return True
 
     def drain(self, nodeclaim, node: dict) -> str:
         """One drain step now ("draining" | "drained"), for a deletion already requested; the instance and the
