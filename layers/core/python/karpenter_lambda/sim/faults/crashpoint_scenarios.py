@@ -228,6 +228,9 @@ class LifecycleTerminate(Scenario):
         iid = instance_id_of(nc.status.get("providerID"))
         cw.deliver("interruption", cw.interruption_event(health_scheduled_change([iid], cw.w.clock.isoformat())))
         assert cw.w.store.get("NodeClaim", nc.name).metadata.get("deletionTimestamp"), "set-up: NodeClaim not deleting"
+        # the replacement launched at the notice joins: the sweep initializes it, and the drain its deletion waited
+        # for (termination.HOLD_FOR_REPLACEMENTS) starts in the same sweep
+        cw.kubelets()
 
     def invoke(self, cw):
         return cw.w.sweep()
