@@ -65,6 +65,9 @@ def test_a_scheduled_change_drains_only_onto_the_initialized_replacement(tmp_pat
     initialized = {e["object"].split("/")[1]: e["time"] for e in ev if e["type"] == "NodeClaimInitialized"}
     evicted = [e for e in ev if e["type"] == "PodEvicted"]
     assert len(evicted) == 3
+    waiting = [e for e in ev if e["type"] == "DrainWaiting"]   # said once per held drain, naming its replacement
+    assert sorted(e["object"] for e in waiting) == sorted(e["object"] for e in disrupted)
+    assert sorted(r for e in waiting for r in e["replacements"]) == sorted(r for e in disrupted for r in e["replacements"])
     replacements = [r for e in disrupted for r in e["replacements"]]
     assert len(replacements) == 3 and max(initialized[r] for r in replacements) <= min(x["time"] for x in evicted)
     # no pod waited: nothing Pending after the first binding, nothing displaced

@@ -110,12 +110,14 @@ class LifecycleReport:
     resolved: list[dict] = field(default_factory=list)       # {nodeClaim, outcome, detail}: unknown launches resolved
     # {nodeClaim, replacements}: capacity launched ahead for the pods of a NodeClaim the user deleted (leaving.py)
     launched_ahead: list[dict] = field(default_factory=list)
+    # {nodeClaim, node, replacements}: drains waiting for the replacements launched ahead of them to initialize
+    held: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("registered", "initialized", "terminated", "deleted", "released", "errors",
                                               "draining", "evicted", "adopted", "cleaned", "released_slots",
                                               "disrupted", "repair_blocked", "static_launched", "resolved",
-                                              "launched_ahead")}
+                                              "launched_ahead", "held")}
 
 
 def _cond(nc: NodeClaim, type_: str) -> dict | None:
@@ -479,6 +481,8 @@ class Lifecycle(Controller):
         outcome = self.terminator.finalize(nc, node, inst, report.errors, wait_for=wait_for)
         report.evicted.extend(self.terminator.actions)
         self.terminator.actions.clear()
+        report.held.extend(self.terminator.holds)
+        self.terminator.holds.clear()
         if outcome == "draining":
             report.draining.append(nc.name)
         elif outcome == "deleted":

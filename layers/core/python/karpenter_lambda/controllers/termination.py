@@ -118,6 +118,7 @@ class Terminator:
         self.clock = clock or runtime.clock_proxy
         self.decide = decide or (lambda decision, message, **f: log.info("%s %s", decision, message))
         self.actions: list[dict] = []   # pods evicted / deleted by this object (the caller's report drains it)
+        self.holds: list[dict] = []     # {nodeClaim, node, replacements}: drains held by this object (likewise)
 
     def request(self, nodeclaim, reason: str, *, forceful: bool = False):
         """Mark the NodeClaim deleting (:func:`request_deletion` at the controller's time)."""
@@ -257,6 +258,7 @@ class Terminator:
             self.kube.patch_node_taints(name, add=[dict(DISRUPTED_TAINT)])
             self.decide("taint", f"tainted node {name} {DISRUPTED_TAINT['key']}:{DISRUPTED_TAINT['effect']}",
                         nodeclaim=nodeclaim.name, node=name)
+        self.holds.append({"nodeClaim": nodeclaim.name, "node": name, "replacements": sorted(waiting)})
         if sorted(term.get("waitingFor") or ()) != sorted(waiting):
             self._record(nodeclaim.name, {"waitingFor": sorted(waiting)})
             self.decide("drain-held", f"drain of node {name} waits for replacement(s) {', '.join(sorted(waiting))} "

@@ -46,6 +46,13 @@ class ReportEventsMixin:
                 self.emit("NodeClaimDeleted", f"nodeclaim/{r['nodeClaim']}", r["reason"])
             for r in getattr(report, "evicted", []):
                 self.emit("PodEvicted", f"pod/{r['pod']}", f"evicted from node {r['node']} ({r.get('how', 'eviction')})")
+            told = self.__dict__.setdefault("_held_told", set())
+            for h in getattr(report, "held", []):
+                if h["nodeClaim"] not in told:   # once per NodeClaim: the hold lasts a sweep or a few
+                    told.add(h["nodeClaim"])
+                    self.emit("DrainWaiting", f"nodeclaim/{h['nodeClaim']}",
+                              f"drain of node {h['node']} waits for replacement(s) {', '.join(h['replacements'])} to "
+                              f"initialize", replacements=list(h["replacements"]))
             if getattr(report, "draining", None):
                 self.last_change = self.clock.elapsed   # a drain in progress is activity, even when quiet
         elif kind == "disruption":
