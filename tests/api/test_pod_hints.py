@@ -138,3 +138,64 @@ affinity:
             {"key": "kubernetes.io/arch", "operator": "NotIn", "values": ["arm64"]},
             {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["4"]}]}]}}}}
     assert pod_spec_hints(fine, "spec") == []
+
+
+def test_a_spread_whose_selector_misses_the_pods_own_labels_is_warned():
+    spec = yaml.safe_load("""
+topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule,
+     labelSelector: {matchLabels: {app: wev}}}
+  - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway,
+     labelSelector: {matchExpressions: [{key: app, operator: In, values: [web, api]}]}}
+  - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway,
+     labelSelector: {matchExpressions: [{key: tier, operator: Exists}]}}
+""")
+    found = [(e.path, e.message) for e in pod_spec_hints(spec, "spec.template.spec", {"app": "web"})]
+    assert found == [
+        ("spec.template.spec.topologySpreadConstraints[0].labelSelector",
+         "topologySpreadConstraints[0].labelSelector app=wev selects none of this workload's own pods (labels app=web): "
+         "only other pods are counted, its own replicas are not spread (a typo?)"),
+        ("spec.template.spec.topologySpreadConstraints[2].labelSelector",
+         "topologySpreadConstraints[2].labelSelector tier Exists selects none of this workload's own pods (labels "
+         "app=web): only other pods are counted, its own replicas are not spread (a typo?)")]
+    # without the pod's labels (a caller that does not know them) nothing is guessed
+    assert pod_spec_hints(spec, "spec") == []
+
+
+def test_validate_reads_the_template_labels(tmp_path):
+    from karpenter_lambda.cli.main import main
+
+    (tmp_path / "w.yaml").write_text("""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      topologySpreadConstraints:
+        - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule,
+           labelSelector: {matchLabels: {app: wev}}}
+      containers: [{name: c, image: nginx}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: solo, namespace: default, labels: {app: solo}}
+spec:
+  topologySpreadConstraints:
+    - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule,
+       labelSelector: {matchLabels: {app: solo}}}
+  containers: [{name: c, image: nginx}]
+""")
+    import contextlib
+    import io
+    import json
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["validate", "--json", str(tmp_path / "w.yaml")]) == 0
+    warnings = json.loads(out.getvalue())["warnings"]
+    assert [(w["path"], w["line"]) for w in warnings] == [
+        ("spec.template.spec.topologySpreadConstraints[0].labelSelector", 13)], warnings

@@ -21,6 +21,11 @@ never schedules unless another ORed term can be met.
 (and without ``matchLabelKeys``) selects no pod at all (the scheduler reads a missing selector as "nothing"): the
 spread spreads nothing, the anti-affinity keeps nothing apart, and a required pod affinity can never be met (not even
 by the pod itself), so the pod never schedules.
+
+**A spread that does not count its own pods.** A topology spread constraint whose ``labelSelector`` does not select
+the pod's own labels (``app: wev`` for pods labelled ``app: web``) counts only other pods: the workload's own replicas
+are not spread at all (the scheduler and the provisioner place them as if the constraint were about someone else).
+Legal, and meant when spreading around another workload, so a warning naming the labels.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 from . import labels as L
 from .errors import FieldError
 from .exclusive import describe, exclusive
+from .selectors import Selector, selector_matches
 from .text import one_edit
 
 __all__ = ["pod_spec_hints", "KNOWN_KEYS", "CLOSED_VALUES"]
@@ -91,8 +97,9 @@ _NOTHING = {"podAffinity": ("the pod can never be placed (not even beside itself
             "podAntiAffinity": ("it keeps nothing apart", "it keeps nothing apart")}
 
 
-def pod_spec_hints(spec, path: str) -> list[FieldError]:
-    """The warnings for one pod spec (``path``: where it sits, e.g. ``spec.template.spec``), in field order."""
+def pod_spec_hints(spec, path: str, labels: dict | None = None) -> list[FieldError]:
+    """The warnings for one pod spec (``path``: where it sits, e.g. ``spec.template.spec``), in field order;
+    ``labels``: the pod's (its template's) labels, when known."""
     out: list[FieldError] = []
     if not isinstance(spec, dict):
         return out
@@ -133,4 +140,15 @@ def pod_spec_hints(spec, path: str) -> list[FieldError]:
                               preferred)
     for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
         _topology_key(c, f"{path}.topologySpreadConstraints[{i}]", out, "it spreads nothing")
+        if isinstance(labels, dict) and isinstance(c, dict) and isinstance(c.get("labelSelector"), dict) \
+                and not selector_matches(c["labelSelector"], labels):
+            own = ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
+            try:
+                sel = str(Selector(c["labelSelector"]))
+            except ValueError:
+                sel = "?"
+            out.append(FieldError(f"{path}.topologySpreadConstraints[{i}].labelSelector",
+                                  f"topologySpreadConstraints[{i}].labelSelector {sel} selects none of this "
+                                  f"workload's own pods (labels {own}): only other pods are counted, its own "
+                                  f"replicas are not spread (a typo?)"))
     return out

@@ -176,9 +176,15 @@ def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
     from ..api.pod_hints import pod_spec_hints
     from ..api.workloads import WORKLOAD_KINDS
 
+    def labels(doc: dict, spec_path: str):
+        meta = spec_path.rsplit(".", 1)[0] + ".metadata" if "." in spec_path else "metadata"
+        found = get(doc, meta + ".labels")
+        return found if isinstance(found, dict) else {}
+
     return [issue for i, obj in enumerate(result.objects) if obj.kind in WORKLOAD_KINDS and obj.kind in POD_SPEC_PATHS
             for issue in _placed(result, i, pod_spec_hints(get(obj.doc, POD_SPEC_PATHS[obj.kind]),
-                                                           POD_SPEC_PATHS[obj.kind]))]
+                                                           POD_SPEC_PATHS[obj.kind],
+                                                           labels(obj.doc, POD_SPEC_PATHS[obj.kind])))]
 
 
 def nodeclass_warnings(result: LoadResult) -> list[ValidationIssue]:
