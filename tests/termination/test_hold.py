@@ -36,15 +36,18 @@ def test_a_held_drain_taints_and_evicts_nothing_then_drains_when_released(make_w
     assert sorted(d.evictions()) == ["app-0", "app-1"] and d.cloud.terminated == [x["iid"]]
 
 
-def test_the_termination_grace_period_deadline_ends_a_hold(make_world):
-    d = make_world(tgp="2m")
+def test_a_hold_ends_halfway_to_the_termination_grace_period_deadline(make_world):
+    """The hold leaves the drain at least half the terminationGracePeriod: the pods are evicted, not deleted."""
+    d = make_world(tgp="4m")
     x = d.node_with_pods(1)
     d.request(x, "ScheduledChange")
     assert _hold(d, x, ["default-rep"]) == "draining" and d.evictions() == []
-    d.w.clock.advance(121)
+    d.w.clock.advance(119)
+    assert _hold(d, x, ["default-rep"]) == "draining" and d.evictions() == []
+    d.w.clock.advance(1)                              # 2 of the 4 minutes gone
     d.cloud.lag = 1
     assert _hold(d, x, ["default-rep"]) == "terminating"
-    assert d.status(x)["startedAt"] and d.names_on(x["node"]) == set() and d.cloud.terminated == [x["iid"]]
+    assert d.evictions() == ["app-0"] and d.pod_deletes() == [] and d.cloud.terminated == [x["iid"]]
 
 
 def test_a_drain_already_started_is_not_held_again(make_world):

@@ -9,8 +9,8 @@
 
   0. **hold** (``wait_for``, :meth:`Terminator.hold`): a deletion whose replacements were launched ahead of it and
      whose instance is not going away on its own soon (:data:`HOLD_FOR_REPLACEMENTS`) taints the Node and evicts
-     nothing while those replacements initialize (``waitingFor``); never once the drain has started, never past the
-     deadline below;
+     nothing while those replacements initialize (``waitingFor``); never once the drain has started, never past half
+     the time to the deadline below;
   1. **drain** (while the instance may still run and the Node exists): taint the Node ``karpenter.sh/disrupted:
      NoSchedule``, label it ``node.kubernetes.io/exclude-from-external-load-balancers=true``, then evict its pods
      with the Eviction API in Karpenter's four groups (:mod:`karpenter_lambda.disruption.eviction`: non-critical,
@@ -71,7 +71,7 @@ def _not_found(e: Exception) -> bool:
 
 USER_DELETED = "deleted by the user (karpenter-lambda delete nodeclaim)"   # the CLI's deletion reason
 # deletions whose drain waits for the replacements launched ahead of it (``leaving.py``) to initialize, at most
-# ``disruption_exec.REPLACEMENT_TIMEOUT`` after their launch and never past the terminationGracePeriod deadline: the
+# ``disruption_exec.REPLACEMENT_TIMEOUT`` after their launch and half the terminationGracePeriod at most: the
 # instance is not going away on its own soon (an AWS Health scheduled change is days ahead), so the pods move once,
 # onto a Ready node, instead of waiting Pending for it.  Beyond Karpenter, which drains these at once (its provisioner
 # launches for the pods as they go).  A spot warning, a stop and a shutdown drain at once: the instance is going.
@@ -248,11 +248,16 @@ class Terminator:
     def hold(self, nodeclaim, node: dict, waiting: list[str]) -> bool:
         """Keep the drain from starting while the replacements in ``waiting`` initialize: the node is tainted (no new
         pod lands on it) and ``status.termination.waitingFor`` names them.  False (drain now) once the drain has
-        started or the ``terminationGracePeriod`` deadline has passed: a hold never outlasts either."""
+        started, or half the time to the ``terminationGracePeriod`` deadline has gone: the hold leaves the drain at
+        least the other half, so its pods are still evicted (PodDisruptionBudgets asked), not deleted at the deadline."""
         term = nodeclaim.status.get(TERMINATION_STATUS) or {}
-        deadline = self.deadline(nodeclaim)
-        if term.get("startedAt") or (deadline is not None and self.clock() >= deadline):
+        if term.get("startedAt"):
             return False
+        deadline = self.deadline(nodeclaim)
+        if deadline is not None:
+            start = to_epoch(nodeclaim.metadata.get("deletionTimestamp"))
+            if start is None or self.clock() >= start + (deadline - start) / 2:
+                return False
         name = node["metadata"]["name"]
         if not has_disrupted_taint(node):
             self.kube.patch_node_taints(name, add=[dict(DISRUPTED_TAINT)])
