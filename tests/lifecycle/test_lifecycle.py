@@ -166,6 +166,12 @@ def test_a_nodeclaim_the_user_deleted_gets_capacity_for_its_pods_before_its_drai
     report = world.sweep()
     assert report["launched_ahead"] == [] and report["evicted"] == [] and {i["InstanceId"] for i in world.instances()} == running
     assert report["held"] == [{"nodeClaim": nc.name, "node": node["metadata"]["name"], "replacements": [new.name]}]
+    # `disruption plan` says why the node is still there
+    from karpenter_lambda.controllers.disrupt import DisruptionSweep
+
+    (row,) = [r for r in DisruptionSweep.from_environment(world.env, "consolidation").preview() if r["nodeClaim"] == nc.name]
+    assert row["decision"] == "keep" and row["detail"] == (f"deleting ({USER_DELETED}); drain waits for replacement(s) "
+                                                           f"{new.name} to initialize"), row
     assert world.store.get("NodeClaim", nc.name).status["termination"]["waitingFor"] == [new.name]
     assert any(t["key"] == wk.DISRUPTED_TAINT["key"] for t in world.server.store.get("nodes", node["metadata"]["name"])["spec"]["taints"])
     # the replacement joins and is Ready: the sweep that initializes it drains the old node, and the pods move once

@@ -253,7 +253,13 @@ class DisruptionSweep(Controller):
                 np = snap.nodepools.get(nc.labels.get(wk.NODEPOOL, ""))
                 node = snap.node_of_nodeclaim(name)
                 if nc.metadata.get("deletionTimestamp"):
-                    why.append("deleting")
+                    reason = (nc.annotations or {}).get(wk.DELETION_REASON_ANNOTATION)
+                    term = nc.status.get("termination") or {}
+                    why.append(f"deleting ({reason})" if reason else "deleting")
+                    if term.get("waitingFor") and not term.get("startedAt"):
+                        why.append(f"drain waits for replacement(s) {', '.join(term['waitingFor'])} to initialize")
+                    elif term.get("startedAt") and not term.get("drainedAt"):
+                        why.append("draining")
                 elif node is None or not nc.is_true("Initialized"):
                     why.append("not initialized")
                 elif np is not None:
