@@ -311,7 +311,7 @@ class Lifecycle(Controller):
     def _reconcile(self, nc: NodeClaim, np: NodePool | None, node_by_provider, instances, now, report) -> None:
         pid = nc.status.get("providerID")
         if nc.metadata.get("deletionTimestamp"):
-            if self._finalize_deleting(nc, node_by_provider.get(pid) if pid else None, instances, report):
+            if self._finalize_deleting(nc, node_by_provider.get(pid) if pid else None, instances, report, now):
                 return
         created = to_epoch(nc.metadata.get("creationTimestamp")) or now
         if not pid:
@@ -466,14 +466,13 @@ class Lifecycle(Controller):
                                       f"{c.get('instanceProfile') or '-'}", nodeclass=c["nodeClass"],
                            launchTemplates=c["launchTemplates"], instanceProfile=c.get("instanceProfile"))
 
-    def _finalize_deleting(self, nc: NodeClaim, node, instances, report) -> bool:
+    def _finalize_deleting(self, nc: NodeClaim, node, instances, report, now: float) -> bool:
         """A NodeClaim marked deleting: hand it to the termination flow.  True when the sweep is done with it."""
         iid = instance_id_of(nc.status.get("providerID"))
         inst = instances.get(iid) if iid else None
         reason = (nc.annotations or {}).get(wk.DELETION_REASON_ANNOTATION) or "deletion requested"
         wait_for = ()
         if holds_for_replacements(reason):
-            now = self.clock()
             wait_for = waiting_replacements(self._replacing.get(nc.name, ()), now)
             if wait_for:   # as stored now: this sweep may have initialized them a moment ago
                 fresh = [self.store.get("NodeClaim", n) for n in wait_for]
