@@ -58,7 +58,7 @@ from .launcher import Launcher
 from .snapshot import SnapshotLoader
 from .quiet_drift import QuietDrift
 from .sweep_shortcuts import QuietSweeps, SweepMarker, enabled as shortcuts_enabled
-from .termination import Terminator
+from .termination import TERMINATION_STATUS, Terminator
 
 log = logging.getLogger(__name__)
 VALIDATION_DELAY = 15.0
@@ -254,7 +254,7 @@ class DisruptionSweep(Controller):
                 node = snap.node_of_nodeclaim(name)
                 if nc.metadata.get("deletionTimestamp"):
                     reason = (nc.annotations or {}).get(wk.DELETION_REASON_ANNOTATION)
-                    term = nc.status.get("termination") or {}
+                    term = nc.status.get(TERMINATION_STATUS) or {}
                     why.append(f"deleting ({reason})" if reason else "deleting")
                     if term.get("waitingFor") and not term.get("startedAt"):
                         why.append(f"drain waits for replacement(s) {', '.join(term['waitingFor'])} to initialize")

@@ -81,7 +81,7 @@ HOLD_FOR_REPLACEMENTS = frozenset({"ScheduledChange", "NodePoolDeleted", USER_DE
 def holds_for_replacements(reason: str | None) -> bool:
     """Does a deletion for ``reason`` (its ``deletion-reason`` annotation, ``"<Reason>: <detail>"`` or the bare
     reason) wait for its replacements (:data:`HOLD_FOR_REPLACEMENTS`)?"""
-    return bool(reason) and (reason in HOLD_FOR_REPLACEMENTS or reason.split(":", 1)[0] in HOLD_FOR_REPLACEMENTS)
+    return bool(reason) and reason.split(":", 1)[0] in HOLD_FOR_REPLACEMENTS
 
 
 def request_deletion(store, name: str, reason: str, now: float, *, forceful: bool = False):
@@ -259,16 +259,22 @@ class Terminator:
             if start is None or self.clock() >= start + (deadline - start) / 2:
                 return False
         name = node["metadata"]["name"]
+        self._taint(nodeclaim, node)
+        waiting = sorted(waiting)
+        self.holds.append({"nodeClaim": nodeclaim.name, "node": name, "replacements": waiting})
+        if sorted(term.get("waitingFor") or ()) != waiting:
+            self._record(nodeclaim.name, {"waitingFor": waiting})
+            self.decide("drain-held", f"drain of node {name} waits for replacement(s) {', '.join(waiting)} "
+                                      f"to initialize", nodeclaim=nodeclaim.name, node=name, replacements=waiting)
+        return True
+
+    def _taint(self, nodeclaim, node: dict) -> None:
+        """The disrupted taint on ``node`` (as read), unless it has it."""
         if not has_disrupted_taint(node):
+            name = node["metadata"]["name"]
             self.kube.patch_node_taints(name, add=[dict(DISRUPTED_TAINT)])
             self.decide("taint", f"tainted node {name} {DISRUPTED_TAINT['key']}:{DISRUPTED_TAINT['effect']}",
                         nodeclaim=nodeclaim.name, node=name)
-        self.holds.append({"nodeClaim": nodeclaim.name, "node": name, "replacements": sorted(waiting)})
-        if sorted(term.get("waitingFor") or ()) != sorted(waiting):
-            self._record(nodeclaim.name, {"waitingFor": sorted(waiting)})
-            self.decide("drain-held", f"drain of node {name} waits for replacement(s) {', '.join(sorted(waiting))} "
-                                      f"to initialize", nodeclaim=nodeclaim.name, node=name, replacements=sorted(waiting))
-        return True
 
     def drain(self, nodeclaim, node: dict) -> str:
         """One drain step now ("draining" | "drained"), for a deletion already requested; the instance and the
@@ -282,10 +288,7 @@ class Terminator:
         name = node["metadata"]["name"]
         now = self.clock()
         term = nodeclaim.status.get(TERMINATION_STATUS) or {}
-        if not has_disrupted_taint(node):
-            self.kube.patch_node_taints(name, add=[dict(DISRUPTED_TAINT)])
-            self.decide("taint", f"tainted node {name} {DISRUPTED_TAINT['key']}:{DISRUPTED_TAINT['effect']}",
-                        nodeclaim=nodeclaim.name, node=name)
+        self._taint(nodeclaim, node)
         if ((node.get("metadata") or {}).get("labels") or {}).get(EXCLUDE_LB_LABEL) != "true":
             self.kube.patch_node_labels(name, {EXCLUDE_LB_LABEL: "true"})
         if not term.get("startedAt"):
