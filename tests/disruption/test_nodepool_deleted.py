@@ -97,6 +97,9 @@ def test_capacity_for_the_pods_is_launched_with_the_deletion_not_after_each_evic
     assert sorted(r for e in disrupted for r in e["replacements"]) == sorted(e["object"].split("/")[1] for e in launched_new)
     assert all(len(e["replacements"]) == 1 for e in disrupted)
     assert all(len(e.get("replaces") or []) == 1 for e in launched_new)   # each holds room for its old node's pod only
+    # each announced with the reason it replaces for, before the deletion it replaces for
+    assert {e["reason"] for e in launched_new} == {"NodePoolDeleted"}
+    assert max(events.index(e) for e in launched_new) < min(events.index(e) for e in disrupted)
     bound = {e["object"]: e["time"] for e in events if e["type"] == "PodBound" and e["time"] >= 300}
     evicted = [e for e in events if e["type"] == "PodEvicted"]
     assert len(evicted) == 3 and all(bound[e["object"]] == e["time"] for e in evicted)   # none waits for a node

@@ -67,6 +67,13 @@ class ReportEventsMixin:
         ``Unhealthy``; static scale down: ``Overprovisioned``); ``NodeRepairBlocked`` once per NodeClaim whose repair
         its NodePool's health blocks."""
         keys = ("reason", "nodePool", "instanceType", "zone", "capacityType", "replacements", "savingsPerHour")
+        # capacity launched ahead of a deletion is announced first, with the reason it replaces for (as interruption)
+        for d in getattr(report, "disrupted", []):
+            for r in d.get("replacements") or []:
+                self._announce_launch(r, [d["nodeClaim"]], d["reason"])
+        for a in getattr(report, "launched_ahead", []):
+            for r in a.get("replacements") or []:
+                self._announce_launch(r, [a["nodeClaim"]], "replacement")
         for d in getattr(report, "disrupted", []):
             self._emit_disrupted(d["nodeClaim"], f"{d['reason']}: {d.get('instanceType')} {d.get('capacityType')} in "
                                  f"{d.get('zone')} ({d.get('detail')})", **{k: d.get(k) for k in keys})
