@@ -6,7 +6,8 @@ from karpenter_lambda.api import labels as wk
 from karpenter_lambda.controllers.termination import DELETION_REASON_ANNOTATION
 from karpenter_lambda.sim.nodes import set_node_ready
 
-from .interruption_world import (capacity_reservation_interruption, health_scheduled_change, rebalance, state_change)
+from .interruption_world import (capacity_reservation_interruption, health_scheduled_change, rebalance, spot_warning,
+                                 state_change)
 
 DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 
@@ -184,3 +185,25 @@ def test_terminated_notice_after_a_spot_deletion_finishes_it(iw):
     r = iw.report
     assert r.disrupted == [] and r.deleted == [{"nodeClaim": name, "reason": "InstanceTerminated"}]
     assert w.store.get("NodeClaim", name) is None
+
+
+@pytest.mark.parametrize("going", ["spot", "stopping"])
+def test_a_held_scheduled_change_drains_at_once_when_the_instance_starts_going(iw, going):
+    """A scheduled change's drain waits for its replacement (controllers/termination.HOLD_FOR_REPLACEMENTS); a spot
+    warning or a stop for that instance ends the wait: the drain starts in the handler's invocation, replacement
+    Initialized or not (the pods are evicted while the instance still runs, not lost with it)."""
+    w = iw.w
+    (a,) = iw.nodes_with_pods([2])
+    iid, name, node = a["instance"]["InstanceId"], a["nodeClaim"].name, a["node"]["metadata"]["name"]
+    iw.deliver(health_scheduled_change([iid], w.clock.isoformat()))
+    report = w.sweep()                                   # the replacement has not joined: the drain is held
+    assert [h["nodeClaim"] for h in report["held"]] == [name] and report["evicted"] == []
+    on_node = {p["metadata"]["name"] for p in w.server.store.list("pods") if p["spec"].get("nodeName") == node}
+    assert len(on_node) == 2
+    event = spot_warning(iid, w.clock.isoformat()) if going == "spot" else state_change(iid, "stopping", w.clock.isoformat())
+    assert iw.deliver(event) == {"batchItemFailures": []}
+    assert iw.report.disrupted == [] and iw.report.errors == []       # already deleting: no second disruption
+    term = w.store.get("NodeClaim", name).status["termination"]
+    assert term.get("startedAt") and len(term.get("evicted") or {}) == 2   # both evicted in the invocation
+    assert deleting_reason(w, name) == "ScheduledChange"
+    assert w.sweep()["held"] == []                        # never held again once started

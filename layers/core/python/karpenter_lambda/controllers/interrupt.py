@@ -56,7 +56,7 @@ from ..cloudprovider import AWSCloudProvider
 from .launcher import Launcher
 from .leaving import launch_for_leaving
 from .snapshot import SnapshotLoader
-from .termination import Terminator
+from .termination import TERMINATION_STATUS, Terminator, holds_for_replacements
 
 RESERVED = "reserved"
 INTERRUPTION_SWEEP = "interruption"   # Entry.sweep of the ledger slots this handler takes (rebalance replacements)
@@ -279,6 +279,11 @@ class Interruption(Controller):
             node = snap.node_of_nodeclaim(nc.name)
             if m.kind == im.SPOT_INTERRUPTION and ours and drain and node is not None:
                 self._drain_now(nc, node["metadata"]["name"], iid)
+            elif m.kind != im.SCHEDULED_CHANGE and node is not None and self._held(nc):
+                # a deletion whose drain waits for its replacements (a scheduled change, a deleted NodePool, the
+                # user's), and now this instance is going (a spot warning, a stop, a reclaimed reservation): the drain
+                # starts now, the wait is over (a drain once started is never held again)
+                self._drain_now(nc, node["metadata"]["name"], iid, m.kind)
             return
         self._disrupt(m, iid, nc, snap, report, reason, replaced, unschedulable, drain=drain)
 
@@ -403,19 +408,26 @@ class Interruption(Controller):
         if node is not None and not has_disrupted_taint(node):
             self.kube.patch_node_taints(node["metadata"]["name"], add=[dict(DISRUPTED_TAINT)])
 
-    def _drain_now(self, nc, node_name: str, iid: str) -> None:
+    @staticmethod
+    def _held(nc) -> bool:
+        """Is ``nc`` deleting for a reason whose drain waits for its replacements, that drain not started yet?"""
+        term = nc.status.get(TERMINATION_STATUS) or {}
+        return holds_for_replacements((nc.annotations or {}).get(DELETION_REASON_ANNOTATION)) and not term.get("startedAt")
+
+    def _drain_now(self, nc, node_name: str, iid: str, kind: str = im.SPOT_INTERRUPTION) -> None:
         """The drain's first step in this invocation (two minutes' notice: no waiting for the lifecycle sweep).
         Best effort: a failure is logged and the lifecycle sweep carries on the drain; the instance is not
         terminated here (the sweep does it once the node is drained)."""
+        what = "the spot warning" if kind == im.SPOT_INTERRUPTION else f"the {kind} notice"
         try:
             node = self.kube.get_node(node_name)   # as it is now: tainted a moment ago
             if node is None:
                 return
             outcome = self.terminator.drain(nc, node)
-            self._decision("drain", f"NodeClaim {nc.name}: drain started at the spot warning ({outcome})",
+            self._decision("drain", f"NodeClaim {nc.name}: drain started at {what} ({outcome})",
                            nodeclaim=nc.name, instanceId=iid, outcome=outcome)
         except Exception as e:   # noqa: BLE001 - the deletion is requested; the lifecycle sweep drains
-            self.logger.warning(f"drain of NodeClaim {nc.name} at the spot warning failed (the lifecycle sweep "
+            self.logger.warning(f"drain of NodeClaim {nc.name} at {what} failed (the lifecycle sweep "
                                 f"continues it): {e}", extra={"nodeClaim": nc.name, "instanceId": iid})
 
     def _remove_now(self, m, iid, nc, snap, report, reason: str, deleting: bool) -> None:
