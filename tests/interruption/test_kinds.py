@@ -207,3 +207,23 @@ def test_a_held_scheduled_change_drains_at_once_when_the_instance_starts_going(i
     assert term.get("startedAt") and len(term.get("evicted") or {}) == 2   # both evicted in the invocation
     assert deleting_reason(w, name) == "ScheduledChange"
     assert w.sweep()["held"] == []                        # never held again once started
+
+
+def test_a_scheduled_changes_start_is_its_drains_deadline(iw):
+    """The change's start (AWS announces EC2 scheduled changes days ahead) becomes the NodeClaim's
+    karpenter.sh/nodeclaim-termination-timestamp: its pods are gone by then, deleted if a PDB still holds them; a start
+    already past sets none (a late notice is not a reason to skip the PDBs)."""
+    from karpenter_lambda.api.times import to_epoch
+    from karpenter_lambda.controllers.interruption_messages import parse_event
+
+    w = iw.w
+    a, b = iw.nodes_with_pods([1, 1], cpu="1500m")
+    event = health_scheduled_change([a["instance"]["InstanceId"]], w.clock.isoformat(), notice_days=3)
+    assert iw.deliver(event) == {"batchItemFailures": []}
+    stamped = w.store.get("NodeClaim", a["nodeClaim"].name).annotations.get(wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION)
+    assert to_epoch(stamped) == parse_event(event).start == to_epoch(w.clock.isoformat()) + 3 * 86400
+    late = health_scheduled_change([b["instance"]["InstanceId"]], w.clock.isoformat(), notice_days=-1)
+    assert iw.deliver(late) == {"batchItemFailures": []}
+    nc = w.store.get("NodeClaim", b["nodeClaim"].name)
+    assert deleting_reason(w, nc.name) == "ScheduledChange"
+    assert wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION not in nc.annotations

@@ -96,3 +96,19 @@ def test_the_five_rule_patterns():
         {"source": ["aws.ec2"], "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"]},
         {"source": ["aws.health"], "detail-type": ["AWS Health Event"]},
     ]
+
+
+def test_a_scheduled_changes_start_time_is_read_when_readable():
+    from karpenter_lambda.api.times import to_epoch
+
+    doc = health_scheduled_change(["i-01"], T)
+    assert doc["detail"]["startTime"] == "Tue, 15 Jun 2027 12:00:00 GMT"          # AWS Health's format
+    assert parse_message(json.dumps(doc)).start == to_epoch("2027-06-15T12:00:00Z")
+    doc["detail"]["startTime"] = "2027-06-20T08:30:00Z"                            # ISO 8601 read too
+    assert parse_message(json.dumps(doc)).start == to_epoch("2027-06-20T08:30:00Z")
+    for unreadable in ("next tuesday", "", 1812208209, None):                     # optional: acted on without it
+        doc["detail"]["startTime"] = unreadable
+        m = parse_message(json.dumps(doc))
+        assert (m.kind, m.instance_ids, m.start) == ("ScheduledChange", ("i-01",), None), unreadable
+    del doc["detail"]["startTime"]
+    assert parse_message(json.dumps(doc)).start is None

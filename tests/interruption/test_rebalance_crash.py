@@ -117,9 +117,9 @@ def test_a_concurrent_sweep_never_removes_the_interruption_taint(iw):
     real_request = handler.terminator.request
     untainted: list[str] = []
 
-    def request_with_a_concurrent_sweep(nc, reason):
+    def request_with_a_concurrent_sweep(nc, reason, **kw):
         untainted.extend(sweep.sweep().untainted)
-        out = real_request(nc, reason)
+        out = real_request(nc, reason, **kw)
         untainted.extend(sweep.sweep().untainted)
         return out
 

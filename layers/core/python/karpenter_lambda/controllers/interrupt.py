@@ -386,7 +386,10 @@ class Interruption(Controller):
         NodeClaim marked deleting alone, so a taint set only after the deletion mark can never be taken for a
         stale one by a concurrent sweep (tainting first left a window in which it could be removed)."""
         node = snap.node_of_nodeclaim(nc.name)
-        updated = self.terminator.request(nc, reason)
+        # a scheduled change's start (days ahead, as AWS announces them) is the drain's deadline: by then the pods are
+        # gone, deleted if a PodDisruptionBudget still holds them (a start already past sets none)
+        start = m.start if m.kind == im.SCHEDULED_CHANGE else None
+        updated = self.terminator.request(nc, reason, deadline=start if start and start > self.clock() else None)
         if updated is None:
             self._ignore(report, m, iid, nc, "NodeClaim gone")
             return

@@ -34,6 +34,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
+from email.utils import parsedate_to_datetime
+
+from ..api.times import to_epoch
 
 SPOT_INTERRUPTION = "SpotInterruption"
 REBALANCE_RECOMMENDATION = "RebalanceRecommendation"
@@ -84,6 +87,7 @@ class InterruptionMessage:
     state: str | None = None               # StateChange: pending|running|stopping|stopped|shutting-down|terminated
     action: str | None = None              # spot / capacity reservation: instance-action (terminate|stop|hibernate)
     event_type_code: str | None = None     # Health: e.g. AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED
+    start: float | None = None             # Health: the change's ``startTime`` (epoch seconds; None when absent or unreadable)
     note: str | None = None                # NoOp: why nothing is to be done
     message_ids: tuple[str, ...] = field(default=(), compare=False)  # the SQS records that carried it
 
@@ -132,7 +136,19 @@ def _health(detail: dict, base: dict) -> InterruptionMessage:
         value = _string(entity, "entityValue", f"detail.affectedEntities[{i}].")
         if INSTANCE_ID.match(value) and value not in ids:  # other entities (volumes, hosts) are not nodes
             ids.append(value)
-    return InterruptionMessage(kind=SCHEDULED_CHANGE, instance_ids=tuple(ids), event_type_code=code, **base)
+    return InterruptionMessage(kind=SCHEDULED_CHANGE, instance_ids=tuple(ids), event_type_code=code,
+                               start=_health_time(detail.get("startTime")), **base)
+
+
+def _health_time(value) -> float | None:
+    """AWS Health's ``startTime`` (RFC 1123, ``Sat, 05 Jun 2027 15:10:09 GMT``; ISO 8601 also read) in epoch seconds;
+    None when absent or unreadable (optional: the event is acted on without it)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return to_epoch(value)
 
 
 def parse_event(doc) -> InterruptionMessage:

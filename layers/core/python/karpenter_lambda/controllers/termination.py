@@ -84,20 +84,25 @@ def holds_for_replacements(reason: str | None) -> bool:
     return bool(reason) and reason.split(":", 1)[0] in HOLD_FOR_REPLACEMENTS
 
 
-def request_deletion(store, name: str, reason: str, now: float, *, forceful: bool = False):
+def request_deletion(store, name: str, reason: str, now: float, *, forceful: bool = False,
+                     deadline: float | None = None):
     """Mark the NodeClaim ``name`` deleting, as the API server does an object with a finalizer (idempotent: an earlier
     timestamp and reason are kept); the lifecycle sweep then drains and terminates it.  ``forceful`` (node repair):
     Karpenter's ``karpenter.sh/nodeclaim-termination-timestamp`` is set to now, so the drain deletes the pods at once
-    instead of evicting them (no PodDisruptionBudget is asked).  The NodeClaim as stored, or None when it is gone."""
+    instead of evicting them (no PodDisruptionBudget is asked); ``deadline``: that annotation set to this time (an AWS
+    Health scheduled change's start: the drain is over by then).  An earlier deadline stands.  The NodeClaim as
+    stored, or None when it is gone."""
+    until = now if forceful else deadline
+
     def mutate(obj):
         if not obj.metadata.get("deletionTimestamp"):
             obj.metadata["deletionTimestamp"] = format_time(now)
             obj.metadata.setdefault("annotations", {})[DELETION_REASON_ANNOTATION] = reason
-        if forceful:
+        if until is not None:
             ann = obj.metadata.setdefault("annotations", {})
             stamped = to_epoch(ann.get(wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION))
-            if stamped is None or stamped > now:   # an earlier deadline stands
-                ann[wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION] = format_time(now)
+            if stamped is None or stamped > until:   # an earlier deadline stands
+                ann[wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION] = format_time(until)
         return obj
 
     try:
@@ -120,9 +125,9 @@ class Terminator:
         self.actions: list[dict] = []   # pods evicted / deleted by this object (the caller's report drains it)
         self.holds: list[dict] = []     # {nodeClaim, node, replacements}: drains held by this object (likewise)
 
-    def request(self, nodeclaim, reason: str, *, forceful: bool = False):
+    def request(self, nodeclaim, reason: str, *, forceful: bool = False, deadline: float | None = None):
         """Mark the NodeClaim deleting (:func:`request_deletion` at the controller's time)."""
-        return request_deletion(self.store, nodeclaim.name, reason, self.clock(), forceful=forceful)
+        return request_deletion(self.store, nodeclaim.name, reason, self.clock(), forceful=forceful, deadline=deadline)
 
     # -- the steps ---------------------------------------------------------------------------------
     def _just_launched(self, nodeclaim) -> bool:

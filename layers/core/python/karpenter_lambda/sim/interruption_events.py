@@ -8,8 +8,18 @@ for a kind and a list of instance ids (one AWS Health event names every affected
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timezone
+from email.utils import format_datetime
+
+from ..api.times import to_epoch
 
 ACCOUNT = "123456789012"
+NOTICE_DAYS = 14   # how far ahead of its start AWS Health announces an EC2 scheduled change here (retirements: ~2 weeks)
+
+
+def _rfc1123(epoch: float) -> str:
+    """AWS Health's time format: ``Sat, 05 Jun 2027 15:10:09 GMT``."""
+    return format_datetime(datetime.fromtimestamp(epoch, timezone.utc), usegmt=True)
 
 
 def _envelope(detail_type: str, source: str, detail: dict, resources: list[str], time: str) -> dict:
@@ -41,17 +51,21 @@ def capacity_reservation_interruption(iid: str, time: str) -> dict:
                       "azId": "use1-az1"}, [_arn(iid)], time)
 
 
-def health_scheduled_change(iids: list[str], time: str, service: str = "EC2", category: str = "scheduledChange") -> dict:
+def health_scheduled_change(iids: list[str], time: str, service: str = "EC2", category: str = "scheduledChange",
+                            notice_days: float = NOTICE_DAYS) -> dict:
+    """An EC2 scheduled change for ``iids`` announced at ``time``, starting ``notice_days`` later (an hour long)."""
     code = "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"
+    at = to_epoch(time) or 0.0
+    start = at + notice_days * 86400
     detail = {
         "eventArn": f"arn:aws:health:us-east-1::event/EC2/{code}/{code}_ABC123-DEF456",
         "service": service, "eventTypeCode": code, "eventTypeCategory": category,
         "eventScopeCode": "ACCOUNT_SPECIFIC", "communicationId": "1234abc01232a4012345678-1",
-        "startTime": "Sat, 05 Jun 2027 15:10:09 GMT", "endTime": "Sat, 05 Jun 2027 16:10:09 GMT",
-        "lastUpdatedTime": "Fri, 04 Jun 2027 15:10:09 GMT", "statusCode": "upcoming", "eventRegion": "us-east-1",
+        "startTime": _rfc1123(start), "endTime": _rfc1123(start + 3600),
+        "lastUpdatedTime": _rfc1123(at), "statusCode": "upcoming", "eventRegion": "us-east-1",
         "eventDescription": [{"language": "en_US", "latestDescription": "EC2 has detected degradation of the "
                                                                           "underlying hardware hosting your instances."}],
-        "affectedEntities": [{"entityValue": i, "lastUpdatedTime": "Fri, 04 Jun 2027 15:10:09 GMT",
+        "affectedEntities": [{"entityValue": i, "lastUpdatedTime": _rfc1123(at),
                               "status": "IMPAIRED"} for i in iids],
         "affectedAccount": ACCOUNT,
     }
