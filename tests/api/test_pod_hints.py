@@ -165,30 +165,20 @@ topologySpreadConstraints:
 def test_validate_reads_the_template_labels(tmp_path):
     from karpenter_lambda.cli.main import main
 
-    (tmp_path / "w.yaml").write_text("""
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      topologySpreadConstraints:
-        - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule,
-           labelSelector: {matchLabels: {app: wev}}}
-      containers: [{name: c, image: nginx}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: solo, namespace: default, labels: {app: solo}}
-spec:
-  topologySpreadConstraints:
-    - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule,
-       labelSelector: {matchLabels: {app: solo}}}
-  containers: [{name: c, image: nginx}]
-""")
+    spread = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}
+    container = [{"name": "c", "image": "nginx"}]
+    web = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                    "template": {"metadata": {"labels": {"app": "web"}},
+                                 "spec": {"topologySpreadConstraints": [
+                                     {**spread, "labelSelector": {"matchLabels": {"app": "wev"}}}],
+                                          "containers": container}}}}
+    solo = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "solo", "namespace": "default", "labels": {"app": "solo"}},
+            "spec": {"topologySpreadConstraints": [{**spread, "labelSelector": {"matchLabels": {"app": "solo"}}}],
+                     "containers": container}}
+    text = yaml.safe_dump_all([web, solo], sort_keys=False)
+    (tmp_path / "w.yaml").write_text(text)
+    line = 1 + next(i for i, x in enumerate(text.splitlines()) if "labelSelector" in x)   # web's, the first
     import contextlib
     import io
     import json
@@ -198,4 +188,4 @@ spec:
         assert main(["validate", "--json", str(tmp_path / "w.yaml")]) == 0
     warnings = json.loads(out.getvalue())["warnings"]
     assert [(w["path"], w["line"]) for w in warnings] == [
-        ("spec.template.spec.topologySpreadConstraints[0].labelSelector", 13)], warnings
+        ("spec.template.spec.topologySpreadConstraints[0].labelSelector", line)], warnings
