@@ -12,9 +12,9 @@
 * an EKS cluster (``eks:DescribeCluster`` works) whose endpoint is the local Kubernetes API URL;
 * the state and cache DynamoDB tables and the SQS pod queue (with a DLQ);
 * EC2 as EC2 behaves where moto does not (:mod:`.moto_ec2`): ClientToken idempotency of CreateFleet/RunInstances and
-  DescribeInstances' eventual consistency (a launched instance invisible for ``ec2_visibility_delay`` virtual seconds:
-  0 unless set -- ``simulate``'s loop still discovers instances to join through DescribeInstances, which would delay
-  its joins; :data:`DEFAULT_EC2_VISIBILITY_DELAY` is the realistic figure for the runs that set it).
+  DescribeInstances' eventual consistency (a launched instance invisible for ``ec2_visibility_delay`` virtual seconds,
+  :data:`DEFAULT_EC2_VISIBILITY_DELAY` unless set, as in ``simulate``; its loop finds the instances to join in moto's
+  backend, as a kubelet does not wait for DescribeInstances).
 """
 
 from __future__ import annotations
