@@ -13,7 +13,9 @@
   PersistentVolumeClaim, a StatefulSet's ``volumeClaimTemplates``, a generic ephemeral volume's template) naming a
   StorageClass, or a PersistentVolumeClaim naming a volume (``volumeName``), that the load does not have, when the
   load has objects of that kind: ``simulate`` would leave its pods Pending ("StorageClass gp33 of PVC ... not
-  found"), as a cluster without it would.
+  found"), as a cluster without it would.  So is a pod volume naming a PersistentVolumeClaim (``claimName``) that
+  the load does not have in the pod's namespace, when it has some there (a StatefulSet's claims count: the ones its
+  controller makes from its ``volumeClaimTemplates``).
 * **PodDisruptionBudgets that select nothing** (warnings): a budget whose selector matches the pods of none of the
   workloads given in its namespace, when some are given, protects nothing -- disruption may evict those pods all at
   once, which is usually a typo in the selector (``app: webb``).
@@ -187,6 +189,56 @@ def storage_reference_warnings(docs: list[object]) -> list[tuple[int, FieldError
                     hint = f" (did you mean {' or '.join(near)}?)" if near else ""
                     out.append((pos, FieldError(f"{path}.{field}", f"no {kind} {ref} among the objects given "
                                                                     f"({many}: {known}): its claims stay Pending{hint}")))
+    return out + _claim_name_warnings(docs)
+
+
+def _given_claims(docs: list[object]) -> dict[str, set]:
+    """namespace -> the PersistentVolumeClaims the load has there: the PVCs given and those each StatefulSet's
+    controller makes from its templates (``<template>-<statefulset>-<ordinal>``)."""
+    from .kuberules_objects import get
+
+    claims: dict[str, set] = {}
+    for data in docs:
+        key = identity(data)
+        if key is None:
+            continue
+        if key[1] == "PersistentVolumeClaim":
+            claims.setdefault(key[2], set()).add(key[3])
+        elif key[1] == "StatefulSet":
+            replicas = get(data, "spec.replicas")
+            replicas = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
+            for tpl in get(data, "spec.volumeClaimTemplates") or ():
+                name = get(tpl, "metadata.name")
+                if isinstance(name, str) and name:
+                    claims.setdefault(key[2], set()).update(f"{name}-{key[3]}-{i}" for i in range(min(replicas, 1000)))
+    return claims
+
+
+def _claim_name_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
+    """A pod volume's ``persistentVolumeClaim.claimName`` that is not among the claims given in its namespace, when
+    some are given there: ``plan`` and ``simulate`` leave the pods Pending (\"PVC data-db not found\"), as the
+    kube-scheduler does."""
+    from .kuberules_objects import POD_SPEC_PATHS, get
+
+    claims = _given_claims(docs)
+    out: list[tuple[int, FieldError]] = []
+    for pos, data in enumerate(docs):
+        key = identity(data)
+        if key is None or key[1] not in POD_SPEC_PATHS or not claims.get(key[2]):
+            continue
+        given = claims[key[2]]
+        path = POD_SPEC_PATHS[key[1]]
+        volumes = get(data, f"{path}.volumes")
+        for i, vol in enumerate(volumes if isinstance(volumes, list) else ()):
+            ref = get(vol, "persistentVolumeClaim.claimName")
+            if isinstance(ref, str) and ref and ref not in given:
+                near = sorted(n for n in given if one_edit(ref, n))
+                hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+                listed = sorted(given)
+                shown = ", ".join(listed[:8]) + (f", ... ({len(listed)} in all)" if len(listed) > 8 else "")
+                out.append((pos, FieldError(f"{path}.volumes[{i}].persistentVolumeClaim.claimName",
+                                            f"no PersistentVolumeClaim {ref} among the objects given in namespace "
+                                            f"{key[2]} (PersistentVolumeClaims: {shown}): its pods stay Pending{hint}")))
     return out
 
 

@@ -15,6 +15,7 @@ import re
 from . import kuberules as R
 from .errors import FieldError
 from .kubeschema import KUBERNETES_VERSION, schema_errors
+from .kuberules_volumes import volume_errors
 from .selectors import Selector
 from .validators import DNS1123_SUBDOMAIN_RE
 
@@ -80,8 +81,22 @@ def _workload(doc: dict, kind: str, errors: Errors) -> None:
             R.labels(get(doc, f"{template}.metadata.labels"), f"{template}.metadata.labels", errors)
         restart = ("OnFailure", "Never") if kind in ("Job", "CronJob") else ("Always",) if kind in _SELECTED_KINDS else R.RESTART_POLICIES
         R.pod_spec(get(doc, POD_SPEC_PATHS[kind]), POD_SPEC_PATHS[kind], errors, restart)
+        _volumes(doc, kind, errors)
     if kind == "StatefulSet":
         _claim_templates(doc, errors)
+
+
+def _volumes(doc: dict, kind: str, errors: Errors) -> None:
+    """The pod spec's volumes and mounts (:mod:`.kuberules_volumes`); a StatefulSet's pods also get its claim
+    templates' volumes, and the API server refuses its pods rather than the StatefulSet (the message says so)."""
+    templates = tuple(t["metadata"]["name"] for t in R._list(get(doc, "spec.volumeClaimTemplates"))
+                      if isinstance(t, dict) and isinstance(t.get("metadata"), dict)
+                      and isinstance(t["metadata"].get("name"), str)) if kind == "StatefulSet" else ()
+    found = volume_errors(R._dict(get(doc, POD_SPEC_PATHS[kind])), POD_SPEC_PATHS[kind], templates)
+    if kind == "StatefulSet":
+        found = [FieldError(e.path, f"{e.message} (the API server stores the StatefulSet but refuses each pod made "
+                                    "from it: they would never start)") for e in found]
+    errors.extend(found)
 
 
 _PERCENT = re.compile(r"^[0-9]+%$")
