@@ -437,3 +437,56 @@ def test_claims_in_zones_no_node_shares_are_a_warning_and_plan_names_them(cli, m
     (u,) = json.loads(out)["unschedulable"]
     assert u["reason"].startswith("its own node requirements exclude each other: topology.kubernetes.io/zone In "
                                   "[us-east-1a] and topology.kubernetes.io/zone In [us-east-1b]")
+
+
+TAINTED_POOL_AND_TYPOS = """\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: gpu}
+spec:
+  template:
+    metadata: {labels: {accelerator: nvidia}}
+    spec:
+      taints: [{key: nvidia.com/gpu, value: "true", effect: NoSchedule}]
+      requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: train}
+spec:
+  selector: {matchLabels: {app: train}}
+  template:
+    metadata: {labels: {app: train}}
+    spec:
+      tolerations: [{key: nvidia.com/gpus, operator: Exists}]
+      nodeSelector: {accelerator: nvidai}
+      containers:
+        - name: c
+          image: pytorch
+          volumeMounts: [{name: dat, mountPath: /data}]
+      volumes: [{name: data, emptyDir: {}}]
+"""
+
+
+def test_workload_typos_against_the_nodepools_and_its_own_volumes(cli, manifests):
+    # the mount of a volume the pod does not have is refused by the API server (an error; the object is dropped)
+    f = manifests("train.yaml", TAINTED_POOL_AND_TYPOS)
+    rc, _, err = cli("validate", f)
+    assert rc == 1
+    assert err.splitlines() == [
+        f"{f}:1: Deployment/train: spec.template.spec.containers[0].volumeMounts[0].name: Not found: \"dat\" (the "
+        f"pod's volumes: data) (did you mean data?) (line {_line(TAINTED_POOL_AND_TYPOS, 'name: dat,')})",
+        "invalid: 1 error in 1 file (1 valid object)"]
+    # the toleration and the selector are valid Kubernetes no NodePool takes: warnings naming the fix
+    text = TAINTED_POOL_AND_TYPOS.replace("name: dat,", "name: data,")
+    f = manifests("train2.yaml", text)
+    rc, out, err = cli("validate", f)
+    assert rc == 0 and out.strip() == "valid: 2 objects in 1 file"
+    assert err.splitlines() == [
+        f"{f}:1: Deployment/train: warning: toleration key nvidia.com/gpus matches no taint of the NodePools given, so "
+        "their taint nvidia.com/gpu=true:NoSchedule is not tolerated (did you mean nvidia.com/gpu?) "
+        f"(line {_line(text, 'gpus')})",
+        f"{f}:1: Deployment/train: warning: no NodePool given labels its nodes accelerator=nvidai: their values are "
+        f"nvidia (did you mean nvidia?) (line {_line(text, 'nvidai')})",
+    ]

@@ -170,10 +170,12 @@ def _placed(result: LoadResult, i: int, found) -> list[ValidationIssue]:
 
 def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
     """Workloads asking for node labels no node has (a typo of a well-known key or value) or with a spread or pod
-    affinity term selecting no pods: warnings, not errors (``api/pod_hints.py``); the text names the key or term and
-    the line, ``--json`` the field's path."""
+    affinity term selecting no pods (``api/pod_hints.py``), or one typo off the taints and labels of the NodePools
+    given (``api/pool_hints.py``): warnings, not errors; the text names the key or term and the line, ``--json`` the
+    field's path."""
     from ..api.kuberules_objects import POD_SPEC_PATHS, get
     from ..api.pod_hints import pod_spec_hints
+    from ..api.pool_hints import nodepool_hints
     from ..api.workloads import WORKLOAD_KINDS
 
     def labels(doc: dict, spec_path: str):
@@ -181,10 +183,13 @@ def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
         found = get(doc, meta + ".labels")
         return found if isinstance(found, dict) else {}
 
+    nodepools = [o.doc for o in result.objects if o.kind == "NodePool"]
     return [issue for i, obj in enumerate(result.objects) if obj.kind in WORKLOAD_KINDS and obj.kind in POD_SPEC_PATHS
             for issue in _placed(result, i, pod_spec_hints(get(obj.doc, POD_SPEC_PATHS[obj.kind]),
                                                            POD_SPEC_PATHS[obj.kind],
-                                                           labels(obj.doc, POD_SPEC_PATHS[obj.kind])))]
+                                                           labels(obj.doc, POD_SPEC_PATHS[obj.kind]))
+                                 + nodepool_hints(get(obj.doc, POD_SPEC_PATHS[obj.kind]), POD_SPEC_PATHS[obj.kind],
+                                                  nodepools))]
 
 
 def nodeclass_warnings(result: LoadResult) -> list[ValidationIssue]:
