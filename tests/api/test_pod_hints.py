@@ -189,3 +189,40 @@ def test_validate_reads_the_template_labels(tmp_path):
     warnings = json.loads(out.getvalue())["warnings"]
     assert [(w["path"], w["line"]) for w in warnings] == [
         ("spec.template.spec.topologySpreadConstraints[0].labelSelector", line)], warnings
+
+
+def test_instance_label_values_no_catalog_type_has():
+    from karpenter_lambda.catalog.instancetypes import label_values_of_names
+
+    catalog = label_values_of_names(["m5.large", "m5.2xlarge", "m7a.large", "m7g.large", "m7i.large", "m6i.large",
+                                     "c7g.medium"])
+    spec = {"nodeSelector": {"node.kubernetes.io/instance-type": "m5.larg", "karpenter.k8s.aws/instance-size": "2xl"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                                       "values": ["m7", "c7g"]},
+                                      {"key": "karpenter.k8s.aws/instance-category", "operator": "In",
+                                       "values": ["c", "m"]}]}]}}}}
+    assert [(e.path, e.message) for e in pod_spec_hints(spec, "spec", catalog=catalog)] == [
+        ("spec.nodeSelector[node.kubernetes.io/instance-type]",
+         "no instance type in karpenter-lambda's catalog has node.kubernetes.io/instance-type=m5.larg (did you mean "
+         "m5.large?)"),
+        ("spec.nodeSelector[karpenter.k8s.aws/instance-size]",
+         "no instance type in karpenter-lambda's catalog has karpenter.k8s.aws/instance-size=2xl (did you mean "
+         "2xlarge?)"),
+        ("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+         ".matchExpressions[0].values",
+         "no instance type in karpenter-lambda's catalog has karpenter.k8s.aws/instance-family=m7 (did you mean m7a "
+         "or m7g or m7i?)"),
+    ]
+    # without the catalog (the Lambda's callers) nothing is known about these values
+    assert pod_spec_hints(spec, "spec") == []
+
+
+def test_the_bundled_catalog_knows_the_current_families():
+    from karpenter_lambda.catalog.instancetypes import label_values_of_names
+    from karpenter_lambda.catalog.pricing import bundled_instance_type_names
+
+    values = label_values_of_names(bundled_instance_type_names())
+    assert {"m5.large", "c7g.xlarge", "g6.12xlarge"} <= values["node.kubernetes.io/instance-type"]
+    assert {"c", "m", "r", "g", "p", "t"} <= values["karpenter.k8s.aws/instance-category"]
+    assert {"medium", "large", "metal"} <= values["karpenter.k8s.aws/instance-size"]

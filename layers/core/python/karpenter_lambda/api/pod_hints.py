@@ -10,7 +10,10 @@ a well-known one may still be a label of the user's own (a NodePool's ``labels``
   ``api.labels.NORMALIZED``), in a node selector, a node affinity expression or a ``topologyKey``;
 * a value of a label whose values are a closed set on AWS nodes (``kubernetes.io/arch``: amd64, arm64;
   ``kubernetes.io/os``: linux, windows; ``karpenter.sh/capacity-type``) that is not one of them, where the pod
-  requires it (``nodeSelector``, ``In``).
+  requires it (``nodeSelector``, ``In``);
+* a value of an instance type, family, size or category label that no instance type of the catalog has
+  (``node.kubernetes.io/instance-type: m5.larg``), when the caller passes the catalog's values (``validate`` passes
+  the bundled table's: a type newer than it is warned about too, hence "in karpenter-lambda's catalog").
 
 **Requirements that exclude each other** (``api/exclusive.py``). A node selector and a required node-affinity term
 are ANDed: when on one key they (or two expressions of one term) leave no value (``nodeSelector:
@@ -53,10 +56,20 @@ def _key_hint(key) -> str | None:
     return f"no node karpenter-lambda launches has the label {key} (did you mean {' or '.join(near)}?)"
 
 
-def _value_hint(key, values) -> str | None:
-    allowed = CLOSED_VALUES.get(L.normalize_key(key)) if isinstance(key, str) else None
+def _value_hint(key, values, catalog: dict | None = None) -> str | None:
+    nkey = L.normalize_key(key) if isinstance(key, str) else None
+    allowed = CLOSED_VALUES.get(nkey) if nkey else None
     if allowed is None:
-        return None
+        known = (catalog or {}).get(nkey) if nkey else None
+        bad = [v for v in values if isinstance(v, str) and v not in known] if known else []
+        if not bad:
+            return None
+        # one typo away, those extending the value first (m7 -> m7a, m7g, m7i rather than m5), else extensions of it
+        near = sorted({a for v in bad for a in known if one_edit(v, a)})
+        near = [a for a in near if any(v and a.startswith(v) for v in bad)] or near or \
+            sorted({a for v in bad for a in known if v and a.startswith(v)})
+        hint = f" (did you mean {' or '.join(near[:5])}{' or ...' if len(near) > 5 else ''}?)" if near else ""
+        return f"no instance type in karpenter-lambda's catalog has {key}={', '.join(bad)}{hint}"
     bad = [v for v in values if isinstance(v, str) and v not in allowed]
     if not bad:
         return None
@@ -65,7 +78,7 @@ def _value_hint(key, values) -> str | None:
     return f"no node has {key}={', '.join(bad)}: its values on AWS nodes are {', '.join(allowed)}{hint}"
 
 
-def _expressions(term, path: str, out: list[FieldError]) -> None:
+def _expressions(term, path: str, out: list[FieldError], catalog: dict | None = None) -> None:
     if not isinstance(term, dict):
         return
     for j, e in enumerate(term.get("matchExpressions") or ()):
@@ -76,7 +89,7 @@ def _expressions(term, path: str, out: list[FieldError]) -> None:
         if hint:
             out.append(FieldError(f"{where}.key", hint))
         values = e.get("values") if isinstance(e.get("values"), list) else []
-        hint = _value_hint(e.get("key"), values) if e.get("operator") == "In" else None
+        hint = _value_hint(e.get("key"), values, catalog) if e.get("operator") == "In" else None
         if hint:
             out.append(FieldError(f"{where}.values", hint))
 
@@ -97,15 +110,17 @@ _NOTHING = {"podAffinity": ("the pod can never be placed (not even beside itself
             "podAntiAffinity": ("it keeps nothing apart", "it keeps nothing apart")}
 
 
-def pod_spec_hints(spec, path: str, labels: dict | None = None) -> list[FieldError]:
+def pod_spec_hints(spec, path: str, labels: dict | None = None, catalog: dict | None = None) -> list[FieldError]:
     """The warnings for one pod spec (``path``: where it sits, e.g. ``spec.template.spec``), in field order;
-    ``labels``: the pod's (its template's) labels, when known."""
+    ``labels``: the pod's (its template's) labels, when known; ``catalog``: {label key: the values the instance
+    catalog gives it} (``catalog.instancetypes.bundled_label_values``), for instance type, family, size and
+    category values no instance type has."""
     out: list[FieldError] = []
     if not isinstance(spec, dict):
         return out
     selector = spec.get("nodeSelector")
     for key, value in (selector.items() if isinstance(selector, dict) else ()):
-        hint = _key_hint(key) or _value_hint(key, [value])
+        hint = _key_hint(key) or _value_hint(key, [value], catalog)
         if hint:
             out.append(FieldError(f"{path}.nodeSelector[{key}]", hint))
     affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}
@@ -114,7 +129,8 @@ def pod_spec_hints(spec, path: str, labels: dict | None = None) -> list[FieldErr
     required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
     terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
     for i, term in enumerate(terms if isinstance(terms, list) else ()):
-        _expressions(term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]", out)
+        _expressions(term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]", out,
+                     catalog)
     ored = terms if isinstance(terms, list) and terms else [None]
     for i, term in enumerate(ored):
         for key, asks in exclusive(selector, term):
@@ -126,7 +142,7 @@ def pod_spec_hints(spec, path: str, labels: dict | None = None) -> list[FieldErr
     for i, pref in enumerate(node.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
         if isinstance(pref, dict):
             _expressions(pref.get("preference"),
-                         f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference", out)
+                         f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference", out, catalog)
     for kind in ("podAffinity", "podAntiAffinity"):
         pod = affinity.get(kind) if isinstance(affinity.get(kind), dict) else {}
         where = f"{path}.affinity.{kind}"

@@ -24,7 +24,7 @@ from .pricing import PriceBook
 from .reservations import CapacityReservation, reserved_offerings
 from .types import InstanceType, Offering
 
-__all__ = ["build_instance_types", "compute_labels", "zones_by_type", "KUBE_ARCH"]
+__all__ = ["build_instance_types", "compute_labels", "zones_by_type", "KUBE_ARCH", "label_values_of_names"]
 
 _SCHEME = re.compile(r"(^[a-z]+)(\-[0-9]+tb)?([0-9]+).*\.")
 KUBE_ARCH = {"x86_64": L.ARCH_AMD64, "arm64": L.ARCH_ARM64}
@@ -48,6 +48,23 @@ def _network_bandwidth_mbps(info: Mapping) -> int | None:
     if not vals:
         return None
     return int(round(sum(float(v) for v in vals) * 1000))
+
+
+def label_values_of_names(names: Iterable[str]) -> dict[str, frozenset[str]]:
+    """The values of the labels an instance type's name gives (type, family, size, category), over ``names``:
+    what ``validate`` checks a pod's node selector against (``api.pod_hints``)."""
+    out: dict[str, set] = {L.INSTANCE_TYPE: set(), L.INSTANCE_FAMILY: set(), L.INSTANCE_SIZE: set(),
+                           L.INSTANCE_CATEGORY: set()}
+    for name in names:
+        out[L.INSTANCE_TYPE].add(name)
+        parts = name.split(".")
+        if len(parts) == 2:
+            out[L.INSTANCE_FAMILY].add(parts[0])
+            out[L.INSTANCE_SIZE].add(parts[1])
+        m = _SCHEME.match(name)
+        if m:
+            out[L.INSTANCE_CATEGORY].add(m.group(1))
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 def compute_labels(info: Mapping, region: str, arch: str, os_name: str = "linux", windows_build: str | None = None) -> dict[str, str]:

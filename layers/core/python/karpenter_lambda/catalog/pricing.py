@@ -44,6 +44,7 @@ __all__ = [
     "estimate_spot_price",
     "spot_discount",
     "bundled_on_demand_prices",
+    "bundled_instance_type_names",
     "partition_of",
 ]
 
@@ -101,6 +102,14 @@ def bundled_on_demand_prices(region: str) -> tuple[dict[str, float], str]:
     regions = _load_table(partition)["regions"]
     table_region = region if region in regions else _PARTITION_DEFAULT_REGION[partition]
     return dict(regions.get(table_region, {})), table_region
+
+
+@lru_cache(maxsize=None)
+def bundled_instance_type_names() -> frozenset[str]:
+    """Every instance type the bundled tables price, in any region of any partition (what ``validate`` knows
+    offline: a type released after the table is missing)."""
+    return frozenset(name for partition in _FILES for prices in _load_table(partition)["regions"].values()
+                     for name in prices)
 
 
 # --- spot estimate ---------------------------------------------------------------------

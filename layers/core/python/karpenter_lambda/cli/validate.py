@@ -176,6 +176,8 @@ def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
     from ..api.kuberules_objects import POD_SPEC_PATHS, get
     from ..api.pod_hints import pod_spec_hints
     from ..api.pool_hints import nodepool_hints
+    from ..catalog.instancetypes import label_values_of_names
+    from ..catalog.pricing import bundled_instance_type_names
     from ..api.workloads import WORKLOAD_KINDS
 
     def labels(doc: dict, spec_path: str):
@@ -184,10 +186,11 @@ def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
         return found if isinstance(found, dict) else {}
 
     nodepools = [o.doc for o in result.objects if o.kind == "NodePool"]
+    catalog = label_values_of_names(bundled_instance_type_names())
     return [issue for i, obj in enumerate(result.objects) if obj.kind in WORKLOAD_KINDS and obj.kind in POD_SPEC_PATHS
             for issue in _placed(result, i, pod_spec_hints(get(obj.doc, POD_SPEC_PATHS[obj.kind]),
                                                            POD_SPEC_PATHS[obj.kind],
-                                                           labels(obj.doc, POD_SPEC_PATHS[obj.kind]))
+                                                           labels(obj.doc, POD_SPEC_PATHS[obj.kind]), catalog)
                                  + nodepool_hints(get(obj.doc, POD_SPEC_PATHS[obj.kind]), POD_SPEC_PATHS[obj.kind],
                                                   nodepools))]
 
