@@ -490,3 +490,14 @@ def test_workload_typos_against_the_nodepools_and_its_own_volumes(cli, manifests
         f"{f}:1: Deployment/train: warning: no NodePool given labels its nodes accelerator=nvidai: their values are "
         f"nvidia (did you mean nvidia?) (line {_line(text, 'nvidai')})",
     ]
+
+
+def test_a_nodepool_requirement_value_no_node_has_is_a_warning(cli, manifests):
+    # the CRD takes any value: m7 is no family, so the NodePool silently launches only c7g
+    pool = manifests("pools.yaml", shared.pair(families=["m7", "c7g"]))
+    rc, out, err = cli("validate", pool)
+    assert rc == 0 and out.strip() == "valid: 2 objects in 1 file"
+    assert "NodePool/default: warning: no instance type in karpenter-lambda's catalog has " \
+           "karpenter.k8s.aws/instance-family=m7 (did you mean m7a or m7g or m7i?)" in err
+    rc, _, err = cli("validate", manifests("ok.yaml", shared.pair(families=["m7g", "c7g"])))
+    assert rc == 0 and "warning" not in err

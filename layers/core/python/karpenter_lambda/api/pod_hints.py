@@ -39,7 +39,7 @@ from .exclusive import describe, exclusive
 from .selectors import Selector, selector_matches
 from .text import one_edit
 
-__all__ = ["pod_spec_hints", "KNOWN_KEYS", "CLOSED_VALUES"]
+__all__ = ["pod_spec_hints", "value_hint", "KNOWN_KEYS", "CLOSED_VALUES"]
 
 #: the node label keys a typo is measured against
 KNOWN_KEYS = frozenset(L.WELL_KNOWN) | frozenset(L.NORMALIZED)
@@ -56,7 +56,7 @@ def _key_hint(key) -> str | None:
     return f"no node karpenter-lambda launches has the label {key} (did you mean {' or '.join(near)}?)"
 
 
-def _value_hint(key, values, catalog: dict | None = None) -> str | None:
+def value_hint(key, values, catalog: dict | None = None) -> str | None:
     nkey = L.normalize_key(key) if isinstance(key, str) else None
     allowed = CLOSED_VALUES.get(nkey) if nkey else None
     if allowed is None:
@@ -89,7 +89,7 @@ def _expressions(term, path: str, out: list[FieldError], catalog: dict | None = 
         if hint:
             out.append(FieldError(f"{where}.key", hint))
         values = e.get("values") if isinstance(e.get("values"), list) else []
-        hint = _value_hint(e.get("key"), values, catalog) if e.get("operator") == "In" else None
+        hint = value_hint(e.get("key"), values, catalog) if e.get("operator") == "In" else None
         if hint:
             out.append(FieldError(f"{where}.values", hint))
 
@@ -120,7 +120,7 @@ def pod_spec_hints(spec, path: str, labels: dict | None = None, catalog: dict | 
         return out
     selector = spec.get("nodeSelector")
     for key, value in (selector.items() if isinstance(selector, dict) else ()):
-        hint = _key_hint(key) or _value_hint(key, [value], catalog)
+        hint = _key_hint(key) or value_hint(key, [value], catalog)
         if hint:
             out.append(FieldError(f"{path}.nodeSelector[{key}]", hint))
     affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}

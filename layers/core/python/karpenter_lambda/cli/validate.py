@@ -176,8 +176,6 @@ def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
     from ..api.kuberules_objects import POD_SPEC_PATHS, get
     from ..api.pod_hints import pod_spec_hints
     from ..api.pool_hints import nodepool_hints
-    from ..catalog.instancetypes import label_values_of_names
-    from ..catalog.pricing import bundled_instance_type_names
     from ..api.workloads import WORKLOAD_KINDS
 
     def labels(doc: dict, spec_path: str):
@@ -186,13 +184,30 @@ def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
         return found if isinstance(found, dict) else {}
 
     nodepools = [o.doc for o in result.objects if o.kind == "NodePool"]
-    catalog = label_values_of_names(bundled_instance_type_names())
+    catalog = _catalog_values()
     return [issue for i, obj in enumerate(result.objects) if obj.kind in WORKLOAD_KINDS and obj.kind in POD_SPEC_PATHS
             for issue in _placed(result, i, pod_spec_hints(get(obj.doc, POD_SPEC_PATHS[obj.kind]),
                                                            POD_SPEC_PATHS[obj.kind],
                                                            labels(obj.doc, POD_SPEC_PATHS[obj.kind]), catalog)
                                  + nodepool_hints(get(obj.doc, POD_SPEC_PATHS[obj.kind]), POD_SPEC_PATHS[obj.kind],
                                                   nodepools))]
+
+
+def nodepool_warnings(result: LoadResult) -> list[ValidationIssue]:
+    """NodePool requirement values no node has (``api/nodepool_hints.py``): warnings, not errors."""
+    from ..api.nodepool_hints import nodepool_requirement_hints
+
+    catalog = _catalog_values()
+    return [issue for i, obj in enumerate(result.objects) if obj.kind == "NodePool"
+            for issue in _placed(result, i, nodepool_requirement_hints(obj.doc, catalog))]
+
+
+def _catalog_values() -> dict:
+    """{label key: values} of the instance type names the bundled catalog knows (type, family, size, category)."""
+    from ..catalog.instancetypes import label_values_of_names
+    from ..catalog.pricing import bundled_instance_type_names
+
+    return label_values_of_names(bundled_instance_type_names())
 
 
 def nodeclass_warnings(result: LoadResult) -> list[ValidationIssue]:
@@ -219,7 +234,7 @@ def input_warnings(result: LoadResult) -> list[ValidationIssue]:
     """What is valid but cannot do what it says, in ``validate``, ``plan`` and ``simulate`` alike: pod specs asking
     for labels no node has or with terms selecting no pods, AMI aliases naming no release, claims of a StorageClass or
     volume not given, PodDisruptionBudgets selecting none of the workloads given, claims in zones no node shares."""
-    return pod_warnings(result) + nodeclass_warnings(result) + cross_warnings(result)
+    return pod_warnings(result) + nodepool_warnings(result) + nodeclass_warnings(result) + cross_warnings(result)
 
 
 def print_warnings(result: LoadResult, out=None) -> None:

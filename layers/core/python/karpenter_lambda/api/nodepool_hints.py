@@ -1,0 +1,35 @@
+"""Warnings for NodePools that are valid but cannot do what they say (pure): ``validate`` reports them as warnings
+(Karpenter's CRD takes them).
+
+**A requirement value no node has.** The CRD restricts the keys of the well-known domains but takes any value, so a
+typo in ``kubernetes.io/arch: [amd46]``, ``karpenter.k8s.aws/instance-family: [m7]`` or
+``node.kubernetes.io/instance-type: [m5.larg]`` is a NodePool that silently launches fewer instance types than it
+names (none, when every value is a typo), and a ``NotIn`` typo excludes nothing.  Values are checked as in a pod's
+node selector (:func:`.pod_hints.value_hint`): the closed sets of ``kubernetes.io/arch``, ``kubernetes.io/os`` and
+``karpenter.sh/capacity-type``, and, with ``catalog`` ({label key: values}), the instance type, family, size and
+category names the catalog knows.
+"""
+
+from __future__ import annotations
+
+from .errors import FieldError
+from .pod_hints import value_hint
+
+__all__ = ["nodepool_requirement_hints"]
+
+
+def nodepool_requirement_hints(doc, catalog: dict | None = None) -> list[FieldError]:
+    """The warnings for one NodePool document (v1), in field order."""
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    template = spec.get("template") if isinstance(spec, dict) else None
+    tspec = template.get("spec") if isinstance(template, dict) else None
+    reqs = tspec.get("requirements") if isinstance(tspec, dict) else None
+    out: list[FieldError] = []
+    for i, r in enumerate(reqs if isinstance(reqs, list) else ()):
+        if not isinstance(r, dict) or r.get("operator") not in ("In", "NotIn") or not isinstance(r.get("values"), list):
+            continue
+        hint = value_hint(r.get("key"), r["values"], catalog)
+        if hint:
+            tail = "; NotIn of it excludes nothing" if r["operator"] == "NotIn" else ""
+            out.append(FieldError(f"spec.template.spec.requirements[{i}].values", hint + tail))
+    return out
