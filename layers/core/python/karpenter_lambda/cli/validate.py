@@ -232,8 +232,9 @@ def cross_warnings(result: LoadResult) -> list[ValidationIssue]:
 
 def input_warnings(result: LoadResult) -> list[ValidationIssue]:
     """What is valid but cannot do what it says, in ``validate``, ``plan`` and ``simulate`` alike: pod specs asking
-    for labels no node has or with terms selecting no pods, AMI aliases naming no release, claims of a StorageClass or
-    volume not given, PodDisruptionBudgets selecting none of the workloads given, claims in zones no node shares."""
+    for labels no node has, one typo off the NodePools given or with terms selecting no pods, NodePool requirement
+    values no node has, AMI aliases naming no release, claims of a StorageClass, volume or claim not given,
+    PodDisruptionBudgets selecting none of the workloads given, claims in zones no node shares."""
     return pod_warnings(result) + nodepool_warnings(result) + nodeclass_warnings(result) + cross_warnings(result)
 
 
