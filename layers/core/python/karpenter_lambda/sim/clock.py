@@ -1,8 +1,10 @@
 """A virtual clock for the simulator (and tests): time only moves when told to.
 
 ``VirtualClock()`` is callable like ``time.time`` (epoch seconds as float), so it can be injected
-wherever a ``clock`` parameter is taken.  ``start`` defaults to the real time when created so that
-objects stamped with it (creationTimestamp, moto launch times) look plausible.
+wherever a ``clock`` parameter is taken.  ``start`` defaults to the real time when created, in whole seconds, so
+that objects stamped with it (creationTimestamp, moto launch times) look plausible and a time read back from such a
+stamp (Kubernetes and EC2 keep whole seconds) falls on the same virtual second: a fraction of the real start would
+shift the timers computed from those stamps (a NodeClaim's expiry) by a different amount in every run.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ..api.times import format_time
 
 class VirtualClock:
     def __init__(self, start: float | None = None):
-        self.start = float(time.time() if start is None else start)
+        self.start = float(int(time.time()) if start is None else start)
         self._now = self.start
         self._lock = threading.Lock()
 
