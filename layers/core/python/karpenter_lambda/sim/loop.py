@@ -207,8 +207,9 @@ class LoopMixin:
                 simnodes.set_node_condition(self.server, data["node"], data["condition"], "True", "Recovered")
                 self.emit("NodeHealthy", f"node/{data['node']}", f"{data['condition']}=True again",
                           condition=data["condition"])
-        elif kind == "repair":
-            self.last_change = self.clock.elapsed   # a toleration ends: the sweeps run now (see TimersMixin)
+        elif kind in ("repair", "consolidatable"):
+            # a toleration or a consolidateAfter has ended: the sweeps run now, a lifecycle interval at least
+            self.last_change = self.clock.elapsed
         elif kind == "noexecute":
             self._taint_evictions(data)
         elif kind == "ready":

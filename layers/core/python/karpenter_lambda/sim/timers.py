@@ -1,5 +1,5 @@
-"""Timers that still change something: off-peak window edges (EventBridge Scheduler) and the budget window edges
-that let a blocked disruption go."""
+"""Timers that still change something: off-peak window edges (EventBridge Scheduler), the budget window edges
+that let a blocked disruption go, a node repair's toleration ending and a NodeClaim's ``consolidateAfter`` ending."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ from ..api.cron import CronError
 from ..api.wallclock import budget_edges
 from ..api.durations import parse_duration
 from ..api.times import to_datetime
+from ..api.kube import is_daemon_pod, is_terminal
+from ..api.validators import WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED
 from ..disruption.budgets import budget_limit
+from ..disruption.candidates import LAST_POD_EVENT, condition_time, epoch
+from ..disruption.emptiness import CONSOLIDATING_POLICIES, consolidate_after
+from ..disruption.static import is_static
 from ..disruption.repair import unhealthy_condition
 from ..offpeak.window import window_at
 from .offpeak import window_edges
@@ -82,6 +87,40 @@ class TimersMixin:
                 added |= self._add_edges([e for e in ahead if self.clock.elapsed < e[3]["start"] <= horizon], due=False)
         added |= self._add_budget_timers()
         added |= self._add_repair_timers()
+        added |= self._add_consolidation_timers()
+        return added
+
+    def _add_consolidation_timers(self) -> bool:
+        """A ``consolidatable`` timer a disruption sweep after a NodeClaim's ``consolidateAfter`` ends (counted from its
+        last pod event or its initialization, as the sweeps count it), so a quiet run neither stops nor skips past the
+        sweeps that may consolidate it: an empty node of a NodePool with ``consolidateAfter: 10m`` is removed before
+        the run ends.  Only NodeClaims that may be consolidated: initialized, not deleting, of a NodePool whose
+        policy consolidates (``WhenEmpty``: empty nodes only); one per NodeClaim and time."""
+        known = self.__dict__.setdefault("_consolidation_timer_keys", set())
+        pools = {np.name: np for np in self.store.list("NodePool")}
+        busy = {(p.get("spec") or {}).get("nodeName") for p in self.server.store.list("pods", shared=True)
+                if not is_daemon_pod(p) and not is_terminal(p)}
+        sweep = max([i for n, _m, i in self.scheduled if n == "consolidation"] + [60.0])
+        added = False
+        for nc in self.store.list("NodeClaim"):
+            pool = pools.get(nc.labels.get("karpenter.sh/nodepool", ""))
+            if pool is None or nc.metadata.get("deletionTimestamp") or is_static(pool):
+                continue
+            policy = (pool.disruption or {}).get("consolidationPolicy", WHEN_EMPTY_OR_UNDERUTILIZED)
+            after = consolidate_after(pool)
+            initialized = condition_time(nc, "Initialized")
+            if policy not in CONSOLIDATING_POLICIES or after is None or initialized is None:
+                continue
+            if policy == WHEN_EMPTY and nc.status.get("nodeName") in busy:
+                continue
+            since = max(t for t in (epoch(nc.status.get(LAST_POD_EVENT)), initialized) if t is not None)
+            at = since + after - self.clock.start
+            key = (nc.name, round(at, 3))
+            if at <= self.clock.elapsed or key in known:
+                continue
+            known.add(key)
+            self._schedule(at + sweep, "consolidatable", {"nodeclaim": nc.name})
+            added = True
         return added
 
     def _add_repair_timers(self) -> bool:
