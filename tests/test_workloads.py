@@ -53,3 +53,21 @@ def test_zero_replicas_and_bad_replicas():
 def test_bound_pod_keeps_no_unschedulable_condition():
     w = expand({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": []}})
     assert "status" not in w.pods[0]
+
+
+def test_a_workload_of_more_pods_than_plan_can_expand_is_refused_with_the_limit(monkeypatch):
+    # a typo (replicas: 5000000) must not build millions of pods: no pod, one issue naming the field and the limit
+    from karpenter_lambda.api import workloads
+
+    doc = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+           "spec": {"replicas": 5_000_000, "selector": {"matchLabels": {"a": "b"}},
+                    "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}}}}
+    w = expand(doc, "f.yaml", 0)
+    assert w.pods == [] and [(i.path, i.message) for i in w.issues] == [
+        ("spec.replicas", "5,000,000 pods: plan and simulate expand at most 100,000 pods per workload; lower it to "
+                          "plan or simulate this workload")]
+    monkeypatch.setattr(workloads, "MAX_PODS_PER_WORKLOAD", 10)   # the limit itself is expanded, one more is not
+    doc["spec"]["replicas"] = 10
+    assert len(expand(doc).pods) == 10
+    doc["spec"]["replicas"] = 11
+    assert expand(doc).pods == []

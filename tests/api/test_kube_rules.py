@@ -283,3 +283,13 @@ def test_a_claim_needs_an_access_mode_and_a_storage_request_above_zero():
     assert _errors(claim % "{resources: {requests: {storage: '0'}}}") == [
         "spec.accessModes: Required value: at least 1 access mode is required",
         'spec.resources[storage]: Invalid value: "0": must be greater than zero']
+
+
+def test_a_count_beyond_int32_is_refused_as_the_api_server_cannot_decode_it():
+    deployment = ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replicas: %s\n"
+                  "  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n"
+                  "    spec: {containers: [{name: c, image: x}]}\n")
+    assert _errors(deployment % 2147483647) == []
+    assert _errors(deployment % 99999999999) == [
+        "spec.replicas: Invalid value: 99999999999: must fit in a 32-bit integer (at most 2147483647): the API server "
+        "cannot decode it"]

@@ -501,3 +501,19 @@ def test_a_nodepool_requirement_value_no_node_has_is_a_warning(cli, manifests):
            "karpenter.k8s.aws/instance-family=m7 (did you mean m7a or m7g or m7i?)" in err
     rc, _, err = cli("validate", manifests("ok.yaml", shared.pair(families=["m7g", "c7g"])))
     assert rc == 0 and "warning" not in err
+
+
+def test_too_many_replicas_is_refused_by_validate_plan_and_simulate_naming_the_line(cli, manifests):
+    # plan and simulate would otherwise build millions of pods (and look hung)
+    text = LABEL_TYPOS.replace("kubernetes.io/arch: amd46", "kubernetes.io/arch: amd64").replace(
+        "topology.kubernetes.io/zon,", "topology.kubernetes.io/zone,").replace("spec:\n", "spec:\n  replicas: 5000000\n", 1)
+    f = manifests("web.yaml", text)
+    pools = manifests("pools.yaml", PAIR)
+    message = (f"{f}:0: Deployment/web: spec.replicas: 5,000,000 pods: plan and simulate expand at most 100,000 pods "
+               f"per workload; lower it to plan or simulate this workload (line {_line(text, 'replicas: 5000000')})")
+    rc, _, err = cli("validate", f)
+    assert rc == 1 and message in err.splitlines()
+    rc, _, err = cli("plan", "-f", pools, "-f", f)
+    assert rc != 0 and message in err
+    rc, _, err = cli("simulate", pools, f, "--until", "1m", "--quiet")
+    assert rc != 0 and message in err

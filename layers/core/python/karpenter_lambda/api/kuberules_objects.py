@@ -34,6 +34,7 @@ POD_SPEC_PATHS = {
     "PodTemplate": "template.spec",
 }
 _SELECTED_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")
+INT32_MAX = 2**31 - 1   # replicas, parallelism, completions, backoffLimit are int32 fields
 _COUNTS = {"Deployment": ("spec.replicas",), "ReplicaSet": ("spec.replicas",), "StatefulSet": ("spec.replicas",),
            "Job": ("spec.parallelism", "spec.completions", "spec.backoffLimit"),
            "CronJob": ("spec.jobTemplate.spec.parallelism", "spec.jobTemplate.spec.completions")}
@@ -61,6 +62,9 @@ def _workload(doc: dict, kind: str, errors: Errors) -> None:
         n = get(doc, path)
         if isinstance(n, int) and not isinstance(n, bool) and n < 0:
             errors.append(FieldError(path, f"Invalid value: {n}: must be greater than or equal to 0"))
+        elif isinstance(n, int) and not isinstance(n, bool) and n > INT32_MAX:
+            errors.append(FieldError(path, f"Invalid value: {n}: must fit in a 32-bit integer (at most {INT32_MAX}): "
+                                           "the API server cannot decode it"))
     if kind in _SELECTED_KINDS:
         selector = get(doc, "spec.selector")
         if isinstance(selector, dict):

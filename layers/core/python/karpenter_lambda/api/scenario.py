@@ -31,6 +31,7 @@ from typing import Callable
 
 from .labels import PROJECT_API_VERSION
 from .times import to_datetime, to_epoch
+from .workloads import MAX_PODS_PER_WORKLOAD
 
 API_VERSION = PROJECT_API_VERSION          # the old name, kept
 KIND = "Scenario"
@@ -110,6 +111,9 @@ def _ref(args, where: str, kinds: tuple, need_replicas: bool) -> list[str]:
         r = args.get("replicas")
         if isinstance(r, bool) or not isinstance(r, int) or r < 0:
             problems.append(f"{where}.replicas: must be an integer >= 0, got {r!r}")
+        elif r > MAX_PODS_PER_WORKLOAD:
+            problems.append(f"{where}.replicas: {r:,} pods: simulate expands at most {MAX_PODS_PER_WORKLOAD:,} pods per "
+                            "workload")
     known = {"kind", "name", "namespace"} | ({"replicas"} if need_replicas else set())
     problems += [f"{where}.{k}: unknown field" for k in sorted(set(args) - known)]
     return problems

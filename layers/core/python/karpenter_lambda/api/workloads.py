@@ -85,15 +85,25 @@ def _owner_ref(kind: str, api_version: str, namespace: str, name: str) -> dict:
     }
 
 
+#: the most pods one workload expands to (``plan`` and ``simulate``): a typo such as ``replicas: 30000000`` is refused
+#: with a message instead of building millions of pods (Karpenter's own scheduling benchmark stops at about 40,000)
+MAX_PODS_PER_WORKLOAD = 100_000
+
+
 def _int_field(doc: dict, path: str, default: int, issues: list, where: tuple) -> int:
     cur = doc
     for part in path.split("."):
         cur = cur.get(part) if isinstance(cur, dict) else None
         if cur is None:
             return default
+    file, index, kind, name = where
     if isinstance(cur, bool) or not isinstance(cur, int) or cur < 0:
-        file, index, kind, name = where
         issues.append(ValidationIssue(file, index, kind, name, path, f"must be a non-negative integer, got {cur!r}"))
+        return 0
+    if cur > MAX_PODS_PER_WORKLOAD:
+        issues.append(ValidationIssue(file, index, kind, name, path,
+                                      f"{cur:,} pods: plan and simulate expand at most {MAX_PODS_PER_WORKLOAD:,} pods "
+                                      "per workload; lower it to plan or simulate this workload"))
         return 0
     return cur
 

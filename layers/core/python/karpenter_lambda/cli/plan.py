@@ -40,6 +40,7 @@ import json
 import sys
 import time
 
+from karpenter_lambda.api.errors import ValidationIssue
 from karpenter_lambda.api.kube import pod_key, scheduling_gates
 from karpenter_lambda.api.manifests import load_files
 from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodeOverlay, NodePool
@@ -114,16 +115,20 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     daemonsets: list[dict] = []
     storage: dict[str, list[dict]] = {kind: [] for kind in STORAGE_KINDS}
     issues = []
-    for index, obj in enumerate(o for o in loaded.objects if type(o) is KubeObject):
+    for i, obj in enumerate(loaded.objects):
+        if type(obj) is not KubeObject:
+            continue
         if obj.doc.get("kind") in STORAGE_KINDS:   # what the pods' volumes ask of their nodes (scheduling/volumes.py)
             storage[obj.doc["kind"]].append(obj.doc)
             continue
-        w = expand(obj.doc, "<manifests>", index)
+        file, index = loaded.origins[i] if i < len(loaded.origins) else ("<manifests>", i)
+        w = expand(obj.doc, file, index)
         pods.extend(w.pods)
         daemonsets.extend(w.daemonsets)
-        issues.extend(w.issues)
-    if issues:
-        raise PlanError("\n".join(str(i) for i in issues))
+        issues.extend(ValidationIssue(x.file, x.doc_index, x.kind, x.name, x.path, x.message,
+                                      x.line or loaded.line_of(i, x.path)) for x in w.issues)
+    if issues:   # in validate's words, naming the file, the document and the line
+        raise PlanError("\n".join(format_issue(x) for x in issues))
     _stateful_claims(pods, [o.doc for o in loaded.objects if type(o) is KubeObject], storage["PersistentVolumeClaim"])
     waiting = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
     # pods with scheduling gates are neither scheduled nor provisioned for until the gates go (Kubernetes, Karpenter)

@@ -40,6 +40,7 @@ clock: shared with the test :mod:`.world`), :mod:`.loop` (the event loop and the
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import io
 import threading
@@ -51,7 +52,7 @@ from ..adapters.store import Store
 from ..api.manifests import load_files
 from ..api.scenario import KIND as SCENARIO, ScenarioError, parse_scenario
 from ..api.text import plural
-from ..api.workloads import WORKLOAD_KINDS, add_claim_volumes, expand_all
+from ..api.workloads import WORKLOAD_KINDS, Workloads, add_claim_volumes, expand
 from ..controllers import runtime
 from .clock import VirtualClock
 from .environment import LambdaContext, SimEnvironment, SimulationError, load_module, repo_root
@@ -169,10 +170,18 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
         self.offpeak_schedules = res.of_kind("OffPeakSchedule")
         self.overlays = res.of_kind("NodeOverlay")
         self.workload_docs = [o.doc for o in others]
-        wl = expand_all(others)
+        wl = Workloads()
+        for i, o in enumerate(res.objects):   # each named by its file, document and line, as validate names it
+            if o.kind in WORKLOAD_KINDS:
+                file, index = res.origins[i] if i < len(res.origins) else ("<input>", i)
+                before = len(wl.issues)
+                expand(o.doc, file, index, wl)
+                wl.issues[before:] = [dataclasses.replace(x, line=x.line or res.line_of(i, x.path))
+                                      for x in wl.issues[before:]]
         add_claim_volumes(wl.pods, self.workload_docs)   # a StatefulSet's volumeClaimTemplates (their claims: sim/workloads.py)
         if wl.issues:
-            raise SimulationError("invalid workloads:\n" + "\n".join(str(i) for i in wl.issues))
+            raise SimulationError("invalid workloads:\n" + "\n".join(
+                f"{x} (line {x.line})" if x.line else str(x) for x in wl.issues))
         if not nodepools:
             raise SimulationError("no NodePool in the input: add a karpenter.sh/v1 NodePool (see examples/demo/)")
         return nodepools, nodeclasses, wl
