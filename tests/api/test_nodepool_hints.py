@@ -39,3 +39,14 @@ def test_known_values_and_odd_documents_give_nothing():
                  {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m7g"]})
     assert nodepool_requirement_hints(pool, CATALOG) == []
     assert nodepool_requirement_hints({"spec": "x"}) == [] and nodepool_requirement_hints(None) == []
+
+
+def test_an_expiry_shorter_than_ten_minutes_is_a_warning():
+    pool = _pool()
+    for value, warned in (("300s", True), ("720s", False), ("9m59s", True), ("10m", False), ("720h", False), ("Never", False),
+                          ("bogus", False)):
+        pool["spec"]["template"]["spec"]["expireAfter"] = value
+        found = [(e.path, e.message) for e in nodepool_requirement_hints(pool)]
+        assert found == ([("spec.template.spec.expireAfter",
+                           f"expireAfter {value} is shorter than 10 minutes: every node expires and is replaced about "
+                           "as soon as it is ready (a unit typo? h is hours)")] if warned else []), value

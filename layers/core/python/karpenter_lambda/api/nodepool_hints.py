@@ -8,14 +8,22 @@ names (none, when every value is a typo), and a ``NotIn`` typo excludes nothing.
 node selector (:func:`.pod_hints.value_hint`): the closed sets of ``kubernetes.io/arch``, ``kubernetes.io/os`` and
 ``karpenter.sh/capacity-type``, and, with ``catalog`` ({label key: values}), the instance type, family, size and
 category names the catalog knows.
+
+**An expireAfter shorter than 10 minutes.** Launch, join and initialization take a minute or more, so each node is
+replaced about as soon as it is ready: a churn of launches that is usually a unit typo (``720s`` for ``720h``).
 """
 
 from __future__ import annotations
 
+from .durations import DurationError, parse_nillable_duration
 from .errors import FieldError
 from .pod_hints import value_hint
 
-__all__ = ["nodepool_requirement_hints"]
+__all__ = ["nodepool_requirement_hints", "SHORT_EXPIRY"]
+
+#: an ``expireAfter`` below this replaces every node about as soon as it is ready (launch, join and initialization
+#: take a minute or more), usually a unit typo (``720s`` for ``720h``)
+SHORT_EXPIRY = 600
 
 
 def nodepool_requirement_hints(doc, catalog: dict | None = None) -> list[FieldError]:
@@ -25,6 +33,15 @@ def nodepool_requirement_hints(doc, catalog: dict | None = None) -> list[FieldEr
     tspec = template.get("spec") if isinstance(template, dict) else None
     reqs = tspec.get("requirements") if isinstance(tspec, dict) else None
     out: list[FieldError] = []
+    expire = tspec.get("expireAfter") if isinstance(tspec, dict) else None
+    try:
+        seconds = parse_nillable_duration(expire) if isinstance(expire, str) else None
+    except DurationError:
+        seconds = None
+    if seconds is not None and seconds < SHORT_EXPIRY:
+        out.append(FieldError("spec.template.spec.expireAfter", f"expireAfter {expire} is shorter than {SHORT_EXPIRY // 60} "
+                                                                "minutes: every node expires and is replaced about as "
+                                                                "soon as it is ready (a unit typo? h is hours)"))
     for i, r in enumerate(reqs if isinstance(reqs, list) else ()):
         if not isinstance(r, dict) or r.get("operator") not in ("In", "NotIn") or not isinstance(r.get("values"), list):
             continue
