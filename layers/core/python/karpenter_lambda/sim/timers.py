@@ -97,6 +97,11 @@ class TimersMixin:
         the run ends.  Only NodeClaims that may be consolidated: initialized, not deleting, of a NodePool whose
         policy consolidates (``WhenEmpty``: empty nodes only); one per NodeClaim and time."""
         known = self.__dict__.setdefault("_consolidation_timer_keys", set())
+        # a NodeClaim's consolidatable time moves only with what the run reports (a pod bound or gone, a node
+        # initialized): nothing reported since the last look, nothing new to find (and no store listing to pay for)
+        if self.__dict__.get("_consolidation_scanned_at") == self.last_change:
+            return False
+        self._consolidation_scanned_at = self.last_change
         pools = {np.name: np for np in self.store.list("NodePool")}
         busy = {(p.get("spec") or {}).get("nodeName") for p in self.server.store.list("pods", shared=True)
                 if not is_daemon_pod(p) and not is_terminal(p)}
