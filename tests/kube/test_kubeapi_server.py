@@ -115,3 +115,16 @@ def test_discovery_and_unsupported_patch(server):
     with pytest.raises(urllib.error.HTTPError) as e:    # the client refuses the type itself: raw HTTP, as kubectl's
         urllib.request.urlopen(req)
     assert e.value.code == 415
+
+
+def test_the_runtimeclass_admission_on_pod_create():
+    from karpenter_lambda.sim.kubeapi import ObjectStore, StoreError
+
+    store = ObjectStore()
+    store.create("runtimeclasses", {"metadata": {"name": "kata"}, "handler": "kata",
+                                    "overhead": {"podFixed": {"cpu": "250m"}}})
+    pod = store.create("pods", {"metadata": {"name": "p"}, "spec": {"runtimeClassName": "kata", "containers": []}})
+    assert pod["spec"]["overhead"] == {"cpu": "250m"}
+    with pytest.raises(StoreError) as e:
+        store.create("pods", {"metadata": {"name": "q"}, "spec": {"runtimeClassName": "gvisor", "containers": []}})
+    assert e.value.code == 403 and 'pods "q" is forbidden: pod rejected: RuntimeClass gvisor not found' in str(e.value)

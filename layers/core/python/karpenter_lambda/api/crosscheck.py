@@ -16,6 +16,9 @@
   found"), as a cluster without it would.  So is a pod volume naming a PersistentVolumeClaim (``claimName``) that
   the load does not have in the pod's namespace, when it has some there (a StatefulSet's claims count: the ones its
   controller makes from its ``volumeClaimTemplates``).
+* **RuntimeClasses** (warnings): a pod spec whose ``runtimeClassName`` the RuntimeClass admission would refuse
+  against the classes given (a class not given, when some are; an ``overhead`` or ``nodeSelector`` at odds with the
+  class's).
 * **PodDisruptionBudgets that select nothing** (warnings): a budget whose selector matches the pods of none of the
   workloads given in its namespace, when some are given, protects nothing -- disruption may evict those pods all at
   once, which is usually a typo in the selector (``app: webb``).
@@ -239,6 +242,39 @@ def _claim_name_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
                 out.append((pos, FieldError(f"{path}.volumes[{i}].persistentVolumeClaim.claimName",
                                             f"no PersistentVolumeClaim {ref} among the objects given in namespace "
                                             f"{key[2]} (PersistentVolumeClaims: {shown}): its pods stay Pending{hint}")))
+    return out
+
+
+# -- RuntimeClasses ---------------------------------------------------------------------------------------------------
+def runtime_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
+    """(position in ``docs``, warning) per workload whose pods the RuntimeClass admission would refuse against the
+    RuntimeClasses given (``api/runtimeclass.py``): a class not given (when some are), an ``overhead`` other than the
+    class's, a ``nodeSelector`` conflicting with the class's.  Warnings: the cluster's class may differ."""
+    from .kuberules_objects import POD_SPEC_PATHS, get
+    from .runtimeclass import admit, runtime_classes
+
+    classes = runtime_classes(docs)
+    out: list[tuple[int, FieldError]] = []
+    for pos, data in enumerate(docs):
+        key = identity(data)
+        if key is None or key[1] not in POD_SPEC_PATHS:
+            continue
+        path = POD_SPEC_PATHS[key[1]]
+        spec = get(data, path)
+        if not isinstance(spec, dict) or not spec.get("runtimeClassName"):
+            continue
+        _, problem = admit({"spec": spec}, classes)
+        if problem is None:
+            continue
+        if not classes:
+            continue   # none given: the class is the cluster's, nothing to check against
+        if problem.startswith("RuntimeClass "):
+            known = ", ".join(sorted(classes))
+            near = sorted(n for n in classes if one_edit(spec["runtimeClassName"], n))
+            hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+            problem = (f"no RuntimeClass {spec['runtimeClassName']} among the objects given (RuntimeClasses: {known}): "
+                       f"the API server refuses its pods{hint}")
+        out.append((pos, FieldError(f"{path}.runtimeClassName", problem)))
     return out
 
 

@@ -84,6 +84,32 @@ class PlanError(Exception):
     pass
 
 
+def _admit_runtime_classes(pods: list[dict], docs: list[dict]) -> list[dict]:
+    """The pods as the API server's RuntimeClass admission leaves them (``api/runtimeclass.py``: the class's
+    overhead, node selector and tolerations).  With no RuntimeClass in the files the pods are planned as they are,
+    with a warning that their class's overhead is not counted; a pod the given classes refuse is a PlanError."""
+    from karpenter_lambda.api.runtimeclass import admit, runtime_classes
+
+    classes = runtime_classes(docs)
+    out, refused, unknown = [], {}, {}
+    for pod in pods:
+        admitted, problem = admit(pod, classes)
+        owner = ((pod["metadata"].get("ownerReferences") or [{}])[0]).get("name") or pod["metadata"]["name"]
+        where = f"{pod['metadata'].get('namespace') or 'default'}/{owner}"
+        if problem and not classes:
+            unknown.setdefault(where, pod["spec"]["runtimeClassName"])
+        elif problem:
+            refused.setdefault(where, problem)
+        out.append(admitted)
+    for where, name in sorted(unknown.items()):
+        sys.stderr.write(f"plan: warning: the pods of {where} name RuntimeClass {name}, which is not in the given files: "
+                         "its overhead and scheduling are not counted (add the RuntimeClass with -f)\n")
+    if refused:
+        raise PlanError("the API server would refuse these pods:\n" + "\n".join(
+            f"pods of {where}: {problem}" for where, problem in sorted(refused.items())))
+    return out
+
+
 class PlanEnvironmentError(PlanError):
     """The environment cannot answer (e.g. no offline instance data for the region): exit 2."""
 
@@ -129,6 +155,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
                                       x.line or loaded.line_of(i, x.path)) for x in w.issues)
     if issues:   # in validate's words, naming the file, the document and the line
         raise PlanError("\n".join(format_issue(x) for x in issues))
+    pods = _admit_runtime_classes(pods, [o.doc for o in loaded.objects if type(o) is KubeObject])
     _stateful_claims(pods, [o.doc for o in loaded.objects if type(o) is KubeObject], storage["PersistentVolumeClaim"])
     waiting = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
     # pods with scheduling gates are neither scheduled nor provisioned for until the gates go (Kubernetes, Karpenter)

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from ...api.runtimeclass import admit as admit_runtime_class
 from ...api.selectors import Selector
 from ...api.times import format_time, to_epoch
 from ...disruption.pdb import blocking_pdb, disruptions_allowed
@@ -235,6 +236,11 @@ class ObjectStore:
             meta.pop("deletionTimestamp", None)
             meta.setdefault("generation", 1)
             if plural == "pods":
+                if (obj.get("spec") or {}).get("runtimeClassName"):   # the RuntimeClass admission (api/runtimeclass.py)
+                    classes = {k[1]: v for k, v in self._objects["runtimeclasses"].items()}
+                    obj, problem = admit_runtime_class(obj, classes)
+                    if problem:
+                        raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: pod rejected: {problem}')
                 spec = obj.setdefault("spec", {})
                 spec.setdefault("schedulerName", "default-scheduler")
                 spec.setdefault("priority", 0)
