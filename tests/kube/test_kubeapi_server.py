@@ -128,3 +128,19 @@ def test_the_runtimeclass_admission_on_pod_create():
     with pytest.raises(StoreError) as e:
         store.create("pods", {"metadata": {"name": "q"}, "spec": {"runtimeClassName": "gvisor", "containers": []}})
     assert e.value.code == 403 and 'pods "q" is forbidden: pod rejected: RuntimeClass gvisor not found' in str(e.value)
+
+
+def test_the_limitranger_admission_on_pod_create():
+    from karpenter_lambda.sim.kubeapi import ObjectStore, StoreError
+
+    store = ObjectStore()
+    store.create("limitranges", {"metadata": {"name": "d"}, "spec": {"limits": [
+        {"type": "Container", "defaultRequest": {"cpu": "250m"}, "max": {"cpu": "1"}}]}}, "default")
+    pod = store.create("pods", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}, "default")
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "1"}, "requests": {"cpu": "250m"}}
+    other = store.create("pods", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}, "elsewhere")
+    assert "resources" not in other["spec"]["containers"][0]   # another namespace's pods are not touched
+    with pytest.raises(StoreError) as e:
+        store.create("pods", {"metadata": {"name": "q"}, "spec": {"containers": [
+            {"name": "c", "resources": {"limits": {"cpu": "2"}}}]}}, "default")
+    assert e.value.code == 403 and "maximum cpu usage per Container is 1, but limit is 2" in str(e.value)

@@ -16,6 +16,8 @@
   found"), as a cluster without it would.  So is a pod volume naming a PersistentVolumeClaim (``claimName``) that
   the load does not have in the pod's namespace, when it has some there (a StatefulSet's claims count: the ones its
   controller makes from its ``volumeClaimTemplates``).
+* **LimitRanges** (warnings): a pod spec whose containers a LimitRange of its namespace refuses (below ``min``, above
+  ``max``).
 * **RuntimeClasses** (warnings): a pod spec whose ``runtimeClassName`` the RuntimeClass admission would refuse
   against the classes given (a class not given, when some are; an ``overhead`` or ``nodeSelector`` at odds with the
   class's).
@@ -275,6 +277,29 @@ def runtime_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
             problem = (f"no RuntimeClass {spec['runtimeClassName']} among the objects given (RuntimeClasses: {known}): "
                        f"the API server refuses its pods{hint}")
         out.append((pos, FieldError(f"{path}.runtimeClassName", problem)))
+    return out
+
+
+def limit_range_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
+    """(position in ``docs``, warning) per workload whose pods the LimitRanger admission would refuse against the
+    LimitRanges given in its namespace (``api/limitrange.py``: a request below a ``min``, a request or limit above a
+    ``max``).  Warnings: the cluster's LimitRanges may differ."""
+    from .kuberules_objects import POD_SPEC_PATHS, get
+    from .limitrange import admit, limit_ranges
+
+    ranges = limit_ranges(docs)
+    out: list[tuple[int, FieldError]] = []
+    for pos, data in enumerate(docs):
+        key = identity(data)
+        if key is None or key[1] not in POD_SPEC_PATHS or not ranges.get(key[2]):
+            continue
+        spec = get(data, POD_SPEC_PATHS[key[1]])
+        if isinstance(spec, dict):
+            _, problem = admit({"spec": spec}, ranges[key[2]])
+            if problem:
+                out.append((pos, FieldError(f"{POD_SPEC_PATHS[key[1]]}.containers",
+                                            f"{problem}: the API server refuses its pods (LimitRange in namespace "
+                                            f"{key[2]})")))
     return out
 
 

@@ -84,18 +84,26 @@ class PlanError(Exception):
     pass
 
 
-def _admit_runtime_classes(pods: list[dict], docs: list[dict]) -> list[dict]:
-    """The pods as the API server's RuntimeClass admission leaves them (``api/runtimeclass.py``: the class's
-    overhead, node selector and tolerations).  With no RuntimeClass in the files the pods are planned as they are,
-    with a warning that their class's overhead is not counted; a pod the given classes refuse is a PlanError."""
+def _admit(pods: list[dict], docs: list[dict]) -> list[dict]:
+    """The pods as the API server's admission leaves them: the LimitRanger (``api/limitrange.py``: containers'
+    default requests and limits from the LimitRanges of their namespace) and the RuntimeClass admission
+    (``api/runtimeclass.py``: the class's overhead, node selector and tolerations).  With no RuntimeClass in the
+    files a pod naming one is planned as it is, with a warning that its class's overhead is not counted; a pod the
+    given LimitRanges or classes refuse is a PlanError."""
+    from karpenter_lambda.api.limitrange import admit as admit_limits, limit_ranges
     from karpenter_lambda.api.runtimeclass import admit, runtime_classes
 
     classes = runtime_classes(docs)
+    ranges = limit_ranges(docs)
     out, refused, unknown = [], {}, {}
     for pod in pods:
-        admitted, problem = admit(pod, classes)
         owner = ((pod["metadata"].get("ownerReferences") or [{}])[0]).get("name") or pod["metadata"]["name"]
         where = f"{pod['metadata'].get('namespace') or 'default'}/{owner}"
+        admitted, problem = admit_limits(pod, ranges.get(pod["metadata"].get("namespace") or "default", []))
+        if problem:
+            refused.setdefault(where, problem)
+            continue
+        admitted, problem = admit(admitted, classes)
         if problem and not classes:
             unknown.setdefault(where, pod["spec"]["runtimeClassName"])
         elif problem:
@@ -155,7 +163,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
                                       x.line or loaded.line_of(i, x.path)) for x in w.issues)
     if issues:   # in validate's words, naming the file, the document and the line
         raise PlanError("\n".join(format_issue(x) for x in issues))
-    pods = _admit_runtime_classes(pods, [o.doc for o in loaded.objects if type(o) is KubeObject])
+    pods = _admit(pods, [o.doc for o in loaded.objects if type(o) is KubeObject])
     _stateful_claims(pods, [o.doc for o in loaded.objects if type(o) is KubeObject], storage["PersistentVolumeClaim"])
     waiting = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
     # pods with scheduling gates are neither scheduled nor provisioned for until the gates go (Kubernetes, Karpenter)

@@ -52,6 +52,7 @@ from ..adapters.store import Store
 from ..api.manifests import load_files
 from ..api.scenario import KIND as SCENARIO, ScenarioError, parse_scenario
 from ..api.text import plural
+from ..api.limitrange import admit as admit_limits, limit_ranges
 from ..api.runtimeclass import admit, runtime_classes
 from ..api.workloads import WORKLOAD_KINDS, Workloads, add_claim_volumes, expand
 from ..controllers import runtime
@@ -71,7 +72,8 @@ from .workloads import WorkloadController
 DEFAULT_MAX_TIME = 6 * 3600.0
 # other kinds the simulated API server keeps (PodDisruptionBudgets are honoured by its eviction API; storage is
 # bound and provisioned by sim/storage.py and the kube-scheduler), created in this order
-STORED_KINDS = {"RuntimeClass": "runtimeclasses", "StorageClass": "storageclasses", "PersistentVolume": "persistentvolumes",
+STORED_KINDS = {"RuntimeClass": "runtimeclasses", "LimitRange": "limitranges", "StorageClass": "storageclasses",
+                "PersistentVolume": "persistentvolumes",
                 "PersistentVolumeClaim": "persistentvolumeclaims", "PodDisruptionBudget": "poddisruptionbudgets"}
 
 # the names this module has always offered (tests, bench and the interruption world import some of them)
@@ -180,11 +182,14 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                 wl.issues[before:] = [dataclasses.replace(x, line=x.line or res.line_of(i, x.path))
                                       for x in wl.issues[before:]]
         add_claim_volumes(wl.pods, self.workload_docs)   # a StatefulSet's volumeClaimTemplates (their claims: sim/workloads.py)
-        # the simulated API server's RuntimeClass admission refuses a pod of a class the input lacks: said up front
+        # the simulated API server's admission (LimitRanger, RuntimeClass) refuses such pods: said up front
         classes = runtime_classes(o.doc for o in res.objects)
+        ranges = limit_ranges(o.doc for o in res.objects)
         refused = {}
         for pod in wl.pods:
-            _, problem = admit(pod, classes)
+            admitted, problem = admit_limits(pod, ranges.get(pod["metadata"].get("namespace") or "default", []))
+            if problem is None:
+                _, problem = admit(admitted, classes)
             if problem:
                 owner = ((pod["metadata"].get("ownerReferences") or [{}])[0]).get("name") or pod["metadata"]["name"]
                 refused.setdefault((pod["metadata"].get("namespace") or "default", owner), problem)
@@ -222,13 +227,14 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                 store.put(obj)
             for ds in wl.daemonsets:
                 server.store.create("daemonsets", _strip(ds), (ds.get("metadata") or {}).get("namespace") or "default")
-            first = [o for o in self.stored if o.kind == "RuntimeClass"]   # the pods' admission reads them
-            for obj in first:
-                server.store.create(STORED_KINDS[obj.kind], _strip(obj.doc), None)
+            admission = ("RuntimeClass", "LimitRange")   # the pods' admission reads them: stored first
+            for obj in self.stored:
+                if obj.kind in admission:
+                    server.store.create(STORED_KINDS[obj.kind], _strip(obj.doc), obj.metadata.get("namespace") or "default")
             for pod in wl.pods:
                 server.store.create("pods", _strip(pod), pod["metadata"].get("namespace") or "default")
             for obj in self.stored:
-                if obj.kind != "RuntimeClass":
+                if obj.kind not in admission:
                     server.store.create(STORED_KINDS[obj.kind], _strip(obj.doc), obj.metadata.get("namespace") or "default")
             self.workload_controller = WorkloadController(server, region=self.region)
             for doc in self.workload_docs:

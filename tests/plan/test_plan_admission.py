@@ -1,6 +1,9 @@
-"""plan and simulate apply the RuntimeClass admission to the pods they build (api/runtimeclass.py): a kata pod of
-6 CPU with a 2-CPU ``overhead.podFixed`` needs 8 CPU, more than a c6g.2xlarge holds; without the class in the files
-plan says the overhead is not counted, and a class the files lack while having others refuses the pods."""
+"""plan and simulate apply the API server's admission to the pods they build.
+
+RuntimeClass (api/runtimeclass.py): a kata pod of 6 CPU with a 2-CPU ``overhead.podFixed`` needs 8 CPU, more than a
+c6g.2xlarge holds; without the class in the files plan says the overhead is not counted, and a class the files lack
+while having others refuses the pods.  LimitRanger (api/limitrange.py): containers without requests get their
+namespace's defaults, and a limit above a ``max`` refuses the pods."""
 
 from __future__ import annotations
 
@@ -72,3 +75,39 @@ def test_simulate_admits_the_pod_with_its_class_overhead(capsys, tmp_path):
     assert res.pods_bound == 1
     assert claim["instanceType"] == with_class["nodeClaims"][0]["instanceType"] != \
         without["nodeClaims"][0]["instanceType"]
+
+
+LIMITS = """apiVersion: v1
+kind: LimitRange
+metadata: {name: defaults, namespace: default}
+spec:
+  limits:
+  - {type: Container, defaultRequest: {cpu: "1", memory: 1Gi}, default: {cpu: "2", memory: 2Gi}}
+"""
+NO_REQUESTS = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nores}
+spec:
+  replicas: 10
+  selector: {matchLabels: {app: nores}}
+  template:
+    metadata: {labels: {app: nores}}
+    spec:
+      containers: [{name: c, image: nginx}]
+"""
+
+
+def test_plan_and_simulate_give_containers_their_namespace_limit_range_defaults(capsys, tmp_path):
+    # ten pods without requests: one small node for nothing, or 10 CPU and 10 GiB with the namespace's defaults
+    bare, _ = _plan(capsys, tmp_path, NO_REQUESTS)
+    limited, _ = _plan(capsys, tmp_path, LIMITS + "---\n" + NO_REQUESTS)
+    assert len(bare["nodeClaims"]) == 1 and limited["costPerHour"] > 2 * bare["costPerHour"]
+    (tmp_path / "w.yaml").write_text(LIMITS + "---\n" + NO_REQUESTS)
+    res = Simulation([DEFAULT, tmp_path / "w.yaml"], until=180.0).run()
+    assert res.pods_bound == 10
+    assert sorted(c["instanceType"] for c in res.nodeclaims) == sorted(c["instanceType"] for c in limited["nodeClaims"])
+    # a limit above the LimitRange's max: the API server refuses the pods, and plan says so
+    capped = LIMITS.replace('default: {cpu: "2", memory: 2Gi}}', 'default: {cpu: "2", memory: 2Gi}, max: {cpu: "2"}}')
+    over = NO_REQUESTS.replace("{name: c, image: nginx}", '{name: c, image: nginx, resources: {limits: {cpu: "4"}}}')
+    _, err = _plan(capsys, tmp_path, capped + "---\n" + over, status=1)
+    assert "maximum cpu usage per Container is 2, but limit is 4 (container c)" in err
