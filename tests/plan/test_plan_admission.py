@@ -111,3 +111,12 @@ def test_plan_and_simulate_give_containers_their_namespace_limit_range_defaults(
     over = NO_REQUESTS.replace("{name: c, image: nginx}", '{name: c, image: nginx, resources: {limits: {cpu: "4"}}}')
     _, err = _plan(capsys, tmp_path, capped + "---\n" + over, status=1)
     assert "maximum cpu usage per Container is 2, but limit is 4 (container c)" in err
+
+
+def test_plan_notes_the_objects_it_does_not_read(capsys, tmp_path):
+    quota = "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: q}\nspec: {hard: {pods: '2'}}\n"
+    _, err = _plan(capsys, tmp_path, quota + "---\n" + LIMITS + "---\n" + NO_REQUESTS)
+    assert "plan: note: not read (plan builds pods from workloads, RuntimeClasses and LimitRanges only): " \
+           "ResourceQuota/q\n" in err
+    _, err = _plan(capsys, tmp_path, LIMITS + "---\n" + NO_REQUESTS)
+    assert "not read" not in err

@@ -148,7 +148,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     pods: list[dict] = []
     daemonsets: list[dict] = []
     storage: dict[str, list[dict]] = {kind: [] for kind in STORAGE_KINDS}
-    issues = []
+    issues, ignored = [], []
     for i, obj in enumerate(loaded.objects):
         if type(obj) is not KubeObject:
             continue
@@ -157,12 +157,20 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
             continue
         file, index = loaded.origins[i] if i < len(loaded.origins) else ("<manifests>", i)
         w = expand(obj.doc, file, index)
+        ignored.extend(w.ignored)
         pods.extend(w.pods)
         daemonsets.extend(w.daemonsets)
         issues.extend(ValidationIssue(x.file, x.doc_index, x.kind, x.name, x.path, x.message,
                                       x.line or loaded.line_of(i, x.path)) for x in w.issues)
     if issues:   # in validate's words, naming the file, the document and the line
         raise PlanError("\n".join(format_issue(x) for x in issues))
+    # read below (the admission), or meaningless in one provisioning round (a budget for evictions)
+    read_later = ("RuntimeClass", "LimitRange", "PodDisruptionBudget")
+    unread = [x for x in ignored if x.split("/", 1)[0] not in read_later]
+    if unread:   # a Service, a ConfigMap... but also a ResourceQuota or a PriorityClass: say so rather than nothing
+        shown = ", ".join(unread[:8]) + (f", ... ({len(unread)} in all)" if len(unread) > 8 else "")
+        sys.stderr.write(f"plan: note: not read (plan builds pods from workloads, RuntimeClasses and LimitRanges "
+                         f"only): {shown}\n")
     pods = _admit(pods, [o.doc for o in loaded.objects if type(o) is KubeObject])
     _stateful_claims(pods, [o.doc for o in loaded.objects if type(o) is KubeObject], storage["PersistentVolumeClaim"])
     waiting = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
