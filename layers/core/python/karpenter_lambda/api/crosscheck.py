@@ -16,6 +16,8 @@
   found"), as a cluster without it would.  So is a pod volume naming a PersistentVolumeClaim (``claimName``) that
   the load does not have in the pod's namespace, when it has some there (a StatefulSet's claims count: the ones its
   controller makes from its ``volumeClaimTemplates``).
+* **PriorityClasses** (warnings): a pod spec naming a PriorityClass the load does not have (nor a built-in one),
+  when it has some.
 * **LimitRanges** (warnings): a pod spec whose containers a LimitRange of its namespace refuses (below ``min``, above
   ``max``).
 * **RuntimeClasses** (warnings): a pod spec whose ``runtimeClassName`` the RuntimeClass admission would refuse
@@ -277,6 +279,29 @@ def runtime_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
             problem = (f"no RuntimeClass {spec['runtimeClassName']} among the objects given (RuntimeClasses: {known}): "
                        f"the API server refuses its pods{hint}")
         out.append((pos, FieldError(f"{path}.runtimeClassName", problem)))
+    return out
+
+
+def priority_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
+    """(position in ``docs``, warning) per workload naming a PriorityClass the files do not have (nor a built-in one),
+    when they have some (``api/priority.py``: the API server refuses its pods).  Warnings: it may be the cluster's."""
+    from .kuberules_objects import POD_SPEC_PATHS, get
+    from .priority import BUILTIN, priority_classes
+
+    classes = priority_classes(docs)
+    out: list[tuple[int, FieldError]] = []
+    for pos, data in enumerate(docs):
+        key = identity(data)
+        if not classes or key is None or key[1] not in POD_SPEC_PATHS:
+            continue
+        path = f"{POD_SPEC_PATHS[key[1]]}.priorityClassName"
+        name = get(data, path)
+        if isinstance(name, str) and name and name not in classes and name not in BUILTIN:
+            known = sorted(classes) + sorted(BUILTIN)
+            near = sorted(n for n in known if one_edit(name, n))
+            hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+            out.append((pos, FieldError(path, f"no PriorityClass {name} among the objects given (PriorityClasses: "
+                                              f"{', '.join(known)}): the API server refuses its pods{hint}")))
     return out
 
 

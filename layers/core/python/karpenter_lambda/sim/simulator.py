@@ -53,6 +53,7 @@ from ..api.manifests import load_files
 from ..api.scenario import KIND as SCENARIO, ScenarioError, parse_scenario
 from ..api.text import plural
 from ..api.limitrange import admit as admit_limits, limit_ranges
+from ..api.priority import admit as admit_priority, priority_classes
 from ..api.runtimeclass import admit, runtime_classes
 from ..api.workloads import WORKLOAD_KINDS, Workloads, add_claim_volumes, expand
 from ..controllers import runtime
@@ -72,7 +73,8 @@ from .workloads import WorkloadController
 DEFAULT_MAX_TIME = 6 * 3600.0
 # other kinds the simulated API server keeps (PodDisruptionBudgets are honoured by its eviction API; storage is
 # bound and provisioned by sim/storage.py and the kube-scheduler), created in this order
-STORED_KINDS = {"RuntimeClass": "runtimeclasses", "LimitRange": "limitranges", "StorageClass": "storageclasses",
+STORED_KINDS = {"RuntimeClass": "runtimeclasses", "LimitRange": "limitranges", "PriorityClass": "priorityclasses",
+                "StorageClass": "storageclasses",
                 "PersistentVolume": "persistentvolumes",
                 "PersistentVolumeClaim": "persistentvolumeclaims", "PodDisruptionBudget": "poddisruptionbudgets"}
 
@@ -182,12 +184,15 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                 wl.issues[before:] = [dataclasses.replace(x, line=x.line or res.line_of(i, x.path))
                                       for x in wl.issues[before:]]
         add_claim_volumes(wl.pods, self.workload_docs)   # a StatefulSet's volumeClaimTemplates (their claims: sim/workloads.py)
-        # the simulated API server's admission (LimitRanger, RuntimeClass) refuses such pods: said up front
+        # the simulated API server's admission (LimitRanger, Priority, RuntimeClass) refuses such pods: said up front
         classes = runtime_classes(o.doc for o in res.objects)
         ranges = limit_ranges(o.doc for o in res.objects)
+        priorities = priority_classes(o.doc for o in res.objects)
         refused = {}
         for pod in wl.pods:
             admitted, problem = admit_limits(pod, ranges.get(pod["metadata"].get("namespace") or "default", []))
+            if problem is None:
+                admitted, problem = admit_priority(admitted, priorities)
             if problem is None:
                 _, problem = admit(admitted, classes)
             if problem:
@@ -196,7 +201,9 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
         if refused:
             raise SimulationError("invalid input: the API server would refuse these pods:\n" + "\n".join(
                 f"pods of {ns}/{owner}: {problem}" + (" (add the RuntimeClass to the input)"
-                                                       if problem.startswith("RuntimeClass ") else "")
+                                                       if problem.startswith("RuntimeClass ") else
+                                                       " (add the PriorityClass to the input)"
+                                                       if problem.startswith("no PriorityClass") else "")
                 for (ns, owner), problem in sorted(refused.items())))
         if wl.issues:
             raise SimulationError("invalid workloads:\n" + "\n".join(
@@ -227,7 +234,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                 store.put(obj)
             for ds in wl.daemonsets:
                 server.store.create("daemonsets", _strip(ds), (ds.get("metadata") or {}).get("namespace") or "default")
-            admission = ("RuntimeClass", "LimitRange")   # the pods' admission reads them: stored first
+            admission = ("RuntimeClass", "LimitRange", "PriorityClass")   # the pods' admission reads them: stored first
             for obj in self.stored:
                 if obj.kind in admission:
                     server.store.create(STORED_KINDS[obj.kind], _strip(obj.doc), obj.metadata.get("namespace") or "default")

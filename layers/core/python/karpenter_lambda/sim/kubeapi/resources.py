@@ -34,6 +34,7 @@ _RT = [
     ResourceType("csinodes", "CSINode", "storage.k8s.io", "v1", False),
     ResourceType("runtimeclasses", "RuntimeClass", "node.k8s.io", "v1", False),
     ResourceType("limitranges", "LimitRange", "", "v1", True, ("limits",)),
+    ResourceType("priorityclasses", "PriorityClass", "scheduling.k8s.io", "v1", False, ("pc",)),
     ResourceType("daemonsets", "DaemonSet", "apps", "v1", True, ("ds",), _ALL),
     ResourceType("deployments", "Deployment", "apps", "v1", True, ("deploy",), _ALL),
     ResourceType("replicasets", "ReplicaSet", "apps", "v1", True, ("rs",), _ALL),
@@ -89,4 +90,4 @@ def status_doc(code: int, reason: str, message: str, success: bool = False) -> d
 
 # ``status`` is served on every resource; discovery lists it where the real API server has it
 STATUS_SUBRESOURCE = frozenset(r.plural for r in _RT) - {"events", "configmaps", "storageclasses", "csinodes", "leases",
-                                                         "runtimeclasses", "limitranges"}
+                                                         "runtimeclasses", "limitranges", "priorityclasses"}

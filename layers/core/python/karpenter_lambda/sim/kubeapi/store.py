@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ...api.limitrange import admit as admit_limit_ranges
+from ...api.priority import admit as admit_priority
 from ...api.runtimeclass import admit as admit_runtime_class
 from ...api.selectors import Selector
 from ...api.times import format_time, to_epoch
@@ -242,6 +243,10 @@ class ObjectStore:
                     obj, problem = admit_limit_ranges(obj, ranges)
                     if problem:
                         raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: {problem}')
+                priorities = {k[1]: v for k, v in self._objects["priorityclasses"].items()}
+                obj, problem = admit_priority(obj, priorities)   # the Priority admission (api/priority.py)
+                if problem:
+                    raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: {problem}')
                 if (obj.get("spec") or {}).get("runtimeClassName"):   # the RuntimeClass admission (api/runtimeclass.py)
                     classes = {k[1]: v for k, v in self._objects["runtimeclasses"].items()}
                     obj, problem = admit_runtime_class(obj, classes)
