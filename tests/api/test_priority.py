@@ -41,6 +41,12 @@ def test_validate_warns_of_a_class_the_files_lack_when_they_have_some():
     assert found == [(1, "spec.priorityClassName", "no PriorityClass hihg among the objects given (PriorityClasses: "
                                                     "high, system-cluster-critical, system-node-critical): the API "
                                                     "server refuses its pods (did you mean high?)")]
+    # no class given at all: the pods keep priority 0, with a warning (a built-in class is always there)
+    assert admit(_pod(priorityClassName="hihg"), {}) == (_pod(priorityClassName="hihg"), None)
+    assert [e.message for _, e in priority_class_warnings([pod])] == [
+        "PriorityClass hihg is not among the objects given: simulate keeps its pods at priority 0 (add the "
+        "PriorityClass)"]
+    pod["spec"]["priorityClassName"] = "system-node-critical"
     assert priority_class_warnings([pod]) == []
 
 

@@ -46,4 +46,8 @@ def test_validate_warns_of_a_class_the_files_do_not_have_when_they_have_some():
     assert found == [(1, "spec.template.spec.runtimeClassName",
                       "no RuntimeClass katta among the objects given (RuntimeClasses: kata): the API server refuses its "
                       "pods (did you mean kata?)")]
-    assert runtime_class_warnings([deployment]) == []   # no class given: it may be the cluster's
+    # no class given at all: nothing known of the cluster's, the pods are taken as they are, with a warning
+    assert admit(_pod(runtimeClassName="katta"), {}) == (_pod(runtimeClassName="katta"), None)
+    assert [e.message for _, e in runtime_class_warnings([deployment])] == [
+        "RuntimeClass katta is not among the objects given: plan and simulate do not count its overhead, node "
+        "selector or tolerations (add the RuntimeClass)"]

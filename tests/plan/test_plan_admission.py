@@ -1,8 +1,8 @@
 """plan and simulate apply the API server's admission to the pods they build.
 
 RuntimeClass (api/runtimeclass.py): a kata pod of 6 CPU with a 2-CPU ``overhead.podFixed`` needs 8 CPU, more than a
-c6g.2xlarge holds; without the class in the files plan says the overhead is not counted, and a class the files lack
-while having others refuses the pods.  LimitRanger (api/limitrange.py): containers without requests get their
+c6g.2xlarge holds; without any class in the files the pod is taken as it is with a warning that its overhead is not
+counted, and a class the files lack while having others refuses the pods.  LimitRanger (api/limitrange.py): containers without requests get their
 namespace's defaults, and a limit above a ``max`` refuses the pods."""
 
 from __future__ import annotations
@@ -52,14 +52,15 @@ def test_plan_counts_the_class_overhead(capsys, tmp_path):
     # 8 CPU do not fit an 8-vCPU node's allocatable: the next size up, unlike the 6 CPU alone
     assert big != small and with_class["costPerHour"] > without["costPerHour"], (big, small)
     assert "warning" not in err
-    assert "name RuntimeClass kata, which is not in the given files: its overhead and scheduling are not counted" in err2
+    assert "Pod/p: warning: RuntimeClass kata is not among the objects given: plan and simulate do not count its " \
+           "overhead, node selector or tolerations (add the RuntimeClass)" in err2
 
 
 def test_plan_and_simulate_refuse_pods_of_a_class_the_files_lack(capsys, tmp_path):
     other = KATA.replace("name: kata", "name: gvisor")
     _, err = _plan(capsys, tmp_path, other + "---\n" + POD, status=1)
     assert "the API server would refuse these pods:\npods of default/p: RuntimeClass kata not found" in err
-    (tmp_path / "w.yaml").write_text(POD)
+    (tmp_path / "w.yaml").write_text(other + "---\n" + POD)
     with pytest.raises(SimulationError, match="pods of default/p: RuntimeClass kata not found"):
         Simulation([DEFAULT, tmp_path / "w.yaml"], until=60.0).run()
 

@@ -16,13 +16,13 @@
   found"), as a cluster without it would.  So is a pod volume naming a PersistentVolumeClaim (``claimName``) that
   the load does not have in the pod's namespace, when it has some there (a StatefulSet's claims count: the ones its
   controller makes from its ``volumeClaimTemplates``).
-* **PriorityClasses** (warnings): a pod spec naming a PriorityClass the load does not have (nor a built-in one),
-  when it has some.
+* **PriorityClasses** (warnings): a pod spec naming a PriorityClass the load does not have (nor a built-in one):
+  refused when the load has others, kept at priority 0 when it has none.
 * **LimitRanges** (warnings): a pod spec whose containers a LimitRange of its namespace refuses (below ``min``, above
   ``max``).
 * **RuntimeClasses** (warnings): a pod spec whose ``runtimeClassName`` the RuntimeClass admission would refuse
   against the classes given (a class not given, when some are; an ``overhead`` or ``nodeSelector`` at odds with the
-  class's).
+  class's), or naming one when the load has none (its overhead is then not counted).
 * **PodDisruptionBudgets that select nothing** (warnings): a budget whose selector matches the pods of none of the
   workloads given in its namespace, when some are given, protects nothing -- disruption may evict those pods all at
   once, which is usually a typo in the selector (``app: webb``).
@@ -267,11 +267,15 @@ def runtime_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
         spec = get(data, path)
         if not isinstance(spec, dict) or not spec.get("runtimeClassName"):
             continue
+        if not classes:   # none given: nothing known of the cluster's classes, so nothing of this one is counted
+            out.append((pos, FieldError(f"{path}.runtimeClassName",
+                                        f"RuntimeClass {spec['runtimeClassName']} is not among the objects given: plan "
+                                        "and simulate do not count its overhead, node selector or tolerations (add "
+                                        "the RuntimeClass)")))
+            continue
         _, problem = admit({"spec": spec}, classes)
         if problem is None:
             continue
-        if not classes:
-            continue   # none given: the class is the cluster's, nothing to check against
         if problem.startswith("RuntimeClass "):
             known = ", ".join(sorted(classes))
             near = sorted(n for n in classes if one_edit(spec["runtimeClassName"], n))
@@ -292,11 +296,14 @@ def priority_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
     out: list[tuple[int, FieldError]] = []
     for pos, data in enumerate(docs):
         key = identity(data)
-        if not classes or key is None or key[1] not in POD_SPEC_PATHS:
+        if key is None or key[1] not in POD_SPEC_PATHS:
             continue
         path = f"{POD_SPEC_PATHS[key[1]]}.priorityClassName"
         name = get(data, path)
-        if isinstance(name, str) and name and name not in classes and name not in BUILTIN:
+        if isinstance(name, str) and name and not classes and name not in BUILTIN:
+            out.append((pos, FieldError(path, f"PriorityClass {name} is not among the objects given: simulate keeps "
+                                              "its pods at priority 0 (add the PriorityClass)")))
+        elif isinstance(name, str) and name and name not in classes and name not in BUILTIN:
             known = sorted(classes) + sorted(BUILTIN)
             near = sorted(n for n in known if one_edit(name, n))
             hint = f" (did you mean {' or '.join(near)}?)" if near else ""

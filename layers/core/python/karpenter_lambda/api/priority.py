@@ -9,6 +9,9 @@ Kubernetes (``plugin/pkg/admission/priority``), when a pod is created:
 * a class that does not exist refuses the pod (``no PriorityClass with name X was found``), and so does a pod that
   sets ``spec.priority`` to something else.
 
+Where the input gives no PriorityClass at all, nothing is known of the cluster's: a pod naming one other than the
+built-in ones keeps its priority (0 unless set), and ``validate`` warns.
+
 The priority orders the kube-scheduler's queue and weighs a pod in Karpenter's disruption cost (consolidation
 prefers nodes whose pods matter less).  ``simulate`` applies it with the PriorityClasses given (:func:`admit`); a
 cluster does before the watcher sees a pod.
@@ -49,6 +52,8 @@ def admit(pod: dict, classes: dict[str, dict]) -> tuple[dict, str | None]:
             value = BUILTIN[name]
         elif name in classes:
             value, policy = _value(classes[name]), classes[name].get("preemptionPolicy")
+        elif not classes:
+            return pod, None   # no PriorityClass given at all: nothing known of any (validate warns), as it is
         else:
             return pod, f"no PriorityClass with name {name} was found"
     else:

@@ -9,6 +9,10 @@ Kubernetes (``plugin/pkg/admission/runtimeclass``), when a pod is created:
 * ``scheduling.tolerations`` are added to the pod's (those it does not already have);
 * a class that does not exist refuses the pod.
 
+Where the input gives no RuntimeClass at all, nothing is known of the cluster's: a pod naming one is taken as it is
+(no overhead), and ``validate``, ``plan`` and ``simulate`` warn that its class is not counted (a cluster's API
+server would refuse it if the class were missing there too).
+
 A cluster does this before the watcher ever sees a pod, so the Lambda functions read pods that already carry it;
 ``plan`` and ``simulate``, which build pods from workload manifests, apply it themselves with the RuntimeClasses given
 (:func:`admit`), and ``validate`` warns of what the API server would refuse (``crosscheck.runtime_class_warnings``).
@@ -41,6 +45,8 @@ def admit(pod: dict, classes: dict[str, dict]) -> tuple[dict, str | None]:
     name = spec.get("runtimeClassName")
     if not isinstance(name, str) or not name:
         return pod, None
+    if not classes:
+        return pod, None   # no RuntimeClass given at all: nothing known of any (validate warns), the pod as it is
     rc = classes.get(name)
     if rc is None:
         return pod, NOT_FOUND.format(name=name)

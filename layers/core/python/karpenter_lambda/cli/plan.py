@@ -88,14 +88,14 @@ def _admit(pods: list[dict], docs: list[dict]) -> list[dict]:
     """The pods as the API server's admission leaves them: the LimitRanger (``api/limitrange.py``: containers'
     default requests and limits from the LimitRanges of their namespace) and the RuntimeClass admission
     (``api/runtimeclass.py``: the class's overhead, node selector and tolerations).  With no RuntimeClass in the
-    files a pod naming one is planned as it is, with a warning that its class's overhead is not counted; a pod the
-    given LimitRanges or classes refuse is a PlanError."""
+    files a pod naming one is planned as it is (validate's warning says its class is not counted); a pod the given
+    LimitRanges or classes refuse is a PlanError."""
     from karpenter_lambda.api.limitrange import admit as admit_limits, limit_ranges
     from karpenter_lambda.api.runtimeclass import admit, runtime_classes
 
     classes = runtime_classes(docs)
     ranges = limit_ranges(docs)
-    out, refused, unknown = [], {}, {}
+    out, refused = [], {}
     for pod in pods:
         owner = ((pod["metadata"].get("ownerReferences") or [{}])[0]).get("name") or pod["metadata"]["name"]
         where = f"{pod['metadata'].get('namespace') or 'default'}/{owner}"
@@ -104,14 +104,9 @@ def _admit(pods: list[dict], docs: list[dict]) -> list[dict]:
             refused.setdefault(where, problem)
             continue
         admitted, problem = admit(admitted, classes)
-        if problem and not classes:
-            unknown.setdefault(where, pod["spec"]["runtimeClassName"])
-        elif problem:
+        if problem:
             refused.setdefault(where, problem)
         out.append(admitted)
-    for where, name in sorted(unknown.items()):
-        sys.stderr.write(f"plan: warning: the pods of {where} name RuntimeClass {name}, which is not in the given files: "
-                         "its overhead and scheduling are not counted (add the RuntimeClass with -f)\n")
     if refused:
         raise PlanError("the API server would refuse these pods:\n" + "\n".join(
             f"pods of {where}: {problem}" for where, problem in sorted(refused.items())))
