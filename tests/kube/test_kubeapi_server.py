@@ -127,7 +127,7 @@ def test_the_runtimeclass_admission_on_pod_create():
     assert pod["spec"]["overhead"] == {"cpu": "250m"}
     with pytest.raises(StoreError) as e:
         store.create("pods", {"metadata": {"name": "q"}, "spec": {"runtimeClassName": "gvisor", "containers": []}})
-    assert e.value.code == 403 and 'pods "q" is forbidden: pod rejected: RuntimeClass gvisor not found' in str(e.value)
+    assert e.value.code == 403 and 'pods "q" is forbidden: RuntimeClass gvisor not found' in str(e.value)
 
 
 def test_the_limitranger_admission_on_pod_create():

@@ -85,27 +85,20 @@ class PlanError(Exception):
 
 
 def _admit(pods: list[dict], docs: list[dict]) -> list[dict]:
-    """The pods as the API server's admission leaves them: the LimitRanger (``api/limitrange.py``: containers'
-    default requests and limits from the LimitRanges of their namespace) and the RuntimeClass admission
-    (``api/runtimeclass.py``: the class's overhead, node selector and tolerations).  With no RuntimeClass in the
-    files a pod naming one is planned as it is (validate's warning says its class is not counted); a pod the given
-    LimitRanges or classes refuse is a PlanError."""
-    from karpenter_lambda.api.limitrange import admit as admit_limits, limit_ranges
-    from karpenter_lambda.api.runtimeclass import admit, runtime_classes
+    """The pods as the API server's admission leaves them (``api/admission.py``): the LimitRanger (containers' default
+    requests and limits from the LimitRanges of their namespace), the Priority admission and the RuntimeClass
+    admission (the class's overhead, node selector and tolerations).  With no RuntimeClass in the files a pod naming
+    one is planned as it is (validate's warning says its class is not counted); a pod the chain refuses is a
+    PlanError."""
+    from karpenter_lambda.api.admission import Admission
 
-    classes = runtime_classes(docs)
-    ranges = limit_ranges(docs)
+    chain = Admission.of(docs)
     out, refused = [], {}
     for pod in pods:
-        owner = ((pod["metadata"].get("ownerReferences") or [{}])[0]).get("name") or pod["metadata"]["name"]
-        where = f"{pod['metadata'].get('namespace') or 'default'}/{owner}"
-        admitted, problem = admit_limits(pod, ranges.get(pod["metadata"].get("namespace") or "default", []))
+        admitted, problem = chain.admit(pod)
         if problem:
-            refused.setdefault(where, problem)
-            continue
-        admitted, problem = admit(admitted, classes)
-        if problem:
-            refused.setdefault(where, problem)
+            owner = ((pod["metadata"].get("ownerReferences") or [{}])[0]).get("name") or pod["metadata"]["name"]
+            refused.setdefault(f"{pod['metadata'].get('namespace') or 'default'}/{owner}", problem)
         out.append(admitted)
     if refused:
         raise PlanError("the API server would refuse these pods:\n" + "\n".join(

@@ -52,9 +52,7 @@ from ..adapters.store import Store
 from ..api.manifests import load_files
 from ..api.scenario import KIND as SCENARIO, ScenarioError, parse_scenario
 from ..api.text import plural
-from ..api.limitrange import admit as admit_limits, limit_ranges
-from ..api.priority import admit as admit_priority, priority_classes
-from ..api.runtimeclass import admit, runtime_classes
+from ..api.admission import KINDS as ADMISSION_KINDS, Admission, refusal_hint
 from ..api.workloads import WORKLOAD_KINDS, Workloads, add_claim_volumes, expand
 from ..controllers import runtime
 from .clock import VirtualClock
@@ -184,27 +182,17 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                 wl.issues[before:] = [dataclasses.replace(x, line=x.line or res.line_of(i, x.path))
                                       for x in wl.issues[before:]]
         add_claim_volumes(wl.pods, self.workload_docs)   # a StatefulSet's volumeClaimTemplates (their claims: sim/workloads.py)
-        # the simulated API server's admission (LimitRanger, Priority, RuntimeClass) refuses such pods: said up front
-        classes = runtime_classes(o.doc for o in res.objects)
-        ranges = limit_ranges(o.doc for o in res.objects)
-        priorities = priority_classes(o.doc for o in res.objects)
+        # the simulated API server's admission (api/admission.py) would refuse such pods: said up front
+        chain = Admission.of(o.doc for o in res.objects)
         refused = {}
         for pod in wl.pods:
-            admitted, problem = admit_limits(pod, ranges.get(pod["metadata"].get("namespace") or "default", []))
-            if problem is None:
-                admitted, problem = admit_priority(admitted, priorities)
-            if problem is None:
-                _, problem = admit(admitted, classes)
+            _, problem = chain.admit(pod)
             if problem:
                 owner = ((pod["metadata"].get("ownerReferences") or [{}])[0]).get("name") or pod["metadata"]["name"]
                 refused.setdefault((pod["metadata"].get("namespace") or "default", owner), problem)
         if refused:
             raise SimulationError("invalid input: the API server would refuse these pods:\n" + "\n".join(
-                f"pods of {ns}/{owner}: {problem}" + (" (add the RuntimeClass to the input)"
-                                                       if problem.startswith("RuntimeClass ") else
-                                                       " (add the PriorityClass to the input)"
-                                                       if problem.startswith("no PriorityClass") else "")
-                for (ns, owner), problem in sorted(refused.items())))
+                f"pods of {ns}/{owner}: {problem}{refusal_hint(problem)}" for (ns, owner), problem in sorted(refused.items())))
         if wl.issues:
             raise SimulationError("invalid workloads:\n" + "\n".join(
                 f"{x} (line {x.line})" if x.line else str(x) for x in wl.issues))
@@ -234,14 +222,13 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                 store.put(obj)
             for ds in wl.daemonsets:
                 server.store.create("daemonsets", _strip(ds), (ds.get("metadata") or {}).get("namespace") or "default")
-            admission = ("RuntimeClass", "LimitRange", "PriorityClass")   # the pods' admission reads them: stored first
-            for obj in self.stored:
-                if obj.kind in admission:
+            for obj in self.stored:   # the pods' admission reads them: stored first
+                if obj.kind in ADMISSION_KINDS:
                     server.store.create(STORED_KINDS[obj.kind], _strip(obj.doc), obj.metadata.get("namespace") or "default")
             for pod in wl.pods:
                 server.store.create("pods", _strip(pod), pod["metadata"].get("namespace") or "default")
             for obj in self.stored:
-                if obj.kind not in admission:
+                if obj.kind not in ADMISSION_KINDS:
                     server.store.create(STORED_KINDS[obj.kind], _strip(obj.doc), obj.metadata.get("namespace") or "default")
             self.workload_controller = WorkloadController(server, region=self.region)
             for doc in self.workload_docs:

@@ -18,9 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ...api.limitrange import admit as admit_limit_ranges
-from ...api.priority import admit as admit_priority
-from ...api.runtimeclass import admit as admit_runtime_class
+from ...api.admission import Admission
 from ...api.selectors import Selector
 from ...api.times import format_time, to_epoch
 from ...disruption.pdb import blocking_pdb, disruptions_allowed
@@ -238,20 +236,15 @@ class ObjectStore:
             meta.pop("deletionTimestamp", None)
             meta.setdefault("generation", 1)
             if plural == "pods":
-                ranges = [v for k, v in self._objects["limitranges"].items() if k[0] == meta.get("namespace")]
-                if ranges:   # the LimitRanger admission (api/limitrange.py): containers' default requests and limits
-                    obj, problem = admit_limit_ranges(obj, ranges)
-                    if problem:
-                        raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: {problem}')
-                priorities = {k[1]: v for k, v in self._objects["priorityclasses"].items()}
-                obj, problem = admit_priority(obj, priorities)   # the Priority admission (api/priority.py)
+                # the mutating admission (api/admission.py): LimitRanger, Priority, RuntimeClass
+                ranges: dict = {}
+                for (ns, _), v in self._objects["limitranges"].items():
+                    ranges.setdefault(ns, []).append(v)
+                chain = Admission(ranges, {k[1]: v for k, v in self._objects["priorityclasses"].items()},
+                                  {k[1]: v for k, v in self._objects["runtimeclasses"].items()})
+                obj, problem = chain.admit(obj)
                 if problem:
                     raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: {problem}')
-                if (obj.get("spec") or {}).get("runtimeClassName"):   # the RuntimeClass admission (api/runtimeclass.py)
-                    classes = {k[1]: v for k, v in self._objects["runtimeclasses"].items()}
-                    obj, problem = admit_runtime_class(obj, classes)
-                    if problem:
-                        raise StoreError(403, "Forbidden", f'pods "{name}" is forbidden: pod rejected: {problem}')
                 spec = obj.setdefault("spec", {})
                 spec.setdefault("schedulerName", "default-scheduler")
                 spec.setdefault("priority", 0)
