@@ -77,3 +77,20 @@ def test_label_near_misses():
          ".matchExpressions[0]", "no NodePool given labels its nodes team=dta, rsearch: their values are data, ml, "
                                  "research (did you mean data or research?)"),
     ]   # [1]: ml is a value; [2]: tier takes any value; [3]: amd is no typo of nvidia
+
+
+def test_a_spread_key_no_nodepool_puts_on_its_nodes():
+    spec = {"topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule"},
+        {"maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "ScheduleAnyway"},   # a preference: no warning
+        {"maxSkew": 1, "topologyKey": "tire", "whenUnsatisfiable": "DoNotSchedule"},
+        {"maxSkew": 1, "topologyKey": "tier", "whenUnsatisfiable": "DoNotSchedule"},     # the gpu NodePool's
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}]}
+    assert _hints(spec) == [
+        ("spec.topologySpreadConstraints[0].topologyKey",
+         "no NodePool given labels its nodes rack: a node without it cannot take these pods (whenUnsatisfiable: "
+         "DoNotSchedule), so none Karpenter launches can (add it to a NodePool's labels or requirements)"),
+        ("spec.topologySpreadConstraints[2].topologyKey",
+         "no NodePool given labels its nodes tire: a node without it cannot take these pods (whenUnsatisfiable: "
+         "DoNotSchedule), so none Karpenter launches can (did you mean tier?)"),
+    ]

@@ -12,7 +12,9 @@ Tolerations and node selectors are free-form, so a typo is a valid pod that no N
 * a ``nodeSelector`` key, or a required node-affinity ``In`` expression's key, that no NodePool defines (template
   labels, requirements) but one typo from one that does (well-known keys are :mod:`.pod_hints`' business);
 * such a key's value that no NodePool gives it, when every NodePool defining the key gives it a closed set of
-  values, one typo from one of them (``accelerator: nvidai``).
+  values, one typo from one of them (``accelerator: nvidai``);
+* a ``DoNotSchedule`` topology spread constraint whose ``topologyKey`` (not a well-known label) no NodePool puts on
+  its nodes: nodes without the key cannot take the pods, so none Karpenter launches can.
 
 A near miss only: a toleration or label no NodePool knows at all is normal (taints of other node groups, the
 node lifecycle's own ``node.kubernetes.io/not-ready``), so it is not reported.
@@ -147,4 +149,18 @@ def nodepool_hints(spec, path: str, nodepools: list[dict]) -> list[FieldError]:
             if isinstance(e, dict) and e.get("operator") == "In" and isinstance(e.get("values"), list):
                 _label(e.get("key"), e["values"], f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuring"
                                                   f"Execution.nodeSelectorTerms[{i}].matchExpressions[{j}]", pools, out)
+    for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
+        if isinstance(c, dict) and c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
+            _topology_key(c.get("topologyKey"), f"{path}.topologySpreadConstraints[{i}].topologyKey", pools, out)
     return out
+
+
+def _topology_key(key, where: str, pools: _Pools, out: list[FieldError]) -> None:
+    """A ``DoNotSchedule`` spread's key no NodePool puts on its nodes: a node without it cannot take the pod, so none
+    Karpenter launches can (``plan``: "node has no rack label")."""
+    if not isinstance(key, str) or not key or key in L.WELL_KNOWN or key in L.NORMALIZED or key in pools.labels:
+        return
+    near = _near(key, pools.labels)
+    hint = f" (did you mean {' or '.join(near)}?)" if near else " (add it to a NodePool's labels or requirements)"
+    out.append(FieldError(where, f"no NodePool given labels its nodes {key}: a node without it cannot take these "
+                                 f"pods (whenUnsatisfiable: DoNotSchedule), so none Karpenter launches can{hint}"))
