@@ -104,3 +104,18 @@ def to_yaml(*docs: dict) -> str:
 def pair(*, nodeclass_kw: dict | None = None, **nodepool_kw) -> str:
     """The NodePool then its EC2NodeClass, as YAML text."""
     return to_yaml(nodepool(**nodepool_kw), nodeclass(**(nodeclass_kw or {})))
+
+
+def workload(name: str, pod_spec: dict, *, kind: str = "Deployment", replicas: int | None = None,
+             namespace: str | None = None, **spec: Any) -> dict:
+    """A Deployment (or StatefulSet, ReplicaSet) manifest (dict) whose pods are labelled ``app: <name>`` and have
+    ``pod_spec``; ``spec``: more fields of the workload's spec (``volumeClaimTemplates=[...]``, ``serviceName=...``)."""
+    meta: dict = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    body: dict = {"selector": {"matchLabels": {"app": name}},
+                  "template": {"metadata": {"labels": {"app": name}}, "spec": copy.deepcopy(pod_spec)}}
+    if replicas is not None:
+        body["replicas"] = replicas
+    body.update(copy.deepcopy(spec))
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": body}

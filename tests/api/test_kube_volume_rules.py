@@ -9,6 +9,8 @@ import yaml
 from karpenter_lambda.api.crosscheck import storage_reference_warnings
 from karpenter_lambda.api.kuberules_objects import kube_errors
 
+from manifests import workload
+
 VOLUMES = """
 apiVersion: v1
 kind: Pod
@@ -63,53 +65,34 @@ def test_volume_and_mount_rules():
 
 
 def test_a_workload_template_is_checked_and_a_good_one_passes():
-    deployment = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec:
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      initContainers: [{name: init, image: busybox, volumeMounts: [{name: conf, mountPath: /conf}]}]
-      containers: [{name: web, image: nginx, volumeMounts: [{name: conf, mountPath: /etc/nginx, subPath: nginx}]}]
-      volumes: [{name: conf, configMap: {name: web}}]
-"""
-    assert _errors(deployment) == []
-    assert _errors(deployment.replace("name: conf, mountPath: /conf", "name: cnof, mountPath: /conf")) == [
+    def web(init_mount: str) -> dict:
+        return workload("web", {"initContainers": [{"name": "init", "image": "busybox",
+                                                    "volumeMounts": [{"name": init_mount, "mountPath": "/conf"}]}],
+                                "containers": [{"name": "web", "image": "nginx", "volumeMounts": [
+                                    {"name": "conf", "mountPath": "/etc/nginx", "subPath": "nginx"}]}],
+                                "volumes": [{"name": "conf", "configMap": {"name": "web"}}]})
+
+    assert kube_errors(web("conf"), "1.31") == []
+    assert [str(e) for e in kube_errors(web("cnof"), "1.31")] == [
         'spec.template.spec.initContainers[0].volumeMounts[0].name: Not found: "cnof" (the pod\'s volumes: conf) '
         "(did you mean conf?)"]
 
 
-STATEFUL = """
-apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: db}
-spec:
-  replicas: 2
-  serviceName: db
-  selector: {matchLabels: {app: db}}
-  template:
-    metadata: {labels: {app: db}}
-    spec:
-      containers:
-        - name: db
-          image: postgres
-          volumeMounts: [{name: data, mountPath: /var/lib/postgresql}, {name: run, mountPath: /run}]
-          volumeDevices: [{name: raw, devicePath: /dev/xvdb}]
-      volumes: [{name: run, emptyDir: {}}]
-  volumeClaimTemplates:
-    - metadata: {name: data}
-      spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
-    - metadata: {name: raw}
-      spec: {accessModes: [ReadWriteOnce], volumeMode: Block, resources: {requests: {storage: 1Gi}}}
-"""
+def _stateful(claim: str) -> dict:
+    claim_spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    return workload("db", {"containers": [{"name": "db", "image": "postgres",
+                                           "volumeMounts": [{"name": "data", "mountPath": "/var/lib/postgresql"},
+                                                            {"name": "run", "mountPath": "/run"}],
+                                           "volumeDevices": [{"name": "raw", "devicePath": "/dev/xvdb"}]}],
+                           "volumes": [{"name": "run", "emptyDir": {}}]},
+                    kind="StatefulSet", replicas=2, serviceName="db",
+                    volumeClaimTemplates=[{"metadata": {"name": claim}, "spec": claim_spec},
+                                          {"metadata": {"name": "raw"}, "spec": {**claim_spec, "volumeMode": "Block"}}])
 
 
 def test_a_statefulset_mounts_its_claim_templates_and_a_typo_refuses_its_pods():
-    assert _errors(STATEFUL) == []   # the controller gives each pod a volume per claim template
-    assert _errors(STATEFUL.replace("- metadata: {name: data}", "- metadata: {name: dta}")) == [
+    assert kube_errors(_stateful("data"), "1.31") == []   # the controller gives each pod a volume per claim template
+    assert [str(e) for e in kube_errors(_stateful("dta"), "1.31")] == [
         'spec.template.spec.containers[0].volumeMounts[0].name: Not found: "data" (the pod\'s volumes: dta, raw, run) '
         "(did you mean dta?) (the API server stores the StatefulSet but refuses each pod made from it: they would "
         "never start)"]

@@ -11,9 +11,12 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from karpenter_lambda.cli.main import main
 from karpenter_lambda.sim.simulator import Simulation, SimulationError
+
+from manifests import workload
 
 DEFAULT = Path(__file__).resolve().parents[2] / "examples" / "default.yaml"
 KATA = """apiVersion: node.k8s.io/v1
@@ -85,17 +88,7 @@ spec:
   limits:
   - {type: Container, defaultRequest: {cpu: "1", memory: 1Gi}, default: {cpu: "2", memory: 2Gi}}
 """
-NO_REQUESTS = """apiVersion: apps/v1
-kind: Deployment
-metadata: {name: nores}
-spec:
-  replicas: 10
-  selector: {matchLabels: {app: nores}}
-  template:
-    metadata: {labels: {app: nores}}
-    spec:
-      containers: [{name: c, image: nginx}]
-"""
+NO_REQUESTS = yaml.safe_dump(workload("nores", {"containers": [{"name": "c", "image": "nginx"}]}, replicas=10))
 
 
 def test_plan_and_simulate_give_containers_their_namespace_limit_range_defaults(capsys, tmp_path):
@@ -109,7 +102,8 @@ def test_plan_and_simulate_give_containers_their_namespace_limit_range_defaults(
     assert sorted(c["instanceType"] for c in res.nodeclaims) == sorted(c["instanceType"] for c in limited["nodeClaims"])
     # a limit above the LimitRange's max: the API server refuses the pods, and plan says so
     capped = LIMITS.replace('default: {cpu: "2", memory: 2Gi}}', 'default: {cpu: "2", memory: 2Gi}, max: {cpu: "2"}}')
-    over = NO_REQUESTS.replace("{name: c, image: nginx}", '{name: c, image: nginx, resources: {limits: {cpu: "4"}}}')
+    over = yaml.safe_dump(workload("nores", {"containers": [{"name": "c", "image": "nginx",
+                                                             "resources": {"limits": {"cpu": "4"}}}]}, replicas=10))
     _, err = _plan(capsys, tmp_path, capped + "---\n" + over, status=1)
     assert "maximum cpu usage per Container is 2, but limit is 4 (container c)" in err
 

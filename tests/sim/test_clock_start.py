@@ -12,13 +12,10 @@ from karpenter_lambda.sim import clock as clock_mod
 from karpenter_lambda.sim.clock import VirtualClock
 from karpenter_lambda.sim.simulator import Simulation
 
-from manifests import nodeclass, nodepool, to_yaml
+from manifests import nodeclass, nodepool, to_yaml, workload
 
-WEB = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
-       "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                "template": {"metadata": {"labels": {"app": "web"}},
-                             "spec": {"containers": [{"name": "c", "image": "nginx",
-                                                      "resources": {"requests": {"cpu": "500m"}}}]}}}}
+WEB = workload("web", {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "500m"}}}]},
+               replicas=1)
 
 
 def _wall(monkeypatch, now: float) -> None:

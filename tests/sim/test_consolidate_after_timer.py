@@ -8,15 +8,12 @@ import yaml
 
 from karpenter_lambda.sim.simulator import Simulation
 
-from manifests import nodeclass, nodepool, to_yaml
+from manifests import nodeclass, nodepool, to_yaml, workload
 
-WEB = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
-       "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
-                    "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "500m"}}}],
-                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                        {"labelSelector": {"matchLabels": {"app": "web"}},
-                         "topologyKey": "kubernetes.io/hostname"}]}}}}}}
+WEB = workload("web", {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "500m"}}}],
+                       "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                           {"labelSelector": {"matchLabels": {"app": "web"}},
+                            "topologyKey": "kubernetes.io/hostname"}]}}}, replicas=2)
 SCALE_DOWN = {"apiVersion": "karpenter-lambda.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "down"},
               "spec": {"startTime": "2026-03-02T10:00:00Z",
                        "steps": [{"at": "3m", "scale": {"kind": "Deployment", "namespace": "default", "name": "web",

@@ -82,13 +82,7 @@ def _mounts(container: dict, where: str, sources: dict, errors: Errors) -> None:
     for j, m in enumerate(_dicts(container.get("volumeMounts"))):
         at = f"{where}.volumeMounts[{j}]"
         _named(m, at, sources, errors)
-        mount_path = m.get("mountPath")
-        if not isinstance(mount_path, str) or not mount_path:
-            errors.append(FieldError(f"{at}.mountPath", "Required value"))
-        elif mount_path in paths:
-            errors.append(FieldError(f"{at}.mountPath", f"Invalid value: {json.dumps(mount_path)}: must be unique"))
-        else:
-            paths.add(mount_path)
+        _unique_path(m, "mountPath", at, paths, errors)
         sub = m.get("subPath")
         if isinstance(sub, str) and sub:
             if sub.startswith("/"):
@@ -102,13 +96,18 @@ def _mounts(container: dict, where: str, sources: dict, errors: Errors) -> None:
         if name is not None and sources.get(name) not in _BLOCK_SOURCES:
             errors.append(FieldError(f"{at}.name", f"Invalid value: {json.dumps(name)}: can only use volume source "
                                                    "type of PersistentVolumeClaim or Ephemeral for block mode"))
-        device_path = d.get("devicePath")
-        if not isinstance(device_path, str) or not device_path:
-            errors.append(FieldError(f"{at}.devicePath", "Required value"))
-        elif device_path in devices:
-            errors.append(FieldError(f"{at}.devicePath", f"Invalid value: {json.dumps(device_path)}: must be unique"))
-        else:
-            devices.add(device_path)
+        _unique_path(d, "devicePath", at, devices, errors)
+
+
+def _unique_path(entry: dict, field: str, at: str, seen: set, errors: Errors) -> None:
+    """A mount's ``mountPath`` or a device's ``devicePath``: required, and unique within the container."""
+    path = entry.get(field)
+    if not isinstance(path, str) or not path:
+        errors.append(FieldError(f"{at}.{field}", "Required value"))
+    elif path in seen:
+        errors.append(FieldError(f"{at}.{field}", f"Invalid value: {json.dumps(path)}: must be unique"))
+    else:
+        seen.add(path)
 
 
 def _named(entry: dict, at: str, sources: dict, errors: Errors) -> str | None:
