@@ -11,6 +11,18 @@ PROVIDER_PREFIX = "aws:///"
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 
 
+def by_name(docs, kind: str) -> dict[str, dict]:
+    """{name: manifest} of the documents of ``kind`` among ``docs`` (dicts; a cluster-scoped kind, so names are unique;
+    the last of a name wins)."""
+    out: dict[str, dict] = {}
+    for d in docs:
+        if isinstance(d, dict) and d.get("kind") == kind:
+            name = (d.get("metadata") or {}).get("name")
+            if isinstance(name, str) and name:
+                out[name] = d
+    return out
+
+
 def pod_key(pod: dict) -> str:
     m = pod.get("metadata") or {}
     return f"{m.get('namespace') or 'default'}/{m.get('name')}"

@@ -19,6 +19,8 @@ cluster does before the watcher sees a pod.
 
 from __future__ import annotations
 
+from .kube import by_name
+
 __all__ = ["admit", "priority_classes", "BUILTIN"]
 
 #: the classes every cluster has
@@ -27,13 +29,7 @@ BUILTIN = {"system-node-critical": 2000001000, "system-cluster-critical": 200000
 
 def priority_classes(docs) -> dict[str, dict]:
     """{name: PriorityClass manifest} of the ``PriorityClass`` documents among ``docs`` (dicts)."""
-    out: dict[str, dict] = {}
-    for d in docs:
-        if isinstance(d, dict) and d.get("kind") == "PriorityClass":
-            name = (d.get("metadata") or {}).get("name")
-            if isinstance(name, str) and name:
-                out[name] = d
-    return out
+    return by_name(docs, "PriorityClass")
 
 
 def _value(doc: dict) -> int:

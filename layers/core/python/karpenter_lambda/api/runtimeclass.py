@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import copy
 
+from .kube import by_name
+
 __all__ = ["admit", "runtime_classes", "NOT_FOUND"]
 
 NOT_FOUND = "RuntimeClass {name} not found"
@@ -29,13 +31,7 @@ NOT_FOUND = "RuntimeClass {name} not found"
 
 def runtime_classes(docs) -> dict[str, dict]:
     """{name: RuntimeClass manifest} of the ``RuntimeClass`` documents among ``docs`` (dicts)."""
-    out: dict[str, dict] = {}
-    for d in docs:
-        if isinstance(d, dict) and d.get("kind") == "RuntimeClass":
-            name = (d.get("metadata") or {}).get("name")
-            if isinstance(name, str) and name:
-                out[name] = d
-    return out
+    return by_name(docs, "RuntimeClass")
 
 
 def admit(pod: dict, classes: dict[str, dict]) -> tuple[dict, str | None]:
