@@ -98,51 +98,22 @@ def test_a_statefulset_mounts_its_claim_templates_and_a_typo_refuses_its_pods():
         "never start)"]
 
 
-CLAIMS = """
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: shared-data}
-spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: app}
-spec:
-  selector: {matchLabels: {app: app}}
-  template:
-    metadata: {labels: {app: app}}
-    spec:
-      containers: [{name: app, image: nginx}]
-      volumes:
-        - {name: a, persistentVolumeClaim: {claimName: shared-date}}
-        - {name: b, persistentVolumeClaim: {claimName: shared-data}}
-        - {name: c, persistentVolumeClaim: {claimName: data-db-1}}
-        - {name: d, persistentVolumeClaim: {claimName: data-db-2}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: other, namespace: team-b}
-spec:
-  containers: [{name: app, image: nginx}]
-  volumes: [{name: a, persistentVolumeClaim: {claimName: in-the-cluster}}]
----
-apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: db}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: db}}
-  template:
-    metadata: {labels: {app: db}}
-    spec: {containers: [{name: db, image: postgres}]}
-  volumeClaimTemplates:
-    - metadata: {name: data}
-      spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
-"""
+_CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+CLAIMS = [
+    {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "shared-data"}, "spec": _CLAIM_SPEC},
+    workload("app", {"containers": [{"name": "app", "image": "nginx"}],
+                     "volumes": [{"name": v, "persistentVolumeClaim": {"claimName": c}} for v, c in
+                                 (("a", "shared-date"), ("b", "shared-data"), ("c", "data-db-1"), ("d", "data-db-2"))]}),
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other", "namespace": "team-b"},
+     "spec": {"containers": [{"name": "app", "image": "nginx"}],
+              "volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "in-the-cluster"}}]}},
+    workload("db", {"containers": [{"name": "db", "image": "postgres"}]}, kind="StatefulSet", replicas=2,
+             volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": _CLAIM_SPEC}]),
+]
 
 
 def test_a_claim_name_the_namespace_does_not_have_is_a_warning():
-    docs = list(yaml.safe_load_all(CLAIMS))
+    docs = CLAIMS
     found = [(pos, e.path, e.message) for pos, e in storage_reference_warnings(docs)]
     # shared-date: a typo; data-db-2: the StatefulSet has 2 replicas (claims data-db-0, data-db-1); team-b has no
     # claims among the files, so its pod's claim may be in the cluster: no warning
