@@ -25,7 +25,9 @@
   class's), or naming one when the load has none (its overhead is then not counted).
 * **PodDisruptionBudgets that select nothing** (warnings): a budget whose selector matches the pods of none of the
   workloads given in its namespace, when some are given, protects nothing -- disruption may evict those pods all at
-  once, which is usually a typo in the selector (``app: webb``).
+  once, which is usually a typo in the selector (``app: webb``).  A budget that, with the replicas of the workloads it selects, allows
+  no eviction at all (``maxUnavailable: 0``, ``minAvailable`` equal to the replicas) is a warning too: Karpenter
+  never drains those nodes for consolidation, and drift or expiration waits for the terminationGracePeriod.
 """
 
 from __future__ import annotations
@@ -342,14 +344,15 @@ def pdb_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
     from .kuberules_objects import POD_SPEC_PATHS, get
     from .selectors import Selector
 
-    pods: dict[str, list[tuple[str, dict]]] = {}   # namespace -> [(Kind/name, pod labels)]
+    pods: dict[str, list[tuple[str, dict, int]]] = {}   # namespace -> [(Kind/name, pod labels, pods)]
     for data in docs:
         key = identity(data)
         if key is None or key[1] not in POD_SPEC_PATHS:
             continue
         spec_path = POD_SPEC_PATHS[key[1]]
         labels = get(data, "metadata.labels" if key[1] == "Pod" else spec_path.rsplit(".", 1)[0] + ".metadata.labels")
-        pods.setdefault(key[2], []).append((f"{key[1]}/{key[3]}", labels if isinstance(labels, dict) else {}))
+        pods.setdefault(key[2], []).append((f"{key[1]}/{key[3]}", labels if isinstance(labels, dict) else {},
+                                            _pod_count(data, key[1])))
     out: list[tuple[int, FieldError]] = []
     for pos, data in enumerate(docs):
         key = identity(data)
@@ -360,8 +363,52 @@ def pdb_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
             sel = Selector(selector if isinstance(selector, dict) else None)
         except ValueError:
             continue   # an unknown operator: an error of its own
-        if not any(sel.matches(labels) for _, labels in pods[key[2]]):
-            given = ", ".join(name for name, _ in pods[key[2]])
+        chosen = [(name, n) for name, labels, n in pods[key[2]] if sel.matches(labels)]
+        if not chosen:
+            given = ", ".join(name for name, _, _ in pods[key[2]])
             out.append((pos, FieldError("spec.selector", f"selects the pods of none of the workloads given in namespace "
                                                           f"{key[2]} ({given}): it protects nothing")))
+            continue
+        spec = get(data, "spec") if isinstance(get(data, "spec"), dict) else {}
+        total = sum(n for _, n in chosen)
+        allowed = _disruptions_allowed(spec, total)
+        if total and allowed is not None and allowed <= 0:
+            field = "maxUnavailable" if "maxUnavailable" in spec else "minAvailable"
+            what = ", ".join(f"{name}: {n}" for name, n in chosen)
+            out.append((pos, FieldError(f"spec.{field}", f"allows no eviction of its {total} pod(s) ({what}; {field} "
+                                                          f"{spec[field]}): Karpenter never drains their nodes for "
+                                                          "consolidation, and drift or expiration waits until the "
+                                                          "NodePool's terminationGracePeriod (forever without one)")))
     return out
+
+
+def _pod_count(doc: dict, kind: str) -> int:
+    """How many pods a workload manifest stands for (replicas; parallelism for a Job; 1 for a Pod; 0 for a DaemonSet,
+    whose pods Karpenter's drain leaves to the end)."""
+    from .kuberules_objects import get
+
+    if kind == "DaemonSet":
+        return 0
+    path = {"Job": "spec.parallelism", "CronJob": "spec.jobTemplate.spec.parallelism"}.get(kind, "spec.replicas")
+    n = get(doc, path) if kind != "Pod" else 1
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 1
+
+
+def _disruptions_allowed(spec: dict, total: int) -> int | None:
+    """The disruption controller's allowed disruptions for ``total`` healthy pods (percentages rounded up, as it
+    does), or None when the budget is unreadable (an error of its own)."""
+    import math
+
+    def scaled(v) -> int | None:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        if isinstance(v, str) and v.endswith("%") and v[:-1].isdigit():
+            return math.ceil(int(v[:-1]) * total / 100)
+        return None
+
+    if "maxUnavailable" in spec:
+        return scaled(spec["maxUnavailable"])
+    if "minAvailable" in spec:
+        m = scaled(spec["minAvailable"])
+        return None if m is None else total - m
+    return None
