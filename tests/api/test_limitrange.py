@@ -1,9 +1,9 @@
 """api/limitrange.py: the LimitRanger admission (containers' default requests and limits, min / max refusals) and
-validate's warning (api/crosscheck.limit_range_warnings)."""
+validate's warning (api/admission_hints.limit_range_warnings)."""
 
 from __future__ import annotations
 
-from karpenter_lambda.api.crosscheck import limit_range_warnings
+from karpenter_lambda.api.admission_hints import limit_range_warnings
 from karpenter_lambda.api.limitrange import admit, container_item, limit_ranges
 
 RANGE = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "d", "namespace": "team"},

@@ -1,12 +1,12 @@
 """api/priority.py: the Priority admission (a class's value and preemption policy, the global default, the built-in
-classes, refusals) and validate's warning (api/crosscheck.priority_class_warnings); the simulated API server
+classes, refusals) and validate's warning (api/admission_hints.priority_class_warnings); the simulated API server
 applies it when a pod is created."""
 
 from __future__ import annotations
 
 import pytest
 
-from karpenter_lambda.api.crosscheck import priority_class_warnings
+from karpenter_lambda.api.admission_hints import priority_class_warnings
 from karpenter_lambda.api.priority import admit, priority_classes
 
 HIGH = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000,

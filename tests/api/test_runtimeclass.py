@@ -1,9 +1,9 @@
 """api/runtimeclass.py: the RuntimeClass admission as the API server applies it to a pod (overhead, node selector,
-tolerations; refusals), and validate's cross-check warning (api/crosscheck.runtime_class_warnings)."""
+tolerations; refusals), and validate's cross-check warning (api/admission_hints.runtime_class_warnings)."""
 
 from __future__ import annotations
 
-from karpenter_lambda.api.crosscheck import runtime_class_warnings
+from karpenter_lambda.api.admission_hints import runtime_class_warnings
 from karpenter_lambda.api.runtimeclass import admit, runtime_classes
 
 KATA = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata"}, "handler": "kata",

@@ -16,13 +16,8 @@
   found"), as a cluster without it would.  So is a pod volume naming a PersistentVolumeClaim (``claimName``) that
   the load does not have in the pod's namespace, when it has some there (a StatefulSet's claims count: the ones its
   controller makes from its ``volumeClaimTemplates``).
-* **PriorityClasses** (warnings): a pod spec naming a PriorityClass the load does not have (nor a built-in one):
-  refused when the load has others, kept at priority 0 when it has none.
-* **LimitRanges** (warnings): a pod spec whose containers a LimitRange of its namespace refuses (below ``min``, above
-  ``max``).
-* **RuntimeClasses** (warnings): a pod spec whose ``runtimeClassName`` the RuntimeClass admission would refuse
-  against the classes given (a class not given, when some are; an ``overhead`` or ``nodeSelector`` at odds with the
-  class's), or naming one when the load has none (its overhead is then not counted).
+* **What the pods' admission would refuse** (warnings): RuntimeClasses, PriorityClasses and LimitRanges given
+  with the workloads, checked in :mod:`.admission_hints`.
 * **PodDisruptionBudgets that select nothing** (warnings): a budget whose selector matches the pods of none of the
   workloads given in its namespace, when some are given, protects nothing -- disruption may evict those pods all at
   once, which is usually a typo in the selector (``app: webb``).  A budget that, with the replicas of the workloads it selects, allows
@@ -248,92 +243,6 @@ def _claim_name_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
                 out.append((pos, FieldError(f"{path}.volumes[{i}].persistentVolumeClaim.claimName",
                                             f"no PersistentVolumeClaim {ref} among the objects given in namespace "
                                             f"{key[2]} (PersistentVolumeClaims: {shown}): its pods stay Pending{hint}")))
-    return out
-
-
-# -- RuntimeClasses ---------------------------------------------------------------------------------------------------
-def runtime_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
-    """(position in ``docs``, warning) per workload whose pods the RuntimeClass admission would refuse against the
-    RuntimeClasses given (``api/runtimeclass.py``): a class not given (when some are), an ``overhead`` other than the
-    class's, a ``nodeSelector`` conflicting with the class's.  Warnings: the cluster's class may differ."""
-    from .kuberules_objects import POD_SPEC_PATHS, get
-    from .runtimeclass import admit, runtime_classes
-
-    classes = runtime_classes(docs)
-    out: list[tuple[int, FieldError]] = []
-    for pos, data in enumerate(docs):
-        key = identity(data)
-        if key is None or key[1] not in POD_SPEC_PATHS:
-            continue
-        path = POD_SPEC_PATHS[key[1]]
-        spec = get(data, path)
-        if not isinstance(spec, dict) or not spec.get("runtimeClassName"):
-            continue
-        if not classes:   # none given: nothing known of the cluster's classes, so nothing of this one is counted
-            out.append((pos, FieldError(f"{path}.runtimeClassName",
-                                        f"RuntimeClass {spec['runtimeClassName']} is not among the objects given: plan "
-                                        "and simulate do not count its overhead, node selector or tolerations (add "
-                                        "the RuntimeClass)")))
-            continue
-        _, problem = admit({"spec": spec}, classes)
-        if problem is None:
-            continue
-        if problem.startswith("RuntimeClass "):
-            known = ", ".join(sorted(classes))
-            near = sorted(n for n in classes if one_edit(spec["runtimeClassName"], n))
-            hint = f" (did you mean {' or '.join(near)}?)" if near else ""
-            problem = (f"no RuntimeClass {spec['runtimeClassName']} among the objects given (RuntimeClasses: {known}): "
-                       f"the API server refuses its pods{hint}")
-        out.append((pos, FieldError(f"{path}.runtimeClassName", problem)))
-    return out
-
-
-def priority_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
-    """(position in ``docs``, warning) per workload naming a PriorityClass the files do not have (nor a built-in one),
-    when they have some (``api/priority.py``: the API server refuses its pods).  Warnings: it may be the cluster's."""
-    from .kuberules_objects import POD_SPEC_PATHS, get
-    from .priority import BUILTIN, priority_classes
-
-    classes = priority_classes(docs)
-    out: list[tuple[int, FieldError]] = []
-    for pos, data in enumerate(docs):
-        key = identity(data)
-        if key is None or key[1] not in POD_SPEC_PATHS:
-            continue
-        path = f"{POD_SPEC_PATHS[key[1]]}.priorityClassName"
-        name = get(data, path)
-        if isinstance(name, str) and name and not classes and name not in BUILTIN:
-            out.append((pos, FieldError(path, f"PriorityClass {name} is not among the objects given: simulate keeps "
-                                              "its pods at priority 0 (add the PriorityClass)")))
-        elif isinstance(name, str) and name and name not in classes and name not in BUILTIN:
-            known = sorted(classes) + sorted(BUILTIN)
-            near = sorted(n for n in known if one_edit(name, n))
-            hint = f" (did you mean {' or '.join(near)}?)" if near else ""
-            out.append((pos, FieldError(path, f"no PriorityClass {name} among the objects given (PriorityClasses: "
-                                              f"{', '.join(known)}): the API server refuses its pods{hint}")))
-    return out
-
-
-def limit_range_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
-    """(position in ``docs``, warning) per workload whose pods the LimitRanger admission would refuse against the
-    LimitRanges given in its namespace (``api/limitrange.py``: a request below a ``min``, a request or limit above a
-    ``max``).  Warnings: the cluster's LimitRanges may differ."""
-    from .kuberules_objects import POD_SPEC_PATHS, get
-    from .limitrange import admit, limit_ranges
-
-    ranges = limit_ranges(docs)
-    out: list[tuple[int, FieldError]] = []
-    for pos, data in enumerate(docs):
-        key = identity(data)
-        if key is None or key[1] not in POD_SPEC_PATHS or not ranges.get(key[2]):
-            continue
-        spec = get(data, POD_SPEC_PATHS[key[1]])
-        if isinstance(spec, dict):
-            _, problem = admit({"spec": spec}, ranges[key[2]])
-            if problem:
-                out.append((pos, FieldError(f"{POD_SPEC_PATHS[key[1]]}.containers",
-                                            f"{problem}: the API server refuses its pods (LimitRange in namespace "
-                                            f"{key[2]})")))
     return out
 
 

@@ -15,7 +15,7 @@ server would refuse it if the class were missing there too).
 
 A cluster does this before the watcher ever sees a pod, so the Lambda functions read pods that already carry it;
 ``plan`` and ``simulate``, which build pods from workload manifests, apply it themselves with the RuntimeClasses given
-(:func:`admit`), and ``validate`` warns of what the API server would refuse (``crosscheck.runtime_class_warnings``).
+(:func:`admit`), and ``validate`` warns of what the API server would refuse (``admission_hints.runtime_class_warnings``).
 """
 
 from __future__ import annotations

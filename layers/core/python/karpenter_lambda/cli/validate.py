@@ -222,13 +222,13 @@ def cross_warnings(result: LoadResult) -> list[ValidationIssue]:
     """Claims naming a StorageClass or volume the files do not have, when they have some, PodDisruptionBudgets
     selecting none of the workloads given (``api/crosscheck.py``), and workloads whose claims are in zones no node
     shares (``api/volume_zones.py``)."""
-    from ..api.crosscheck import (limit_range_warnings, pdb_warnings, priority_class_warnings, runtime_class_warnings,
-                                  storage_reference_warnings)
+    from ..api.admission_hints import admission_warnings
+    from ..api.crosscheck import pdb_warnings, storage_reference_warnings
     from ..api.volume_zones import volume_zone_warnings
 
     docs = [o.doc for o in result.objects]
     found = storage_reference_warnings(docs) + pdb_warnings(docs) + volume_zone_warnings(docs) + \
-        runtime_class_warnings(docs) + limit_range_warnings(docs) + priority_class_warnings(docs)
+        admission_warnings(docs)
     return [issue for i, e in found for issue in _placed(result, i, [e])]
 
 
