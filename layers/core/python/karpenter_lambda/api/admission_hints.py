@@ -15,9 +15,9 @@ Warnings, not errors: the cluster's objects may differ from the files'.
 
 from __future__ import annotations
 
-from .crosscheck import identity
+from .crosscheck import pod_specs
 from .errors import FieldError
-from .text import one_edit
+from .text import did_you_mean, near
 
 __all__ = ["runtime_class_warnings", "priority_class_warnings", "limit_range_warnings", "admission_warnings"]
 
@@ -31,18 +31,12 @@ def runtime_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
     """(position in ``docs``, warning) per workload whose pods the RuntimeClass admission would refuse against the
     RuntimeClasses given (``api/runtimeclass.py``): a class not given (when some are), an ``overhead`` other than the
     class's, a ``nodeSelector`` conflicting with the class's.  Warnings: the cluster's class may differ."""
-    from .kuberules_objects import POD_SPEC_PATHS, get
     from .runtimeclass import admit, runtime_classes
 
     classes = runtime_classes(docs)
     out: list[tuple[int, FieldError]] = []
-    for pos, data in enumerate(docs):
-        key = identity(data)
-        if key is None or key[1] not in POD_SPEC_PATHS:
-            continue
-        path = POD_SPEC_PATHS[key[1]]
-        spec = get(data, path)
-        if not isinstance(spec, dict) or not spec.get("runtimeClassName"):
+    for pos, _key, path, spec in pod_specs(docs):
+        if not spec.get("runtimeClassName"):
             continue
         if not classes:   # none given: nothing known of the cluster's classes, so nothing of this one is counted
             out.append((pos, FieldError(f"{path}.runtimeClassName",
@@ -55,8 +49,7 @@ def runtime_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
             continue
         if problem.startswith("RuntimeClass "):
             known = ", ".join(sorted(classes))
-            near = sorted(n for n in classes if one_edit(spec["runtimeClassName"], n))
-            hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+            hint = did_you_mean(near(spec["runtimeClassName"], classes))
             problem = (f"no RuntimeClass {spec['runtimeClassName']} among the objects given (RuntimeClasses: {known}): "
                        f"the API server refuses its pods{hint}")
         out.append((pos, FieldError(f"{path}.runtimeClassName", problem)))
@@ -66,24 +59,19 @@ def runtime_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
 def priority_class_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
     """(position in ``docs``, warning) per workload naming a PriorityClass the files do not have (nor a built-in one),
     when they have some (``api/priority.py``: the API server refuses its pods).  Warnings: it may be the cluster's."""
-    from .kuberules_objects import POD_SPEC_PATHS, get
     from .priority import BUILTIN, priority_classes
 
     classes = priority_classes(docs)
     out: list[tuple[int, FieldError]] = []
-    for pos, data in enumerate(docs):
-        key = identity(data)
-        if key is None or key[1] not in POD_SPEC_PATHS:
-            continue
-        path = f"{POD_SPEC_PATHS[key[1]]}.priorityClassName"
-        name = get(data, path)
+    for pos, _key, spec_path, spec in pod_specs(docs):
+        path = f"{spec_path}.priorityClassName"
+        name = spec.get("priorityClassName")
         if isinstance(name, str) and name and not classes and name not in BUILTIN:
             out.append((pos, FieldError(path, f"PriorityClass {name} is not among the objects given: simulate keeps "
                                               "its pods at priority 0 (add the PriorityClass)")))
         elif isinstance(name, str) and name and name not in classes and name not in BUILTIN:
             known = sorted(classes) + sorted(BUILTIN)
-            near = sorted(n for n in known if one_edit(name, n))
-            hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+            hint = did_you_mean(near(name, known))
             out.append((pos, FieldError(path, f"no PriorityClass {name} among the objects given (PriorityClasses: "
                                               f"{', '.join(known)}): the API server refuses its pods{hint}")))
     return out
@@ -93,20 +81,15 @@ def limit_range_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
     """(position in ``docs``, warning) per workload whose pods the LimitRanger admission would refuse against the
     LimitRanges given in its namespace (``api/limitrange.py``: a request below a ``min``, a request or limit above a
     ``max``).  Warnings: the cluster's LimitRanges may differ."""
-    from .kuberules_objects import POD_SPEC_PATHS, get
     from .limitrange import admit, limit_ranges
 
     ranges = limit_ranges(docs)
     out: list[tuple[int, FieldError]] = []
-    for pos, data in enumerate(docs):
-        key = identity(data)
-        if key is None or key[1] not in POD_SPEC_PATHS or not ranges.get(key[2]):
-            continue
-        spec = get(data, POD_SPEC_PATHS[key[1]])
-        if isinstance(spec, dict):
+    for pos, key, path, spec in pod_specs(docs):
+        if ranges.get(key[2]):
             _, problem = admit({"spec": spec}, ranges[key[2]])
             if problem:
-                out.append((pos, FieldError(f"{POD_SPEC_PATHS[key[1]]}.containers",
+                out.append((pos, FieldError(f"{path}.containers",
                                             f"{problem}: the API server refuses its pods (LimitRange in namespace "
                                             f"{key[2]})")))
     return out

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from . import labels as L
 from .errors import FieldError
-from .text import one_edit
+from .text import did_you_mean, near
 
 #: kinds without a namespace (a ``metadata.namespace`` on them is ignored, as the API server ignores it)
 CLUSTER_SCOPED = frozenset({
@@ -53,6 +53,18 @@ def identity(data: object) -> tuple[str, str, str, str] | None:
     group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
     namespace = "" if kind in CLUSTER_SCOPED else (meta.get("namespace") or "default")
     return group, kind, str(namespace), name
+
+
+def pod_specs(docs: list[object]):
+    """(position in ``docs``, identity, where its pod spec sits, the pod spec) of every workload among ``docs`` (a Pod,
+    a Deployment, a CronJob, ...; the spec ``{}`` when it is not a mapping)."""
+    from .kuberules_objects import POD_SPEC_PATHS, get
+
+    for pos, data in enumerate(docs):
+        key = identity(data)
+        if key is not None and key[1] in POD_SPEC_PATHS:
+            spec = get(data, POD_SPEC_PATHS[key[1]])
+            yield pos, key, POD_SPEC_PATHS[key[1]], spec if isinstance(spec, dict) else {}
 
 
 def duplicates(docs: list[tuple[str, object]]) -> dict[int, str]:
@@ -189,8 +201,7 @@ def storage_reference_warnings(docs: list[object]) -> list[tuple[int, FieldError
                 ref = spec.get(field)
                 if names[kind] and isinstance(ref, str) and ref and ref not in names[kind]:
                     known = ", ".join(sorted(names[kind]))
-                    near = sorted(n for n in names[kind] if one_edit(ref, n))
-                    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+                    hint = did_you_mean(near(ref, names[kind]))
                     out.append((pos, FieldError(f"{path}.{field}", f"no {kind} {ref} among the objects given "
                                                                     f"({many}: {known}): its claims stay Pending{hint}")))
     return out + _claim_name_warnings(docs)
@@ -222,22 +233,19 @@ def _claim_name_warnings(docs: list[object]) -> list[tuple[int, FieldError]]:
     """A pod volume's ``persistentVolumeClaim.claimName`` that is not among the claims given in its namespace, when
     some are given there: ``plan`` and ``simulate`` leave the pods Pending (\"PVC data-db not found\"), as the
     kube-scheduler does."""
-    from .kuberules_objects import POD_SPEC_PATHS, get
+    from .kuberules_objects import get
 
     claims = _given_claims(docs)
     out: list[tuple[int, FieldError]] = []
-    for pos, data in enumerate(docs):
-        key = identity(data)
-        if key is None or key[1] not in POD_SPEC_PATHS or not claims.get(key[2]):
+    for pos, key, path, spec in pod_specs(docs):
+        if not claims.get(key[2]):
             continue
         given = claims[key[2]]
-        path = POD_SPEC_PATHS[key[1]]
-        volumes = get(data, f"{path}.volumes")
+        volumes = spec.get("volumes")
         for i, vol in enumerate(volumes if isinstance(volumes, list) else ()):
             ref = get(vol, "persistentVolumeClaim.claimName")
             if isinstance(ref, str) and ref and ref not in given:
-                near = sorted(n for n in given if one_edit(ref, n))
-                hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+                hint = did_you_mean(near(ref, given))
                 listed = sorted(given)
                 shown = ", ".join(listed[:8]) + (f", ... ({len(listed)} in all)" if len(listed) > 8 else "")
                 out.append((pos, FieldError(f"{path}.volumes[{i}].persistentVolumeClaim.claimName",

@@ -26,7 +26,7 @@ import json
 import re
 
 from .errors import FieldError
-from .text import one_edit
+from .text import did_you_mean, near
 
 Errors = list[FieldError]
 
@@ -37,11 +37,6 @@ _BLOCK_SOURCES = ("persistentVolumeClaim", "ephemeral")
 
 def _dicts(value) -> list:
     return [x if isinstance(x, dict) else {} for x in value] if isinstance(value, list) else []
-
-
-def _hint(name: str, known) -> str:
-    near = sorted(n for n in known if one_edit(name, n))
-    return f" (did you mean {' or '.join(near)}?)" if near else ""
 
 
 def volume_errors(spec: dict, path: str, claim_templates: tuple[str, ...] = ()) -> Errors:
@@ -119,6 +114,6 @@ def _named(entry: dict, at: str, sources: dict, errors: Errors) -> str | None:
     if name not in sources:
         known = ", ".join(sorted(sources)) or "none"
         errors.append(FieldError(f"{at}.name", f"Not found: {json.dumps(name)} (the pod's volumes: {known})"
-                                               f"{_hint(name, sources)}"))
+                                               f"{did_you_mean(near(name, sources))}"))
         return None
     return name

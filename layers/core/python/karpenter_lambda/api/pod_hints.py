@@ -37,7 +37,7 @@ from . import labels as L
 from .errors import FieldError
 from .exclusive import describe, exclusive
 from .selectors import Selector, selector_matches
-from .text import one_edit
+from .text import did_you_mean, near
 
 __all__ = ["pod_spec_hints", "value_hint", "KNOWN_KEYS", "CLOSED_VALUES"]
 
@@ -50,10 +50,8 @@ CLOSED_VALUES = {L.ARCH: (L.ARCH_AMD64, L.ARCH_ARM64), L.OS: ("linux", "windows"
 def _key_hint(key) -> str | None:
     if not isinstance(key, str) or key in KNOWN_KEYS:
         return None
-    near = sorted(k for k in KNOWN_KEYS if one_edit(key, k))
-    if not near:
-        return None
-    return f"no node karpenter-lambda launches has the label {key} (did you mean {' or '.join(near)}?)"
+    close = near(key, KNOWN_KEYS)
+    return f"no node karpenter-lambda launches has the label {key}{did_you_mean(close)}" if close else None
 
 
 def value_hint(key, values, catalog: dict | None = None) -> str | None:
@@ -65,17 +63,15 @@ def value_hint(key, values, catalog: dict | None = None) -> str | None:
         if not bad:
             return None
         # one typo away, those extending the value first (m7 -> m7a, m7g, m7i rather than m5), else extensions of it
-        near = sorted({a for v in bad for a in known if one_edit(v, a)})
-        near = [a for a in near if any(v and a.startswith(v) for v in bad)] or near or \
+        close = sorted({a for v in bad for a in near(v, known)})
+        close = [a for a in close if any(v and a.startswith(v) for v in bad)] or close or \
             sorted({a for v in bad for a in known if v and a.startswith(v)})
-        hint = f" (did you mean {' or '.join(near[:5])}{' or ...' if len(near) > 5 else ''}?)" if near else ""
-        return f"no instance type in karpenter-lambda's catalog has {key}={', '.join(bad)}{hint}"
+        return f"no instance type in karpenter-lambda's catalog has {key}={', '.join(bad)}{did_you_mean(close, 5)}"
     bad = [v for v in values if isinstance(v, str) and v not in allowed]
     if not bad:
         return None
-    near = sorted({a for v in bad for a in allowed if one_edit(v, a)})
-    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
-    return f"no node has {key}={', '.join(bad)}: its values on AWS nodes are {', '.join(allowed)}{hint}"
+    close = sorted({a for v in bad for a in near(v, allowed)})
+    return f"no node has {key}={', '.join(bad)}: its values on AWS nodes are {', '.join(allowed)}{did_you_mean(close)}"
 
 
 def _expressions(term, path: str, out: list[FieldError], catalog: dict | None = None) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from . import labels as L
 from .errors import FieldError
-from .text import one_edit
+from .text import did_you_mean, near
 
 __all__ = ["nodepool_hints"]
 
@@ -60,10 +60,6 @@ def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _near(word: str, among) -> list[str]:
-    return sorted({a for a in among if one_edit(word, a)})
-
-
 def _taint(t: tuple[str, str, str]) -> str:
     return f"{t[0]}={t[1]}:{t[2]}" if t[1] else f"{t[0]}:{t[2]}"
 
@@ -86,21 +82,20 @@ def _toleration(tol: dict, where: str, untolerated: list, out: list[FieldError])
         return
     same_key = [t for t in untolerated if t[0] == key]
     if not same_key:
-        near = _near(key, {t[0] for t in untolerated})
-        if near:
-            taints = ", ".join(_taint(t) for t in untolerated if t[0] in near)
+        close = near(key, {t[0] for t in untolerated})
+        if close:
+            taints = ", ".join(_taint(t) for t in untolerated if t[0] in close)
             out.append(FieldError(f"{where}.key", f"toleration key {key} matches no taint of the NodePools given, so "
-                                                  f"their taint {taints} is not tolerated (did you mean "
-                                                  f"{' or '.join(near)}?)"))
+                                                  f"their taint {taints} is not tolerated{did_you_mean(close)}"))
         return
     value = str(tol.get("value") or "")
     matching = same_key if op == "Exists" else [t for t in same_key if t[1] == value]
     if not matching:
-        near = _near(value, {t[1] for t in same_key if t[1]})
-        if near:
+        close = near(value, {t[1] for t in same_key if t[1]})
+        if close:
             out.append(FieldError(f"{where}.value", f"toleration {key}={value} matches no taint of the NodePools "
-                                                    f"given ({', '.join(_taint(t) for t in same_key)}) (did you mean "
-                                                    f"{' or '.join(near)}?)"))
+                                                    f"given ({', '.join(_taint(t) for t in same_key)})"
+                                                    f"{did_you_mean(close)}"))
         return
     effect = tol.get("effect")
     if isinstance(effect, str) and effect:
@@ -113,19 +108,18 @@ def _label(key, values: list, where: str, pools: _Pools, out: list[FieldError]) 
     if not isinstance(key, str) or key in L.WELL_KNOWN or key in L.NORMALIZED:
         return
     if key not in pools.labels:
-        near = _near(key, pools.labels)
-        if near:
-            out.append(FieldError(where, f"no NodePool given labels its nodes {key} (did you mean "
-                                         f"{' or '.join(near)}?)"))
+        close = near(key, pools.labels)
+        if close:
+            out.append(FieldError(where, f"no NodePool given labels its nodes {key}{did_you_mean(close)}"))
         return
     known = pools.labels[key]
     if not known:
         return
     bad = [v for v in values if isinstance(v, str) and v not in known]
-    near = sorted({a for v in bad for a in _near(v, known)})
-    if bad and near and len(bad) == len(values):
+    close = sorted({a for v in bad for a in near(v, known)})
+    if bad and close and len(bad) == len(values):
         out.append(FieldError(where, f"no NodePool given labels its nodes {key}={', '.join(bad)}: their values are "
-                                     f"{', '.join(sorted(known))} (did you mean {' or '.join(near)}?)"))
+                                     f"{', '.join(sorted(known))}{did_you_mean(close)}"))
 
 
 def nodepool_hints(spec, path: str, nodepools: list[dict]) -> list[FieldError]:
@@ -160,7 +154,7 @@ def _topology_key(key, where: str, pools: _Pools, out: list[FieldError]) -> None
     Karpenter launches can (``plan``: "node has no rack label")."""
     if not isinstance(key, str) or not key or key in L.WELL_KNOWN or key in L.NORMALIZED or key in pools.labels:
         return
-    near = _near(key, pools.labels)
-    hint = f" (did you mean {' or '.join(near)}?)" if near else " (add it to a NodePool's labels or requirements)"
+    close = near(key, pools.labels)
+    hint = did_you_mean(close) or " (add it to a NodePool's labels or requirements)"
     out.append(FieldError(where, f"no NodePool given labels its nodes {key}: a node without it cannot take these "
                                  f"pods (whenUnsatisfiable: DoNotSchedule), so none Karpenter launches can{hint}"))
