@@ -115,3 +115,16 @@ def test_plan_notes_the_objects_it_does_not_read(capsys, tmp_path):
            "ResourceQuota/q\n" in err
     _, err = _plan(capsys, tmp_path, LIMITS + "---\n" + NO_REQUESTS)
     assert "not read" not in err
+
+
+def test_plan_loads_one_price_book_for_several_nodeclasses(capsys, caplog, tmp_path):
+    # the GPU example has its own EC2NodeClass: two catalogs, one price book (one fallback warning, not one per class)
+    import logging
+
+    gpu = DEFAULT.parent / "gpu.yaml"
+    (tmp_path / "p.yaml").write_text(POD.replace("runtimeClassName: kata\n  ", ""))
+    with caplog.at_level(logging.WARNING, logger="karpenter_lambda.adapters.aws.pricing"):
+        code = main(["plan", "--json", "-f", str(DEFAULT), "-f", str(gpu), "-f", str(tmp_path / "p.yaml")])
+    assert code == 0, capsys.readouterr()
+    fallbacks = [r for r in caplog.records if "using the bundled table" in r.getMessage()]
+    assert len(fallbacks) == 1, [r.getMessage() for r in fallbacks]

@@ -176,7 +176,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     if problems:
         raise PlanError("\n".join(problems))
 
-    from karpenter_lambda.adapters.aws.ec2_catalog import SOURCE_EC2, SOURCE_MOTO_BUNDLED, load_catalog
+    from karpenter_lambda.adapters.aws.ec2_catalog import (SOURCE_EC2, SOURCE_MOTO_BUNDLED, bundled_ec2_data, load_catalog,
+                                                           price_book_for)
 
     offline = not live and not endpoint_url
     t0 = time.monotonic()
@@ -196,13 +197,18 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
                            pods=pods, daemonsets=daemonsets, pvcs=storage["PersistentVolumeClaim"],
                            pvs=storage["PersistentVolume"], storageclasses=storage["StorageClass"])
     reservations = _reservations(nodeclasses, reservations_file, None if offline else clients, region, endpoint_url)
+    book = None   # one price book for the region, whatever the number of EC2NodeClasses (and one fallback warning)
     for np in nodepools:
         nc = nodeclasses[np.node_class_ref["name"]]
         if nc.name not in catalogs:
             try:
+                if book is None:
+                    if catalog_source == SOURCE_MOTO_BUNDLED:
+                        bundled_ec2_data(region)   # a region moto has no data for: its KeyError, before any price
+                    book = price_book_for(clients, region, endpoint_url=endpoint_url, source=catalog_source)
                 catalogs[nc.name] = load_catalog(clients, region, nodeclass=nc, endpoint_url=endpoint_url, source=catalog_source,
                                                  zones=wanted_zones, estimated_available=True,  # a dry run: estimates shown, marked
-                                                 reservations=reservations.get(nc.name, ()))
+                                                 reservations=reservations.get(nc.name, ()), prices=book)
             except KeyError as e:  # moto has no data for that region
                 raise PlanError(f"--region {region}: no instance data for this region offline ({e})") from None
         snap.instance_types[np.name] = catalogs[nc.name]

@@ -57,6 +57,7 @@ __all__ = [
     "latest_spot_prices",
     "load_catalog",
     "load_price_book",
+    "price_book_for",
     "clear_process_cache",
     "catalog_source",
     "SOURCE_EC2",
@@ -295,6 +296,17 @@ def load_price_book(ec2_client: Any, pricing_client: Any | None, region: str, ca
     return book.with_spot(spot) if spot else book
 
 
+def price_book_for(session_or_clients: Any, region: str, cache: PriceCache | None = None, *,
+                   endpoint_url: str | None = None, source: str | None = None) -> PriceBook:
+    """The price book ``load_catalog`` would load for these clients and source (see it): a caller building
+    several catalogs of one region (one per EC2NodeClass) loads it once and passes it as ``prices``."""
+    if catalog_source(source) == SOURCE_MOTO_BUNDLED:
+        ec2, pricing = _clients(session_or_clients, region, endpoint_url) if session_or_clients is not None else (None, None)
+        return load_price_book(ec2, pricing, region, cache, spot_history=False)
+    ec2, pricing = _clients(session_or_clients, region, endpoint_url)
+    return load_price_book(ec2, pricing, region, cache)
+
+
 def load_catalog(
     session_or_clients: Any,
     region: str,
@@ -322,11 +334,9 @@ def load_catalog(
     ``placement_group_id`` labels every type (``build_instance_types``).
     """
     if catalog_source(source) == SOURCE_MOTO_BUNDLED:
-        ec2, pricing = _clients(session_or_clients, region, endpoint_url) if session_or_clients is not None else (None, None)
         raw, offerings, zone_ids = bundled_ec2_data(region)
-        book = prices if prices is not None else load_price_book(ec2, pricing, region, cache, spot_history=False)
     else:
-        ec2, pricing = _clients(session_or_clients, region, endpoint_url)
+        ec2, _ = _clients(session_or_clients, region, endpoint_url)
         raw = fetch_instance_types(ec2)
         offerings = fetch_offerings(ec2)
         try:
@@ -334,7 +344,8 @@ def load_catalog(
         except Exception as e:
             log.warning("describe_availability_zones failed: %s; offerings carry no zone id", e)
             zone_ids = {}
-        book = prices if prices is not None else load_price_book(ec2, pricing, region, cache)
+    book = prices if prices is not None else price_book_for(session_or_clients, region, cache,
+                                                            endpoint_url=endpoint_url, source=source)
     return build_instance_types(raw, offerings, book, region, nodeclass=nodeclass, zones=zones, unavailable=unavailable,
                                 zone_ids=zone_ids, estimated_available=estimated_available,
                                 reservations=reservations, placement_group_id=placement_group_id)
