@@ -59,6 +59,7 @@ SLOW_FIRST = (
     "tests/disruption/test_consolidation.py", "tests/infra/", "tests/cli/test_offline_state.py",
     "tests/reliability/test_faults_short.py", "tests/sim/test_spread_scenario.py", "tests/disruption/test_consolidation_bench.py",
     "tests/disruption/test_budgets_and_safety.py", "tests/sim/test_scenario.py", "tests/sim/test_disruption_run.py",
+    "tests/plan/test_plan_admission.py", "tests/sim/test_clock_start.py",
     "tests/catalog/test_estimated_prices.py", "tests/catalog/test_allocatable.py", "tests/disruption/test_drift.py",
     "tests/interruption/test_kinds.py", "tests/disruption/test_emptiness.py", "tests/termination/test_drain.py",
 )
