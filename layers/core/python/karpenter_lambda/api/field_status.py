@@ -5,9 +5,8 @@ says karpenter-lambda does not support it.  :data:`FIELDS` is that promise, one 
 schema (:mod:`.validation`) accepts, ``[]`` marking a list's items.  A refused field's schema node is a
 :class:`~.schema.Refused` built from its entry here (:func:`refusal`), so the message and the table never differ;
 ``docs/api.md`` carries :func:`render_markdown`'s table between its markers; ``tests/api/test_field_table.py`` walks
-the schema, checks each path has exactly one entry, that an applied entry's module exists and names the field
-(``pending`` entries: the module is being written by a change in progress), that every field of Karpenter's CRDs is
-covered, and that the docs table is the rendered one.
+the schema, checks each path has exactly one entry, that an applied entry's module exists and names the field, that
+every field of Karpenter's CRDs is covered, and that the docs table is the rendered one.
 """
 
 from __future__ import annotations
@@ -30,12 +29,11 @@ class FieldStatus:
     status: str               # APPLIED | REFUSED
     where: str = ""           # applied: "package/module.py:name" (relative to karpenter_lambda/), the code reading it
     note: str = ""            # applied: what it does here; refused: the reason (in the refusal message)
-    pending: bool = False     # applied by a change in progress in another file (the module may not exist yet)
     whole: bool = False       # passed on inside its parent object: ``where`` names the parent, not the field
 
 
-def _a(path: str, where: str, note: str = "", pending: bool = False, whole: bool = False) -> FieldStatus:
-    return FieldStatus(path, APPLIED, where, note, pending, whole)
+def _a(path: str, where: str, note: str = "", whole: bool = False) -> FieldStatus:
+    return FieldStatus(path, APPLIED, where, note, whole)
 
 
 def _r(path: str, reason: str) -> FieldStatus:
@@ -83,7 +81,7 @@ NODEPOOL = (
     _a("spec.disruption.budgets[].reasons", "api/budgets.py:Budget"),
     _a("spec.limits", "scheduling/inputs.py:limits_of"),
     _a("spec.weight", "scheduling/inputs.py:nodepool_inputs", "NodePools tried heaviest first"),
-    _a("spec.replicas", "controllers/static.py:StaticCapacity", "static NodePools", pending=True),
+    _a("spec.replicas", "controllers/static.py:StaticCapacity", "static NodePools"),
 )
 
 _KUBELET = "adapters/aws/userdata.py:_kubelet_extra_args"
@@ -99,16 +97,16 @@ EC2NODECLASS = (
     _a("spec.securityGroupSelectorTerms[].tags", "adapters/aws/nodeclass_resolver.py:_tag_filters"),
     _a("spec.securityGroupSelectorTerms[].id", _RES),
     _a("spec.securityGroupSelectorTerms[].name", _RES),
-    _a("spec.capacityReservationSelectorTerms", "adapters/aws/capacity_reservations.py:resolve", "reserved offerings (catalog/reservations.py)", pending=True),
-    _a("spec.capacityReservationSelectorTerms[].tags", "adapters/aws/capacity_reservations.py:queries", pending=True),
-    _a("spec.capacityReservationSelectorTerms[].id", "adapters/aws/capacity_reservations.py:queries", pending=True),
-    _a("spec.capacityReservationSelectorTerms[].ownerID", "adapters/aws/capacity_reservations.py:queries", pending=True),
-    _a("spec.capacityReservationSelectorTerms[].instanceMatchCriteria", "adapters/aws/capacity_reservations.py:queries", pending=True),
-    _a("spec.placementGroupSelector", "adapters/aws/placement_groups.py:resolve", "launch template Placement", pending=True),
-    _a("spec.placementGroupSelector.name", "adapters/aws/placement_groups.py:resolve", pending=True),
-    _a("spec.placementGroupSelector.id", "adapters/aws/placement_groups.py:resolve", pending=True),
+    _a("spec.capacityReservationSelectorTerms", "adapters/aws/capacity_reservations.py:resolve", "reserved offerings (catalog/reservations.py)"),
+    _a("spec.capacityReservationSelectorTerms[].tags", "adapters/aws/capacity_reservations.py:queries"),
+    _a("spec.capacityReservationSelectorTerms[].id", "adapters/aws/capacity_reservations.py:queries"),
+    _a("spec.capacityReservationSelectorTerms[].ownerID", "adapters/aws/capacity_reservations.py:queries"),
+    _a("spec.capacityReservationSelectorTerms[].instanceMatchCriteria", "adapters/aws/capacity_reservations.py:queries"),
+    _a("spec.placementGroupSelector", "adapters/aws/placement_groups.py:resolve", "launch template Placement"),
+    _a("spec.placementGroupSelector.name", "adapters/aws/placement_groups.py:resolve"),
+    _a("spec.placementGroupSelector.id", "adapters/aws/placement_groups.py:resolve"),
     _a("spec.associatePublicIPAddress", _LT),
-    _a("spec.ipPrefixCount", _LT, "IPv4/IPv6 prefixes on the primary interface", pending=True),
+    _a("spec.ipPrefixCount", _LT, "IPv4/IPv6 prefixes on the primary interface"),
     _a("spec.amiSelectorTerms", "adapters/aws/amis.py:AMIProvider", "AMIsReady; AMI drift"),
     _a("spec.amiSelectorTerms[].alias", "adapters/aws/amis.py:alias_parameters", "SSM parameter of the family"),
     _a("spec.amiSelectorTerms[].tags", "adapters/aws/amis.py:AMIProvider"),
@@ -143,18 +141,18 @@ EC2NODECLASS = (
     _a("spec.blockDeviceMappings[].ebs.kmsKeyID", _BDM),
     _a("spec.blockDeviceMappings[].ebs.snapshotID", _BDM),
     _a("spec.blockDeviceMappings[].ebs.throughput", _BDM),
-    _a("spec.blockDeviceMappings[].ebs.volumeInitializationRate", _BDM, pending=True),
+    _a("spec.blockDeviceMappings[].ebs.volumeInitializationRate", _BDM),
     _a("spec.blockDeviceMappings[].ebs.volumeSize", _BDM, "also ephemeral-storage capacity (catalog/allocatable.py)"),
     _a("spec.blockDeviceMappings[].ebs.volumeType", _BDM),
     _a("spec.blockDeviceMappings[].rootVolume", "catalog/allocatable.py:ephemeral_storage", "the kubelet's volume"),
-    _a("spec.instanceStorePolicy", "catalog/allocatable.py:ephemeral_storage", "RAID0: ephemeral storage on the instance store; array built by userData", pending=True),
+    _a("spec.instanceStorePolicy", "catalog/allocatable.py:ephemeral_storage", "RAID0: ephemeral storage on the instance store; array built by userData"),
     _a("spec.detailedMonitoring", _LT),
     _a("spec.metadataOptions", _LT, "launch template MetadataOptions"),
     _a("spec.metadataOptions.httpEndpoint", _LT),
     _a("spec.metadataOptions.httpProtocolIPv6", _LT),
     _a("spec.metadataOptions.httpPutResponseHopLimit", _LT),
     _a("spec.metadataOptions.httpTokens", _LT),
-    _a("spec.context", "adapters/aws/fleet.py:FleetLauncher", "CreateFleet Context", pending=True),
+    _a("spec.context", "adapters/aws/fleet.py:FleetLauncher", "CreateFleet Context"),
     _r("spec.networkInterfaces", "network interfaces and EFA: karpenter-lambda launches one primary interface and no "
                                  "EFA devices"),
     _r("spec.cpuOptions", "CPU options (nested virtualization) are not set on launch templates nor used to filter "
