@@ -105,10 +105,22 @@ def foreign_node_class(data: dict) -> bool:
 
 #: Karpenter's pre-v1beta1 kinds and what they became.
 _ALPHA_KINDS = {"Provisioner": "NodePool", "AWSNodeTemplate": "EC2NodeClass", "Machine": "NodeClaim"}
+# Karpenter's CapacityBuffer (autoscaling.x-k8s.io/v1alpha1, its alpha CapacityBuffer feature gate, off by default;
+# docs/api.md "Not supported"): refused by name, with what to use instead
+CAPACITY_BUFFER_HINT = ("Karpenter's alpha CapacityBuffer, with the PodTemplate it names, is not supported by "
+                        "karpenter-lambda: for spare capacity, run a Deployment of placeholder pods with the buffer's "
+                        "requests in a PriorityClass of negative value; they are provisioned for like any pending pod, "
+                        "and the kube-scheduler preempts them for real pods")
+
+
+def _buffer_kind(api_version, kind) -> bool:
+    return kind == "CapacityBuffer" or (kind == "PodTemplate" and api_version == "v1")
 
 
 def _version_hint(api_version, kind: str) -> str:
     """What to do with another version of a kind we know (or one of Karpenter's alpha kinds)."""
+    if _buffer_kind(api_version, kind):
+        return f" ({CAPACITY_BUFFER_HINT})"
     if kind in _ALPHA_KINDS:
         return (f" (Karpenter's v1alpha5 {kind} became the v1beta1 {_ALPHA_KINDS[kind]}: migrate it to v1beta1 as Karpenter's "
                 f"v1beta1 migration guide says; v1beta1 NodePools and EC2NodeClasses are then converted to v1 here)")
@@ -284,7 +296,11 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
                         "or karpenter-lambda.io/v1alpha1 OffPeakSchedule")
             if accept_kinds:
                 expected += f", or one of {', '.join(sorted(accept_kinds))}"
-            result.issues.append(d.issue(kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: expected {expected}{_version_hint(data.get('apiVersion'), kind)}"))
+            if _buffer_kind(data.get("apiVersion"), kind):
+                expected = CAPACITY_BUFFER_HINT   # what to use instead says more than the list of kinds
+            else:
+                expected = f"expected {expected}{_version_hint(data.get('apiVersion'), kind)}"
+            result.issues.append(d.issue(kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: {expected}"))
     _scenario_steps(result, kubernetes_version)
 
 

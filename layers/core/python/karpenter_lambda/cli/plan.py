@@ -42,7 +42,7 @@ import time
 
 from karpenter_lambda.api.errors import ValidationIssue
 from karpenter_lambda.api.kube import pod_key, scheduling_gates
-from karpenter_lambda.api.manifests import load_files
+from karpenter_lambda.api.manifests import CAPACITY_BUFFER_HINT, load_files
 from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodeOverlay, NodePool
 from karpenter_lambda.api.workloads import add_claim_volumes, claim_templates, expand, stateful_claims
 from karpenter_lambda.cli.validate import InputError, format_issue, input_warnings, kubernetes_version, print_warnings
@@ -159,6 +159,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
         shown = ", ".join(unread[:8]) + (f", ... ({len(unread)} in all)" if len(unread) > 8 else "")
         sys.stderr.write(f"plan: note: not read (plan builds pods from workloads, RuntimeClasses and LimitRanges "
                          f"only): {shown}\n")
+        if any(x.startswith("CapacityBuffer/") for x in unread):
+            sys.stderr.write(f"plan: note: {CAPACITY_BUFFER_HINT}\n")
     pods = _admit(pods, [o.doc for o in loaded.objects if type(o) is KubeObject])
     _stateful_claims(pods, [o.doc for o in loaded.objects if type(o) is KubeObject], storage["PersistentVolumeClaim"])
     waiting = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..adapters.store import Store
-from ..api.manifests import load_files
+from ..api.manifests import CAPACITY_BUFFER_HINT, load_files
 from ..api.scenario import KIND as SCENARIO, ScenarioError, parse_scenario
 from ..api.text import plural
 from ..api.admission import KINDS as ADMISSION_KINDS, Admission, refusal_hint
@@ -160,7 +160,9 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                     problems.append(str(e))
         known = set(WORKLOAD_KINDS) | {"NodePool", "EC2NodeClass", "NodeClaim", "OffPeakSchedule", "NodeOverlay", SCENARIO} | set(STORED_KINDS)
         for o in res.objects:
-            if o.kind not in known:
+            if o.kind in ("CapacityBuffer", "PodTemplate"):
+                problems.append(f"{o.kind}/{o.name}: {CAPACITY_BUFFER_HINT}")
+            elif o.kind not in known:
                 problems.append(f"{o.kind}/{o.name}: simulate does not know the kind {o.kind!r} "
                                 f"(known: NodePool, EC2NodeClass, NodeOverlay, OffPeakSchedule, Scenario, {', '.join(sorted(WORKLOAD_KINDS))}, "
                                 f"{', '.join(sorted(STORED_KINDS))})")
