@@ -119,8 +119,8 @@ def _buffer_kind(api_version, kind) -> bool:
 
 def _version_hint(api_version, kind: str) -> str:
     """What to do with another version of a kind we know (or one of Karpenter's alpha kinds)."""
-    if _buffer_kind(api_version, kind):
-        return f" ({CAPACITY_BUFFER_HINT})"
+    if _buffer_kind(api_version, kind):   # a PodTemplate: maybe not a buffer's, so after the list of kinds
+        return f" (nothing here reads a PodTemplate; {CAPACITY_BUFFER_HINT})"
     if kind in _ALPHA_KINDS:
         return (f" (Karpenter's v1alpha5 {kind} became the v1beta1 {_ALPHA_KINDS[kind]}: migrate it to v1beta1 as Karpenter's "
                 f"v1beta1 migration guide says; v1beta1 NodePools and EC2NodeClasses are then converted to v1 here)")
@@ -296,7 +296,7 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
                         "or karpenter-lambda.io/v1alpha1 OffPeakSchedule")
             if accept_kinds:
                 expected += f", or one of {', '.join(sorted(accept_kinds))}"
-            if _buffer_kind(data.get("apiVersion"), kind):
+            if kind == "CapacityBuffer":
                 expected = CAPACITY_BUFFER_HINT   # what to use instead says more than the list of kinds
             else:
                 expected = f"expected {expected}{_version_hint(data.get('apiVersion'), kind)}"

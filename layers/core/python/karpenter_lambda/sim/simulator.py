@@ -160,7 +160,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                     problems.append(str(e))
         known = set(WORKLOAD_KINDS) | {"NodePool", "EC2NodeClass", "NodeClaim", "OffPeakSchedule", "NodeOverlay", SCENARIO} | set(STORED_KINDS)
         for o in res.objects:
-            if o.kind in ("CapacityBuffer", "PodTemplate"):
+            if o.kind == "CapacityBuffer":
                 problems.append(f"{o.kind}/{o.name}: {CAPACITY_BUFFER_HINT}")
             elif o.kind not in known:
                 problems.append(f"{o.kind}/{o.name}: simulate does not know the kind {o.kind!r} "
