@@ -32,6 +32,8 @@ def schema_paths(node, path: str = "spec") -> dict[str, object]:
             out[p] = child
             if not isinstance(child, (Refused, Map)):
                 out.update(schema_paths(child, p))
+        if node.passthrough:   # more fields read by another program (the kubelet's): one entry for them all
+            out[f"{path}.*"] = node
     return out
 
 
@@ -120,13 +122,14 @@ def test_refused_fields_are_refused_by_validation_with_the_message():
         assert [(e.path, e.message.split(" (")[0]) for e in errors] == [(path, NOT_SUPPORTED)]
 
 
-def test_other_kubelet_configuration_fields_are_refused_not_called_typos():
+def test_other_kubelet_configuration_fields_pass_through_on_al2023_and_typos_are_called_typos():
+    """Karpenter v1.15: spec.kubelet takes any KubeletConfiguration field (tests/api/test_kubelet_config.py)."""
     doc = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "x"},
            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
                     "subnetSelectorTerms": [{"tags": {"a": "b"}}], "securityGroupSelectorTerms": [{"tags": {"a": "b"}}],
                     "kubelet": {"shutdownGracePeriod": "30s", "maxPod": 3}}}
     errors = {e.path: e.message for e in validate_and_default("EC2NodeClass", doc)[1]}
-    assert errors["spec.kubelet.shutdownGracePeriod"].startswith(NOT_SUPPORTED + " (of the KubeletConfiguration only")
+    assert "spec.kubelet.shutdownGracePeriod" not in errors
     assert errors["spec.kubelet.maxPod"] == 'unknown field (did you mean "maxPods"?)'
 
 

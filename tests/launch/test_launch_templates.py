@@ -124,3 +124,14 @@ def test_block_device_conversion():
                                                                          "throughput": 125, "kmsKeyID": "k", "deleteOnTermination": True}}])
     assert out == [{"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 2, "VolumeType": "io2", "KmsKeyId": "k", "Iops": 3000,
                                                        "Throughput": 125, "DeleteOnTermination": True}}]
+
+
+def test_other_kubelet_configuration_fields_reach_the_al2023_nodeconfig(env):
+    """Karpenter v1.15's extended KubeletConfiguration: the launch template's NodeConfig carries them as given."""
+    extra = {"containerLogMaxSize": "50Mi", "serializeImagePulls": False, "featureGates": {"InPlacePodVerticalScaling": True}}
+    r = resolver(env).resolve(nodeclass(kubelet={"maxPods": 40, **extra}))
+    lt = LaunchTemplates(env.ec2, CLUSTER).ensure(options_for(r, INFO, r.ami_for(_it("m5.large")), LABELS, [], [], 40))
+    v = env.ec2.describe_launch_template_versions(LaunchTemplateId=lt["id"])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    parts = email.message_from_string(base64.b64decode(v["UserData"]).decode()).get_payload()
+    cfg = yaml.safe_load(parts[-1].get_payload())["spec"]["kubelet"]["config"]
+    assert {k: cfg.get(k) for k in extra} == extra and cfg["maxPods"] == 40

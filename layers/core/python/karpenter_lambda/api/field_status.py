@@ -132,6 +132,10 @@ EC2NODECLASS = (
     _a("spec.kubelet.imageGCHighThresholdPercent", _KUBELET),
     _a("spec.kubelet.imageGCLowThresholdPercent", _KUBELET),
     _a("spec.kubelet.cpuCFSQuota", _KUBELET),
+    # every other KubeletConfiguration field (the schema's passthrough, api/kubelet_config.py): one row for them all
+    _a("spec.kubelet.*", "adapters/aws/userdata.py:node_config",
+       "any other KubeletConfiguration field, type-checked: AL2023 passes it in NodeConfig kubelet.config; "
+       "refused on AL2, Bottlerocket and Windows (they would drop it); registerWithTaints refused", whole=True),
     _a("spec.blockDeviceMappings", _BDM, "launch template BlockDeviceMappings"),
     _a("spec.blockDeviceMappings[].deviceName", _BDM),
     _a("spec.blockDeviceMappings[].ebs", _BDM),
@@ -175,12 +179,6 @@ NODEOVERLAY = (
 )
 
 FIELDS: dict[str, tuple[FieldStatus, ...]] = {"NodePool": NODEPOOL, "EC2NodeClass": EC2NODECLASS, "NodeOverlay": NODEOVERLAY}
-
-#: the KubeletConfiguration fields outside :data:`EC2NODECLASS`'s are refused with this reason (schema: KUBELET)
-KUBELET_OTHER_FIELDS = ("of the KubeletConfiguration only clusterDNS, maxPods, podsPerCore, systemReserved, kubeReserved, "
-                        "evictionHard, evictionSoft, evictionSoftGracePeriod, evictionMaxPodGracePeriod, "
-                        "imageGCHighThresholdPercent, imageGCLowThresholdPercent and cpuCFSQuota are applied")
-
 
 def status_of(kind: str, path: str) -> FieldStatus | None:
     for f in FIELDS.get(kind, ()):

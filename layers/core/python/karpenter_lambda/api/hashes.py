@@ -34,6 +34,7 @@ import hashlib
 import json
 from typing import Any
 
+from .kubelet_config import MAPPED
 from .objects import ALIAS_FAMILIES, EC2NodeClass, NodePool
 from .validation import apply_defaults
 
@@ -74,19 +75,41 @@ def _is_zero(v: Any) -> bool:
     return v is None or v is False or v == "" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0) or v == [] or v == {}
 
 
-def _canonical(value: Any, is_map: bool = False) -> Any:
+def _canonical(value: Any, is_map: bool = False, raw: bool = False) -> Any:
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            c = _canonical(v, is_map=k in _MAP_FIELDS and not is_map)
+            if raw:   # a value of an open map (the kubelet's own fields): every entry counts, zero or not
+                out[k] = _canonical(v, raw=True)
+                continue
+            if k == "kubelet" and not is_map and isinstance(v, dict):
+                c = _kubelet(v)
+            else:
+                c = _canonical(v, is_map=k in _MAP_FIELDS and not is_map)
             if not is_map and _is_zero(c):
                 continue  # IgnoreZeroValue on struct fields
             out[k] = c
         return out
     if isinstance(value, list):
-        items = [_canonical(v) for v in value]
+        items = [_canonical(v, raw=raw) for v in value]
         return sorted(items, key=lambda x: json.dumps(x, sort_keys=True, separators=(",", ":")))  # SlicesAsSets
     return value
+
+
+def _kubelet(kubelet: dict) -> dict:
+    """``spec.kubelet``: Karpenter's twelve fields as struct fields (zero values dropped, the hashes of v1.14 kept);
+    every other KubeletConfiguration field is an entry of Karpenter v1.15's open map, hashed as given: ``false`` or
+    ``0`` there is a setting that differs from the kubelet's default, so setting or removing it drifts."""
+    out = {}
+    for k, v in kubelet.items():
+        if k in MAPPED:
+            c = _canonical(v, is_map=k in _MAP_FIELDS)
+            if _is_zero(c):
+                continue
+        else:
+            c = _canonical(v, raw=True)
+        out[k] = c
+    return out
 
 
 def stable_hash(value: Any) -> str:

@@ -215,17 +215,18 @@ class Map(Node):
 class Obj(Node):
     """A mapping with known fields; unknown fields are errors (with a did-you-mean hint).
 
-    ``unknown_message``: the message for an unknown field with no close known name, for an object whose upstream
-    type takes more fields than karpenter-lambda applies (the kubelet's KubeletConfiguration): such a field is
-    refused as not supported rather than called a typo."""
+    ``unknown_message``: the message for an unknown field with no close known name (what the object's fields are
+    measured against).  ``passthrough``: more fields, checked as ``fields`` are but listed apart: the ones another
+    program reads (the kubelet's KubeletConfiguration beyond what Karpenter interprets, ``api/kubelet_config.py``)."""
 
     def __init__(self, fields: dict[str, Node], *, required: Iterable[str] | dict[str, str] = (),
-                 unknown_message: str | None = None, **kw):
+                 unknown_message: str | None = None, passthrough: dict[str, Node] | None = None, **kw):
         super().__init__(**kw)
         self.fields = fields
         # a dict maps a required field to extra words for its "Required value" message
         self.required = dict(required) if isinstance(required, dict) else {name: "" for name in required}
         self.unknown_message = unknown_message
+        self.passthrough = passthrough or {}
 
     def _walk(self, value, path, errors):
         if not isinstance(value, dict):
@@ -236,9 +237,9 @@ class Obj(Node):
             if not isinstance(k, str):
                 errors.append(FieldError(join(path, str(k)), f"field names must be strings, got {describe(k)}"))
                 continue
-            node = self.fields.get(k)
+            node = self.fields.get(k) or self.passthrough.get(k)
             if node is None:
-                near = difflib.get_close_matches(k, list(self.fields), n=1, cutoff=0.75)
+                near = difflib.get_close_matches(k, list(self.fields) + list(self.passthrough), n=1, cutoff=0.75)
                 hint = f' (did you mean "{near[0]}"?)' if near else ""
                 message = self.unknown_message if self.unknown_message and not near else f"unknown field{hint}"
                 errors.append(FieldError(join(path, k), message))

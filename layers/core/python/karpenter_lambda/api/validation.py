@@ -26,7 +26,9 @@ from .offpeak import spec_schema as _offpeak_spec_schema
 from .overlay import spec_schema as _overlay_spec_schema
 from .quantity import QuantityError, parse_quantity
 from .kuberules import TAINT_EFFECTS
-from .field_status import KUBELET_OTHER_FIELDS, refusal
+from .field_status import refusal
+from .kubelet_config import EXPRESSIONS_NOT_SUPPORTED, KUBELET_VERSION, family_problems
+from .kubelet_config import PASSTHROUGH as KUBELET_PASSTHROUGH
 from .schema import NOT_SUPPORTED, AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Refused, Str, describe, index, join, key
 from .validators import (BUDGET, CONSOLIDATION_POLICIES, DISRUPTION_REASONS, DURATION_MSG, NILLABLE_DURATION_MSG,
                          dns_subdomain_check, label_key_problem, label_value_check, label_value_problem)
@@ -486,14 +488,37 @@ def _kubelet_check(k: dict, path: str, errors: list[FieldError]) -> None:
 
 
 INT32_MAX = 2**31 - 1
+# a CEL expression where Karpenter's NodeClassCEL gate would take one: identifiers or calls, not a quantity's digits
+_EXPRESSION_RE = re.compile(r"[A-Za-z_]{2,}\s*\(|\b(vcpus|memory_mib|max_pods|default_enis|ips_per_eni|instance_type)\b")
+
+
+_MAX_PODS_INT = Int(minimum=0, maximum=INT32_MAX)
+
+
+def _max_pods(value) -> str | None:
+    if isinstance(value, str) and _EXPRESSION_RE.search(value):
+        return EXPRESSIONS_NOT_SUPPORTED
+    errors: list[FieldError] = []
+    _MAX_PODS_INT.walk(value, "", errors)
+    return errors[0].message if errors else None
+
+
+_reserved_quantity = _quantity(nonneg=True, allow_int=False)
+
+
+def _reserved(value) -> str | None:
+    if isinstance(value, str) and _EXPRESSION_RE.search(value):
+        return EXPRESSIONS_NOT_SUPPORTED
+    return _reserved_quantity(value)
+
 
 KUBELET = Obj(
     {
         "clusterDNS": List(Str(checks=[_ip_check])),
-        "maxPods": Int(minimum=0, maximum=INT32_MAX),
+        "maxPods": OneOf(_max_pods),
         "podsPerCore": Int(minimum=0, maximum=INT32_MAX),
-        "systemReserved": Map(OneOf(_quantity(nonneg=True, allow_int=False)), key_check=_key_in(RESERVED_RESOURCES, "systemReserved")),
-        "kubeReserved": Map(OneOf(_quantity(nonneg=True, allow_int=False)), key_check=_key_in(RESERVED_RESOURCES, "kubeReserved")),
+        "systemReserved": Map(OneOf(_reserved), key_check=_key_in(RESERVED_RESOURCES, "systemReserved")),
+        "kubeReserved": Map(OneOf(_reserved), key_check=_key_in(RESERVED_RESOURCES, "kubeReserved")),
         "evictionHard": Map(Str(checks=[_eviction_threshold]), key_check=_key_in(EVICTION_SIGNALS, "evictionHard")),
         "evictionSoft": Map(Str(checks=[_eviction_threshold]), key_check=_key_in(EVICTION_SIGNALS, "evictionSoft")),
         "evictionSoftGracePeriod": Map(Str(checks=[_go_duration_check]), key_check=_key_in(EVICTION_SIGNALS, "evictionSoftGracePeriod")),
@@ -503,7 +528,10 @@ KUBELET = Obj(
         "cpuCFSQuota": Bool(),
     },
     checks=[_kubelet_check],
-    unknown_message=f"{NOT_SUPPORTED} ({KUBELET_OTHER_FIELDS})",
+    # any other KubeletConfiguration field, by its JSON type (Karpenter v1.15); AL2023 passes them to the kubelet and
+    # the other families refuse them (_ec2nodeclass_spec_check)
+    passthrough=KUBELET_PASSTHROUGH,
+    unknown_message=f"unknown field: not a field of the kubelet's KubeletConfiguration ({KUBELET_VERSION})",
 )
 
 
@@ -573,6 +601,12 @@ def _ec2nodeclass_spec_check(spec: dict, path: str, errors: list[FieldError]) ->
         alias_family = ALIAS_FAMILIES.get(alias.split("@", 1)[0])
         if alias_family and fam not in (alias_family, "Custom"):
             errors.append(FieldError(join(path, "amiFamily"), f"if set, amiFamily must be '{alias_family}' or 'Custom' when using the alias {alias!r} (got {fam!r})"))
+    # kubelet fields the AMI family would drop (Karpenter's UnsupportedKubeletConfiguration)
+    family = fam if fam in AMI_FAMILIES else (ALIAS_FAMILIES.get(alias.split("@", 1)[0]) if alias else None)
+    kubelet = spec.get("kubelet")
+    if isinstance(kubelet, dict):
+        for field, message in family_problems(family, kubelet):
+            errors.append(FieldError(join(join(path, "kubelet"), field), message))
 
 
 EC2NODECLASS_SPEC = Obj(

@@ -6,8 +6,9 @@ max_pods, user_data)`` returns the plain-text userData (the launch template base
 * **AL2023**: MIME multipart; the user's parts first (a MIME archive is split into its parts,
   a YAML document becomes an ``application/node.eks.aws`` part, anything else a shell script),
   then Karpenter's ``NodeConfig`` (cluster name/endpoint/CA/CIDR, kubelet config with
-  ``clusterDNS``, ``maxPods``, ``registerWithTaints`` and the EC2NodeClass kubelet settings,
-  ``--node-labels`` flag).  nodeadm merges the NodeConfigs in order, so ours wins.
+  ``clusterDNS``, ``maxPods``, ``registerWithTaints`` and the EC2NodeClass kubelet settings, every
+  other KubeletConfiguration field of ``spec.kubelet`` as given, ``--node-labels`` flag).  nodeadm
+  merges the NodeConfigs in order, so ours wins.
 * **AL2**: MIME multipart; the user's parts first, then ``/etc/eks/bootstrap.sh`` with
   ``--apiserver-endpoint``, ``--b64-cluster-ca``, ``--dns-cluster-ip``, ``--use-max-pods false``
   and ``--kubelet-extra-args '--node-labels=... --register-with-taints=... --max-pods=N ...'``.
@@ -33,6 +34,7 @@ from typing import Any, Iterable
 import yaml
 
 from ...api import labels as wk
+from ...api.kubelet_config import passthrough_fields
 from .toml_writer import dump_toml
 
 UNREGISTERED_TAINT = {"key": wk.UNREGISTERED_TAINT_KEY, "effect": "NoExecute"}
@@ -252,6 +254,11 @@ def node_config(cluster: ClusterInfo, labels, taints, kubelet: dict, max_pods: i
     for k in _AL2023_KUBELET_KEYS:
         if kubelet.get(k) is not None:
             cfg[k] = kubelet[k]
+    # every other KubeletConfiguration field, as given: nodeadm merges NodeConfig's kubelet.config into the kubelet's
+    # configuration file (Karpenter v1.15; the other families refuse them: api/kubelet_config.family_problems)
+    for k, v in passthrough_fields(kubelet).items():
+        if k != "registerWithTaints" and v is not None:
+            cfg[k] = v
     if taints:
         cfg["registerWithTaints"] = taints
     kube: dict[str, Any] = {"config": cfg}
