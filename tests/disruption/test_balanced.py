@@ -143,3 +143,19 @@ def test_an_empty_node_of_a_balanced_nodepool_is_removed_with_its_score_shown():
     plan = plan_sweep(snap, list(CONSOLIDATION), SweepBudgets(snap, {}))
     assert [(c.reason, c.names) for c in plan.commands] == [("Empty", ["e"])]
     assert plan.commands[0].score.approved and "balanced score" in plan.commands[0].detail
+
+
+def test_an_empty_node_is_never_taken_by_consolidation_past_an_empty_budget_of_zero():
+    """Karpenter's consolidation skips empty nodes (they are Emptiness's, under the Empty budget): with Empty at 0,
+    the empty nodes stay, and only the busy node is consolidated (its pod moves to the node held by do-not-disrupt)."""
+    hold = claimed_node("h", instance_type="m5.2xlarge")
+    busy = claimed_node("b", instance_type="m5.xlarge")
+    e1, e2 = claimed_node("e1", instance_type="m5.large"), claimed_node("e2", instance_type="m5.large")
+    pods = [pod("w-0", cpu="500m", node="node-h", annotations=DND), pod("w-1", cpu="500m", node="node-b")]
+    budgets = [{"nodes": "0", "reasons": ["Empty"]}, {"nodes": "100%"}]
+    for policy in ("WhenEmptyOrUnderutilized", "Balanced"):
+        snap = builders.snapshot(hold, busy, e1, e2, pods=pods, nodepools=[nodepool(policy=policy, budgets=budgets)])
+        plan = plan_sweep(snap, list(CONSOLIDATION), SweepBudgets(snap, {}))
+        taken = sorted(n for c in plan.commands for n in c.names)
+        assert taken == ["b"], (policy, [(c.reason, c.names) for c in plan.commands])
+        assert {b.nodeclaim for b in plan.blocked if b.reason == "Empty" and b.cause == "budget"} == {"e1", "e2"}

@@ -34,7 +34,7 @@ from ..scheduling.predicates import labels_match
 from .consolidation import (consolidatable, consolidation_enabled, consolidation_option, evaluations_left, ordered,
                             window_nodes)
 from .balanced import BLOCK_BALANCED, REJECTED_PREFIX, delete_score, totals_for
-from .emptiness import consolidatable_in
+from .emptiness import consolidatable_in, is_empty
 from .types import BLOCK_PODS_WOULD_NOT_FIT, GRACEFUL, UNDERUTILIZED, Blocked, Candidate, Command, MethodBase, Option
 
 MULTI_NODE_MAX = 100
@@ -69,7 +69,9 @@ class _Underutilized(MethodBase):
     chains = True   # several commands per sweep, each planned on the context left by the ones before (plan._chain)
 
     def should_disrupt(self, c: Candidate, snap: ClusterSnapshot) -> bool:
-        return consolidation_enabled(c) and consolidatable_in(c, snap) is not None
+        # an empty node is Emptiness's, under the Empty budget (Karpenter's consolidation ShouldDisrupt skips it):
+        # taking it here would delete it past an Empty budget of 0 and count it against the Underutilized one
+        return consolidation_enabled(c) and not is_empty(c) and consolidatable_in(c, snap) is not None
 
     def _within_budget(self, ctx, cands, blocked):
         budgets = ctx.budgets
