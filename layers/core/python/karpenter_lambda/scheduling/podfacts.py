@@ -29,11 +29,13 @@ class PodClass:
                  "tolerations", "tolerate_pns", "cons", "dropped", "ports", "reqs", "sig", "member", "placed",
                  "sort_key", "simple", "relaxed", "spread_eligible", "errors", "inv", "zmap", "limit")
 
-    def effective_reqs(self) -> Requirements:
+    def effective_reqs(self, preferred: bool = True) -> Requirements:
+        """The requirements in force: the required node-affinity term in force (with the node selector) and, with
+        ``preferred``, the heaviest preferred term not yet dropped."""
         r = Requirements()
         if self.terms:
             r.add_all(self.terms[self.term_idx])
-        if self.pref_drop < len(self.preferred):
+        if preferred and self.pref_drop < len(self.preferred):
             r.add_all(self.preferred[self.pref_drop][1])
         if L.ZONE_ID in r:
             # topology.k8s.aws/zone-id names one zone: also constrain the zone, so offerings, domains and the
@@ -43,6 +45,18 @@ class PodClass:
                 zr = r.get(L.ZONE_ID)
                 r.add(Requirement(L.ZONE, False, {z for zid, z in m.items() if zr.has(zid)}))
         return r
+
+    def strict_reqs(self) -> tuple[Requirements, tuple]:
+        """(requirements, signature) without the preferred node affinity: what a topology spread counts its domains
+        by (Karpenter's StrictRequirements; kube-scheduler's nodeAffinityPolicy Honor reads the required terms only).
+        A preferred zone must not shrink the domains the skew is measured over.  Cached per required term."""
+        hit = self.errors.get("strict")
+        if hit is not None and hit[0] == self.term_idx:
+            return hit[1], hit[2]
+        r = self.effective_reqs(preferred=False)
+        sig = r.signature()
+        self.errors["strict"] = (self.term_idx, r, sig)
+        return r, sig
 
     def hostname_blocks(self) -> bool:
         """A pod requiring kubernetes.io/hostname In [...] (or DoesNotExist) can only go to existing nodes: a new

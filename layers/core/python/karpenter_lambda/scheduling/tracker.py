@@ -132,22 +132,26 @@ class TopologyTracker:
                 groups[(INV,) + con.group_key].record(d[0])
 
     def eligible_domains(self, c: PodClass, con) -> set:
-        """Domains of ``con.key`` a pod of class ``c`` could land in (nodeAffinityPolicy Honor; nodeTaintsPolicy
+        """Domains of ``con.key`` a pod of class ``c`` could land in by its required node affinity and node selector
+        (nodeAffinityPolicy Honor; a preferred term does not count, as in Karpenter); nodeTaintsPolicy
         Ignore by default: a NodePool's domains count even when the pod does not tolerate its taints, as in
         Karpenter; with ``nodeTaintsPolicy: Honor`` only NodePools and nodes whose taints it tolerates)."""
         honor = con.node_taints_honor
-        sig = (con.key, c.sig, (repr(c.tolerations), c.tolerate_pns) if honor else None)
+        # the class's strict requirements: a preferred term (a preferred zone) does not shrink the domains the skew
+        # is measured over (Karpenter's StrictRequirements); it only steers where the pods go while the skew allows
+        strict, ssig = c.strict_reqs()
+        sig = (con.key, ssig, (repr(c.tolerations), c.tolerate_pns) if honor else None)
         hit = self._elig.get(sig)
         if hit is not None:
             return hit
         out = set()
-        pr = c.reqs.get(con.key)
+        pr = strict.get(con.key)
         for p in self.pools:
-            if p.reqs.compatible(c.reqs) is not None:
+            if p.reqs.compatible(strict) is not None:
                 continue
             if honor and untolerated(c.tolerations, p.taints, c.tolerate_pns):
                 continue
-            reqs = p.reqs.intersection(c.reqs)
+            reqs = p.reqs.intersection(strict)
             if con.key in (L.ZONE, L.CAPACITY_TYPE):
                 out.update(p.offered_domains(con.key, reqs))
             else:
@@ -156,7 +160,7 @@ class TopologyTracker:
                     out.update(r.values)
         for n in self.existing_nodes:
             v = n.labels.get(con.key)
-            if v is not None and pr.has(v) and labels_match(c.reqs, n.labels) is None:
+            if v is not None and pr.has(v) and labels_match(strict, n.labels) is None:
                 if honor and untolerated(c.tolerations, n.taints, c.tolerate_pns):
                     continue
                 out.add(v)
