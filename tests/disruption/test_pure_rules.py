@@ -154,3 +154,26 @@ def test_spot_to_spot_keeps_as_many_cheapest_types_as_min_values_need():
         new, _, why = _cheaper_plan(plan, 0.5, [candidate])
         assert why == "" and len(new.instance_types) == expected, (min_values, why)
         assert len({t.labels["karpenter.k8s.aws/instance-family"] for t in new.instance_types}) >= min_values
+
+
+def test_several_spot_nodes_merge_into_one_spot_node_without_the_fifteen_type_rule():
+    """Karpenter's multi-node consolidation returns its command before the spot -> spot checks: several spot nodes
+    merged into one spot node need neither 15 cheaper types nor the cut to the 15 cheapest; one spot node still does."""
+    from types import SimpleNamespace
+
+    from karpenter_lambda.api import labels as L
+    from karpenter_lambda.catalog.types import InstanceType, Offering
+    from karpenter_lambda.disruption.consolidation import _cheaper_plan
+    from karpenter_lambda.scheduling.requirements import Requirement, Requirements
+
+    types = [InstanceType(name=f"c{i}.xlarge", labels={L.INSTANCE_TYPE: f"c{i}.xlarge"}, capacity={"cpu": 4000},
+                          offerings=[Offering("us-east-1a", "spot", 0.05 + i / 100)]) for i in range(20)]
+    reqs = Requirements([Requirement.new(L.CAPACITY_TYPE, "In", ["spot"]), Requirement.new(L.ZONE, "In", ["us-east-1a"])])
+    plan = SimpleNamespace(instance_types=types, requirements=reqs, capacity_type="spot")
+    three = [SimpleNamespace(capacity_type="spot", price=0.04, instance_type="m5.large") for _ in range(3)]
+    new, _, why = _cheaper_plan(plan, 0.12, three)          # 7 types under $0.12/h: fewer than 15, all offered
+    assert why == "" and [t.name for t in new.instance_types] == [f"c{i}.xlarge" for i in range(7)]
+    new, _, why = _cheaper_plan(plan, 0.30, three)          # 20 cheaper: all offered, not the 15 cheapest
+    assert why == "" and len(new.instance_types) == 20
+    new, _, why = _cheaper_plan(plan, 0.12, three[:1])      # one spot node: the rule holds
+    assert new is None and why == "spot to spot needs 15 cheaper spot instance types, 7 possible"

@@ -9,7 +9,8 @@ Shared by multi-node and single-node consolidation (Karpenter's pkg/controllers/
   candidates.  The move is valid only when every reschedulable pod lands on the remaining initialized nodes plus
   **at most one** new NodeClaim (never one node into several).  No new NodeClaim: a **delete**.  One: a
   **replace**, only with instance types strictly cheaper than the candidates together; spot -> spot needs at least
-  15 cheaper spot types and offers the 15 cheapest (Karpenter's rule; single-node only); on-demand -> spot where the
+  15 cheaper spot types and offers the 15 cheapest when one spot node is replaced (Karpenter's rule; several spot
+  nodes merged into one need neither, as Karpenter's multi-node); on-demand -> spot where the
   NodePool allows spot; a requirement's ``minValues`` must still hold after the price filter;
 * ``Balanced`` NodePools: a valid option is also scored (:func:`.balanced.judge`); under the threshold it is not
   valid, its reason gives the score;
@@ -134,13 +135,14 @@ def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
     reqs = plan.requirements
     replacement_spot = reqs.get(wk.CAPACITY_TYPE).has(wk.CAPACITY_TYPE_SPOT) and \
         not reqs.get(wk.CAPACITY_TYPE).has(wk.CAPACITY_TYPE_ON_DEMAND)
-    if all_spot and (replacement_spot or plan.capacity_type == wk.CAPACITY_TYPE_SPOT):
-        if len(candidates) > 1:
-            return None, cheapest, "spot to spot consolidation is single-node only (as Karpenter)"
+    if all_spot and (replacement_spot or plan.capacity_type == wk.CAPACITY_TYPE_SPOT) and len(candidates) == 1:
+        # single-node spot -> spot (Karpenter's computeSpotToSpotConsolidation): 15 cheaper types at least, and only
+        # the 15 cheapest offered (or as many of the cheapest as the minValues need, the larger), so the launched
+        # type is always among them and the node is not replaced again at once.  Several spot candidates merged
+        # into one spot node need neither (Karpenter returns the multi-node command before that check)
         if len(cheaper) < SPOT_TO_SPOT_MIN_TYPES:
             return None, cheapest, (f"spot to spot needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot instance types, "
                                     f"{len(cheaper)} possible")
-        # the 15 cheapest, or as many of the cheapest as the minValues need (Karpenter takes the larger)
         cheaper = cheaper[:max(SPOT_TO_SPOT_MIN_TYPES, _prefix_meeting_min_values(cheaper, plan.requirements))]
     req = reqs.get(wk.INSTANCE_TYPE) if reqs.has(wk.INSTANCE_TYPE) else None
     min_values = req.min_values if req is not None else None

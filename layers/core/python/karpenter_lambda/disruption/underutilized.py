@@ -211,8 +211,8 @@ def packed_groups(snap: ClusterSnapshot, candidates: list[Candidate], cache: dic
     counts, zones = _zone_spread_counts(snap) if ZONE_SPREAD_LAST else ({}, set())
     parts: dict[tuple, list[Candidate]] = {}
     for c in candidates:
-        if c.capacity_type == wk.CAPACITY_TYPE_SPOT or not c.zone:
-            continue   # spot -> spot is single-node only
+        if not c.zone:
+            continue
         parts.setdefault((c.nodepool_name, c.zone, c.capacity_type), []).append(c)
     groups = []
     for (_np, zone, ct), members in sorted(parts.items()):
