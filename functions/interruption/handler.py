@@ -2,9 +2,10 @@
 changes, capacity reservation interruptions, AWS Health scheduled changes) -> Interruption.handle.
 
 Every body is parsed first (Powertools BatchProcessor through :class:`SqsBatch`; the same event delivered twice in a
-batch is handled once).  A malformed body or an unknown detail-type can never succeed: it is logged with its message
-id, counted (``InterruptionMessagesMalformed``) and acknowledged, so it never fails the other records nor clogs the
-DLQ.  A record whose action failed (throttling, a Kubernetes 429/5xx, any error while acting) is returned in
+batch is handled once).  A malformed body or an unknown detail-type -- any failure to parse a body, whatever the
+exception -- can never succeed: it is logged with its message id, counted (``InterruptionMessagesMalformed``) and
+acknowledged, so it never fails the other records nor clogs the DLQ (Karpenter deletes every message it cannot
+parse).  A record whose action failed (throttling, a Kubernetes 429/5xx, any error while acting) is returned in
 ``batchItemFailures``: SQS redelivers it (the controller is idempotent) and after ``maxReceiveCount`` it lands in the
 DLQ.  ``InterruptionErrors`` counts the records whose action failed (every valid one when the whole batch failed);
 it is alarmed.  See docs/interruption.md.
@@ -21,7 +22,7 @@ from aws_lambda_powertools import Logger, Metrics
 from karpenter_lambda.controllers import environment, runtime
 from karpenter_lambda.controllers.handlers import SqsBatch, emit_metrics, traced
 from karpenter_lambda.controllers.interrupt import Interruption, InterruptionReport
-from karpenter_lambda.controllers.interruption_messages import InterruptionMessageError, parse_message
+from karpenter_lambda.controllers.interruption_messages import InterruptionMessageError, MalformedEvent, parse_message
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "karpenter-lambda-interruption")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "KarpenterLambda")
@@ -37,6 +38,8 @@ def handler(event, context):
             msg = parse_message(body)
         except InterruptionMessageError as e:
             return f"invalid#{next(invalid)}", e
+        except Exception as e:  # noqa: BLE001 - any failure to parse a body (not to act on it) can never succeed
+            return f"invalid#{next(invalid)}", MalformedEvent(f"body could not be parsed: {type(e).__name__}: {e}")
         return msg.id, msg
 
     batch = SqsBatch(parse, logger).process(event)
@@ -48,6 +51,9 @@ def handler(event, context):
                          extra={"messageId": mid, "problem": str(item), "errorClass": type(item).__name__})
             malformed.append({"messageId": mid, "error": str(item), "errorClass": type(item).__name__})
         else:
+            for problem in item.skipped:   # unusable affected entities: the rest of the event is still acted on
+                logger.warning("interruption event entity skipped", extra={"messageId": mid, "eventId": item.id,
+                                                                           "problem": problem})
             messages.append(item.with_message_ids(batch.records_of[key]))
     report, failed = InterruptionReport(), 0
     try:

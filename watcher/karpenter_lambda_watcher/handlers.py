@@ -18,13 +18,33 @@ from .sender import SqsBatchSender
 from .stats import Stats, log
 
 
-def _owner_kinds(meta: dict) -> set:
-    return {o.get("kind") for o in meta.get("ownerReferences") or [] if isinstance(o, dict)}
+# The owners that make a pod not provisionable, as Karpenter's IsOwnedByDaemonSet / IsOwnedByNode match them: the kind
+# AND the apiVersion (a DaemonSet of another API group, e.g. apps.kruise.io/v1alpha1, is not one of them).
+NOT_PROVISIONABLE_OWNERS = frozenset({("apps/v1", "DaemonSet"), ("v1", "Node")})
+
+
+def is_owned_by_daemonset_or_node(pod: dict) -> bool:
+    """Owned by an apps/v1 DaemonSet or a v1 Node (a static/mirror pod), as Karpenter's ``IsOwnedBy``.
+
+    An ownerReference without ``apiVersion`` cannot exist on a real API server (the field is required); one is read
+    as the kind's core group here, so hand-made objects that leave it out keep their meaning."""
+    meta = pod.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if not isinstance(ref, dict):
+            continue
+        kind, api_version = ref.get("kind"), ref.get("apiVersion")
+        if api_version is None:
+            api_version = {"DaemonSet": "apps/v1", "Node": "v1"}.get(kind)
+        if (api_version, kind) in NOT_PROVISIONABLE_OWNERS:
+            return True
+    return False
 
 
 def is_provisionable(pod: dict) -> bool:
-    """Karpenter's rule: PodScheduled=False/Unschedulable, no nodeName, not nominated,
-    not terminating or terminal, not owned by a DaemonSet or a Node (static pod)."""
+    """Karpenter's rule (``IsProvisionable``): PodScheduled=False/Unschedulable, no nodeName, not nominated
+    (preempting), not owned by an apps/v1 DaemonSet or a v1 Node (static pod) -- plus, unlike Karpenter, not
+    terminating nor terminal (the kube-scheduler never binds a pod that is being deleted: capacity for it would
+    only sit empty; its controller's replacement pod is forwarded on its own)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -32,7 +52,7 @@ def is_provisionable(pod: dict) -> bool:
         return False
     if status.get("phase") in ("Succeeded", "Failed") or status.get("nominatedNodeName"):
         return False
-    if _owner_kinds(meta) & {"DaemonSet", "Node"}:
+    if is_owned_by_daemonset_or_node(pod):
         return False
     for c in status.get("conditions") or []:
         if c.get("type") == "PodScheduled":

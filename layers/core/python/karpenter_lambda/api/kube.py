@@ -56,9 +56,26 @@ def owner_kinds(pod: dict) -> set[str]:
     return {ref.get("kind") for ref in (pod.get("metadata") or {}).get("ownerReferences") or []}
 
 
+# Karpenter's IsOwnedByDaemonSet / IsOwnedByNode: the owner's kind AND apiVersion (a DaemonSet of another API group,
+# e.g. apps.kruise.io, is an ordinary owner: its pods are provisioned for).  An ownerReference without apiVersion
+# (which a real API server refuses) is read as the kind's own group.
+_NODE_BOUND_OWNERS = {"DaemonSet": "apps/v1", "Node": "v1"}
+
+
+def daemon_owner(pod: dict) -> str | None:
+    """``"DaemonSet"`` (an apps/v1 DaemonSet) or ``"Node"`` (a static pod's v1 Node) owning ``pod``, else None."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(ref, dict):
+            kind = ref.get("kind")
+            group = _NODE_BOUND_OWNERS.get(kind)
+            if group is not None and ref.get("apiVersion", group) == group:
+                return kind
+    return None
+
+
 def is_daemon_pod(pod: dict) -> bool:
-    """Owned by a DaemonSet, or a mirror/static pod (owned by its Node)."""
-    return bool(owner_kinds(pod) & {"DaemonSet", "Node"})
+    """Owned by an apps/v1 DaemonSet, or a mirror/static pod (owned by its v1 Node)."""
+    return daemon_owner(pod) is not None
 
 
 def is_mirror_pod(pod: dict) -> bool:

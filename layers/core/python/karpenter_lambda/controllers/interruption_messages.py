@@ -25,8 +25,14 @@ AWS Health Event                                   aws.health  ``service``, ``ev
 =================================================  ==========  ===============================================
 
 A Health event for another service or category than EC2 ``scheduledChange`` parses to kind ``NoOp`` (as
-Karpenter, which ignores them); an EC2 scheduled change names every affected instance.  :data:`EVENT_PATTERNS` are
-the five EventBridge rule patterns that feed the queue (the CDK stack deploys them).
+Karpenter, which ignores them); an EC2 scheduled change names every affected instance.  An affected entity without a
+usable ``entityValue`` (missing, empty, not a string, or the entity not an object) is skipped and listed in
+``skipped`` -- the other instances of the event are still acted on, as in Karpenter (which reads a missing value as
+``""``, matching no instance); an event left with no instance is acknowledged as a no-op, not malformed.
+
+Any failure to decode a body (not JSON, or JSON too deeply nested for the decoder: ``RecursionError``) is a
+:class:`MalformedEvent`.  :data:`EVENT_PATTERNS` are the five EventBridge rule patterns that feed the queue (the CDK
+stack deploys them).
 """
 
 from __future__ import annotations
@@ -88,7 +94,8 @@ class InterruptionMessage:
     action: str | None = None              # spot / capacity reservation: instance-action (terminate|stop|hibernate)
     event_type_code: str | None = None     # Health: e.g. AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED
     start: float | None = None             # Health: the change's ``startTime`` (epoch seconds; None when absent or unreadable)
-    note: str | None = None                # NoOp: why nothing is to be done
+    note: str | None = None                # NoOp (or an event naming no instance): why nothing is to be done
+    skipped: tuple[str, ...] = ()          # Health: the affected entities skipped as unusable (no entityValue ...)
     message_ids: tuple[str, ...] = field(default=(), compare=False)  # the SQS records that carried it
 
     @property
@@ -129,15 +136,25 @@ def _health(detail: dict, base: dict) -> InterruptionMessage:
     if not isinstance(entities, list):
         raise MalformedEvent("detail.affectedEntities: required list missing" if entities is None
                              else f"detail.affectedEntities: must be a list, got {type(entities).__name__}")
-    ids = []
+    ids, skipped = [], []
     for i, entity in enumerate(entities):
+        # One unusable entity does not drop the event: Karpenter reads a missing entityValue as "", which matches no
+        # instance, and still acts on the others.  Each is skipped and reported (``skipped``; the handler logs it).
+        value = entity.get("entityValue") if isinstance(entity, dict) else None
         if not isinstance(entity, dict):
-            raise MalformedEvent(f"detail.affectedEntities[{i}]: must be an object")
-        value = _string(entity, "entityValue", f"detail.affectedEntities[{i}].")
-        if INSTANCE_ID.match(value) and value not in ids:  # other entities (volumes, hosts) are not nodes
+            skipped.append(f"detail.affectedEntities[{i}]: must be an object, got {type(entity).__name__}")
+        elif not isinstance(value, str) or not value:
+            skipped.append(f"detail.affectedEntities[{i}].entityValue: required string missing"
+                           if value is None or value == "" else
+                           f"detail.affectedEntities[{i}].entityValue: must be a string, got {type(value).__name__}")
+        elif INSTANCE_ID.match(value) and value not in ids:  # other entities (volumes, hosts) are not nodes
             ids.append(value)
+    note = None
+    if not ids:
+        note = ("the AWS Health event names no EC2 instance" +
+                (f" (skipped: {'; '.join(skipped)})" if skipped else ""))
     return InterruptionMessage(kind=SCHEDULED_CHANGE, instance_ids=tuple(ids), event_type_code=code,
-                               start=_health_time(detail.get("startTime")), **base)
+                               start=_health_time(detail.get("startTime")), note=note, skipped=tuple(skipped), **base)
 
 
 def _health_time(value) -> float | None:
@@ -187,6 +204,8 @@ def parse_message(body: str | None) -> InterruptionMessage:
         doc = json.loads(body)
     except (TypeError, ValueError) as e:
         raise MalformedEvent(f"body is not JSON: {e}") from None
+    except RecursionError as e:   # e.g. 100,000 nested '[': the body can never be decoded
+        raise MalformedEvent(f"body is not decodable JSON: {e}") from None
     return parse_event(doc)
 
 

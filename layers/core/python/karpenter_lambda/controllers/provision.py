@@ -3,7 +3,8 @@
 ``Provisioner(...).provision(pods) -> ProvisionReport``.  One round:
 
 1. Load the cluster snapshot once (:mod:`.snapshot`: store, Kubernetes API, launch claims, priced catalog).
-2. Keep the pods that still need a node: not deleted, not bound, not terminal, not DaemonSet-owned and not
+2. Keep the pods that still need a node: not deleted, not bound, not terminal, not owned by an apps/v1 DaemonSet
+   or a v1 Node, not preempting (``status.nominatedNodeName`` set by the kube-scheduler), and not
    protected by a nomination that still holds (:func:`karpenter_lambda.scheduling.inputs.held_reservations`: its
    NodeClaim in flight, not initialized, with room for the pod next to what is bound there).
 3. Solve against the snapshot's nodes, in-flight NodeClaims and NodePools (:func:`scheduling_input`); static NodePools
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..api import events as ev
-from ..api.kube import is_daemon_pod, is_terminal, pod_key, pod_uid, scheduling_gates
+from ..api.kube import daemon_owner, is_terminal, pod_key, pod_uid, scheduling_gates
 from ..api.labels import NOMINATED_PODS_ANNOTATION, NOMINATED_UIDS_ANNOTATION, PRICE_ANNOTATION  # noqa: F401  (re-exported)
 from ..api.text import plural
 from ..api.times import format_time
@@ -207,8 +208,10 @@ class Provisioner(Controller):
                 reason = f"already bound to {pod['spec']['nodeName']}"
             elif is_terminal(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
                 reason = "pod is terminating or finished"
-            elif is_daemon_pod(pod):
-                reason = "DaemonSet pod"
+            elif (owner := daemon_owner(pod)) is not None:
+                reason = "DaemonSet pod" if owner == "DaemonSet" else "static pod (owned by its Node)"
+            elif (pod.get("status") or {}).get("nominatedNodeName"):   # Karpenter's IsPreempting
+                reason = f"preempting: the kube-scheduler nominated it to node {pod['status']['nominatedNodeName']}"
             elif scheduling_gates(pod):   # not provisionable (Karpenter): the kube-scheduler has not tried it yet
                 reason = f"waiting on scheduling gates {', '.join(scheduling_gates(pod))}"
             elif uid in held:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..api import labels as L
-from ..api.kube import pod_key
+from ..api.kube import is_daemon_pod, pod_key
 from ..api.quantity import resource_value
 from . import topology as T
 from .existing_pods import matches
@@ -75,9 +75,9 @@ def is_reschedulable(pod: dict) -> bool:
     ``karpenter.sh/disrupted:NoSchedule`` taint (Karpenter does not evict it: it stays until the node goes).
     """
     meta = pod.get("metadata") or {}
-    owners = _owner_kinds(pod)
-    if "DaemonSet" in owners or "Node" in owners:
+    if is_daemon_pod(pod):   # an apps/v1 DaemonSet or a v1 Node (api/kube.py, Karpenter's IsOwnedBy)
         return False
+    owners = _owner_kinds(pod)
     if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
         return False
     if meta.get("deletionTimestamp") and "StatefulSet" not in owners:
