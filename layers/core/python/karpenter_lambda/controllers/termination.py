@@ -346,10 +346,8 @@ class Terminator:
     def _act(self, nodeclaim, name: str, step, now: float, deadline: float | None, patch: dict) -> None:
         for p in step.delete:
             ns, pn = (p["metadata"].get("namespace") or "default"), p["metadata"]["name"]
-            # as Karpenter: the pod's grace is clamped to what is left of the node's
-            grace = max(0, int(deadline - now)) if deadline is not None else None
-            if grace is not None and grace >= eviction.pod_grace(p):
-                grace = None
+            # as Karpenter: the pod's grace is clamped to what is left of the node's, never below 1 s
+            grace = eviction.deadline_grace(p, now, deadline)
             self.kube.delete_pod(ns, pn, grace_period_seconds=grace)
             patch["deleted"][pod_uid(p)] = format_time(now)
             patch["blocked"].pop(pod_uid(p), None)

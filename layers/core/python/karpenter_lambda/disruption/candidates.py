@@ -5,10 +5,13 @@ Karpenter's rules (pkg/controllers/disruption/types.go ``NewCandidate``, state/s
 * a candidate is **managed** (a NodeClaim of a NodePool that still exists, with its Node), **initialized**, **not
   deleting** and **not nominated** (a pending pod the provisioner placed on it keeps it: the pod needs it).  Forceful
   methods (expiration) take every NodeClaim that is not deleting (``forceful=True``).
-* **blockers** for graceful methods: ``karpenter.sh/do-not-disrupt: "true"`` on the Node or on a pod (a duration
-  value blocks until that long after the pod started, as Karpenter v1.x), and a PodDisruptionBudget that allows no
-  eviction for one of the pods that would be evicted.  An *eventual* method (drift) ignores pod blockers when the
-  NodeClaim has a ``terminationGracePeriod``: the drain then waits for them until the deadline (Karpenter v1).
+* **blockers** for graceful methods: ``karpenter.sh/do-not-disrupt: "true"`` on the Node or on a pod (a Go duration
+  value blocks until that long after the pod's ``status.startTime``, and for good while it has none, as Karpenter
+  v1.x), and, for each pod a drain would evict (DaemonSet pods too, not those tolerating the
+  ``karpenter.sh/disrupted:NoSchedule`` taint), a PodDisruptionBudget that allows no eviction of it or more than one
+  PodDisruptionBudget selecting it (:func:`~.pdb.blocking_pdbs_in`).  An *eventual* method (drift) ignores pod
+  blockers when the NodeClaim has a ``terminationGracePeriod``: the drain then waits for them until the deadline
+  (Karpenter v1).
 * **disruption cost** (consolidation's ordering): per evictable pod ``1 + deletion-cost/2^27 + priority/2^25``,
   clamped to [-10, 10] as Karpenter's ``EvictionCost``, summed, times the fraction of ``expireAfter`` left.
 
@@ -18,14 +21,15 @@ No I/O, no clock: ``snapshot.now`` is the time.
 from __future__ import annotations
 
 from ..api import labels as wk
-from ..api.durations import DurationError, parse_duration, parse_nillable_duration
-from ..api.kube import is_daemon_pod, is_mirror_pod, is_terminal, is_terminating, node_ready, pod_key, pod_uid
+from ..api.durations import DurationError, parse_go_duration, parse_nillable_duration
+from ..api.kube import is_mirror_pod, is_terminal, is_terminating, node_ready, pod_key, pod_uid
 from ..api.labels import PRICE_ANNOTATION, SECURITY_GROUPS_ANNOTATION, SUBNET_ANNOTATION
 from ..api.snapshot import ClusterSnapshot
 from ..api.times import to_epoch as epoch   # RFC 3339 text / datetime / number -> epoch seconds (None: absent, bad)
 from ..catalog.overlay import offering_overlay
 from ..scheduling.reschedule import is_reschedulable
-from .pdb import blocking_pdb_in, pdb_index
+from .eviction import tolerates_disrupted
+from .pdb import blocking_pdbs_in, pdb_index
 from .replace import needed_by_pending
 from .types import BLOCK_DO_NOT_DISRUPT, BLOCK_PDB, BLOCK_PODS_WOULD_NOT_FIT, Candidate
 
@@ -49,7 +53,9 @@ def evictable_pods(pods: list[dict]) -> list[dict]:
 
 
 def do_not_disrupt_until(pod: dict) -> float | None:
-    """When a pod's ``karpenter.sh/do-not-disrupt`` stops blocking: inf for "true", start + d for a duration."""
+    """When a pod's ``karpenter.sh/do-not-disrupt`` stops blocking: inf for "true", ``status.startTime`` + d for a
+    positive Go duration (``time.ParseDuration``: "1.5h", "300ms"), inf while the pod has no start time; None for
+    anything else (core ``pkg/utils/pod/scheduling.go`` ``IsDoNotDisruptActive``)."""
     meta = pod.get("metadata") or {}
     value = (meta.get("annotations") or {}).get(wk.DO_NOT_DISRUPT)
     if value is None:
@@ -57,11 +63,13 @@ def do_not_disrupt_until(pod: dict) -> float | None:
     if value == "true":
         return float("inf")
     try:
-        d = parse_duration(value)
-    except DurationError:
+        d = float(parse_go_duration(value))
+    except (DurationError, ValueError, TypeError):
         return None  # Karpenter ignores an unparsable value
-    start = epoch((pod.get("status") or {}).get("startTime")) or epoch(meta.get("creationTimestamp")) or 0.0
-    return start + d
+    if d <= 0:
+        return None  # ... and a duration that is not positive
+    start = epoch((pod.get("status") or {}).get("startTime"))
+    return float("inf") if start is None else start + d
 
 
 def pod_blockers(pods: list[dict], snap: ClusterSnapshot, ctx=None) -> list[tuple[str, str]]:
@@ -75,14 +83,18 @@ def pod_blockers(pods: list[dict], snap: ClusterSnapshot, ctx=None) -> list[tupl
             left = "" if until == float("inf") else f" ({int(until - snap.now)}s left)"
             out.append((BLOCK_DO_NOT_DISRUPT, f"do-not-disrupt pod {pod_key(p)}{left}"))
             continue
-        if is_daemon_pod(p):
-            continue  # Karpenter does not check PDBs for the node's own DaemonSet pods
+        if tolerates_disrupted(p):
+            continue  # never evicted (upstream IsEvictable): its PDBs are not asked; DaemonSet pods are
         if index is None:
             index = pdb_index(snap, ctx.caches_for(snap) if ctx is not None else None)
-        pdb = blocking_pdb_in(p, index)
-        if pdb is not None:
-            m = pdb.get("metadata") or {}
-            out.append((BLOCK_PDB, f"PDB {m.get('namespace') or 'default'}/{m.get('name')} allows no eviction of pod {pod_key(p)}"))
+        pdbs = blocking_pdbs_in(p, index)
+        names = [f"{(b.get('metadata') or {}).get('namespace') or 'default'}/{(b.get('metadata') or {}).get('name')}"
+                 for b in pdbs]
+        if len(names) > 1:
+            out.append((BLOCK_PDB, f"pod {pod_key(p)} is selected by more than one PDB ({', '.join(names)}): "
+                                   f"the Eviction API does not support that"))
+        elif names:
+            out.append((BLOCK_PDB, f"PDB {names[0]} allows no eviction of pod {pod_key(p)}"))
     return out
 
 

@@ -21,6 +21,10 @@ Karpenter v1's termination (pkg/controllers/node/termination/terminator, pkg/uti
 * with a ``terminationGracePeriod`` (deadline = the NodeClaim's deletion time + TGP) a remaining pod of *any* group
   is **deleted** once ``now >= deadline - its terminationGracePeriodSeconds`` (default 30 s, so it still gets its own
   grace period before the node goes), whatever PDBs and do-not-disrupt say; never twice (``already["deleted"]``).
+  A pod already terminating is deleted again then when its ``deletionTimestamp`` (the end of its grace) is after the
+  deadline (core terminator.go ``Drain``, pkg/utils/pod ``IsPodEligibleForForcedEviction``); the delete's grace is
+  what is left before the deadline, at least 1 s (:func:`deadline_grace`: 0 would remove the pod from etcd while
+  its containers may still run).
 
 Only the standard library and :mod:`karpenter_lambda.api` are used here.
 """
@@ -32,15 +36,15 @@ from typing import Iterable, Mapping
 
 from ..api import labels as wk
 from ..api.durations import DurationError, parse_go_duration
-from ..api.kube import is_critical, is_mirror_pod, is_terminal, is_terminating, owner_kinds, pod_uid
+from ..api.kube import daemon_owner, is_critical, is_mirror_pod, is_terminal, is_terminating, pod_uid
 from ..api.times import to_epoch
 from ..scheduling.taints import tolerates_taint
 
 __all__ = [
     "GROUPS", "DEFAULT_POD_GRACE", "STUCK_TERMINATING_AFTER", "DISRUPTED_NO_SCHEDULE",
     "tolerates_disrupted", "is_stuck_terminating", "drainable", "eviction_group", "pod_grace",
-    "do_not_disrupt_active", "delete_at", "DrainStep", "next_step", "next_actions", "refused_by_budget",
-    "DISRUPTION_BUDGET_CAUSE",
+    "do_not_disrupt_active", "delete_at", "deadline_grace", "ends_after_deadline", "DrainStep", "next_step",
+    "next_actions", "refused_by_budget", "DISRUPTION_BUDGET_CAUSE",
 ]
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"   # policy/v1 DisruptionBudgetCause (a StatusCause's "reason")
 
@@ -85,7 +89,7 @@ def drainable(pod: dict, now: float | None = None) -> bool:
 
 def eviction_group(pod: dict) -> int:
     """0 non-critical, 1 non-critical DaemonSet, 2 critical, 3 critical DaemonSet."""
-    return (2 if is_critical(pod) else 0) + (1 if "DaemonSet" in owner_kinds(pod) else 0)
+    return (2 if is_critical(pod) else 0) + (1 if daemon_owner(pod) == "DaemonSet" else 0)
 
 
 def pod_grace(pod: dict) -> int:
@@ -115,6 +119,23 @@ def do_not_disrupt_active(pod: dict, now: float) -> bool:
 def delete_at(pod: dict, deadline: float | None) -> float | None:
     """When the pod is deleted instead of evicted: ``deadline - terminationGracePeriodSeconds`` (None: never)."""
     return None if deadline is None else deadline - pod_grace(pod)
+
+
+def ends_after_deadline(pod: dict, deadline: float | None) -> bool:
+    """A terminating pod whose deletion (its ``deletionTimestamp``: the request's time plus its grace) ends after the
+    node's deadline: the drain deletes it again with a shorter grace (upstream ``IsPodEligibleForForcedEviction``)."""
+    ts = to_epoch((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return deadline is not None and ts is not None and ts > deadline
+
+
+def deadline_grace(pod: dict, now: float, deadline: float | None) -> int | None:
+    """``gracePeriodSeconds`` of the deadline's delete: the seconds left before ``deadline``, at least 1 (never a
+    force deletion from etcd while the pod's containers may still run; core terminator.go ``DeleteExpiringPods``);
+    None (the pod's own grace) without a deadline, or when the pod's own grace fits and it is not terminating."""
+    if deadline is None:
+        return None
+    grace = max(1, int(deadline - now))
+    return None if grace >= pod_grace(pod) and not is_terminating(pod) else grace
 
 
 @dataclass
@@ -150,7 +171,8 @@ def next_step(pods: list[dict], now: float, deadline: float | None,
     for p in left:
         uid = pod_uid(p)
         at = delete_at(p, deadline)
-        if at is not None and now >= at and uid not in deleted and not is_terminating(p):
+        if at is not None and now >= at and uid not in deleted and (
+                not is_terminating(p) or ends_after_deadline(p, deadline)):
             step.delete.append(p)      # the deadline: whatever group, PDB or do-not-disrupt
             continue
         if eviction_group(p) != step.group or is_terminating(p) or uid in deleted or uid in evicted:

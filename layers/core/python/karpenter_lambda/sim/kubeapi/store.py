@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 from ...api.admission import Admission
 from ...api.selectors import Selector
 from ...api.times import format_time, to_epoch
-from ...disruption.pdb import blocking_pdb, disruptions_allowed
+from ...disruption.pdb import MultiplePodDisruptionBudgets, blocking_pdb, disruptions_allowed
 from .patches import json_patch, merge_patch, strategic_merge_patch
 from .resources import DEFAULT_NAMESPACES, RESOURCES, SCALABLE, ResourceType, StoreError
 from .selectors import match_field_selector, match_label_selector, parse_field_selector, parse_label_selector, selector_string
@@ -554,10 +554,13 @@ class ObjectStore:
             if pod["metadata"].get("deletionTimestamp"):
                 return pod
             ns = pod["metadata"]["namespace"]
-            pdb = blocking_pdb(pod, [b for b in self._objects["poddisruptionbudgets"].values()
-                                     if b["metadata"].get("namespace") == ns],
-                               [p for p in self._objects["pods"].values() if p["metadata"]["namespace"] == ns],
-                               self._controller_scale)
+            try:
+                pdb = blocking_pdb(pod, [b for b in self._objects["poddisruptionbudgets"].values()
+                                         if b["metadata"].get("namespace") == ns],
+                                   [p for p in self._objects["pods"].values() if p["metadata"]["namespace"] == ns],
+                                   self._controller_scale)
+            except MultiplePodDisruptionBudgets as e:   # the API server's answer, whatever the budgets allow
+                raise StoreError(500, "InternalError", f"Internal error occurred: {e}") from None
             if pdb is not None:
                 # as the API server's eviction handler: the DisruptionBudget cause names the budget, and no
                 # Retry-After (kubectl drain then retries every 5 s; APF throttling, by contrast, is a 429 with
