@@ -177,3 +177,31 @@ def test_several_spot_nodes_merge_into_one_spot_node_without_the_fifteen_type_ru
     assert why == "" and len(new.instance_types) == 20
     new, _, why = _cheaper_plan(plan, 0.12, three[:1])      # one spot node: the rule holds
     assert new is None and why == "spot to spot needs 15 cheaper spot instance types, 7 possible"
+
+
+def test_consolidation_orders_by_savings_ratio_and_single_node_takes_the_nodepools_in_turn():
+    """Karpenter v1.14: candidates by price / (1 + the pods' positive eviction costs), highest first; single-node then
+    interleaves the NodePools.  a (m5.2xlarge, 2 pods) goes before b (m5.large, 1 pod): 0.384/3 > 0.096/2, where
+    v1.13's cheapest-to-disrupt-first order put b first."""
+    import builders
+    from builders import claimed_node, nodepool, pod
+
+    from karpenter_lambda.disruption.candidates import build_candidates
+    from karpenter_lambda.disruption.consolidation import interleaved, ordered, savings_ratio
+
+    a = claimed_node("a", instance_type="m5.2xlarge")
+    b = claimed_node("b", instance_type="m5.large")
+    c = claimed_node("c", instance_type="m5.xlarge", nodepool="other")
+    d = claimed_node("d", instance_type="m5.large", nodepool="other")
+    pods = [pod("a-0", node="node-a"), pod("a-1", node="node-a"), pod("b-0", node="node-b"),
+            pod("c-0", node="node-c"), pod("d-0", node="node-d")]
+    snap = builders.snapshot(a, b, c, d, pods=pods, nodepools=[nodepool(), nodepool("other")])
+    cands, _ = build_candidates(snap)
+    ratio = {x.name: savings_ratio(x) for x in cands}
+    assert ratio["a"] == pytest.approx(builders.price("m5.2xlarge") / 3)
+    assert ratio["b"] == pytest.approx(builders.price("m5.large") / 2)
+    assert [x.name for x in ordered(cands)] == ["a", "c", "b", "d"]
+    # single-node: default's best, other's best, then the seconds
+    assert [x.name for x in interleaved(cands)] == ["a", "c", "b", "d"]
+    only_b = [x for x in cands if x.name != "c"]
+    assert [x.name for x in interleaved(only_b)] == ["a", "d", "b"]

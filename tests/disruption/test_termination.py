@@ -10,7 +10,8 @@ from karpenter_lambda.disruption.eviction import eviction_group, next_step
 def _pod(d, name, node, *, owner="ReplicaSet", critical=False, annotations=None, tolerations=None, phase="Running"):
     body = {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default", "labels": {"app": name}, "annotations": annotations or {},
-                         "ownerReferences": [{"apiVersion": "v1", "kind": owner, "name": f"{name}-owner", "uid": f"u-{name}", "controller": True}]},
+                         "ownerReferences": [{"apiVersion": "v1" if owner == "Node" else "apps/v1", "kind": owner,
+                                              "name": f"{name}-owner", "uid": f"u-{name}", "controller": True}]},
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}}
     if critical:
         body["spec"]["priorityClassName"] = "system-cluster-critical"

@@ -34,7 +34,7 @@ from ..scheduling.model import ExistingNode
 from ..scheduling.nodeclaim import NodeClaimTemplate
 from ..scheduling.requirements import Requirement, Requirements
 from ..scheduling.resources import pod_requests
-from .balanced import judge
+from .balanced import judge, node_disruption
 from .candidates import graceful_blockers, make_candidate
 from .emptiness import consolidatable_in
 from .replace import new_capacity_sketch, removal_plan
@@ -480,6 +480,26 @@ def apply_option(snap: ClusterSnapshot, opt: Option) -> ClusterSnapshot:
     return carry_out(snap, opt).snapshot
 
 
+def savings_ratio(c: Candidate) -> float:
+    """Karpenter v1.14's ``SavingsRatio``: the node's price per unit of disruption, the disruption being 1 (the node's
+    own drain) plus the positive eviction costs of the pods it reschedules (:func:`.balanced.node_disruption`)."""
+    return c.price / node_disruption(c.pods)
+
+
 def ordered(candidates: list[Candidate]) -> list[Candidate]:
-    """Karpenter's order: cheapest to disrupt first (disruption cost), then the most expensive node."""
-    return sorted(candidates, key=lambda c: (c.disruption_cost, -c.price, c.name))
+    """Karpenter v1.14's consolidation order (``consolidation.sortCandidates``): the highest savings ratio first, so a
+    budget-limited sweep takes the moves worth most per pod disturbed (then by name, for a stable order)."""
+    return sorted(candidates, key=lambda c: (-savings_ratio(c), c.name))
+
+
+def interleaved(candidates: list[Candidate]) -> list[Candidate]:
+    """Single-node consolidation's order (Karpenter's ``SortCandidates``): :func:`ordered`, then the NodePools taken in
+    turn (each NodePool's best, then each one's second...), so one large NodePool does not use up the evaluations;
+    the NodePools in the order of their best candidate."""
+    by_pool: dict[str, list[Candidate]] = {}
+    for c in ordered(candidates):
+        by_pool.setdefault(c.nodepool_name, []).append(c)
+    out: list[Candidate] = []
+    for i in range(max((len(v) for v in by_pool.values()), default=0)):
+        out.extend(v[i] for v in by_pool.values() if i < len(v))
+    return out

@@ -31,8 +31,8 @@ from ..api.snapshot import ClusterSnapshot
 from ..scheduling.requirements import Requirements
 from ..scheduling.resources import pod_requests
 from ..scheduling.predicates import labels_match
-from .consolidation import (consolidatable, consolidation_enabled, consolidation_option, evaluations_left, ordered,
-                            window_nodes)
+from .consolidation import (consolidatable, consolidation_enabled, consolidation_option, evaluations_left,
+                            interleaved, ordered, window_nodes)
 from .balanced import BLOCK_BALANCED, REJECTED_PREFIX, delete_score, totals_for
 from .emptiness import consolidatable_in, is_empty
 from .types import BLOCK_PODS_WOULD_NOT_FIT, GRACEFUL, UNDERUTILIZED, Blocked, Candidate, Command, MethodBase, Option
@@ -388,7 +388,7 @@ class SingleNodeConsolidation(_Underutilized):
         tried = ctx.memo.single_node_invalid   # found invalid earlier in this sweep: not again
         budgets = ctx.budgets
         n = 0
-        for c in ordered(ok):
+        for c in interleaved(ok):
             if c.name in tried:
                 continue
             if n >= SINGLE_NODE_MAX_EVALUATIONS or evaluations_left(ctx) <= 0:
