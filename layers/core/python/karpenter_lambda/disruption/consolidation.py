@@ -336,7 +336,8 @@ def _one_replacement(snap: ClusterSnapshot, candidates: list[Candidate], ctx, wi
         return None
     best = offers[0]
     o, it, labels = best.offering, best.instance_type, best.labels
-    alloc = {k: max(0, v - overhead.get(k, 0)) for k, v in it.allocatable.items()}
+    # the DaemonSets of that type (scheduling/nodeclaim.py charges each type its own), never less than measured
+    alloc = {k: max(0, v - max(overhead.get(k, 0), best.daemon.get(k, 0))) for k, v in it.allocatable.items()}
     node = ExistingNode(name=REPLACEMENT_NODE, labels={**labels, wk.HOSTNAME: REPLACEMENT_NODE},
                         taints=list(plans[0].taints or []), allocatable=alloc, pods=[], nodepool=npi.nodepool.name,
                         instance_type=it.name, zone=o.zone, capacity_type=o.capacity_type, price=o.price)

@@ -16,7 +16,7 @@ import hashlib
 from ..api import labels as L
 from ..api.quantity import format_resource
 from .model import EXOTIC_KEYS, EXOTIC_RESOURCES, NodeClaimPlan, SchedulingResult, SimNode, Unschedulable
-from .nodeclaim import InstanceTypeOption, relaxed_min_values, truncate
+from .nodeclaim import InstanceTypeOption, min_overhead, relaxed_min_values, truncate
 from .requirements import Requirement
 
 __all__ = ["Finalizer"]
@@ -140,7 +140,8 @@ class Finalizer:
                 self._final_cache[ck] = hit
         (_, o, t0), keep, it_req = hit
         vals = {r: used[i] for i, r in enumerate(self.rindex) if used[i]}
-        for k, v in pool.daemon.items():
+        # the DaemonSet overhead the NodeClaim asks: the least of its launch types' (Karpenter's addDaemonRequests)
+        for k, v in min_overhead(t.daemon for t in keep).items():
             vals[k] = vals.get(k, 0) + v
         final_reqs = reqs.copy()
         final_reqs.add(it_req)

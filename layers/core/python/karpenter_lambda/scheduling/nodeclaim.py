@@ -2,11 +2,16 @@
 filtering of ``nodeclaim.go``).
 
 A :class:`NodeClaimTemplate` is one NodePool as the solver sees it: its requirements (with its template labels and
-its name), taints, the DaemonSet overhead every node of it carries, its limits (what is left of them) and its
-instance types as :class:`InstanceTypeOption` s (allocatable minus that overhead, the requirements each type offers,
-its available offerings), kept only when compatible with the NodePool and launchable under its zone /
-capacity-type constraints, cheapest first.  Per requirement signature it caches the compatible types, their prices
-and the types that hold one pod of a request vector (:meth:`NodeClaimTemplate.fitting`).
+its name), taints, its limits (what is left of them) and its instance types as :class:`InstanceTypeOption` s
+(allocatable minus the DaemonSet overhead of that type, the requirements each type offers, its available offerings),
+kept only when compatible with the NodePool and launchable under its zone / capacity-type constraints, cheapest
+first.  A DaemonSet counts against a type only when its pod would run there (Karpenter's daemon overhead groups):
+it tolerates the NodePool's taints, and one of its required node-affinity terms is compatible with the NodePool's
+requirements and intersects the type's (an amd64-only agent is not charged to arm64 types, a GPU device plugin only
+to GPU types).  ``daemon`` is the overhead every node of the pool carries (the least over its types) and
+``daemon_ports`` the host ports of every DaemonSet that runs on some type of it.  Per requirement signature it
+caches the compatible types, their prices and the types that hold one pod of a request vector
+(:meth:`NodeClaimTemplate.fitting`).
 
 :meth:`NodeClaimTemplate.offers_holding` answers the sizing question outside the solver (consolidation's replacement
 node): every (type, offering) that holds given requests under given requirements, cheapest first.
@@ -15,7 +20,7 @@ node): every (type, offering) that holds given requests under given requirements
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..api import labels as L
 from ..api.quantity import resource_value
@@ -33,6 +38,7 @@ __all__ = [
     "TemplateOffer",
     "OfferSet",
     "truncate",
+    "min_overhead",
     "relaxed_min_values",
     "describe",
 ]
@@ -42,25 +48,30 @@ BASE_RESOURCES = ("cpu", "memory", "pods")
 
 @dataclass(frozen=True)
 class TemplateOffer:
-    """One way to launch a node of a template: the instance type, the offering (zone, capacity type, price) and
-    the labels the node would carry."""
+    """One way to launch a node of a template: the instance type, the offering (zone, capacity type, price), the
+    labels the node would carry and the DaemonSet overhead it would carry (the DaemonSets that run on that type)."""
 
     price: float
     instance_type: InstanceType
     offering: Offering
     labels: dict
+    daemon: dict = field(default_factory=dict)
 
 
 class InstanceTypeOption:
-    """An instance type as a NodeClaim template offers it: allocatable minus the NodePool's DaemonSet overhead
-    (``avail``, a vector), capacity, the requirements it offers, its available offerings and cheapest price."""
-    __slots__ = ("it", "name", "reqs", "avail", "cap", "exotic", "offers", "min_price", "zc", "by_price")
+    """An instance type as a NodeClaim template offers it: allocatable minus the DaemonSet overhead of the daemons
+    that run on it in this NodePool (``avail``, a vector; ``daemon``, that overhead as a dict, shared by the types
+    with the same daemons), capacity, the requirements it offers, its available offerings and cheapest price."""
+    __slots__ = ("it", "name", "reqs", "avail", "cap", "exotic", "offers", "min_price", "zc", "by_price", "daemon",
+                 "daemon_key")
 
-    def __init__(self, it: InstanceType, avail: tuple, cap: dict):
+    def __init__(self, it: InstanceType, avail: tuple | None, cap: dict, daemon: dict | None = None):
         self.it = it
         self.name = it.name
-        self.avail = avail  # allocatable minus the pool's daemonset overhead, as a vector
+        self.avail = avail  # allocatable minus this type's daemonset overhead, as a vector
         self.cap = cap
+        self.daemon = daemon if daemon is not None else {}
+        self.daemon_key = ()   # which of the template's DaemonSets run on it (the template's grouping)
         labels = it.labels
         self.exotic = bool(labels.get(L.INSTANCE_GPU_COUNT) or labels.get(L.INSTANCE_ACCELERATOR_COUNT)
                            or "metal" in labels.get(L.INSTANCE_SIZE, "")  # metal, metal-24xl, metal-48xl, ...
@@ -119,21 +130,53 @@ class NodeClaimTemplate:
         self.taints = list(np_.taints)
         self.startup_taints = list(np_.startup_taints)
         self.has_min_values = any(r.min_values for r in reqs)
-        # daemonset overhead
-        self.daemon: dict[str, int] = {}
-        self.daemon_ports: frozenset = frozenset()
+        # DaemonSet overhead, per instance type (Karpenter's buildDaemonOverheadGroups / isDaemonPodCompatible): a
+        # daemon pod counts on a type when it tolerates the NodePool's taints (PreferNoSchedule aside: Karpenter adds
+        # that toleration for it) and one of its required node-affinity terms (each with its nodeSelector) is
+        # compatible with the NodePool's requirements and intersects the type's.  Types are grouped by the daemons
+        # that count on them: one overhead (dict, vector, host ports) per group, shared by its types.
+        daemons = []   # (requests, host ports, the terms compatible with the pool or None: every type)
         for ds in daemonsets:
             tpl = ((ds.get("spec") or {}).get("template") or {})
             pod = {"metadata": tpl.get("metadata") or {}, "spec": tpl.get("spec") or {}}
-            # a daemon pod does not respect PreferNoSchedule (Karpenter adds that toleration for it)
             if untolerated((pod["spec"].get("tolerations")), self.taints, True):
                 continue
-            dreqs_terms = node_terms(pod)
-            if dreqs_terms and all(self.reqs.compatible(t) for t in dreqs_terms):
-                continue
-            for k, v in pod_requests(pod).items():
-                self.daemon[k] = self.daemon.get(k, 0) + v
-            self.daemon_ports = self.daemon_ports | host_ports(pod["spec"])
+            terms = node_terms(pod)
+            if terms:
+                terms = [t for t in terms if self.reqs.compatible(t) is None]
+                if not terms:
+                    continue
+            daemons.append((pod_requests(pod), host_ports(pod["spec"]), terms or None))
+        # a daemon with terms runs on a type when one of them intersects the type's requirements, which only the
+        # type's requirements on the terms' keys decide: a type's group is kept per their values (a few per catalog)
+        conditional = [(i, d[2]) for i, d in enumerate(daemons) if d[2] is not None]
+        everywhere = tuple(i for i, d in enumerate(daemons) if d[2] is None)
+        term_keys = sorted({k for _, terms in conditional for t in terms for k in t.keys()})
+        group_of: dict = {}   # the type's requirements on term_keys -> its group key
+
+        def group_key(treqs: Requirements) -> tuple:
+            proj = tuple((r.complement, r.values, r.gt, r.lt) if r is not None else None
+                         for r in map(treqs._reqs.get, term_keys))
+            key = group_of.get(proj)
+            if key is None:
+                key = group_of[proj] = everywhere + tuple(
+                    i for i, terms in conditional if any(treqs.intersects(term) is None for term in terms))
+            return key
+
+        groups: dict = {}   # compatible daemon indices -> (overhead dict, overhead vector, host ports)
+
+        def group(key: tuple) -> tuple:
+            g = groups.get(key)
+            if g is None:
+                over: dict[str, int] = {}
+                ports: frozenset = frozenset()
+                for i in key:
+                    for k, v in daemons[i][0].items():
+                        over[k] = over.get(k, 0) + v
+                    ports = ports | daemons[i][1]
+                g = groups[key] = (over, [over.get(r, 0) for r in rindex], ports)
+            return g
+
         # limits
         self.limits: dict[str, int] = {}
         for k, q in (np_.limits or {}).items():
@@ -143,10 +186,17 @@ class NodeClaimTemplate:
                 raise SchedulingError(f"NodePool/{self.name}: spec.limits.{k}: {e}") from None
         self.remaining = {k: v - (usage or {}).get(k, 0) for k, v in self.limits.items()}
         # instance types compatible with the NodePool and launchable under its zone / capacity-type constraints
-        dvec = [self.daemon.get(r, 0) for r in rindex]
         volume_keys = [(i, r) for i, r in enumerate(rindex) if L.volume_driver(r) is not None]
         types = []
         for it in npi.instance_types:
+            t = InstanceTypeOption(it, None, it.capacity)
+            if t.reqs.intersects(reqs) is not None:
+                continue
+            o = t.cheapest(reqs)
+            if o is None:
+                continue
+            key = group_key(t.reqs) if conditional else everywhere
+            over, dvec, _ = group(key)
             alloc = it.allocatable
             avail = tuple(alloc.get(r, 0) - d for r, d in zip(rindex, dvec))
             if volume_keys:  # the type's attach limits (scheduling/volumes.py)
@@ -154,11 +204,16 @@ class NodeClaimTemplate:
                 for i, r in volume_keys:
                     room[i] = it.allocatable_for(r) - dvec[i]
                 avail = tuple(room)
-            t = InstanceTypeOption(it, avail, it.capacity)
-            if t.reqs.intersects(reqs) is None:
-                o = t.cheapest(reqs)
-                if o is not None:
-                    types.append((o.price, t.name, t, o))
+            t.avail = avail
+            t.daemon = over
+            t.daemon_key = key
+            types.append((o.price, t.name, t, o))
+        # what every node of the pool carries (the least overhead of its types: Karpenter's addDaemonRequests) and
+        # every host port a DaemonSet holds on some type of it (a pod wanting one is kept off the whole pool)
+        kept = {x[2].daemon_key for x in types}
+        self.daemon: dict[str, int] = min_overhead([groups[k][0] for k in kept])
+        self.daemon_ports: frozenset = frozenset().union(*(groups[k][2] for k in kept))
+        self.daemon_groups = len(kept)
         types.sort(key=lambda x: (x[0], x[1]))
         self.types = [x[2] for x in types]
         # signature -> the compatible types, and each one's cheapest allowed offering; the pool's own are known
@@ -349,9 +404,10 @@ class NodeClaimTemplate:
     def offers_holding(self, requests: dict, requirements: Requirements | None = None, *, labels: dict | None = None,
                        below: float | None = None) -> list[TemplateOffer]:
         """Every (instance type, available offering) of this template whose node holds ``requests`` (pod requests,
-        project units; the NodePool's DaemonSet overhead is added here) under the NodePool's requirements and
-        ``requirements`` (zone, capacity type and every other key, checked against the node's labels), cheapest
-        first (price, type name, zone, capacity type); with ``below``, only offerings priced under it.
+        project units; each type's DaemonSet overhead, ``InstanceTypeOption.daemon``, is added here, and is the
+        offer's ``daemon``) under the NodePool's requirements and ``requirements`` (zone, capacity type and every
+        other key, checked against the node's labels), cheapest first (price, type name, zone, capacity type); with
+        ``below``, only offerings priced under it.
 
         A node's labels: ``labels`` (e.g. the NodePool template's), then the type's own labels, zone, capacity type,
         instance type and NodePool name."""
@@ -362,8 +418,8 @@ class NodeClaimTemplate:
         for t in self.types:
             if t.reqs.intersects(reqs) is not None:
                 continue
-            it, alloc = t.it, t.it.allocatable
-            if any(v > 0 and (it.allocatable_for(k) if k in volume_keys else alloc.get(k, 0)) - self.daemon.get(k, 0) < v
+            it, alloc, daemon = t.it, t.it.allocatable, t.daemon
+            if any(v > 0 and (it.allocatable_for(k) if k in volume_keys else alloc.get(k, 0)) - daemon.get(k, 0) < v
                    for k, v in requests.items()):
                 continue
             for o in t.offers:
@@ -373,7 +429,7 @@ class NodeClaimTemplate:
                                L.INSTANCE_TYPE: t.name, L.NODEPOOL: self.name}
                 if labels_match(reqs, node_labels) is not None:
                     continue
-                out.append(TemplateOffer(o.price, t.it, o, node_labels))
+                out.append(TemplateOffer(o.price, t.it, o, node_labels, daemon))
         out.sort(key=lambda x: (x.price, x.instance_type.name, x.offering.zone, x.offering.capacity_type))
         return out
 
@@ -394,6 +450,23 @@ class OfferSet:
         for zc in {t.zc for t in types}:
             pairs |= zc
         self.offers = [ZoneCapacity(z, ct) for z, ct in sorted(pairs)]
+
+
+def min_overhead(overheads) -> dict:
+    """The least of DaemonSet overheads (dicts), resource by resource (Karpenter's ``resources.MinResources`` over
+    the daemon overhead groups): what a node carries whichever of those types it launches as.  The same dict when
+    they are all one object."""
+    overheads = list({id(o): o for o in overheads}.values())
+    if not overheads:
+        return {}
+    if len(overheads) == 1:
+        return overheads[0]
+    out = {}
+    for k in overheads[0]:
+        v = min(o.get(k, 0) for o in overheads)
+        if v > 0:
+            out[k] = v
+    return out
 
 
 def truncate(types: list, reqs: Requirements, n: int) -> list:
