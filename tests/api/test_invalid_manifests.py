@@ -63,6 +63,8 @@ CASES = [
     ("req-value-bad-syntax", "NodePool", reqs("{key: example.com/team, operator: In, values: ['-bad-']}"), f"{NP_REQ}[0].values[0]", "invalid label value '-bad-'"),
     ("req-capacity-type-unknown", "NodePool", reqs("{key: karpenter.sh/capacity-type, operator: In, values: [cheap]}"), f"{NP_REQ}[0].values", "must include at least one of on-demand, spot, reserved"),
     ("req-tenancy-unknown", "NodePool", reqs("{key: karpenter.k8s.aws/instance-tenancy, operator: In, values: [host]}"), f"{NP_REQ}[0].values[0]", "unsupported instance tenancy 'host'"),
+    ("req-tenancy-dedicated", "NodePool", reqs("{key: karpenter.k8s.aws/instance-tenancy, operator: In, values: [dedicated]}"), f"{NP_REQ}[0].values", "not supported by karpenter-lambda (dedicated tenancy"),
+    ("req-tenancy-not-default", "NodePool", reqs("{key: karpenter.k8s.aws/instance-tenancy, operator: NotIn, values: [default]}"), f"{NP_REQ}[0].values", "launches default-tenancy instances only"),
     ("req-too-many", "NodePool", reqs(*[f"{{key: example.com/k{i}, operator: Exists}}" for i in range(101)]), NP_REQ, "must have at most 100 items, got 101"),
     ("req-missing", "NodePool", tmpl_spec("requirements: __delete__"), f"{NP_REQ}", "Required value"),
     # --- requirements: label domains and key syntax

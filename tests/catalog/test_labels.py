@@ -29,6 +29,8 @@ def test_m5_large_labels(default_catalog):
         L.INSTANCE_CPU_MANUFACTURER: "intel",
         L.INSTANCE_CPU_SUSTAINED_CLOCK: "3100",
         L.INSTANCE_EBS_BANDWIDTH: "4750",
+        L.NITRO_SANDBOX: "false",          # NitroEnclavesSupport: unsupported (2 vCPUs)
+        L.INSTANCE_TENANCY: "default",
     }
 
 

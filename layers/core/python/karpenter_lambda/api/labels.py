@@ -55,9 +55,12 @@ EC2NODECLASS = AWS + "ec2nodeclass"
 CAPACITY_RESERVATION_ID = AWS + "capacity-reservation-id"
 CAPACITY_RESERVATION_TYPE = AWS + "capacity-reservation-type"
 CAPACITY_RESERVATION_INTERRUPTIBLE = AWS + "capacity-reservation-interruptible"
-NITRO_SANDBOX = AWS + "nitro-sandbox"  # prefix; Karpenter allows keys under it
+NITRO_SANDBOX = AWS + "nitro-sandbox"  # Nitro Enclaves supported (true/false); also a prefix Karpenter allows keys under
 PLACEMENT_GROUP_ID = AWS + "placement-group-id"
 PLACEMENT_GROUP_PARTITION = AWS + "placement-group-partition"
+INSTANCE_TENANCY = AWS + "instance-tenancy"   # default | dedicated; karpenter-lambda launches default tenancy only
+TENANCY_DEFAULT = "default"
+TENANCY_VALUES = (TENANCY_DEFAULT, "dedicated")
 ZONE_ID = "topology.k8s.aws/zone-id"
 
 # Labels of the karpenter.k8s.aws domain that a NodePool may use in requirements/labels.
@@ -90,6 +93,8 @@ AWS_WELL_KNOWN = frozenset(
         CAPACITY_RESERVATION_INTERRUPTIBLE,
         PLACEMENT_GROUP_ID,
         PLACEMENT_GROUP_PARTITION,
+        NITRO_SANDBOX,
+        INSTANCE_TENANCY,
     }
 )
 AWS_WELL_KNOWN_PREFIXES = (NITRO_SANDBOX,)

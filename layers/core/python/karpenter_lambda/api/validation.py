@@ -56,8 +56,8 @@ EVICTION_SIGNALS = ("memory.available", "nodefs.available", "nodefs.inodesFree",
 RESERVED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pid")
 VOLUME_TYPES = ("standard", "io1", "io2", "gp2", "sc1", "st1", "gp3")
 FORBIDDEN_TAG_KEYS = ("eks:eks-cluster-name", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass")
-INSTANCE_TENANCY = L.AWS + "instance-tenancy"
-TENANCY_VALUES = ("default", "dedicated")
+INSTANCE_TENANCY = L.INSTANCE_TENANCY
+TENANCY_VALUES = L.TENANCY_VALUES
 
 # Labels under kubernetes.io that a NodePool may set or require (CRD CEL lists).
 _K8S_IO_ALLOWED = frozenset(
@@ -165,6 +165,13 @@ def _check_requirement_factory(allow_nodepool: bool):
             for i, v in enumerate(values):
                 if v not in TENANCY_VALUES:
                     errors.append(FieldError(index(vpath, i), f"unsupported instance tenancy {v!r}: must be one of {', '.join(TENANCY_VALUES)}"))
+        if k == INSTANCE_TENANCY and not allow_nodepool and (   # a NodePool's (not an overlay's selector)
+                (op == "In" and values and L.TENANCY_DEFAULT not in values)
+                or (op == "NotIn" and L.TENANCY_DEFAULT in values) or op == "DoesNotExist"):
+            # every node would be labelled dedicated and still launched with default tenancy: refused, not ignored
+            errors.append(FieldError(vpath if op != "DoesNotExist" else join(path, "operator"),
+                                     f"{NOT_SUPPORTED} (dedicated tenancy: karpenter-lambda launches default-tenancy "
+                                     f"instances only, so a NodePool must allow instance-tenancy default)"))
 
     return check
 

@@ -89,6 +89,10 @@ def compute_labels(info: Mapping, region: str, arch: str, os_name: str = "linux"
         labels[L.INSTANCE_FAMILY] = parts[0]
         labels[L.INSTANCE_SIZE] = parts[1]
     labels[L.INSTANCE_CAPABILITY_FLEX] = "true" if "-flex" in parts[0] else "false"
+    # Karpenter offers default and dedicated tenancy; karpenter-lambda launches default tenancy only
+    labels[L.INSTANCE_TENANCY] = L.TENANCY_DEFAULT
+    if info.get("NitroEnclavesSupport") is not None:   # Karpenter's nitro-sandbox label (Nitro Enclaves support)
+        labels[L.NITRO_SANDBOX] = "true" if info["NitroEnclavesSupport"] == "supported" else "false"
     storage = info.get("InstanceStorageInfo")
     if storage and storage.get("NvmeSupport") != "unsupported" and storage.get("TotalSizeInGB") is not None:
         labels[L.INSTANCE_LOCAL_NVME] = str(int(storage["TotalSizeInGB"]))

@@ -12,7 +12,7 @@ from ..api import labels as L
 from ..api.objects import NodePool
 from ..api.quantity import format_resource
 from ..catalog.types import InstanceType
-from .requirements import Requirements
+from .requirements import Requirement, Requirements
 
 if TYPE_CHECKING:  # the instance-type options live with the NodeClaim templates (nodeclaim.py imports this module)
     from .nodeclaim import InstanceTypeOption
@@ -42,8 +42,23 @@ EXOTIC_RESOURCES = (L.RESOURCE_NVIDIA_GPU, L.RESOURCE_AMD_GPU, L.RESOURCE_NEURON
                     L.RESOURCE_HABANA_GAUDI)
 EXOTIC_KEYS = (L.INSTANCE_GPU_NAME, L.INSTANCE_GPU_COUNT, L.INSTANCE_GPU_MANUFACTURER, L.INSTANCE_GPU_MEMORY,
                L.INSTANCE_ACCELERATOR_NAME, L.INSTANCE_ACCELERATOR_COUNT, L.INSTANCE_ACCELERATOR_MANUFACTURER)
-# instance-type label keys that are "DoesNotExist" on a type without the label
-TYPE_KEYS = tuple(k for k in L.AWS_WELL_KNOWN if k.startswith(L.AWS + "instance-"))
+# instance-type label keys that are "DoesNotExist" on a type without the label (a Windows build on Linux types too)
+TYPE_KEYS = tuple(k for k in L.AWS_WELL_KNOWN if k.startswith(L.AWS + "instance-")) + (L.WINDOWS_BUILD, L.NITRO_SANDBOX)
+# the labels of a capacity reservation: only its (reserved) offerings carry them (Karpenter: DoesNotExist on a type
+# without a reservation, the reservations' values on a type with one)
+RESERVATION_KEYS = (L.CAPACITY_RESERVATION_ID, L.CAPACITY_RESERVATION_TYPE, L.CAPACITY_RESERVATION_INTERRUPTIBLE)
+
+
+def imply_reserved(reqs: Requirements) -> None:
+    """A requirement that a reservation label exist (In, or Exists) is one for reserved capacity: only reserved
+    offerings carry those labels, so the capacity type is narrowed to ``reserved`` (and an offering of another
+    capacity type of the same instance type is never chosen for it)."""
+    for k in RESERVATION_KEYS:
+        if k in reqs:
+            r = reqs.get(k)
+            if (not r.complement and r.values) or (r.complement and not r.values and r.gt is None and r.lt is None):
+                reqs.add(Requirement(L.CAPACITY_TYPE, False, (L.CAPACITY_TYPE_RESERVED,)))
+                return
 # the kind of the topology group that counts the pods whose required anti-affinity selects a pod (the inverse)
 INV = "inverse-anti-affinity"
 # Karpenter's --min-values-policy: Strict (a NodeClaim whose types no longer meet a requirement's minValues is not

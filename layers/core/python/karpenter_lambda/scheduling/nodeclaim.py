@@ -26,7 +26,7 @@ from ..api import labels as L
 from ..api.quantity import resource_value
 from ..catalog.types import InstanceType, Offering
 from . import template_cache
-from .model import EXOTIC_RESOURCES, INF, TYPE_KEYS, NodePoolInput, SchedulingError
+from .model import EXOTIC_RESOURCES, INF, RESERVATION_KEYS, TYPE_KEYS, NodePoolInput, SchedulingError, imply_reserved
 from .predicates import host_ports, labels_match, node_terms
 from .requirements import IN, Requirement, RequirementError, Requirements
 from .resources import pod_requests
@@ -82,7 +82,8 @@ class InstanceTypeOption:
         self.zc = frozenset((o.zone, o.capacity_type) for o in self.offers)
         zids = frozenset(o.zone_id for o in self.offers if o.zone_id)
         # the requirements an instance type offers depend only on its labels and offerings: cached on the object
-        ck = (tuple(sorted(labels.items())), self.zc, zids)
+        ck = (tuple(sorted(labels.items())), self.zc, zids,
+              tuple(sorted((o.reservation_id, o.reservation_type or "") for o in self.offers if o.reservation_id)))
         cached = it.__dict__.get("_scheduling_reqs")
         if cached is not None and cached[0] == ck:
             self.reqs = cached[1]
@@ -90,6 +91,15 @@ class InstanceTypeOption:
         reqs = Requirements()
         for k in TYPE_KEYS:
             if k not in labels:
+                reqs.add(Requirement(k, False))
+        reserved = [o for o in self.offers if o.reservation_id]
+        if reserved:   # the reservations' labels (only their offerings carry them: model.imply_reserved)
+            reqs.add(Requirement(L.CAPACITY_RESERVATION_ID, False, {o.reservation_id for o in reserved}))
+            rtypes = {o.reservation_type for o in reserved if o.reservation_type}
+            if rtypes:
+                reqs.add(Requirement(L.CAPACITY_RESERVATION_TYPE, False, rtypes))
+        else:
+            for k in RESERVATION_KEYS:
                 reqs.add(Requirement(k, False))
         for k, v in labels.items():
             reqs.add(Requirement(L.normalize_key(k), False, (str(v),)))
@@ -126,6 +136,7 @@ class NodeClaimTemplate:
             raise SchedulingError(f"NodePool/{self.name}: spec.template.spec.requirements: {e}") from None
         reqs.add_all(Requirements.from_labels(np_.template_labels))
         reqs.add(Requirement(L.NODEPOOL, False, (self.name,)))
+        imply_reserved(reqs)
         self.reqs = reqs
         self.taints = list(np_.taints)
         self.startup_taints = list(np_.startup_taints)

@@ -14,7 +14,7 @@ from ..api import labels as L
 from ..api.exclusive import describe, exclusive
 from ..api.kube import is_daemon_pod, pod_key
 from . import topology as T
-from .model import EXOTIC_KEYS, EXOTIC_RESOURCES, SchedulingError, Unschedulable
+from .model import EXOTIC_KEYS, EXOTIC_RESOURCES, SchedulingError, Unschedulable, imply_reserved
 from .predicates import host_ports, node_terms
 from .requirements import Requirement, RequirementError, Requirements, node_selector_term
 from .resources import PodSpecError, pod_requests
@@ -37,6 +37,7 @@ class PodClass:
             r.add_all(self.terms[self.term_idx])
         if preferred and self.pref_drop < len(self.preferred):
             r.add_all(self.preferred[self.pref_drop][1])
+        imply_reserved(r)
         if L.ZONE_ID in r:
             # topology.k8s.aws/zone-id names one zone: also constrain the zone, so offerings, domains and the
             # plan's zone follow it (the map comes from the offerings' zone ids)
