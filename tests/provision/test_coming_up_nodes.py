@@ -27,6 +27,14 @@ def test_uninitialized_managed_node_drops_ephemeral_and_startup_taints():
     assert scheduling_taints(node, _claim(initialized=False)) == [POOL]
 
 
+def test_readiness_controller_taints_are_ephemeral_too():
+    # Karpenter's KnownEphemeralTaintKeyPrefixes: the Node Readiness Controller's readiness.k8s.io/<rule> taints
+    readiness = {"key": "readiness.k8s.io/cni", "effect": "NoSchedule"}
+    node = {"spec": {"taints": [NOT_READY, readiness, POOL]}}
+    assert scheduling_taints(node, _claim(initialized=False)) == [POOL]
+    assert scheduling_taints(node, _claim(initialized=True)) == [NOT_READY, readiness, POOL]
+
+
 def test_initialized_or_unmanaged_node_keeps_its_taints():
     node = {"spec": {"taints": [NOT_READY, STARTUP, POOL]}}
     assert scheduling_taints(node, _claim(initialized=True)) == [NOT_READY, STARTUP, POOL]

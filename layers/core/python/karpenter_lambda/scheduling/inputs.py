@@ -48,6 +48,13 @@ EPHEMERAL_TAINT_KEYS = frozenset({
     "node.cloudprovider.kubernetes.io/uninitialized",
     "karpenter.sh/unregistered",
 })
+# ... and the taints of these key prefixes (Karpenter's KnownEphemeralTaintKeyPrefixes: the Node Readiness Controller
+# adds readiness.k8s.io/<rule> taints until the node meets its readiness rules)
+EPHEMERAL_TAINT_PREFIXES = ("readiness.k8s.io/",)
+
+
+def is_ephemeral_taint(key) -> bool:
+    return key in EPHEMERAL_TAINT_KEYS or (isinstance(key, str) and key.startswith(EPHEMERAL_TAINT_PREFIXES))
 
 
 def scheduling_taints(node: dict, nodeclaim=None) -> list[dict]:
@@ -61,7 +68,7 @@ def scheduling_taints(node: dict, nodeclaim=None) -> list[dict]:
     if nodeclaim is None or nodeclaim.is_true("Initialized"):
         return taints
     startup = {(t.get("key"), t.get("effect")) for t in (nodeclaim.spec.get("startupTaints") or [])}
-    return [t for t in taints if t.get("key") not in EPHEMERAL_TAINT_KEYS and (t.get("key"), t.get("effect")) not in startup]
+    return [t for t in taints if not is_ephemeral_taint(t.get("key")) and (t.get("key"), t.get("effect")) not in startup]
 
 
 def limits_of(nodepool) -> dict[str, int]:
