@@ -238,3 +238,17 @@ def test_a_request_no_type_holds_says_the_most_any_type_leaves():
     assert m and 300 <= int(m.group(1)) < 384, why    # the catalog's largest, m5.metal, has 384 GiB
     res = run([pod("w", resources={"example.com/widget": "1"})])
     assert "has example.com/widget=1 (none has any)" in res.unschedulable[0].reason
+
+
+def test_prefer_no_schedule_is_tolerated_only_when_a_nodepool_has_such_a_taint():
+    """Karpenter tolerates PreferNoSchedule as the last relaxation only when some NodePool carries that effect: a node
+    someone else tainted PreferNoSchedule is not used, a new node is launched instead."""
+    soft = {"key": "maintenance", "value": "soon", "effect": "PreferNoSchedule"}
+    node = ExistingNode(name="n1", labels={L.HOSTNAME: "n1", L.ZONE: "us-east-1a", L.CAPACITY_TYPE: "on-demand"},
+                        taints=[soft], allocatable={"cpu": 4000, "memory": 8 * GI, "pods": 10})
+    pinned = pod("a", cpu="1", nodeSelector={L.HOSTNAME: "n1"})   # only n1 will do
+    res = run([pinned], existing_nodes=[node])
+    assert res.existing == {} and not res.nodeclaims and len(res.unschedulable) == 1
+    pns_pool = nodepool(taints=[{"key": "soft", "effect": "PreferNoSchedule"}])
+    res = run([pinned], existing_nodes=[node], pools=[pns_pool])
+    assert res.existing == {"n1": ["default/a"]} and not res.nodeclaims

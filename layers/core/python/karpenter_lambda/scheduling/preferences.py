@@ -5,7 +5,7 @@ dropped and the class is tried again.  The order is Karpenter's:
 2. preferred pod affinity, then preferred pod anti-affinity (the heaviest first);
 3. preferred node affinity (the heaviest first);
 4. ScheduleAnyway topology spread;
-5. finally PreferNoSchedule taints are tolerated.
+5. finally PreferNoSchedule taints are tolerated (when some NodePool has one, as Karpenter).
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from .podfacts import PodClass
 __all__ = ["relax"]
 
 
-def relax(c: PodClass) -> str | None:
-    """Relax one preference of ``c`` in Karpenter's order; the step's text, or None when nothing is left to relax."""
+def relax(c: PodClass, prefer_no_schedule: bool = True) -> str | None:
+    """Relax one preference of ``c`` in Karpenter's order; the step's text, or None when nothing is left to relax.
+    ``prefer_no_schedule``: whether some NodePool has a PreferNoSchedule taint; Karpenter tolerates those taints as
+    the last step only then (``scheduler.go``), so a node tainted PreferNoSchedule by someone else is not used."""
     if c.terms and c.term_idx < len(c.terms) - 1:
         c.term_idx += 1
         c.reqs = c.effective_reqs()
@@ -38,7 +40,7 @@ def relax(c: PodClass) -> str | None:
         if con.kind == T.SPREAD and not con.required and i not in c.dropped:
             c.dropped.add(i)
             return "ScheduleAnyway topology spread dropped"
-    if not c.tolerate_pns:
+    if not c.tolerate_pns and prefer_no_schedule:
         c.tolerate_pns = True
         return "PreferNoSchedule taints tolerated"
     return None

@@ -104,6 +104,8 @@ class _Solver(Placement, SpreadShares, BulkPacker, Finalizer):
         self.nodes: list[SimNode] = list(self.existing_nodes)  # existing first, then planned in creation order
         self.topology = TopologyTracker(self.pools, self.existing_nodes, self.classes)
         self.no_limits = not any(p.remaining for p in self.pools)
+        # some NodePool taints PreferNoSchedule: only then is that effect tolerated as the last relaxation (Karpenter)
+        self.pns_pools = any(t.get("effect") == "PreferNoSchedule" for p in self.pools for t in p.taints)
 
     def _zone_map(self) -> dict:
         """{zone id: zone} over every offering of the NodePools' instance types (computed on first use)."""
@@ -131,7 +133,7 @@ class _Solver(Placement, SpreadShares, BulkPacker, Finalizer):
                 before = c.placed
                 self.place_spread_shares(c)
                 while not self.schedule_class(c):
-                    step = relax(c)
+                    step = relax(c, self.pns_pools)
                     if step is None:
                         break
                     c.relaxed.append(step)
@@ -142,7 +144,7 @@ class _Solver(Placement, SpreadShares, BulkPacker, Finalizer):
                 self.pack_simple(simple)
                 for c in simple:
                     while c.placed < len(c.pods) and not self.schedule_class(c):
-                        step = relax(c)
+                        step = relax(c, self.pns_pools)
                         if step is None:
                             break
                         c.relaxed.append(step)
