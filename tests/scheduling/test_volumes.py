@@ -306,3 +306,36 @@ def test_a_conflicting_term_is_passed_over_for_an_ored_one_that_can_be_met():
                                   [{"key": L.ZONE, "operator": "In", "values": [C]}])}
     res = plan(snapshot(pods=[pod("p-0", **spec)]))
     assert res.unschedulable == [] and zone_of(res, "default/p-0") == C
+
+
+def test_a_zone_spread_counts_every_zone_for_a_replica_pinned_by_its_volume():
+    """The 4th replica of a zone-spread StatefulSet, its volume in zone a, goes to zone a (1 pod in each zone: 2-1 <=
+    maxSkew 1): the spread counts the pods of every zone, as the kube-scheduler does -- the volume's zone is not part
+    of the pod's own node affinity, which is what the spread's node filter reads."""
+    spread = [{"maxSkew": 1, "topologyKey": L.ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "db"}}}]
+    nodes = [claimed_node(z[-1], zone=z) for z in (A, B, C)]
+    running = [db(i, f"data-db-{i}", topologySpreadConstraints=spread, node=f"node-{z[-1]}") for i, z in enumerate((A, B, C))]
+    storage = [storageclass()]
+    for i, z in enumerate((A, B, C, A)):
+        storage += [pv(f"pv-{i}", zone=z, claim=f"data-db-{i}"), pvc(f"data-db-{i}", volume=f"pv-{i}")]
+    new = db(3, "data-db-3", cpu="6", topologySpreadConstraints=spread)   # too big for the running nodes
+    res = plan(snapshot(*nodes, pods=running + [new], storage=storage))
+    assert reasons(res) == {} and zone_of(res, "default/db-3") == A
+
+
+def test_a_replica_pinned_by_its_volume_to_the_fullest_zone_waits_for_the_others():
+    """Zone a holds 2 replicas, b and c 1 each: a 5th replica whose volume is in zone a would make the skew 2 (the
+    kube-scheduler counts every zone), so it is unschedulable (DoNotSchedule) rather than planned into zone a."""
+    spread = [{"maxSkew": 1, "topologyKey": L.ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "db"}}}]
+    nodes = [claimed_node(z[-1], zone=z) for z in (A, B, C)]
+    zones = (A, B, C, A, A)
+    running = [db(i, f"data-db-{i}", topologySpreadConstraints=spread, node=f"node-{z[-1]}")
+               for i, z in enumerate(zones[:4])]
+    storage = [storageclass()]
+    for i, z in enumerate(zones):
+        storage += [pv(f"pv-{i}", zone=z, claim=f"data-db-{i}"), pvc(f"data-db-{i}", volume=f"pv-{i}")]
+    new = db(4, "data-db-4", cpu="6", topologySpreadConstraints=spread)
+    res = plan(snapshot(*nodes, pods=running + [new], storage=storage))
+    assert not res.nodeclaims and "default/db-4" in reasons(res)

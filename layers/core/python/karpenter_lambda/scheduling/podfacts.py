@@ -48,13 +48,23 @@ class PodClass:
         return r
 
     def strict_reqs(self) -> tuple[Requirements, tuple]:
-        """(requirements, signature) without the preferred node affinity: what a topology spread counts its domains
-        by (Karpenter's StrictRequirements; kube-scheduler's nodeAffinityPolicy Honor reads the required terms only).
-        A preferred zone must not shrink the domains the skew is measured over.  Cached per required term."""
+        """(requirements, signature) without the preferred node affinity nor what the pod's volumes added: what a
+        topology spread counts its domains by (Karpenter's StrictRequirements; kube-scheduler's nodeAffinityPolicy
+        Honor reads the pod's own required terms).  A preferred zone or a volume's zone must not shrink the domains
+        the skew is measured over.  Cached per required term."""
         hit = self.errors.get("strict")
         if hit is not None and hit[0] == self.term_idx:
             return hit[1], hit[2]
-        r = self.effective_reqs(preferred=False)
+        # the pod's own terms: what its volumes added (scheduling/volumes.inject) is not the pod's node affinity
+        own = node_terms(self.pods[0], own=True) if self.terms else []
+        r = Requirements()
+        if own:
+            r.add_all(own[min(self.term_idx, len(own) - 1)])
+        if L.ZONE_ID in r:
+            m = self.zmap()
+            if m:
+                zr = r.get(L.ZONE_ID)
+                r.add(Requirement(L.ZONE, False, {z for zid, z in m.items() if zr.has(zid)}))
         sig = r.signature()
         self.errors["strict"] = (self.term_idx, r, sig)
         return r, sig

@@ -19,6 +19,7 @@ from ..api.kube import pod_key
 from ..api.selectors import Selector, selector_matches
 from .requirements import Requirements, node_selector_term
 from .taints import HARD_EFFECTS, tolerates_taint, untolerated, untolerated_hard
+from .volumes import VolumeExpression
 
 __all__ = [
     "node_terms",
@@ -43,12 +44,18 @@ ANY_IP = ("0.0.0.0", "::", "")
 
 
 # ----------------------------------------------------------------------------------------------------------- solver
-def node_terms(pod: dict) -> list[Requirements]:
-    """Required node-affinity terms (ORed), each intersected with the nodeSelector; [] when none."""
+def node_terms(pod: dict, own: bool = False) -> list[Requirements]:
+    """Required node-affinity terms (ORed), each intersected with the nodeSelector; [] when none.  ``own``: without
+    the expressions the pod's volumes added (``volumes.VolumeExpression``): the pod's spec as the user wrote it."""
     spec = pod.get("spec") or {}
     base = Requirements.from_labels(spec.get("nodeSelector"))
     na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
     req = (na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    if own:
+        req = [{**t, "matchExpressions": [e for e in t.get("matchExpressions") or () if type(e) is not VolumeExpression]}
+               if isinstance(t, dict) and any(type(e) is VolumeExpression for e in t.get("matchExpressions") or ()) else t
+               for t in req]
+        req = [t for t in req if not isinstance(t, dict) or t.get("matchExpressions") or t.get("matchFields")]
     if not req:
         return [base] if len(base) else []
     return [base.intersection(node_selector_term(t)) for t in req]

@@ -12,15 +12,22 @@ selector matches it.  Karpenter's rules:
   own selector, any domain (the first pod seeds it).
 * anti-affinity: a domain holding no matching pod; and, inversely, a pod may not join a domain holding a
   pod whose required anti-affinity selects it.
+
+A spread group also has a *node filter* (Karpenter's ``TopologyNodeFilter``, :class:`NodeFilter`): only pods on nodes
+that pass it count -- with ``nodeAffinityPolicy: Honor`` (the default) the nodes matching the owning pod's
+nodeSelector and required node affinity (its terms ORed), with ``nodeTaintsPolicy: Honor`` the nodes whose taints it
+tolerates.  The filter is part of the group's key: owners with different filters have different groups.
 """
 
 from __future__ import annotations
 
 from ..api import labels as L
 from ..api.selectors import Selector
-from .predicates import term_namespaces
+from .predicates import labels_match, term_namespaces
+from .taints import untolerated
 
-__all__ = ["Selector", "Group", "Constraint", "pod_constraints", "SPREAD", "AFFINITY", "ANTI"]
+__all__ = ["Selector", "Group", "Constraint", "NodeFilter", "node_filter", "pod_constraints", "SPREAD", "AFFINITY",
+           "ANTI"]
 
 SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
 
@@ -28,16 +35,18 @@ SPREAD, AFFINITY, ANTI = "spread", "affinity", "anti-affinity"
 class Group:
     """Counts of matching pods per domain for one (kind, key, namespaces, selector)."""
 
-    __slots__ = ("kind", "key", "namespaces", "selector", "counts", "gid", "total")
+    __slots__ = ("kind", "key", "namespaces", "selector", "counts", "gid", "total", "filter")
 
-    def __init__(self, kind: str, key: str, namespaces: frozenset | None, selector: Selector):
+    def __init__(self, kind: str, key: str, namespaces: frozenset | None, selector: Selector,
+                 node_filter: "NodeFilter | None" = None):
         self.kind = kind
         self.key = key
         self.namespaces = namespaces  # None = all namespaces
         self.selector = selector
         self.counts: dict[str, int] = {}
         self.total = 0
-        self.gid = (kind, key, namespaces, selector.sig)
+        self.filter = node_filter  # a spread group's node filter; None = every node counts
+        self.gid = (kind, key, namespaces, selector.sig, node_filter.sig if node_filter is not None else None)
 
     def matches(self, namespace: str, labels: dict) -> bool:
         return (self.namespaces is None or namespace in self.namespaces) and self.selector.matches(labels)
@@ -50,18 +59,68 @@ class Group:
 class Constraint:
     """One constraint a pod owns, pointing at its shared group."""
 
-    __slots__ = ("kind", "key", "group_key", "max_skew", "min_domains", "required", "weight", "text", "node_taints_honor")
+    __slots__ = ("kind", "key", "group_key", "max_skew", "min_domains", "required", "weight", "text",
+                 "node_taints_honor", "node_affinity_honor")
 
-    def __init__(self, kind, key, group_key, max_skew=1, min_domains=None, required=True, weight=0, text="", node_taints_honor=False):
+    def __init__(self, kind, key, group_key, max_skew=1, min_domains=None, required=True, weight=0, text="",
+                 node_taints_honor=False, node_affinity_honor=True):
         self.kind = kind
         self.key = key
-        self.group_key = group_key  # (kind, key, namespaces, selector) used to find/create the Group
+        # (kind, key, namespaces, selector) used to find/create the Group; a spread constraint whose owner has a node
+        # filter gets it appended (see ``keyed`` and the tracker), so owners with different filters get different groups
+        self.group_key = group_key
         self.max_skew = max_skew
         self.min_domains = min_domains
         self.required = required
         self.weight = weight
         self.text = text
-        self.node_taints_honor = node_taints_honor
+        self.node_taints_honor = node_taints_honor      # nodeTaintsPolicy: Honor (default Ignore)
+        self.node_affinity_honor = node_affinity_honor  # nodeAffinityPolicy: Honor (the default) / Ignore
+
+    def keyed(self, group_key: tuple) -> "Constraint":
+        """This constraint pointing at another group (the same constraint of an owner with another node filter)."""
+        return Constraint(self.kind, self.key, group_key, self.max_skew, self.min_domains, self.required, self.weight,
+                          self.text, self.node_taints_honor, self.node_affinity_honor)
+
+
+class NodeFilter:
+    """Which nodes a spread group counts the pods of (Karpenter's ``TopologyNodeFilter``; the kube-scheduler's
+    nodeAffinityPolicy / nodeTaintsPolicy): ``terms`` (the owner's required node-affinity terms, each with its
+    nodeSelector, ORed; None: not checked) and ``tolerations`` (the owner's; None: taints not checked)."""
+
+    __slots__ = ("terms", "tolerations", "sig")
+
+    def __init__(self, terms, tolerations):
+        self.terms = terms
+        self.tolerations = tolerations
+        self.sig = (None if terms is None else tuple(t.signature() for t in terms),
+                    None if tolerations is None else repr(tolerations))
+
+    def passes_labels(self, labels: dict, taints) -> bool:
+        """Does an existing node (its labels and taints) count?"""
+        if self.terms is not None and not any(labels_match(t, labels) is None for t in self.terms):
+            return False
+        return self.tolerations is None or untolerated(self.tolerations, taints) is None
+
+    def passes_reqs(self, reqs, taints) -> bool:
+        """Does a planned node (its requirements and taints) count?  Its requirements must be compatible with one of
+        the terms (Karpenter's ``nodeFilter.Matches`` on a NodeClaim's requirements)."""
+        if self.terms is not None and not any(reqs.compatible(t) is None for t in self.terms):
+            return False
+        return self.tolerations is None or untolerated(self.tolerations, taints) is None
+
+
+def node_filter(con: Constraint, terms, tolerations) -> NodeFilter | None:
+    """The node filter of spread constraint ``con`` owned by pods with required node-affinity terms ``terms`` (each
+    with the nodeSelector; [] when neither) and ``tolerations``; None when every node passes (nodeAffinityPolicy
+    Ignore or no node selector / affinity, and nodeTaintsPolicy Ignore)."""
+    fterms = None
+    if con.node_affinity_honor and terms and all(len(t) for t in terms):
+        fterms = tuple(terms)
+    ftols = list(tolerations or ()) if con.node_taints_honor else None
+    if fterms is None and ftols is None:
+        return None
+    return NodeFilter(fterms, ftols)
 
 
 def pod_constraints(pod: dict) -> list[tuple]:
@@ -86,7 +145,7 @@ def pod_constraints(pod: dict) -> list[tuple]:
         md = tsc.get("minDomains")
         text = f"topology spread {key} maxSkew {skew}" + (f" minDomains {md}" if md else "") + f" selector {sel}"
         c = Constraint(SPREAD, key, (SPREAD, key, nsset, sel.sig), skew, int(md) if md else None, required, 0, text,
-                       tsc.get("nodeTaintsPolicy") == "Honor")
+                       tsc.get("nodeTaintsPolicy") == "Honor", tsc.get("nodeAffinityPolicy") != "Ignore")
         out.append((c, sel, nsset))
     aff = spec.get("affinity") or {}
     for kind, field in ((AFFINITY, "podAffinity"), (ANTI, "podAntiAffinity")):

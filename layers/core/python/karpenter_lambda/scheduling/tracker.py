@@ -1,10 +1,11 @@
 """The topology tracker: owns the topology groups and their per-domain pod counts (Karpenter's ``topology.go``).
 
 Groups come from the pending classes' constraints and from the required anti-affinity of pods already on nodes
-(with, for each such anti-affinity, the inverse group: where the pods it selects may not go).  Existing pods are
-counted once at construction; the placement records each placement (:meth:`TopologyTracker.record`) and asks,
-before placing pods of a class on a node, how many may go there and in which domains
-(:meth:`TopologyTracker.check`).  Rules: see :mod:`.topology`.
+(with, for each such anti-affinity, the inverse group: where the pods it selects may not go).  A spread group carries
+its owners' node filter (:class:`~.topology.NodeFilter`, part of its key): it counts only the pods on nodes that
+pass.  Existing pods are counted once at construction; the placement records each placement
+(:meth:`TopologyTracker.record`) and asks, before placing pods of a class on a node, how many may go there and in
+which domains (:meth:`TopologyTracker.check`).  Rules: see :mod:`.topology`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from . import topology as T
 from .existing import node_facts
 from .model import INF, INV, SimNode
 from .podfacts import PodClass
-from .predicates import labels_match
+from .predicates import labels_match, node_terms
+from .requirements import Requirements
 from .taints import untolerated
 
 __all__ = ["TopologyTracker"]
@@ -33,11 +35,14 @@ class TopologyTracker:
         self.group_list: list = []
         self._refused = None   # (class, key, constraints, the node's domains) of the last refusing check
         self._elig: dict = {}
+        self._own: dict = {}    # id(class) -> ids of the filtered groups the class owns (its pods always pass)
+        self._fpass: dict = {}  # (id(group), existing node id) -> does the node pass the group's node filter
         self._build(classes)
 
     def _build(self, classes: list):
         """Create every topology group (from pending classes and pods already on nodes) and count existing pods."""
         groups = self.groups
+        filters = self._key_by_node_filter(classes)
         owners = []  # (class-or-None, constraint, selector, namespaces)
         for c in classes:
             for con, sel, nss in c.cons:
@@ -60,12 +65,16 @@ class TopologyTracker:
                     continue
         for con, sel, nss in owners:
             if con.group_key not in groups:
-                groups[con.group_key] = T.Group(con.kind, con.key, nss, sel)
+                groups[con.group_key] = T.Group(con.kind, con.key, nss, sel, filters.get(con.group_key))
             if con.kind == T.ANTI and con.required:
                 ik = (INV,) + con.group_key
                 if ik not in groups:
                     groups[ik] = T.Group(INV, con.key, nss, sel)
         self.group_list = list(groups.values())
+        for c in classes:
+            own = {id(groups[con.group_key]) for con, _, _ in c.cons if con.group_key in filters}
+            if own:
+                self._own[id(c)] = own
         # memberships.  A group with matchLabels selects only pods carrying its first (sorted) pair: a pod's groups
         # are looked for among the groups indexed under one of its pairs plus those without matchLabels -- the same
         # answer as testing every group, in group_list order
@@ -104,6 +113,7 @@ class TopologyTracker:
             if g.selector.labels:
                 by_pair.setdefault(next(iter(sorted(g.selector.labels.items()))), []).append(g)
         member_of: dict = {}
+        fpass = self._fpass
         for n in self.existing_nodes:
             facts = node_facts(n.existing)
             if facts is not None:
@@ -123,6 +133,12 @@ class TopologyTracker:
                         maybe.extend(by_pair.get(pair, ()))
                     hit = member_of[lk] = [g for g in maybe if g.matches(ns, labels)]
                 for g in hit:
+                    if g.filter is not None:
+                        ok = fpass.get((id(g), n.id))
+                        if ok is None:
+                            ok = fpass[(id(g), n.id)] = g.filter.passes_labels(n.labels, n.taints)
+                        if not ok:
+                            continue  # a spread counts only the pods on nodes passing its node filter
                     d = n.domains(g.key)
                     if d:
                         g.record(d[0], count)
@@ -131,21 +147,60 @@ class TopologyTracker:
             if d:
                 groups[(INV,) + con.group_key].record(d[0])
 
+    @staticmethod
+    def _key_by_node_filter(classes: list) -> dict:
+        """Give each class's spread constraints its node filter (``topology.node_filter``): a constraint whose filter
+        does not pass every node is replaced, in the class's own ``cons``, by a copy keyed by the filter too (the
+        classes sharing a constraint object may differ in node selector, affinity or tolerations).  Returns
+        {group key: filter} of the filtered groups."""
+        filters: dict = {}
+        keyed: dict = {}  # (id(constraint), filter signature) -> the keyed copy
+        made: dict = {}   # (id(constraint), id(terms), tolerations text) -> (filter or None)
+        for c in classes:
+            new = None
+            for i, (con, sel, nss) in enumerate(c.cons):
+                if con.kind != T.SPREAD or not (con.node_taints_honor or (con.node_affinity_honor and c.terms)):
+                    continue
+                mk = (id(con), id(c.terms), repr(c.tolerations) if con.node_taints_honor else None)
+                f = made.get(mk, False)
+                if f is False:
+                    # the pod's own affinity: a volume's zone is not part of what the kube-scheduler filters nodes
+                    # by (nor Karpenter's StrictRequirements), or a StatefulSet's 4th replica, its volume in zone a,
+                    # would count zone a's pods only and be refused a node there
+                    f = made[mk] = T.node_filter(con, node_terms(c.pods[0], own=True), c.tolerations)
+                if f is None:
+                    continue
+                k = (id(con), f.sig)
+                kc = keyed.get(k)
+                if kc is None:
+                    kc = keyed[k] = con.keyed(con.group_key + (f.sig,))
+                    filters[kc.group_key] = f
+                if new is None:
+                    new = list(c.cons)
+                new[i] = (kc, sel, nss)
+            if new is not None:
+                c.cons = new
+        return filters
+
     def eligible_domains(self, c: PodClass, con) -> set:
         """Domains of ``con.key`` a pod of class ``c`` could land in by its required node affinity and node selector
-        (nodeAffinityPolicy Honor; a preferred term does not count, as in Karpenter); nodeTaintsPolicy
-        Ignore by default: a NodePool's domains count even when the pod does not tolerate its taints, as in
-        Karpenter; with ``nodeTaintsPolicy: Honor`` only NodePools and nodes whose taints it tolerates)."""
+        (nodeAffinityPolicy Honor; a preferred term does not count, as in Karpenter; with ``nodeAffinityPolicy:
+        Ignore`` every NodePool's and node's domains that the pod's own requirement on the key allows, Karpenter's
+        podDomains); nodeTaintsPolicy Ignore by default: a NodePool's domains count even when the pod does not
+        tolerate its taints, as in Karpenter; with ``nodeTaintsPolicy: Honor`` only NodePools and nodes whose taints
+        it tolerates)."""
         honor = con.node_taints_honor
         # the class's strict requirements: a preferred term (a preferred zone) does not shrink the domains the skew
         # is measured over (Karpenter's StrictRequirements); it only steers where the pods go while the skew allows
         strict, ssig = c.strict_reqs()
-        sig = (con.key, ssig, (repr(c.tolerations), c.tolerate_pns) if honor else None)
+        sig = (con.key, ssig, (repr(c.tolerations), c.tolerate_pns) if honor else None, con.node_affinity_honor)
         hit = self._elig.get(sig)
         if hit is not None:
             return hit
         out = set()
         pr = strict.get(con.key)
+        if not con.node_affinity_honor:
+            strict = Requirements([pr]) if con.key in strict else Requirements()
         for p in self.pools:
             if p.reqs.compatible(strict) is not None:
                 continue
@@ -160,7 +215,7 @@ class TopologyTracker:
                     out.update(r.values)
         for n in self.existing_nodes:
             v = n.labels.get(con.key)
-            if v is not None and pr.has(v) and labels_match(strict, n.labels) is None:
+            if v is not None and pr.has(v) and (not con.node_affinity_honor or labels_match(strict, n.labels) is None):
                 if honor and untolerated(c.tolerations, n.taints, c.tolerate_pns):
                     continue
                 out.add(v)
@@ -277,9 +332,28 @@ class TopologyTracker:
                     allow = 1
         return allow, chosen
 
+    def _passes(self, g, node: SimNode) -> bool:
+        """Does ``node`` pass spread group ``g``'s node filter (existing nodes: their labels; planned ones: their
+        requirements as they stand, Karpenter's ``nodeFilter.Matches``)?"""
+        if node.fixed:
+            k = (id(g), node.id)
+            ok = self._fpass.get(k)
+            if ok is None:
+                ok = self._fpass[k] = g.filter.passes_labels(node.labels, node.taints)
+            return ok
+        return g.filter.passes_reqs(node.reqs, node.taints)
+
     def record(self, c: PodClass, node: SimNode, n: int):
         doms: dict = {}
+        own = None
         for g in c.member:
+            if g.filter is not None:
+                if own is None:
+                    own = self._own.get(id(c), ())
+                # the class's own filtered groups: its pods pass by construction (they match its node affinity and
+                # tolerate the node); another filter: only on a node that passes it
+                if id(g) not in own and not self._passes(g, node):
+                    continue
             d = doms.get(g.key)
             if d is None:
                 d = doms[g.key] = node.domains(g.key)

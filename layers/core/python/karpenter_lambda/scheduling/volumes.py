@@ -208,6 +208,15 @@ class VolumeIndex:
         return out
 
 
+class VolumeExpression(dict):
+    """A matchExpression a pod's volumes added to its required node affinity (:func:`inject`): read as any other
+    (same keys, same text), and told apart where only the pod's own affinity counts -- a topology spread's node filter
+    (kube-scheduler's nodeAffinityPolicy and Karpenter's StrictRequirements read the spec, which carries no volume
+    zone: ``predicates.node_terms(own=True)``)."""
+
+    __slots__ = ()
+
+
 def inject(pod: dict, vols: PodVolumes, shared: dict | None = None) -> dict:
     """A copy of ``pod`` carrying ``vols``: the requirements added to every required node-selector term (one new term
     when it has none, as Karpenter does) and the volume counts in ``spec.overhead``.  Nested objects not changed
@@ -227,8 +236,9 @@ def inject(pod: dict, vols: PodVolumes, shared: dict | None = None) -> dict:
             na = dict(affinity.get("nodeAffinity") or {})
             required = dict(na.get(REQUIRED) or {})
             terms = [dict(t) for t in required.get("nodeSelectorTerms") or () if isinstance(t, dict)] or [{}]
+            added = [VolumeExpression(r) for r in vols.requirements]
             for t in terms:
-                t["matchExpressions"] = list(t.get("matchExpressions") or ()) + list(vols.requirements)
+                t["matchExpressions"] = list(t.get("matchExpressions") or ()) + added
             required["nodeSelectorTerms"] = terms
             na[REQUIRED] = required
             affinity["nodeAffinity"] = na
