@@ -30,6 +30,7 @@ EC2_READ_ACTIONS = (
     "ec2:DescribeCapacityReservations",
     "ec2:DescribeImages",
     "ec2:DescribeInstances",
+    "ec2:DescribeInstanceStatus",   # the lifecycle sweep's instance status checks (controllers/instance_health.py)
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeLaunchTemplates",

@@ -40,10 +40,13 @@
   live instance uses), and the instance profile this project created for them, are deleted.
 * **Node repair** (:mod:`.repair`, on unless ``KARPENTER_LAMBDA_NODE_REPAIR=false``): a node unhealthy past its
   toleration (Ready False/Unknown 30 min, ...) has its NodeClaim deleted forcefully, unless more than 20% of its
-  NodePool is unhealthy.  **Static NodePools** (:mod:`.static`): each ``spec.replicas`` NodePool is brought to its
+  NodePool is unhealthy.  **Instance status checks** (:mod:`.instance_health`, on unless
+  ``KARPENTER_LAMBDA_INSTANCE_STATUS_CHECKS=false``; every sweep, a quiet one too): one DescribeInstanceStatus for
+  the NodeClaims' instances; impaired for 120 s -> deleted forcefully, a scheduled EC2 event -> replaced and drained
+  as a scheduled change.  **Static NodePools** (:mod:`.static`): each ``spec.replicas`` NodePool is brought to its
   count (launch, or delete the least disruptive).  **NodePool deletion** (:mod:`.nodepool_deleted`): the
   NodeClaims of a NodePool that no longer exists are deleted gracefully, as Kubernetes' garbage collector does
-  Karpenter's.  All three come before the per-NodeClaim work, so their deletions start in the same sweep; each
+  Karpenter's.  All four come before the per-NodeClaim work, so their deletions start in the same sweep; each
   deletion is one ``disrupted`` entry of the report.
 * **Deletion**: every NodeClaim marked deleting (``deletionTimestamp``) is finalized (:class:`.termination.Terminator`),
   after the others (a replacement Initialized in this sweep counts for the drain it holds): drained -- a scheduled
@@ -73,6 +76,7 @@ from .launcher import Launcher, launch_pending
 from .lifecycle_gc import terminate_orphans
 from .nodepool_deleted import NodePoolDeletion
 from .quiet_lifecycle import CHECKED, SKIPPED, QuietLifecycle
+from .instance_health import InstanceHealthChecker
 from .repair import NodeRepairer
 from .static import StaticCapacity
 from .sweep_shortcuts import SweepMarker, enabled as shortcuts_enabled
@@ -145,7 +149,7 @@ def waiting_replacements(replacements, now: float) -> list[str]:
 class Lifecycle(Controller):
     def __init__(self, store, cloud, kube, cluster_name: str, claims=None, clock=None, logger=None,
                  registration_timeout: float = 15 * 60, orphan_min_age: float = 30.0, node_repair: bool = True,
-                 shortcuts: QuietLifecycle | None = None):
+                 shortcuts: QuietLifecycle | None = None, instance_status_checks: bool = True):
         super().__init__(clock, logger or log)
         self.store = store
         self.cloud = cloud
@@ -156,6 +160,9 @@ class Lifecycle(Controller):
         self.orphan_min_age = orphan_min_age
         self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
         self.repairer = NodeRepairer(kube, self.terminator, self._decision) if node_repair else None
+        self.instance_health = InstanceHealthChecker(store, kube, cloud, claims, self.terminator, self.clock,
+                                                     self._decision, self.logger) if instance_status_checks else None
+        self._health: tuple[object, bool] | None = None   # (the sweep's report, acted): the checks run once a sweep
         self.static = StaticCapacity(store, kube, cloud, claims, self.terminator, self.clock, self._decision, self.logger)
         self.nodepool_deletion = NodePoolDeletion(store, kube, self.terminator, self._decision, claims=claims,
                                                   cloud=cloud, clock=self.clock, logger=self.logger)
@@ -172,7 +179,8 @@ class Lifecycle(Controller):
                                        SweepMarker(env.dynamodb, env.config.cluster, env.config.state_table))
         return cls(env.store, AWSCloudProvider.from_environment(env), env.kube, env.config.cluster, claims=env.claims, clock=runtime.clock_proxy,
                    logger=logger, registration_timeout=env.config.registration_timeout,
-                   orphan_min_age=env.config.orphan_min_age, node_repair=env.config.node_repair, shortcuts=shortcuts)
+                   orphan_min_age=env.config.orphan_min_age, node_repair=env.config.node_repair, shortcuts=shortcuts,
+                   instance_status_checks=env.config.instance_status_checks)
 
     # -- EC2 (through the cloud provider) -----------------------------------------------------------
     def _instances(self) -> dict[str, dict]:
@@ -204,6 +212,9 @@ class Lifecycle(Controller):
         seen, instances = self.shortcuts.observe() if self.shortcuts is not None else None, None
         if seen is not None:   # quiet_lifecycle: skip, or list the instances first, or run in full
             action, _why = self.shortcuts.decide(seen, now)
+            # EC2's instance status checks are polled every sweep, quiet or not (as Karpenter's, every minute)
+            if action != "full" and self._check_instances(seen.nodes, {nc.name: nc for nc in seen.nodeclaims}, now, report):
+                action = "full"
             if action == "check":
                 instances = self._instances()
             if action == "skip" or (action == "check" and self.shortcuts.instances_unchanged(seen, instances, now)):
@@ -245,12 +256,14 @@ class Lifecycle(Controller):
         return report
 
     def _repair_and_static(self, nodes, nodeclaims, nodepools, now: float, report: LifecycleReport) -> bool:
-        """Node repair, then the static NodePools' counts; True when a NodeClaim was created or marked deleting.
+        """The instance status checks, node repair, then the static NodePools' counts; True when a NodeClaim was
+        created or marked deleting.
         A failure of either is reported and the rest of the sweep goes on."""
-        changed = False
+        changed = self._check_instances(nodes, nodeclaims, now, report)
         if self.repairer is not None:
             try:
-                changed = bool(self.repairer.run(nodes, nodeclaims, now, report))
+                claims = {nc.name: nc for nc in self.store.list("NodeClaim")} if changed else nodeclaims
+                changed |= bool(self.repairer.run(nodes, claims, now, report))
             except Exception as e:  # noqa: BLE001
                 report.errors.append(f"node repair: {e}")
                 self.logger.exception("lifecycle: node repair failed")
@@ -273,6 +286,22 @@ class Lifecycle(Controller):
             report.errors.append(f"capacity ahead of NodeClaims deleted by the user: {e}")
             self.logger.exception("lifecycle: capacity ahead of NodeClaims deleted by the user failed")
         return changed
+
+    def _check_instances(self, nodes, nodeclaims: dict, now: float, report: LifecycleReport) -> bool:
+        """The EC2 instance status checks (:mod:`.instance_health`), once per sweep; True when a NodeClaim was marked
+        deleting (or its drain made forceful).  A failure is reported and the rest of the sweep goes on."""
+        if self.instance_health is None:
+            return False
+        if self._health is not None and self._health[0] is report:
+            return self._health[1]
+        acted = False
+        try:
+            acted = bool(self.instance_health.run(nodes, nodeclaims, now, report))
+        except Exception as e:  # noqa: BLE001
+            report.errors.append(f"instance status checks: {e}")
+            self.logger.exception("lifecycle: instance status checks failed")
+        self._health = (report, acted)
+        return acted
 
     def _capacity_for_user_deletions(self, nodeclaims: dict, now: float, report: LifecycleReport) -> bool:
         """A NodeClaim the user deleted (``karpenter-lambda delete nodeclaim``, as ``kubectl delete nodeclaim``) gets

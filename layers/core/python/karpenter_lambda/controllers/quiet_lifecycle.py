@@ -13,7 +13,9 @@ collection).  So:
   deletion) and launch claims have the fingerprint the marker recorded, before its ``validUntil``
   (:data:`LIFECYCLE_TTL`: a full sweep at least every 5 minutes whatever happens) and before the next
   instance check is due: 6 DynamoDB calls (NodeClaims, NodePools, EC2NodeClasses, the launch claims' two partitions
-  and the ledger; the marker's GetItem) and one Kubernetes list, no EC2 call;
+  and the ledger; the marker's GetItem) and one Kubernetes list; the only EC2 call is the instance status checks'
+  ``DescribeInstanceStatus`` (one per 100 NodeClaims; every sweep, as Karpenter polls it every minute: an impaired
+  instance or a scheduled event makes the sweep a full one, ``lifecycle._check_instances``);
 * **instances checked** every :data:`GC_INTERVAL` (2 minutes, Karpenter's garbage-collection period): one
   ``DescribeInstances`` of this deployment's instances; the same ids in the same states as the last full sweep saw
   -> skipped (the marker's ``gcAt`` moves; a PutItem); anything else -> the full sweep, on that listing;
