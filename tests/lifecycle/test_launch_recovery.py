@@ -209,3 +209,23 @@ def test_deleted_nodeclass_templates_and_instance_profile_are_removed(world):
     profiles = {p["InstanceProfileName"] for p in world.env.iam.list_instance_profiles()["InstanceProfiles"]}
     assert profile not in profiles
     assert world.sweep()["cleaned"] == []
+
+
+def test_a_node_is_not_initialized_while_a_known_ephemeral_taint_remains(world):
+    """Karpenter's KnownEphemeralTaintsRemoved: Ready, startup taints gone, but the cloud provider's uninitialized
+    taint (or a readiness.k8s.io/ one) still there -> not Initialized yet; once it goes, Initialized."""
+    inst, nc = launch_one(world)
+    node = world.join(inst, ready=True)
+    name = node["metadata"]["name"]
+    taints = list(node["spec"].get("taints") or []) + [
+        {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"},
+        {"key": "readiness.k8s.io/cni", "effect": "NoSchedule"}]
+    world.server.store.patch("nodes", name, {"spec": {"taints": taints}})
+    world.sweep()
+    assert world.store.get("NodeClaim", nc.name).is_true("Registered")
+    assert not world.store.get("NodeClaim", nc.name).is_true("Initialized")
+    left = [t for t in world.server.store.get("nodes", name)["spec"]["taints"]
+            if not t["key"].startswith(("node.cloudprovider", "readiness.k8s.io"))]
+    world.server.store.patch("nodes", name, {"spec": {"taints": left}})
+    world.sweep()
+    assert world.store.get("NodeClaim", nc.name).is_true("Initialized")

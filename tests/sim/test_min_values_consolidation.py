@@ -1,5 +1,5 @@
 """Consolidation under a minValues NodePool, end to end: a NodePool asking for at least 4 instance families (the usual
-spot-diversity setting) scales from 12 pods to 3; the big node left with 3 pods is replaced by one cheaper node whose
+spot-diversity setting) scales from 12 pods to 3; the big node left underused is replaced by one cheaper node whose
 launch options still span 4 families.  Before, the provisioning solver's cheapest packing of the 3 pods was two
 nodes, the one-node retry was skipped for any minValues NodePool, and the node stayed at $0.688/h for good."""
 
@@ -48,9 +48,11 @@ def test_the_node_left_underused_is_replaced_by_one_cheaper_node_that_keeps_four
     assert len(big) == 1, big   # the 16-vCPU node the 12 pods got first
     (replaced,) = [e for e in d["events"] if e["type"] == "NodeClaimDisrupted" and e["object"] in big]
     assert replaced["reason"] == "Underutilized" and len(replaced["replacements"]) == 1, replaced
-    (claim,) = d["nodeClaims"]
-    assert claim["name"] == replaced["replacements"][0] and d["pods"] == {"total": 3, "bound": 3}
-    assert d["costPerHour"] < 0.5   # the $0.688/h node gave way to a cheaper one
+    # (with Karpenter v1.14's savings-ratio order the big node goes first, on its own: its one pod left gets a
+    # c6a.large and the c6a.xlarge keeps its two, $0.2295/h; v1.13's order merged the two into a c6a.2xlarge, $0.306/h)
+    claim = next(c for c in d["nodeClaims"] if c["name"] == replaced["replacements"][0])
+    assert d["pods"] == {"total": 3, "bound": 3}
+    assert d["costPerHour"] < 0.31   # the $0.688/h node gave way to a cheaper one
     # its launch options (the CreateFleet overrides) still span 4 instance families
     families = {t.split(".")[0] for t in options[claim["name"]]}
     assert len(families) >= 4, options

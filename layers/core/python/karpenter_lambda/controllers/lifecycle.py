@@ -9,7 +9,8 @@
   ``karpenter.sh/registered=true`` and the NodeClaim ``status.nodeName``.  The Node is updated with an
   optimistic lock: the taints are computed from a fresh read and patched with its ``resourceVersion``
   (409 Conflict: read again, retry), so a taint an agent removed meanwhile is never put back.
-* **Initialized**: the Node is Ready, none of the NodeClaim's startup taints remain and every
+* **Initialized**: the Node is Ready, none of the NodeClaim's startup taints nor a known ephemeral taint
+  (``scheduling.inputs.is_ephemeral_taint``) remain and every
   requested extended resource is allocatable; the Node gets ``karpenter.sh/initialized=true``.
 * **Adoption**: a NodeClaim without providerID (a crash, timeout or DynamoDB error between CreateFleet and
   marking it Launched) is matched with this deployment's live instance tagged ``karpenter.sh/nodeclaim=<its
@@ -74,6 +75,7 @@ from .base import Controller
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
 from .launcher import Launcher, launch_pending
 from .lifecycle_gc import terminate_orphans
+from ..scheduling.inputs import is_ephemeral_taint
 from .nodepool_deleted import NodePoolDeletion
 from .quiet_lifecycle import CHECKED, SKIPPED, QuietLifecycle
 from .instance_health import InstanceHealthChecker
@@ -556,7 +558,12 @@ class Lifecycle(Controller):
         if not node_ready(node):
             return
         startup = {(t.get("key"), t.get("effect")) for t in nc.spec.get("startupTaints") or []}
-        if any((t.get("key"), t.get("effect")) in startup for t in (node.get("spec") or {}).get("taints") or []):
+        taints = (node.get("spec") or {}).get("taints") or []
+        if any((t.get("key"), t.get("effect")) in startup for t in taints):
+            return
+        # ... nor a known ephemeral taint (not-ready, the cloud provider's uninitialized, the Node Readiness
+        # Controller's readiness.k8s.io/*): Karpenter's KnownEphemeralTaintsRemoved
+        if any(is_ephemeral_taint(t.get("key")) for t in taints):
             return
         requested = parse_resource_list((nc.spec.get("resources") or {}).get("requests") or {})
         alloc = node_allocatable(node)
