@@ -50,3 +50,13 @@ def test_an_expiry_shorter_than_ten_minutes_is_a_warning():
         assert found == ([("spec.template.spec.expireAfter",
                            f"expireAfter {value} is shorter than 10 minutes: every node expires and is replaced about "
                            "as soon as it is ready (a unit typo? h is hours)")] if warned else []), value
+
+
+def test_a_budget_with_an_empty_reasons_list_is_said_to_limit_nothing():
+    pool = {"spec": {"disruption": {"budgets": [{"nodes": "0", "reasons": []}, {"nodes": "1", "reasons": ["Empty"]},
+                                                {"nodes": "10%"}]},
+                     "template": {"spec": {"requirements": []}}}}
+    hints = [(e.path, e.message) for e in nodepool_requirement_hints(pool, CATALOG)]
+    assert hints == [("spec.disruption.budgets[0].reasons",
+                      "an empty reasons list applies this budget to no disruption reason (as Karpenter reads it): it "
+                      "limits nothing; leave reasons out to apply it to every reason")]

@@ -79,8 +79,9 @@ def test_reasons_filter():
     assert allow(only_drift, "Drifted").allowed == 0
     assert allow(only_drift, "Empty").limit is None             # no budget applies to Empty: unlimited
     assert allow(only_drift, "Empty").allowed == UNLIMITED
-    # an empty reasons list applies to every reason
-    assert allow([{"nodes": "2", "reasons": []}], "Underutilized").limit == 2
+    # an explicit empty reasons list applies to no reason (Karpenter: a nil slice is every reason, an empty one none)
+    assert allow([{"nodes": "2", "reasons": []}], "Underutilized").limit is None
+    assert allow([{"nodes": "2", "reasons": []}, {"nodes": "4"}], "Empty").limit == 4
     two = [{"nodes": "3", "reasons": ["Empty", "Underutilized"]}]
     assert allow(two, "Underutilized").limit == 3 and allow(two, "Drifted").limit is None
 

@@ -5,7 +5,8 @@ A NodePool's ``spec.disruption.budgets`` is parsed and defaulted once, here, int
 
 * ``budgets`` absent -> the CRD default, one budget ``nodes: "10%"``; an explicit ``[]`` -> no budget at all
   (unlimited).
-* A budget applies to a reason when its ``reasons`` is empty, or names the reason.
+* A budget applies to a reason when it has no ``reasons``, or names the reason; an explicit empty list
+  (``reasons: []``) applies to none, as Karpenter reads it (a nil slice is every reason, an empty one none).
 * A budget is active when it has neither ``schedule`` nor ``duration``, or when a hit of its ``schedule`` (5-field
   UTC cron or ``@daily``-style, :mod:`.cron`) happened in ``(now - duration, now]`` (Karpenter's
   ``Budget.IsActive``).  Beyond Karpenter, ``schedule`` may start with ``CRON_TZ=Area/City `` (or ``TZ=``): it is
@@ -71,7 +72,7 @@ class Budget:
     duration=8h``)."""
 
     nodes: str | int = "10%"
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[str, ...] | None = None   # None: no ``reasons`` field (every reason)
     schedule: str | None = None
     duration: str | None = None
     duration_seconds: int | None = None
@@ -85,7 +86,7 @@ class Budget:
         return self.problem is None
 
     def applies_to(self, reason: str) -> bool:
-        return not self.reasons or reason in self.reasons
+        return self.reasons is None or reason in self.reasons
 
     def is_active(self, now) -> bool:
         """Always without a schedule; else a schedule hit in ``(now - duration, now]`` (in its time zone, if any)."""
@@ -102,9 +103,10 @@ def _describe(i: int, b, default: bool) -> str:
     if not isinstance(b, dict):
         return f"budgets[{i}] {b!r}"
     out = f'budgets[{i}] nodes="{b.get("nodes", "10%")}"'
-    if b.get("reasons"):
+    if b.get("reasons") is not None:
         reasons = b["reasons"]
-        out += " reasons=" + (",".join(map(str, reasons)) if isinstance(reasons, (list, tuple)) else repr(reasons))
+        out += " reasons=" + ((",".join(map(str, reasons)) or "[] (no reason)") if isinstance(reasons, (list, tuple))
+                              else repr(reasons))
     if b.get("schedule") is not None:
         out += f' schedule="{b["schedule"]}"'
     if b.get("duration") is not None:
@@ -148,7 +150,7 @@ def _one(i: int, b, default: bool) -> Budget:
         return Budget(index=i, default=default, text=text, problem=problem)
     reasons = b.get("reasons")
     return Budget(nodes=b.get("nodes", "10%"),
-                  reasons=tuple(reasons) if isinstance(reasons, (list, tuple)) else (),
+                  reasons=tuple(reasons) if isinstance(reasons, (list, tuple)) else None,
                   schedule=b.get("schedule"), duration=b.get("duration"), duration_seconds=seconds, index=i,
                   default=default, text=text, problem=problem)
 

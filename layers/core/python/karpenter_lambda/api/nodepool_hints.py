@@ -9,6 +9,9 @@ node selector (:func:`.pod_hints.value_hint`): the closed sets of ``kubernetes.i
 ``karpenter.sh/capacity-type``, and, with ``catalog`` ({label key: values}), the instance type, family, size and
 category names the catalog knows.
 
+**A budget with ``reasons: []``.** Karpenter reads an empty list as no reason at all (a nil list is every reason):
+the budget limits nothing, which is rarely what was meant.
+
 **An expireAfter shorter than 10 minutes.** Launch, join and initialization take a minute or more, so each node is
 replaced about as soon as it is ready: a churn of launches that is usually a unit typo (``720s`` for ``720h``).
 """
@@ -42,6 +45,13 @@ def nodepool_requirement_hints(doc, catalog: dict | None = None) -> list[FieldEr
         out.append(FieldError("spec.template.spec.expireAfter", f"expireAfter {expire} is shorter than {SHORT_EXPIRY // 60} "
                                                                 "minutes: every node expires and is replaced about as "
                                                                 "soon as it is ready (a unit typo? h is hours)"))
+    disruption = spec.get("disruption") if isinstance(spec, dict) else None
+    budgets = disruption.get("budgets") if isinstance(disruption, dict) else None
+    for i, b in enumerate(budgets if isinstance(budgets, list) else ()):
+        if isinstance(b, dict) and b.get("reasons") == []:
+            out.append(FieldError(f"spec.disruption.budgets[{i}].reasons",
+                                  "an empty reasons list applies this budget to no disruption reason (as Karpenter "
+                                  "reads it): it limits nothing; leave reasons out to apply it to every reason"))
     for i, r in enumerate(reqs if isinstance(reqs, list) else ()):
         if not isinstance(r, dict) or r.get("operator") not in ("In", "NotIn") or not isinstance(r.get("values"), list):
             continue
