@@ -255,3 +255,20 @@ def test_budget_active_boundaries():
     assert not budget_active("0 9 * * *", 3600, dt("2026-12-07T10:00:00"))
     assert not budget_active("0 9 * * *", 3600, dt("2026-12-07T08:59:59"))
     assert not budget_active("0 9 * * *", 0, dt("2026-12-07T09:00:00"))   # a zero duration is never active
+
+
+def test_a_node_drained_with_its_instance_terminated_is_in_neither_count():
+    """Karpenter's budget mapping leaves out the NodeClaims whose instance is terminating (drained, the delete call
+    made): they neither hold a slot nor count in the base of a percentage."""
+    import builders
+    from builders import claimed_node
+
+    from karpenter_lambda.disruption.budgets import count_nodes
+
+    live = [claimed_node(f"n{i}") for i in range(3)]
+    done = claimed_node("gone", deleting=True, status={"termination": {"drainedAt": "2026-01-01T00:00:00Z",
+                                                                        "instanceTerminatedAt": "2026-01-01T00:00:05Z"}})
+    going = claimed_node("going", deleting=True)
+    snap = builders.snapshot(*live, done, going)
+    c = count_nodes(snap, "default")
+    assert (c.total, c.external) == (4, 1)   # "gone" is in neither; "going" (still draining) holds a slot

@@ -58,6 +58,10 @@ CAPACITY_RESERVATION_INTERRUPTIBLE = AWS + "capacity-reservation-interruptible"
 NITRO_SANDBOX = AWS + "nitro-sandbox"  # Nitro Enclaves supported (true/false); also a prefix Karpenter allows keys under
 PLACEMENT_GROUP_ID = AWS + "placement-group-id"
 PLACEMENT_GROUP_PARTITION = AWS + "placement-group-partition"
+# NodeClaim status fields of the termination flow (controllers/termination.py): the record, and in it the time the
+# instance was terminated (Karpenter's InstanceTerminating condition)
+TERMINATION_STATUS = "termination"
+INSTANCE_TERMINATED_AT = "instanceTerminatedAt"
 INSTANCE_TENANCY = AWS + "instance-tenancy"   # default | dedicated; karpenter-lambda launches default tenancy only
 TENANCY_DEFAULT = "default"
 TENANCY_VALUES = (TENANCY_DEFAULT, "dedicated")

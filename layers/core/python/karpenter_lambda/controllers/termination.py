@@ -58,7 +58,7 @@ from ..disruption.pdb import selects
 from . import runtime
 from .cluster_state import as_dict
 
-TERMINATION_STATUS = "termination"
+TERMINATION_STATUS = wk.TERMINATION_STATUS
 # how long after its launch an instance may still be missing from DescribeInstances (EC2's eventual consistency):
 # within it, a NodeClaim deleted before registration terminates its instance by id instead of trusting the miss
 INVISIBLE_AFTER_LAUNCH_SECONDS = 120.0
@@ -140,7 +140,7 @@ class Terminator:
         failed (the error is listed, the step is retried).  A crash before the record leaves the instance
         shutting-down, which the caller's GONE_STATES check sees."""
         term = nodeclaim.status.get(TERMINATION_STATUS) or {}
-        if term.get("instanceTerminatedAt"):
+        if term.get(wk.INSTANCE_TERMINATED_AT):
             return True
         try:
             terminate([iid])
@@ -148,7 +148,7 @@ class Terminator:
             if errors is not None:
                 errors.append(f"terminate {iid}: {e}")
             return False
-        self._record(nodeclaim.name, {"instanceTerminatedAt": format_time(self.clock())})
+        self._record(nodeclaim.name, {wk.INSTANCE_TERMINATED_AT: format_time(self.clock())})
         self.decide("terminate", f"terminating instance {iid} of NodeClaim {nodeclaim.name}{note}",
                     nodeclaim=nodeclaim.name, instanceId=iid)
         return True

@@ -4,7 +4,8 @@ The rule itself (typed :class:`~karpenter_lambda.api.budgets.Budget` objects, mi
 apply to the reason, percentages rounded up, fail closed) lives in ``api``; this module counts, on a
 :class:`~karpenter_lambda.api.snapshot.ClusterSnapshot`, the two numbers it takes (Karpenter's budget mapping):
 
-* ``total``: the NodePool's managed, initialized nodes (the base of percentages);
+* ``total``: the NodePool's managed, initialized nodes (the base of percentages), not those drained whose instance
+  is terminated (Karpenter leaves out the NodeClaims with ``InstanceTerminating``);
 * ``disrupting``: those NotReady, deleting or terminating (``external``) plus the NodeClaims a sweep recorded in
   flight (``recorded``, the ledger's entries: counted whatever their node's state).
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from ..api.budgets import (DEFAULT_BUDGETS, NODES_RE, REASONS, UNLIMITED, Allowance, Budget, allowance,
                            budget_limit, parse_budgets, parse_nodes)
+from ..api import labels as wk
 from ..api.kube import is_terminating, node_ready
 from ..api.objects import NodePool
 from ..api.snapshot import ClusterSnapshot
@@ -51,6 +53,8 @@ def count_nodes(snap: ClusterSnapshot, nodepool: str, recorded: set[str] | froze
         node = snap.node_of_nodeclaim(nc.name)
         if node is None or not nc.is_true("Initialized"):
             continue
+        if (nc.status.get(wk.TERMINATION_STATUS) or {}).get(wk.INSTANCE_TERMINATED_AT):
+            continue   # drained and its instance terminated: in neither count (Karpenter's InstanceTerminating)
         total += 1
         if nc.name in recorded:
             continue
