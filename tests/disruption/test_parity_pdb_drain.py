@@ -226,3 +226,19 @@ def test_do_not_disrupt_duration_without_a_start_time_keeps_blocking():
     assert "creationTimestamp" in p["metadata"]
     assert do_not_disrupt_until(p) == float("inf")
     assert _blockers([p], []) == [("do-not-disrupt", "do-not-disrupt pod default/p")]
+
+
+def test_a_mirror_pod_with_do_not_disrupt_blocks_the_node():
+    """Karpenter's ValidatePodsDisruptable asks every active pod, a static (mirror) pod too."""
+    import builders
+    from builders import claimed_node, pod
+
+    from karpenter_lambda.disruption.candidates import pod_blockers
+
+    node = claimed_node("a")
+    mirror = pod("kube-proxy-x", node="node-a", owner=None,
+                 annotations={"kubernetes.io/config.mirror": "x", "karpenter.sh/do-not-disrupt": "true"})
+    snap = builders.snapshot(node, pods=[mirror])
+    assert pod_blockers([mirror], snap) == [("do-not-disrupt", "do-not-disrupt pod default/kube-proxy-x")]
+    plain = pod("kube-proxy-y", node="node-a", owner=None, annotations={"kubernetes.io/config.mirror": "x"})
+    assert pod_blockers([plain], builders.snapshot(node, pods=[plain])) == []

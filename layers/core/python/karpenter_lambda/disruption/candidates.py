@@ -77,12 +77,16 @@ def pod_blockers(pods: list[dict], snap: ClusterSnapshot, ctx=None) -> list[tupl
     :class:`~.context.SweepContext` (its caches keep the PDB index of ``snap``)."""
     out = []
     index = None
-    for p in evictable_pods(pods):
-        until = do_not_disrupt_until(p)
+    for p in pods:
+        if is_terminal(p) or is_terminating(p):
+            continue
+        until = do_not_disrupt_until(p)   # every active pod, a mirror pod too (Karpenter's ValidatePodsDisruptable)
         if until is not None and snap.now < until:
             left = "" if until == float("inf") else f" ({int(until - snap.now)}s left)"
             out.append((BLOCK_DO_NOT_DISRUPT, f"do-not-disrupt pod {pod_key(p)}{left}"))
             continue
+        if is_mirror_pod(p):
+            continue  # not evicted (its node's deletion takes it): its PDBs are not asked
         if tolerates_disrupted(p):
             continue  # never evicted (upstream IsEvictable): its PDBs are not asked; DaemonSet pods are
         if index is None:
