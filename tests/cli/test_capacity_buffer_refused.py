@@ -4,6 +4,9 @@ the rest (docs/api.md, "Kinds")."""
 
 import json
 
+import yaml
+
+import manifests as shared
 from cli_manifests import pair
 
 BUFFER = """\
@@ -25,18 +28,8 @@ spec:
   replicas: 5
 """
 
-WORKLOAD = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers: [{name: c, image: nginx, resources: {requests: {cpu: "1", memory: 1Gi}}}]
-"""
+WORKLOAD = yaml.safe_dump(shared.workload("web", {"containers": [{"name": "c", "image": "nginx", "resources": {
+    "requests": {"cpu": "1", "memory": "1Gi"}}}]}, replicas=2, namespace="default"))
 
 SAYS = "Karpenter's alpha CapacityBuffer, with the PodTemplate it names, is not supported by karpenter-lambda"
 INSTEAD = "placeholder pods with the buffer's requests in a PriorityClass of negative value"
