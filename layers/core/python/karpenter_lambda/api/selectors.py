@@ -1,5 +1,6 @@
 """metav1.LabelSelector, one definition: the solver's topology groups, PDBs, off-peak workload targets and the
-simulator's API server and kube-scheduler all match labels through :class:`Selector`.
+simulator's API server and kube-scheduler all match labels through :class:`Selector`; the namespaces a pod
+(anti-)affinity term's ``namespaceSelector`` selects through :class:`NamespaceLabels`.
 
 Two conventions exist in Kubernetes for a missing selector, and callers say which one they mean:
 ``Selector(None)`` matches nothing (a PDB or an affinity term without a selector), ``Selector({})`` everything;
@@ -69,3 +70,33 @@ def selector_matches(selector: dict | None, labels: dict | None, *, none_matches
         return Selector(selector).matches(labels)
     except ValueError:
         return False
+
+
+# the label the API server sets on every namespace (its name)
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+class NamespaceLabels(dict):
+    """The cluster's namespaces, ``{name: labels}`` (each also carries ``kubernetes.io/metadata.name``, as the API
+    server sets it), with the namespaces each distinct ``namespaceSelector`` selects kept once (do not mutate it
+    after the first :meth:`selected`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._selected: dict = {}
+
+    def selected(self, sel: dict) -> frozenset:
+        key = repr(sel)
+        hit = self._selected.get(key)
+        if hit is None:
+            hit = self._selected[key] = frozenset(
+                n for n, labels in self.items() if selector_matches(sel, {**(labels or {}), NAMESPACE_NAME_LABEL: n}))
+        return hit
+
+
+def namespace_labels(namespaces) -> NamespaceLabels | None:
+    """``namespaces`` ({name: labels}) as a :class:`NamespaceLabels` (itself when it is one); None stays None
+    (the namespaces' labels are not known)."""
+    if namespaces is None or isinstance(namespaces, NamespaceLabels):
+        return namespaces
+    return NamespaceLabels(namespaces)

@@ -14,6 +14,7 @@ from typing import Any
 from . import labels as wk
 from .kube import is_terminal, node_name_of, pod_uid
 from .objects import EC2NodeClass, NodeClaim, NodePool
+from .selectors import NamespaceLabels
 
 
 @dataclass(eq=False)
@@ -42,11 +43,29 @@ class ClusterSnapshot:
     # Karpenter's --min-values-policy (Strict | BestEffort: scheduling.MIN_VALUES_POLICIES), the setting
     # KARPENTER_LAMBDA_MIN_VALUES_POLICY the loader copies here: every solve on this snapshot uses it
     min_values_policy: str = "Strict"
+    # the Namespace objects (dicts), read when a pod (anti-)affinity term has a non-empty namespaceSelector;
+    # None: not read (such a selector is then ignored: scheduling.predicates.term_namespaces)
+    namespaces: list[dict] | None = None
 
     # -- derived views (computed once) -----------------------------------------------------------
     @cached_property
     def node_by_name(self) -> dict[str, dict]:
         return {(n.get("metadata") or {}).get("name"): n for n in self.nodes}
+
+    @cached_property
+    def namespace_labels(self) -> NamespaceLabels | None:
+        """{namespace: labels} of the Namespace objects, and of every pod's namespace that has none (no labels but
+        the automatic ``kubernetes.io/metadata.name``, which :class:`NamespaceLabels` adds); None when not read."""
+        if self.namespaces is None:
+            return None
+        out = NamespaceLabels()
+        for ns in self.namespaces:
+            meta = ns.get("metadata") or {}
+            if meta.get("name"):
+                out[meta["name"]] = dict(meta.get("labels") or {})
+        for p in self.pods:
+            out.setdefault((p.get("metadata") or {}).get("namespace") or "default", {})
+        return out
 
     @cached_property
     def pods_by_uid(self) -> dict[str, dict]:

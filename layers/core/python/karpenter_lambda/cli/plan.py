@@ -136,12 +136,16 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     pods: list[dict] = []
     daemonsets: list[dict] = []
     storage: dict[str, list[dict]] = {kind: [] for kind in STORAGE_KINDS}
+    namespaces: list[dict] = []   # their labels: what a pod (anti-)affinity term's namespaceSelector selects
     issues, ignored = [], []
     for i, obj in enumerate(loaded.objects):
         if type(obj) is not KubeObject:
             continue
         if obj.doc.get("kind") in STORAGE_KINDS:   # what the pods' volumes ask of their nodes (scheduling/volumes.py)
             storage[obj.doc["kind"]].append(obj.doc)
+            continue
+        if obj.doc.get("kind") == "Namespace" and obj.doc.get("apiVersion") == "v1":
+            namespaces.append(obj.doc)
             continue
         file, index = loaded.origins[i] if i < len(loaded.origins) else ("<manifests>", i)
         w = expand(obj.doc, file, index)
@@ -197,7 +201,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     # the same scheduler input path as the provisioner and the sweeps: a snapshot (no cluster: no nodes)
     snap = ClusterSnapshot(now=time.time(), nodepools={np.name: np for np in nodepools}, nodeclasses=dict(nodeclasses),
                            pods=pods, daemonsets=daemonsets, pvcs=storage["PersistentVolumeClaim"],
-                           pvs=storage["PersistentVolume"], storageclasses=storage["StorageClass"])
+                           pvs=storage["PersistentVolume"], storageclasses=storage["StorageClass"],
+                           namespaces=namespaces)   # a pod's namespace with no Namespace in the files: no labels
     reservations = _reservations(nodeclasses, reservations_file, None if offline else clients, region, endpoint_url)
     book = None   # one price book for the region, whatever the number of EC2NodeClasses (and one fallback warning)
     for np in nodepools:

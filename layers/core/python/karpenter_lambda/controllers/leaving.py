@@ -81,7 +81,8 @@ def launch_for_leaving(snap, leaving: list[NodeClaim], launcher: Launcher, salt:
     inputs, problems = nodepool_inputs(snap)
     others = existing_nodes(snap, held, exclude=exclude)
     result = simulate_removal(candidates, others=others, nodepools=inputs, daemonsets=snap.daemonsets,
-                              usage=snap.usage, pending=nominated, min_values_policy=snap.min_values_policy)
+                              usage=snap.usage, pending=nominated, min_values_policy=snap.min_values_policy,
+                              namespaces=snap.namespace_labels)
     out.unschedulable = [{"pod": k, "reason": r + (("; " + "; ".join(problems)) if problems else "")}
                          for k, r in {**result.unschedulable, **result.pending_unschedulable}.items()
                          if k not in result.pods_on_uninitialized]

@@ -19,6 +19,7 @@ from ..api.conditions import get_condition, make_condition, set_condition
 from ..api.objects import AWS_GROUP
 from ..api.snapshot import ClusterSnapshot
 from ..catalog.overlay import OverlayResult, apply_overlays_by_nodepool
+from ..scheduling.predicates import has_namespace_selector
 from ..scheduling.volumes import apply_volumes, has_claims
 from .cluster_state import as_dict
 
@@ -49,11 +50,18 @@ class SnapshotLoader:
         snap.daemonsets = [as_dict(d) for d in (pre.daemonsets if pre is not None else self.kube.list_daemonsets())]
         if pdbs:
             snap.pdbs = [as_dict(p) for p in (pre.pdbs if pre is not None else self.kube.list_pdbs())]
+        self.load_namespaces(snap)
         self.load_storage(snap)
         self.refresh_claims(snap)
         if instance_types and self.cloud is not None:
             self.load_instance_types(snap)
         return snap
+
+    def load_namespaces(self, snap: ClusterSnapshot) -> None:
+        """The Namespace objects, read only when a pod's (anti-)affinity term has a non-empty namespaceSelector (the
+        namespaces it selects are those its labels match: Karpenter's ``buildNamespaceList``)."""
+        if any(has_namespace_selector(p) for p in snap.pods):
+            snap.namespaces = [as_dict(x) for x in self.kube.list_namespaces()]
 
     def load_storage(self, snap: ClusterSnapshot) -> None:
         """Claims, volumes, StorageClasses and CSINodes, read only when a pod uses a claim (a cluster without

@@ -131,7 +131,7 @@ def leaving_placements(snap: ClusterSnapshot, leaving: set[str], exclude: set[st
             others = existing_nodes(snap, held_reservations(snap), exclude=gone)
             result = simulate_removal(nodes, others=others, nodepools=inputs, daemonsets=snap.daemonsets,
                                       usage=snap.usage, pending=(), max_instance_types=max_instance_types,
-                                      min_values_policy=snap.min_values_policy)
+                                      min_values_policy=snap.min_values_policy, namespaces=snap.namespace_labels)
         except SchedulingError:
             result = None
         if result is not None:
@@ -188,7 +188,8 @@ def removal_plan(snap: ClusterSnapshot, candidates: list[Candidate], ctx=None, *
             en.pods = en.pods + by_node[en.name]
     result = simulate_removal(nodes, others=others, nodepools=inputs,
                               daemonsets=snap.daemonsets, usage=snap.usage, pending=(),
-                              max_instance_types=max_instance_types, min_values_policy=snap.min_values_policy)
+                              max_instance_types=max_instance_types, min_values_policy=snap.min_values_policy,
+                              namespaces=snap.namespace_labels)
     return result, out
 
 
@@ -215,7 +216,8 @@ def new_capacity_sketch(snap: ClusterSnapshot, candidates: list[Candidate], ctx=
         en.pods = keep
         nodes.append(en)
     return simulate_removal(nodes, others=[], nodepools=inputs, daemonsets=snap.daemonsets, usage=snap.usage,
-                            pending=(), max_instance_types=max_instance_types, min_values_policy=snap.min_values_policy)
+                            pending=(), max_instance_types=max_instance_types, min_values_policy=snap.min_values_policy,
+                            namespaces=snap.namespace_labels)
 
 
 def needed_by_pending(snap: ClusterSnapshot) -> dict[str, list[str]]:

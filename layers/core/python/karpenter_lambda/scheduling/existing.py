@@ -22,18 +22,20 @@ from .taints import untolerated
 __all__ = ["node_facts", "build_existing_nodes", "can_add"]
 
 
-def node_facts(en: ExistingNode) -> PodsOnNode | None:
+def node_facts(en: ExistingNode, namespaces: dict | None = None) -> PodsOnNode | None:
     """The node's pods summed (``existing_pods.PodsOnNode``): the caller's when made from exactly ``en.pods``, else
-    summed here (and kept on ``en``); None when a pod does not parse (the caller then reports it pod by pod)."""
+    summed here (and kept on ``en``; ``namespaces``: the namespaces' labels); None when a pod does not parse (the
+    caller then reports it pod by pod)."""
     f = en.pod_facts
     if not matches(f, en.pods):
-        f = en.pod_facts = summarize(en.pods or ())
+        f = en.pod_facts = summarize(en.pods or (), namespaces)
     return f
 
 
-def build_existing_nodes(existing: list, rindex: list, rpos: dict, pool_by_name: dict) -> list[SimNode]:
+def build_existing_nodes(existing: list, rindex: list, rpos: dict, pool_by_name: dict,
+                         namespaces: dict | None = None) -> list[SimNode]:
     """The solver's nodes for the existing and in-flight nodes: labels completed from the node's fields, what its
-    pods use (as a vector over ``rindex``) and their host ports."""
+    pods use (as a vector over ``rindex``) and their host ports (``namespaces``: for :func:`node_facts`)."""
     nodes: list[SimNode] = []
     for i, en in enumerate(existing):
         if not isinstance(en, ExistingNode):
@@ -48,7 +50,7 @@ def build_existing_nodes(existing: list, rindex: list, rpos: dict, pool_by_name:
         used = [0] * len(rindex)
         extra_used = {}
         ports = set()
-        facts = node_facts(en)
+        facts = node_facts(en, namespaces)
         if facts is not None:
             for k, v in facts.used.items():
                 if k in rpos:

@@ -29,8 +29,9 @@ class PodsOnNode:
     labelsets: tuple       # (namespace, sorted label items, labels, pods with exactly those)
 
 
-def summarize(pods) -> PodsOnNode | None:
-    """The summary, or None when a pod's requests or host ports do not parse (the solver then reports that pod)."""
+def summarize(pods, namespaces: dict | None = None) -> PodsOnNode | None:
+    """The summary, or None when a pod's requests or host ports do not parse (the solver then reports that pod).
+    ``namespaces``: the namespaces' labels for the anti-affinity's namespaceSelectors (``topology.pod_constraints``)."""
     used: dict = {}
     ports: set = set()
     anti: list = []
@@ -45,7 +46,7 @@ def summarize(pods) -> PodsOnNode | None:
         except (PodSpecError, ValueError, AttributeError):
             return None
         try:
-            for con, sel, nss in T.pod_constraints(p):
+            for con, sel, nss in T.pod_constraints(p, namespaces):
                 if con.kind == T.ANTI and con.required:
                     anti.append((con, sel, nss))
         except ValueError:
@@ -71,12 +72,13 @@ def matches(summary: PodsOnNode | None, pods) -> bool:
     return len(src) == len(pods) and all(a is b for a, b in zip(src, pods))
 
 
-def facts_for(pods: list, cache: dict) -> PodsOnNode | None:
-    """``summarize(pods)`` through ``cache`` (keyed by the pods' identities; see the module doc)."""
+def facts_for(pods: list, cache: dict, namespaces: dict | None = None) -> PodsOnNode | None:
+    """``summarize(pods, namespaces)`` through ``cache`` (keyed by the pods' identities; see the module doc: the
+    cache lives on one snapshot, whose namespaces are ``namespaces``)."""
     key = tuple(map(id, pods))
     hit = cache.get(key)
     if hit is None or not matches(hit, pods):
-        hit = summarize(pods)
+        hit = summarize(pods, namespaces)
         if hit is not None:
             cache[key] = hit
     return hit

@@ -192,7 +192,7 @@ def existing_nodes(snap: ClusterSnapshot, held: dict[str, str] | None = None, ex
             zone=labels.get(wk.ZONE), capacity_type=labels.get(wk.CAPACITY_TYPE), price=price_of(nc),
             initialized=nc.is_true("Initialized") if nc is not None else node_ready(n),
         )
-        en.pod_facts = facts_for(en.pods, facts)
+        en.pod_facts = facts_for(en.pods, facts, snap.namespace_labels)
         out.append(en)
     for nc in snap.nodeclaims.values():
         if nc.name in registered or nc.name in exclude or nc.metadata.get("deletionTimestamp") or nc.status.get("nodeName"):
@@ -284,7 +284,8 @@ def _scheduling_input(snap: ClusterSnapshot, pods: list[dict], held: dict[str, s
                            nodepool_usage={k: dict(v) for k, v in snap.usage.items()},
                            max_instance_types=max_instance_types,
                            pod_problems=pod_key_map(snap, {u: t for u, t in snap.pod_problems.items() if u in keys}),
-                           pod_notes=pod_key_map(snap, {u: t for u, t in snap.pod_notes.items() if u in keys})), problems
+                           pod_notes=pod_key_map(snap, {u: t for u, t in snap.pod_notes.items() if u in keys}),
+                           namespaces=snap.namespace_labels), problems
 
 
 

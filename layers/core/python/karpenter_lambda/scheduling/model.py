@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ..api import labels as L
 from ..api.objects import NodePool
 from ..api.quantity import format_resource
+from ..api.selectors import namespace_labels
 from ..catalog.types import InstanceType
 from .requirements import Requirement, Requirements
 
@@ -109,6 +110,12 @@ class SchedulingInput:
     pod_problems: dict = field(default_factory=dict)
     # pod key -> the constraints its volumes add, appended to its reason when it stays unschedulable
     pod_notes: dict = field(default_factory=dict)
+    # the cluster's namespaces, {name: labels} (a pod (anti-)affinity term's namespaceSelector selects among them;
+    # kept as an api.selectors.NamespaceLabels); None: not known (a non-empty namespaceSelector is then ignored)
+    namespaces: dict | None = None
+
+    def __post_init__(self):
+        self.namespaces = namespace_labels(self.namespaces)
 
 
 @dataclass

@@ -115,10 +115,10 @@ class PodClass:
         return False
 
 
-def build_classes(pods: list, zone_map, unschedulable: list) -> list[PodClass]:
+def build_classes(pods: list, zone_map, unschedulable: list, namespaces: dict | None = None) -> list[PodClass]:
     """The pending pods grouped into classes (same namespace, labels and spec), in Karpenter's queue order; a pod
     whose spec does not parse goes to ``unschedulable``.  ``zone_map``: () -> {zone id: zone} (for zone-id
-    requirements)."""
+    requirements); ``namespaces``: the namespaces' labels for namespaceSelectors (``topology.pod_constraints``)."""
     by_key: dict = {}
     shapes: dict = {}
     constraints: dict = {}
@@ -174,7 +174,7 @@ def build_classes(pods: list, zone_map, unschedulable: list) -> list[PodClass]:
                 else:
                     cons = constraints.get(ckey)
                     if cons is None:
-                        cons = constraints[ckey] = T.pod_constraints(pod)
+                        cons = constraints[ckey] = T.pod_constraints(pod, namespaces)
                 c.ports = host_ports(spec)
             except (PodSpecError, RequirementError, ValueError) as e:
                 unschedulable.append(Unschedulable(pod_key(pod), f"invalid pod: {e}"))

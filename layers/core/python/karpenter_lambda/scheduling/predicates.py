@@ -16,7 +16,7 @@ Taints and tolerations themselves live in :mod:`.taints`, label selectors in :mo
 from __future__ import annotations
 
 from ..api.kube import pod_key
-from ..api.selectors import Selector, selector_matches
+from ..api.selectors import NAMESPACE_NAME_LABEL, NamespaceLabels, Selector, namespace_labels, selector_matches
 from .requirements import Requirements, node_selector_term
 from .taints import HARD_EFFECTS, tolerates_taint, untolerated, untolerated_hard
 from .volumes import VolumeExpression
@@ -31,6 +31,10 @@ __all__ = [
     "node_affinity_matches",
     "pod_namespace",
     "term_namespaces",
+    "has_namespace_selector",
+    "NamespaceLabels",
+    "namespace_labels",
+    "NAMESPACE_NAME_LABEL",
     "affinity_term_matches",
     "label_selector_matches",
     "untolerated",
@@ -149,17 +153,40 @@ def pod_namespace(pod: dict) -> str:
     return (pod.get("metadata") or {}).get("namespace") or "default"
 
 
-def term_namespaces(term: dict, owner_ns: str, any_selector_is_all: bool = False) -> frozenset | None:
+def term_namespaces(term: dict, owner_ns: str, any_selector_is_all: bool = False,
+                    namespaces: dict | None = None) -> frozenset | None:
     """The namespaces a pod (anti-)affinity term of a pod in ``owner_ns`` selects; None = every namespace.
 
-    ``namespaces`` listed, else the owner's namespace; an empty ``namespaceSelector`` ({}) selects every namespace.
-    Namespace labels are not known here: a non-empty namespaceSelector is ignored (the solver) or, with
-    ``any_selector_is_all``, taken as every namespace (the simulator's kube-scheduler)."""
+    As Karpenter's ``buildNamespaceList``: no ``namespaceSelector``: the ``namespaces`` listed, else the owner's
+    namespace; a ``namespaceSelector``: the namespaces whose labels it selects (``namespaces``: {name: labels},
+    best a :class:`NamespaceLabels`) and those listed; an empty one ({}) selects every namespace.  When the
+    namespaces' labels are not known (``namespaces`` None), a non-empty selector is ignored (the listed namespaces,
+    else the owner's) or, with ``any_selector_is_all``, taken as every namespace."""
     ns = term.get("namespaces") or []
     nss = term.get("namespaceSelector")
-    if nss is not None and (any_selector_is_all or not (nss.get("matchLabels") or nss.get("matchExpressions"))):
-        return None
+    if nss is not None:
+        if not (nss.get("matchLabels") or nss.get("matchExpressions")):
+            return None
+        if namespaces is not None:
+            return namespace_labels(namespaces).selected(nss).union(ns)
+        if any_selector_is_all:
+            return None
     return frozenset(ns) if ns else frozenset([owner_ns])
+
+
+def has_namespace_selector(pod: dict) -> bool:
+    """Does a pod (anti-)affinity term of ``pod`` (required or preferred) carry a non-empty namespaceSelector (one
+    only the namespaces' labels answer)?"""
+    aff = (pod.get("spec") or {}).get("affinity") or {}
+    for field in ("podAffinity", "podAntiAffinity"):
+        block = aff.get(field) or {}
+        terms = list(block.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+        terms += [(w or {}).get("podAffinityTerm") or {} for w in block.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
+        for t in terms:
+            nss = (t or {}).get("namespaceSelector")
+            if nss and (nss.get("matchLabels") or nss.get("matchExpressions")):
+                return True
+    return False
 
 
 def label_selector_matches(sel: dict | None, labels: dict | None, extra: dict | None = None) -> bool:
@@ -173,10 +200,11 @@ def label_selector_matches(sel: dict | None, labels: dict | None, extra: dict | 
         return False
 
 
-def affinity_term_matches(term: dict, owner_ns: str, pod: dict) -> bool:
-    """Does ``pod`` match a pod (anti-)affinity term declared by a pod of namespace ``owner_ns``?  (The
-    kube-scheduler's view: a namespaceSelector selects every namespace, namespace labels not being modelled.)"""
-    nss = term_namespaces(term, owner_ns, any_selector_is_all=True)
+def affinity_term_matches(term: dict, owner_ns: str, pod: dict, namespaces: dict | None = None) -> bool:
+    """Does ``pod`` match a pod (anti-)affinity term declared by a pod of namespace ``owner_ns``?  ``namespaces``
+    ({name: labels}, best a :class:`NamespaceLabels`): the namespaces a namespaceSelector selects from; None (not
+    known): a non-empty namespaceSelector selects every namespace."""
+    nss = term_namespaces(term, owner_ns, any_selector_is_all=True, namespaces=namespaces)
     if nss is not None and pod_namespace(pod) not in nss:
         return False
     return label_selector_matches(term.get("labelSelector"), (pod.get("metadata") or {}).get("labels") or {})

@@ -138,14 +138,15 @@ def _freed_usage(usage: dict | None, candidates: list, nodepools: list, capacity
 
 
 def simulate_removal(candidates, *, others, nodepools, daemonsets=(), usage=None, pending=(), max_instance_types=60,
-                     capacity=None, min_values_policy: str = MIN_VALUES_STRICT) -> RescheduleResult:
+                     capacity=None, min_values_policy: str = MIN_VALUES_STRICT, namespaces=None) -> RescheduleResult:
     """Schedule the candidates' pods (with the pending pods) as if the candidates were gone.
 
     ``candidates`` and ``others`` are :class:`ExistingNode` (``others`` includes in-flight NodeClaims, with
     ``in_flight=True``); ``nodepools`` are :class:`NodePoolInput`; ``usage`` is NodePool -> {resource: int} as the
     solver takes it; ``capacity`` optionally gives a candidate's capacity by node name (what it counts against its
     NodePool's limits; default: its instance type's capacity from ``nodepools``, else its allocatable);
-    ``min_values_policy``: as :func:`~.solver.solve` takes it.  Raises SchedulingError on malformed input.
+    ``min_values_policy``: as :func:`~.solver.solve` takes it; ``namespaces``: the cluster's namespaces and their
+    labels ({name: labels}, for namespaceSelectors; None: not known).  Raises SchedulingError on malformed input.
     """
     candidates = list(candidates)
     for i, node in enumerate(candidates):
@@ -159,7 +160,8 @@ def simulate_removal(candidates, *, others, nodepools, daemonsets=(), usage=None
     freed = _freed_usage(usage, candidates, nodepools, dict(capacity or {}))
     res = solve(SchedulingInput(pods=pending + moved, nodepools=list(nodepools), existing_nodes=keep,
                                 daemonsets=list(daemonsets), nodepool_usage=freed,
-                                max_instance_types=max_instance_types), min_values_policy=min_values_policy)
+                                max_instance_types=max_instance_types, namespaces=namespaces),
+                min_values_policy=min_values_policy)
     mine = set(moved_keys)
     out = RescheduleResult(new_nodeclaims=list(res.nodeclaims), rescheduled=moved_keys, price=res.cost_per_hour,
                            usage=freed)

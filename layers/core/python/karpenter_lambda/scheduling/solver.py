@@ -74,7 +74,7 @@ class _Solver(Placement, SpreadShares, BulkPacker, Finalizer):
         self.max_types = max(1, int(inp.max_instance_types or 60))
         self.share_factor = 4
         self.unsched: list[Unschedulable] = []
-        self.classes = build_classes(inp.pods, self._zone_map, self.unsched)
+        self.classes = build_classes(inp.pods, self._zone_map, self.unsched, inp.namespaces)
         rset = {"cpu", "memory", "pods"}
         for c in self.classes:
             rset.update(c.req)
@@ -100,9 +100,10 @@ class _Solver(Placement, SpreadShares, BulkPacker, Finalizer):
         self.min_vec: list = []
         self.init_placement()
         self.init_finalize()
-        self.existing_nodes = build_existing_nodes(inp.existing_nodes or [], self.rindex, self.rpos, self.pool_by_name)
+        self.existing_nodes = build_existing_nodes(inp.existing_nodes or [], self.rindex, self.rpos, self.pool_by_name,
+                                                   inp.namespaces)
         self.nodes: list[SimNode] = list(self.existing_nodes)  # existing first, then planned in creation order
-        self.topology = TopologyTracker(self.pools, self.existing_nodes, self.classes)
+        self.topology = TopologyTracker(self.pools, self.existing_nodes, self.classes, inp.namespaces)
         self.no_limits = not any(p.remaining for p in self.pools)
         # some NodePool taints PreferNoSchedule: only then is that effect tolerated as the last relaxation (Karpenter)
         self.pns_pools = any(t.get("effect") == "PreferNoSchedule" for p in self.pools for t in p.taints)

@@ -123,9 +123,11 @@ def node_filter(con: Constraint, terms, tolerations) -> NodeFilter | None:
     return NodeFilter(fterms, ftols)
 
 
-def pod_constraints(pod: dict) -> list[tuple]:
+def pod_constraints(pod: dict, namespaces: dict | None = None) -> list[tuple]:
     """``[(Constraint, Selector, namespaces)]`` a pod declares: spread constraints, required and preferred
-    pod affinity / anti-affinity (preferred ones carry their weight and ``required=False``)."""
+    pod affinity / anti-affinity (preferred ones carry their weight and ``required=False``).  ``namespaces``: the
+    cluster's namespaces and their labels (``predicates.NamespaceLabels``), for the terms' namespaceSelectors
+    (None: not known, ``predicates.term_namespaces``)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     ns = meta.get("namespace") or "default"
@@ -151,18 +153,19 @@ def pod_constraints(pod: dict) -> list[tuple]:
     for kind, field in ((AFFINITY, "podAffinity"), (ANTI, "podAntiAffinity")):
         block = aff.get(field) or {}
         for term in block.get("requiredDuringSchedulingIgnoredDuringExecution") or []:
-            out.append(_term_constraint(kind, term, ns, plabels, True, 0))
+            out.append(_term_constraint(kind, term, ns, plabels, True, 0, namespaces))
         for wt in block.get("preferredDuringSchedulingIgnoredDuringExecution") or []:
-            out.append(_term_constraint(kind, wt.get("podAffinityTerm") or {}, ns, plabels, False, int(wt.get("weight", 1))))
+            out.append(_term_constraint(kind, wt.get("podAffinityTerm") or {}, ns, plabels, False, int(wt.get("weight", 1)),
+                                        namespaces))
     return out
 
 
-def _term_constraint(kind, term, ns, plabels, required, weight):
+def _term_constraint(kind, term, ns, plabels, required, weight, namespaces=None):
     key = L.normalize_key(term.get("topologyKey") or "")
     if not key:
         raise ValueError(f"spec.affinity: pod {kind} term needs a topologyKey")
     extra = {k: plabels[k] for k in term.get("matchLabelKeys") or [] if k in plabels}
     sel = Selector(term.get("labelSelector"), extra)
-    nss = term_namespaces(term, ns)
+    nss = term_namespaces(term, ns, namespaces=namespaces)
     text = f"{'' if required else 'preferred '}pod {kind} {key} selector {sel}"
     return Constraint(kind, key, (kind, key, nss, sel.sig), 1, None, required, weight, text), sel, nss

@@ -28,8 +28,9 @@ class TopologyTracker:
     ``inv``) and whether it is unconstrained (``simple``).  ``why``: the text of the constraint that refused the
     last :meth:`check`."""
 
-    def __init__(self, pools: list, existing_nodes: list[SimNode], classes: list[PodClass]):
+    def __init__(self, pools: list, existing_nodes: list[SimNode], classes: list[PodClass], namespaces: dict | None = None):
         self.pools = pools
+        self.namespaces = namespaces   # the namespaces' labels (namespaceSelectors); None: not known
         self.existing_nodes = existing_nodes
         self.groups: dict = {}
         self.group_list: list = []
@@ -49,7 +50,7 @@ class TopologyTracker:
                 owners.append((con, sel, nss))
         existing_owned = []
         for n in self.existing_nodes:
-            facts = node_facts(n.existing)
+            facts = node_facts(n.existing, self.namespaces)
             if facts is not None:
                 for con, sel, nss in facts.anti:
                     owners.append((con, sel, nss))
@@ -57,7 +58,7 @@ class TopologyTracker:
                 continue
             for p in n.existing.pods or []:
                 try:
-                    for con, sel, nss in T.pod_constraints(p):
+                    for con, sel, nss in T.pod_constraints(p, self.namespaces):
                         if con.kind == T.ANTI and con.required:
                             owners.append((con, sel, nss))
                             existing_owned.append((n, con))
@@ -115,7 +116,7 @@ class TopologyTracker:
         member_of: dict = {}
         fpass = self._fpass
         for n in self.existing_nodes:
-            facts = node_facts(n.existing)
+            facts = node_facts(n.existing, self.namespaces)
             if facts is not None:
                 sets = facts.labelsets
             else:

@@ -13,7 +13,7 @@ or terminating), highest priority first, then oldest:
   must be tolerated (``PreferNoSchedule`` is ignored); host ports;
 * inter-pod constraints: required pod affinity and anti-affinity (any
   ``topologyKey``; ``labelSelector``; ``namespaces``/``namespaceSelector``,
-  a non-empty namespaceSelector taken as every namespace; the anti-affinity
+  a namespaceSelector evaluated on the stored Namespaces' labels; the anti-affinity
   of pods already bound is honoured symmetrically; the first pod of a group
   that matches its own affinity term may go anywhere) and topology spread
   constraints with ``whenUnsatisfiable: DoNotSchedule`` (``maxSkew``,
@@ -93,11 +93,10 @@ def _host_ports(pod: dict) -> frozenset:
 
 
 # ----------------------------------------------------------------------------- inter-pod constraints
-# (the predicates are the solver's: scheduling.predicates; a namespaceSelector selects every namespace here,
-# namespace labels not being modelled)
+# (the predicates are the solver's: scheduling.predicates; a namespaceSelector selects among the stored Namespaces'
+# labels, read once per pass when some pod has one)
 _selector_matches = P.label_selector_matches
 _ns = P.pod_namespace
-_term_matches = P.affinity_term_matches
 
 
 def _labels(obj: dict) -> dict:
@@ -112,10 +111,14 @@ def _required_terms(pod: dict, kind: str) -> list[dict]:
 class _Placement:
     """Where the non-terminal pods are bound, updated as the pass binds."""
 
-    def __init__(self, nodes: list[dict]):
+    def __init__(self, nodes: list[dict], namespaces=None):
         self.node_labels = {n["metadata"]["name"]: _labels(n) for n in nodes}
         self.nodes = nodes
         self.pods: list[tuple[dict, str]] = []  # (pod, node name)
+        self.namespaces = namespaces   # P.NamespaceLabels of the stored Namespaces, None when not read
+
+    def term_matches(self, term: dict, owner_ns: str, pod: dict) -> bool:
+        return P.affinity_term_matches(term, owner_ns, pod, self.namespaces)
 
     def add(self, pod: dict, node: str) -> None:
         if node in self.node_labels:
@@ -139,20 +142,20 @@ class _InterPod:
         for t in _required_terms(pod, "podAntiAffinity"):
             key = t["topologyKey"]
             self.anti.append((key, {placement.value(n, key) for q, n in placement.pods
-                                    if _term_matches(t, _ns(pod), q)} - {None}))
+                                    if placement.term_matches(t, _ns(pod), q)} - {None}))
         # anti-affinity of bound pods that the incoming pod matches: (key, domain)
         self.existing_anti: list[tuple[str, str]] = []
         for q, n in placement.pods:
             for t in _required_terms(q, "podAntiAffinity"):
                 v = placement.value(n, t["topologyKey"])
-                if v is not None and _term_matches(t, _ns(q), pod):
+                if v is not None and placement.term_matches(t, _ns(q), pod):
                     self.existing_anti.append((t["topologyKey"], v))
         self.affinity: list[tuple[str, set, bool]] = []  # (key, domains with a match, anywhere allowed)
         for t in _required_terms(pod, "podAffinity"):
             key = t["topologyKey"]
-            matches = [(q, n) for q, n in placement.pods if _term_matches(t, _ns(pod), q)]
+            matches = [(q, n) for q, n in placement.pods if placement.term_matches(t, _ns(pod), q)]
             self.affinity.append((key, {placement.value(n, key) for _q, n in matches} - {None},
-                                  not matches and _term_matches(t, _ns(pod), pod)))
+                                  not matches and placement.term_matches(t, _ns(pod), pod)))
         self.spread: list[tuple[str, dict, int, int]] = []  # (key, counts per domain, min count, max skew)
         for c in _spread_constraints(pod):
             key = c["topologyKey"]
@@ -213,6 +216,9 @@ class _StoreAccess:
     def nodes(self):
         return self.store.list("nodes", shared=True)
 
+    def namespaces(self):
+        return self.store.list("namespaces", shared=True)
+
     def bind(self, ns, name, node):
         self.store.bind(ns, name, node)
 
@@ -230,6 +236,9 @@ class _ClientAccess:
 
     def nodes(self):
         return self.client.list_nodes()
+
+    def namespaces(self):
+        return self.client.list_namespaces()
 
     def bind(self, ns, name, node):
         self.client.bind_pod(ns, name, node)
@@ -256,7 +265,11 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
     pods = acc.pods()
     used: dict[str, dict[str, int]] = {n["metadata"]["name"]: {} for n in nodes}
     ports: dict[str, set] = {n["metadata"]["name"]: set() for n in nodes}
-    placement = _Placement(nodes)
+    namespaces = None
+    if any(P.has_namespace_selector(p) for p in pods):
+        namespaces = P.NamespaceLabels({(ns.get("metadata") or {}).get("name"): (ns.get("metadata") or {}).get("labels") or {}
+                                        for ns in acc.namespaces()})
+    placement = _Placement(nodes, namespaces)
     pending = []
     for p in pods:
         phase = (p.get("status") or {}).get("phase")

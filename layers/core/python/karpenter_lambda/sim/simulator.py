@@ -70,8 +70,9 @@ from .workloads import WorkloadController
 # start, a Scenario step, an off-peak window edge, a budget window edge), whatever keeps happening
 DEFAULT_MAX_TIME = 6 * 3600.0
 # other kinds the simulated API server keeps (PodDisruptionBudgets are honoured by its eviction API; storage is
-# bound and provisioned by sim/storage.py and the kube-scheduler), created in this order
-STORED_KINDS = {"RuntimeClass": "runtimeclasses", "LimitRange": "limitranges", "PriorityClass": "priorityclasses",
+# bound and provisioned by sim/storage.py and the kube-scheduler; Namespaces' labels are what a pod (anti-)affinity
+# term's namespaceSelector selects), created in this order
+STORED_KINDS = {"Namespace": "namespaces", "RuntimeClass": "runtimeclasses", "LimitRange": "limitranges", "PriorityClass": "priorityclasses",
                 "StorageClass": "storageclasses",
                 "PersistentVolume": "persistentvolumes",
                 "PersistentVolumeClaim": "persistentvolumeclaims", "PodDisruptionBudget": "poddisruptionbudgets"}
@@ -222,6 +223,12 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
             self.store = store
             for obj in list(nodeclasses) + list(nodepools) + list(self.offpeak_schedules) + list(self.overlays):
                 store.put(obj)
+            for obj in self.stored:   # Namespaces first, before any object of theirs
+                if obj.kind == "Namespace":
+                    if server.store.get("namespaces", obj.name) is None:
+                        server.store.create("namespaces", _strip(obj.doc))
+                    else:   # one the API server starts with (default, kube-system, ...): its labels
+                        server.store.patch("namespaces", obj.name, {"metadata": {"labels": obj.metadata.get("labels") or {}}})
             for ds in wl.daemonsets:
                 server.store.create("daemonsets", _strip(ds), (ds.get("metadata") or {}).get("namespace") or "default")
             for obj in self.stored:   # the pods' admission reads them: stored first
@@ -230,7 +237,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
             for pod in wl.pods:
                 server.store.create("pods", _strip(pod), pod["metadata"].get("namespace") or "default")
             for obj in self.stored:
-                if obj.kind not in ADMISSION_KINDS:
+                if obj.kind not in ADMISSION_KINDS and obj.kind != "Namespace":
                     server.store.create(STORED_KINDS[obj.kind], _strip(obj.doc), obj.metadata.get("namespace") or "default")
             self.workload_controller = WorkloadController(server, region=self.region)
             for doc in self.workload_docs:
