@@ -141,7 +141,8 @@ class Finalizer:
         (_, o, t0), keep, it_req = hit
         vals = {r: used[i] for i, r in enumerate(self.rindex) if used[i]}
         # the DaemonSet overhead the NodeClaim asks: the least of its launch types' (Karpenter's addDaemonRequests)
-        for k, v in min_overhead(t.daemon for t in keep).items():
+        over = pool.daemon if pool.daemon_groups <= 1 else min_overhead(t.daemon for t in keep)   # one group: its own
+        for k, v in over.items():
             vals[k] = vals.get(k, 0) + v
         final_reqs = reqs.copy()
         final_reqs.add(it_req)
