@@ -167,7 +167,7 @@ class NodeClaimTemplate:
 
         def group_key(treqs: Requirements) -> tuple:
             proj = tuple((r.complement, r.values, r.gt, r.lt) if r is not None else None
-                         for r in map(treqs._reqs.get, term_keys))
+                         for r in (treqs.get(k) if treqs.has(k) else None for k in term_keys))
             key = group_of.get(proj)
             if key is None:
                 key = group_of[proj] = everywhere + tuple(
