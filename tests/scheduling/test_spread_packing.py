@@ -176,3 +176,26 @@ def test_a_removal_whose_result_breaks_zone_spread_is_refused():
     from karpenter_lambda.scheduling.reschedule import simulate_removal
     res = simulate_removal([c], others=[a, b], nodepools=[NodePoolInput(nodepool(), catalog())])
     assert res.all_rescheduled, res.unschedulable
+
+
+def test_the_second_look_counts_only_the_nodes_the_spread_filters_in():
+    """The re-check counts as the solver does (topology.node_filter): a pod requiring spot by node affinity (not only a
+    nodeSelector) does not count an on-demand node's zone as a domain, so moving the spot pods of 1c to 1a and 1b is
+    no skew (counted over every node, 1c would hold 0 after the move: skew 2)."""
+    from karpenter_lambda.scheduling import SchedulingResult
+    from karpenter_lambda.scheduling.reschedule import _spread_recheck
+
+    spot = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": L.CAPACITY_TYPE, "operator": "In", "values": ["spot"]}]}]}}}}
+
+    def node(name, zone, n, ct):
+        ps = [dict(p, spec=dict(p["spec"], nodeName=name, **spot)) for p in deployment(n, spread=[tsc(L.ZONE)],
+                                                                                        prefix=name)]
+        return ExistingNode(name, labels={L.ZONE: zone, L.HOSTNAME: name, L.CAPACITY_TYPE: ct},
+                            allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}, pods=ps, zone=zone)
+    a, b, c = node("a", "us-east-1a", 1, "spot"), node("b", "us-east-1b", 1, "spot"), node("c", "us-east-1c", 2, "spot")
+    od = node("od", "us-east-1c", 0, "on-demand")   # zone 1c keeps an on-demand node: not a domain of the spread
+    moved = c.pods
+    spread_out = SchedulingResult(existing={"a": [f"default/{moved[0]['metadata']['name']}"],
+                                            "b": [f"default/{moved[1]['metadata']['name']}"]})
+    assert _spread_recheck([c], [a, b, od], moved, spread_out) == {}

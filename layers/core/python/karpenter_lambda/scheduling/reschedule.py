@@ -24,6 +24,7 @@ from ..api.quantity import resource_value
 from . import topology as T
 from .existing_pods import matches
 from .model import MIN_VALUES_STRICT, ExistingNode, SchedulingError, SchedulingInput
+from .predicates import node_terms
 from .solver import solve
 from .taints import tolerates
 
@@ -197,7 +198,9 @@ def _spread_recheck(candidates, keep, moved, res) -> dict:
     the pods each constraint selects on the nodes kept, plus where the moved pods went (existing nodes or new
     NodeClaims), against the same counts before the move.  A constraint whose skew exceeds maxSkew and is worse than
     before makes the move invalid (the solver should never propose one: this is the consolidation's second look).
-    Domains: those of nodes whose labels satisfy the pod's nodeSelector.  Returns {pod key: reason}."""
+    Domains: those of nodes passing the constraint's node filter (``topology.node_filter``: the pod's own nodeSelector
+    and required node affinity, its tolerations under nodeTaintsPolicy Honor), as the solver counts them.  Returns
+    {pod key: reason}."""
     rules = {}
     for p in moved:
         try:
@@ -232,17 +235,18 @@ def _spread_recheck(candidates, keep, moved, res) -> dict:
             by_pair.setdefault(pair, []).append(v)
     kept = len(keep)
     node_labels = {n.name: n.labels or {} for n in keep}
-    placed = {k: node_labels.get(name, {}) for name, ks in res.existing.items() for k in ks}
-    placed.update(new_labels)
+    node_taints = {n.name: n.taints or () for n in keep}
+    placed = {k: (node_labels.get(name, {}), node_taints.get(name, ())) for name, ks in res.existing.items() for k in ks}
+    placed.update((k, (labels, ())) for k, labels in new_labels.items())
     out = {}
     for con, group, pod, key in rules.values():
-        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+        nf = T.node_filter(con, node_terms(pod, own=True), (pod.get("spec") or {}).get("tolerations"))
 
-        def domain(labels):
-            if any(labels.get(k) != v for k, v in selector.items()):
+        def domain(labels, taints=()):
+            if nf is not None and not nf.passes_labels(labels, taints):
                 return None
             return labels.get(con.key)
-        doms = [domain(n.labels or {}) for n in keep] + [domain(n.labels or {}) for n in candidates]
+        doms = [domain(n.labels or {}, n.taints or ()) for n in keep + list(candidates)]
         before = {d: 0 for d in doms[:kept] if d is not None}
         after = dict(before)
         sel = group.selector.labels
@@ -258,7 +262,7 @@ def _spread_recheck(candidates, keep, moved, res) -> dict:
         for k, p in by_key.items():
             meta = p.get("metadata") or {}
             if k in placed and group.matches(meta.get("namespace") or "default", meta.get("labels") or {}):
-                d = domain(placed[k])
+                d = domain(*placed[k])
                 if d is not None:
                     after[d] = after.get(d, 0) + 1
         skew_after = max(after.values(), default=0) - min(after.values(), default=0)
