@@ -122,3 +122,21 @@ def test_taints():
     pns = {"key": "soft", "effect": "PreferNoSchedule"}
     assert untolerated([], [pns]) == pns
     assert untolerated([], [pns], tolerate_prefer_no_schedule=True) is None
+
+
+def test_signature_is_kept_until_the_set_changes():
+    """The signature is computed once per set and dropped by every change: a copy starts from it, an ``add``
+    (also one that narrows an existing key) or ``without`` gives the signature of what the set now holds."""
+    a = Requirements([R("k", "In", ["a", "b"])])
+    s0 = a.signature()
+    assert a.signature() is s0                                  # kept
+    b = a.copy()
+    assert b.signature() == s0
+    b.add(R("k", "In", ["a"]))                                  # narrows k: a different set
+    assert b.signature() != s0 and b.signature() == Requirements([R("k", "In", ["a"])]).signature()
+    assert a.signature() == s0                                  # the original is unchanged
+    a.add(R("z", "Exists"))
+    assert a.signature() == Requirements([R("k", "In", ["a", "b"]), R("z", "Exists")]).signature()
+    assert a.without("z").signature() == s0
+    assert a.intersection(Requirements([R("k", "In", ["b"])])).signature() == \
+        Requirements([R("k", "In", ["b"]), R("z", "Exists")]).signature()

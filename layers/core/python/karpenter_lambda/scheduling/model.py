@@ -189,7 +189,7 @@ class SimNode:
     """An existing / in-flight node (fixed) or a NodeClaim planned in this round."""
 
     __slots__ = ("id", "fixed", "pool", "reqs", "labels", "taints", "cap", "used", "pods", "target", "ports",
-                 "limit_snapshot", "existing", "order", "keys", "dcache", "launch", "block")
+                 "limit_snapshot", "existing", "order", "keys", "dcache", "launch", "block", "fit")
 
     def __init__(self, id_, fixed, pool, reqs, labels, taints, cap, used):
         self.id = id_
@@ -210,6 +210,10 @@ class SimNode:
         self.dcache = None
         self.launch = None
         self.block = None
+        # placement's last requirement check that passed: (class requirements, the node's requirements after it,
+        # its target after it, the ``over`` type) -- the same class requirements asked again of the node as it was
+        # left pass again, unchanged (``Placement.try_node``)
+        self.fit = None
 
     def domains(self, key: str):
         """Possible domains of this node for ``key`` (a tuple), () when the node has no such label."""

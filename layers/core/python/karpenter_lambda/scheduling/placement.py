@@ -79,14 +79,23 @@ class Placement:
             pool = node.pool
             if untolerated(c.tolerations, pool.taints, c.tolerate_pns) or c.hostname_blocks():
                 return 0
-            if len(c.reqs):
-                if node.reqs.compatible(c.reqs) is not None:
-                    return 0
-                new_reqs = node.reqs.intersection(c.reqs)
-                if node.target.reqs.intersects(new_reqs) is not None or node.target.cheapest(new_reqs) is None:
-                    return 0
-            else:
+            if not len(c.reqs):
                 new_reqs = None
+            else:
+                fit = node.fit
+                if fit is not None and fit[0] is c.reqs and fit[1] is node.reqs and fit[2] is node.target \
+                        and fit[3] is over:
+                    # these requirements passed on this node as it was left: its requirements already hold them
+                    # (intersecting again changes nothing) and its target and ``over`` type took them
+                    new_reqs = node.reqs
+                else:
+                    if node.reqs.compatible(c.reqs) is not None:
+                        return 0
+                    new_reqs = node.reqs.intersection(c.reqs)
+                    if new_reqs == node.reqs:
+                        new_reqs = node.reqs   # nothing narrowed: the node keeps its object (and cached signature)
+                    if node.target.reqs.intersects(new_reqs) is not None or node.target.cheapest(new_reqs) is None:
+                        return 0
         if c.cons or c.inv:
             allow, chosen = self.topology.check(c, node, False)
             if allow <= 0:
@@ -115,6 +124,8 @@ class Placement:
             node.cap = over.avail
         if new_reqs is not None and not node.fixed:
             node.reqs = new_reqs
+            if not c.cons and not c.inv:   # (a topology choice may have added to them: not the class's alone)
+                node.fit = (c.reqs, new_reqs, node.target, over)
         self.place(c, node, n)
         return n
 

@@ -202,10 +202,13 @@ class Requirement:
 class Requirements:
     """key -> Requirement; adding a requirement for a key already present intersects them."""
 
-    __slots__ = ("_reqs",)
+    # ``_sig``: the signature, computed on first use and dropped by every change (only ``add`` and the constructors
+    # below write ``_reqs``): the solver asks a NodeClaim's or a class's signature many times between changes
+    __slots__ = ("_reqs", "_sig")
 
     def __init__(self, reqs: Iterable[Requirement] = ()):
         self._reqs: dict[str, Requirement] = {}
+        self._sig = None
         for r in reqs:
             self.add(r)
 
@@ -223,6 +226,7 @@ class Requirements:
     def copy(self) -> "Requirements":
         r = Requirements()
         r._reqs = dict(self._reqs)
+        r._sig = self._sig
         return r
 
     def without(self, *keys: str) -> "Requirements":
@@ -234,6 +238,7 @@ class Requirements:
     def add(self, req: Requirement) -> "Requirements":
         cur = self._reqs.get(req.key)
         self._reqs[req.key] = req if cur is None else cur.intersection(req)
+        self._sig = None
         return self
 
     def add_all(self, other: "Requirements") -> "Requirements":
@@ -280,7 +285,11 @@ class Requirements:
         return [self._reqs[k].to_dict() for k in sorted(self._reqs)]
 
     def signature(self) -> tuple:
-        return tuple(sorted((hash(r), k) for k, r in self._reqs.items()))
+        """A hashable key equal for equal requirement sets (computed once until the set changes)."""
+        sig = self._sig
+        if sig is None:
+            sig = self._sig = tuple(sorted((hash(r), k) for k, r in self._reqs.items()))
+        return sig
 
     # -- algebra ----------------------------------------------------------------------
     def intersects(self, other: "Requirements") -> str | None:
