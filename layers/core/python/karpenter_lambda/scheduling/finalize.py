@@ -29,6 +29,7 @@ class Finalizer:
         self._final_cache: dict = {}
         self._reqs_exotic: dict = {}
         self._text_cache: dict = {}
+        self._same_domains: dict = {}   # (type, type, requirements signature) -> they offer the same zones/capacity types
         self._exotic_idx = [self.rpos[r] for r in EXOTIC_RESOURCES if r in self.rpos]
 
     def result(self, pending) -> SchedulingResult:
@@ -116,12 +117,19 @@ class Finalizer:
         t0 = None
         if fin is not None:
             t0 = fin[0][2]
-            z, ct = node.reqs.get(L.ZONE), node.reqs.get(L.CAPACITY_TYPE)
+            if t0 is not node.target:
+                # kept per pair of types and requirement set (the nodes of one zone ask it again and again); each
+                # entry holds both types, so their ids stay theirs
+                sk = (id(t0), id(node.target), ck[0])
+                hit = self._same_domains.get(sk)
+                if hit is None:
+                    z, ct = node.reqs.get(L.ZONE), node.reqs.get(L.CAPACITY_TYPE)
 
-            def zc(t):
-                return {(o.zone, o.capacity_type) for o in t.offers if z.has(o.zone) and ct.has(o.capacity_type)}
-            if t0 is not node.target and zc(t0) != zc(node.target):
-                t0 = None
+                    def zc(t):
+                        return {(o.zone, o.capacity_type) for o in t.offers if z.has(o.zone) and ct.has(o.capacity_type)}
+                    hit = self._same_domains[sk] = (t0, node.target, zc(t0) == zc(node.target))
+                if not hit[2]:
+                    t0 = None
         node.launch = t0 if t0 is not None else False
         return node.launch
 

@@ -189,13 +189,15 @@ def _with_pod_facts(inp: SchedulingInput, relax: bool) -> SchedulingResult:
     ``ValidatePersistentVolumeClaims``) or volume constraints (named in the reason when the pod stays unschedulable;
     scheduling/volumes.py)."""
     problems, notes = inp.pod_problems or {}, inp.pod_notes or {}
-    blocked, pods = [], []
-    for p in inp.pods:
-        key = pod_key(p) if isinstance(p, dict) else None
-        if key in problems:
-            blocked.append(Unschedulable(key, problems[key]))
-        else:
-            pods.append(p)
+    blocked, pods = [], inp.pods
+    if problems:   # (only notes, the usual case: every pod goes to the solve as it is)
+        pods = []
+        for p in inp.pods:
+            key = pod_key(p) if isinstance(p, dict) else None
+            if key in problems:
+                blocked.append(Unschedulable(key, problems[key]))
+            else:
+                pods.append(p)
     res = _solve(replace(inp, pods=pods, pod_problems={}, pod_notes={}), relax)
     for u in res.unschedulable:
         if u.pod in notes:
