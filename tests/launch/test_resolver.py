@@ -109,7 +109,10 @@ def test_alias_at_another_k8s_version_finds_nothing_and_says_why(env):
 
 
 # -- AMIs by terms --------------------------------------------------------------------------
-def test_ami_terms_by_name_tags_id_owner_with_deprecated_last(env):
+def test_ami_terms_by_name_tags_id_owner_keep_one_image_per_arch(env):
+    """One AMI per requirement set (upstream amifamily/ami.go ``amis``): for ORed terms, per architecture; the
+    non-deprecated image beats a newer deprecated one, then the newest wins.  (This test used to expect every match
+    in the status -- [newer, arm, old, new_dep] -- which upstream never holds.)"""
     old = add_image(REGION, name="team-ami-1", arch="x86_64", creation_date="2024-01-01T00:00:00Z", tags={"team": "ml"})
     new_dep = add_image(REGION, name="team-ami-3", arch="x86_64", creation_date="2024-06-01T00:00:00Z",
                         deprecation_time="2024-07-01T00:00:00.000Z", tags={"team": "ml"})
@@ -118,26 +121,46 @@ def test_ami_terms_by_name_tags_id_owner_with_deprecated_last(env):
     other = add_image(REGION, name="other-ami", arch="x86_64", owner_id="111122223333", creation_date="2024-02-01T00:00:00Z")
 
     r = resolver(env).resolve(nodeclass(amiFamily="AL2023", amiSelectorTerms=[{"tags": {"team": "ml"}}]))
-    assert [a.id for a in r.amis] == [newer, arm, old, new_dep]  # newest first, deprecated last
-    assert r.amis[-1].deprecated and not r.amis[0].deprecated
+    assert [a.id for a in r.amis] == [newer, arm]  # newest first; old and the deprecated new_dep are not kept
     assert r.ami_for(AMD).id == newer and r.ami_for(ARM).id == arm
-    assert r.status_patch()["amis"][-1]["deprecated"] is True
+    assert [a["id"] for a in r.status_patch()["amis"]] == [newer, arm]
 
     r = resolver(env).resolve(nodeclass(amiFamily="AL2023", amiSelectorTerms=[{"name": "team-ami-*"}]))
-    assert set(a.id for a in r.amis) == {old, newer, new_dep, arm}  # owners self+amazon by default
+    assert [a.id for a in r.amis] == [newer, arm]  # owners self+amazon by default
     r = resolver(env).resolve(nodeclass(amiFamily="AL2023", amiSelectorTerms=[{"name": "other-ami"}]))
     assert r.amis == []  # not owned by self or amazon
     r = resolver(env).resolve(nodeclass(amiFamily="AL2023", amiSelectorTerms=[{"name": "other-ami", "owner": "111122223333"}]))
     assert [a.id for a in r.amis] == [other]
     r = resolver(env).resolve(nodeclass(amiFamily="AL2023", amiSelectorTerms=[{"id": old}, {"id": arm}]))
     assert [a.id for a in r.amis] == [arm, old]
+    # two id terms of one architecture: the newer only
+    r = resolver(env).resolve(nodeclass(amiFamily="AL2023", amiSelectorTerms=[{"id": old}, {"id": newer}]))
+    assert [a.id for a in r.amis] == [newer]
+    # only deprecated images left for the arch: the deprecated one is kept (and marked)
+    r = resolver(env).resolve(nodeclass(amiFamily="AL2023", amiSelectorTerms=[{"id": new_dep}]))
+    assert [a.id for a in r.amis] == [new_dep] and r.status_patch()["amis"][0]["deprecated"] is True
 
 
-def test_image_tags_with_well_known_labels_become_requirements(env):
+def test_ami_ties_break_by_name_then_id():
+    """upstream compareAMI: same deprecation and creation second -> the greater name; our last resort the smaller id."""
+    from karpenter_lambda.adapters.aws.amis import one_per_requirements
+
+    arch = [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
+    a = AMI("ami-a", "img-a", "amd64", "2025-01-01T00:00:00Z", requirements=arch)
+    b = AMI("ami-b", "img-b", "amd64", "2025-01-01T00:00:00.400Z", requirements=arch)
+    assert [x.id for x in one_per_requirements([a, b])] == ["ami-b"]
+    assert [x.id for x in one_per_requirements([b, a])] == ["ami-b"]
+    c = AMI("ami-c", "img-b", "amd64", "2025-01-01T00:00:00Z", requirements=arch)
+    assert [x.id for x in one_per_requirements([c, b])] == ["ami-b"]
+
+
+def test_image_tags_are_not_requirements(env):
+    """Karpenter v0.x read well-known labels from an image's tags as requirements; v1 does not (upstream v1.0.0
+    removed ``getRequirementsFromImage``): the image's architecture is its only requirement."""
     img = add_image(REGION, name="gpu-only", arch="x86_64", tags={"karpenter.k8s.aws/instance-family": "g5"})
     r = resolver(env).resolve(nodeclass(amiFamily="AL2023", amiSelectorTerms=[{"id": img}]))
-    assert r.ami_for({"kubernetes.io/arch": "amd64", "karpenter.k8s.aws/instance-family": "m5"}) is None
-    assert r.ami_for({"kubernetes.io/arch": "amd64", "karpenter.k8s.aws/instance-family": "g5"}).id == img
+    assert r.amis[0].requirements == [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
+    assert r.ami_for({"kubernetes.io/arch": "amd64", "karpenter.k8s.aws/instance-family": "m5"}).id == img
 
 
 def test_ami_for_accepts_catalog_instance_types():

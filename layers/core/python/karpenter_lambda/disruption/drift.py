@@ -9,13 +9,18 @@ Karpenter's checks, in its order (pkg/controllers/nodeclaim/disruption/drift.go,
 2. ``RequirementsDrifted``: the NodeClaim's labels (with its Node's) no longer satisfy every NodePool requirement,
    strictly (a required key the node lacks drifts; widening a list never does).
 3. ``NodeClassDrift``: the EC2NodeClass static-field hash (``karpenter.k8s.aws/ec2nodeclass-hash``) differs.
-4. ``AMIDrift``: the AMI the node runs is not among the EC2NodeClass's resolved AMIs (a new release behind
-   ``al2023@latest``; a pinned ``al2023@v20250101`` resolves to the same AMI and does not drift).
-5. ``SubnetDrift``: the node's subnet is no longer selected.  6. ``SecurityGroupDrift``: its security groups differ
-   from the resolved set.
-7. ``InstanceTypeNotFound``: its instance type left the catalog, or has no offering in its zone and capacity type.
+4. ``AMIDrift``: the AMI the node runs is not the one the EC2NodeClass resolves now for its instance type
+   (karpenter-provider-aws ``pkg/cloudprovider/drift.go`` ``isAMIDrifted``: the first resolved AMI whose
+   requirements the type meets, the same ``ami_for`` launch picks with; a new release behind ``al2023@latest``, a
+   newer image matching the same tags; a pinned ``al2023@v20250101`` resolves to the same AMI and does not drift).
+5. ``SecurityGroupDrift``: its security groups differ from the resolved set.  6. ``SubnetDrift``: its subnet is no
+   longer selected.  7. ``CapacityReservationDrift``: its capacity reservation is no longer selected.
+8. ``PlacementGroupDrift``: its ``karpenter.k8s.aws/placement-group-id`` label is not the id of the placement group
+   the EC2NodeClass resolves now (``isPlacementGroupDrifted``: a selector added, removed or naming another group,
+   the group deleted); no evidence when the group could not be described.
+9. ``InstanceTypeNotFound``: its instance type left the catalog, or has no offering in its zone and capacity type.
 
-The cloud-side checks (3-6) run only when the EC2NodeClass resolved in this snapshot (an unresolved one says
+The cloud-side checks (3-8) run only when the EC2NodeClass resolved in this snapshot (an unresolved one says
 nothing about drift).  :class:`Drift` is the method: eventual class, replacement first, empty nodes first, then one
 non-empty node per NodePool per sweep, earliest drift first; a node whose pods cannot all be rescheduled is skipped
 for the next one.  A node's pods are never counted on room that is already spoken for (:mod:`.replace`): not on an
@@ -44,8 +49,9 @@ SUBNET_DRIFT = "SubnetDrift"
 SECURITY_GROUP_DRIFT = "SecurityGroupDrift"
 INSTANCE_TYPE_NOT_FOUND = "InstanceTypeNotFound"
 CAPACITY_RESERVATION_DRIFT = REASON_RESERVATION_DRIFT
-DRIFT_KINDS = (NODEPOOL_DRIFTED, REQUIREMENTS_DRIFTED, NODECLASS_DRIFT, AMI_DRIFT, SUBNET_DRIFT, SECURITY_GROUP_DRIFT,
-               INSTANCE_TYPE_NOT_FOUND, CAPACITY_RESERVATION_DRIFT)
+PLACEMENT_GROUP_DRIFT = "PlacementGroupDrift"
+DRIFT_KINDS = (NODEPOOL_DRIFTED, REQUIREMENTS_DRIFTED, NODECLASS_DRIFT, AMI_DRIFT, SECURITY_GROUP_DRIFT, SUBNET_DRIFT,
+               CAPACITY_RESERVATION_DRIFT, PLACEMENT_GROUP_DRIFT, INSTANCE_TYPE_NOT_FOUND)
 
 
 def _static_drift(nc, nodepool, nodeclass) -> tuple[str, str] | None:
@@ -70,7 +76,47 @@ def _requirements_drift(nc, node: dict | None, nodepool) -> tuple[str, str] | No
     return None
 
 
-def _nodeclass_drift(nc, nodeclass, resolved) -> tuple[str, str] | None:
+def _ami_drift(nc, nodeclass, resolved, instance_type_labels: dict | None) -> tuple[str, str] | None:
+    """The image the node runs is not the AMI the EC2NodeClass resolves now for its instance type (upstream
+    ``isAMIDrifted``): ``resolved.ami_for`` -- the one launch picks with -- on the type's labels.  No evidence
+    without an image, resolved AMIs or the type's labels."""
+    image = nc.status.get("imageID")
+    amis = getattr(resolved, "amis", None) or []
+    ami_for = getattr(resolved, "ami_for", None)
+    if not image or not amis or ami_for is None or instance_type_labels is None:
+        return None
+    want = ami_for(instance_type_labels)
+    if want is None:
+        return AMI_DRIFT, (f"AMI {image}: no AMI EC2NodeClass {nodeclass.name} resolves serves instance type "
+                           f"{nc.labels.get(wk.INSTANCE_TYPE, '?')} any more")
+    if want.id != image:
+        return AMI_DRIFT, (f"AMI {image} is no longer the one EC2NodeClass {nodeclass.name} selects for instance type "
+                           f"{nc.labels.get(wk.INSTANCE_TYPE, '?')} ({want.id})")
+    return None
+
+
+def _placement_group_drift(nc, nodeclass, resolved) -> tuple[str, str] | None:
+    """The NodeClaim's placement-group-id label (none: "") is not the id of the group the EC2NodeClass resolves now
+    (none selected or not found: ""), as upstream ``isPlacementGroupDrifted``.  No evidence when the group could not
+    be described (``PlacementGroupReady`` False with ``PlacementGroupResolutionFailed``)."""
+    if resolved is None or nodeclass is None:
+        return None
+    if any(getattr(c, "type", None) == "PlacementGroupReady" and not getattr(c, "status", True)
+           and getattr(c, "reason", "") == "PlacementGroupResolutionFailed"
+           for c in getattr(resolved, "conditions", None) or []):
+        return None
+    have = (nc.labels or {}).get(wk.PLACEMENT_GROUP_ID) or ""
+    group = getattr(resolved, "placement_group", None)
+    want = (getattr(group, "id", "") or "") if group is not None else ""
+    if have == want:
+        return None
+    if not want:
+        return PLACEMENT_GROUP_DRIFT, f"placement group {have} is no longer selected by EC2NodeClass {nodeclass.name}"
+    return PLACEMENT_GROUP_DRIFT, (f"EC2NodeClass {nodeclass.name} selects placement group {want}, the node is "
+                                   f"{'in ' + have if have else 'in none'}")
+
+
+def _nodeclass_drift(nc, nodeclass, resolved, instance_type_labels: dict | None = None) -> tuple[str, str] | None:
     ann = nc.annotations or {}
     if nodeclass is not None:
         have = ann.get(wk.NODECLASS_HASH)
@@ -80,14 +126,9 @@ def _nodeclass_drift(nc, nodeclass, resolved) -> tuple[str, str] | None:
                 return NODECLASS_DRIFT, f"EC2NodeClass {nodeclass.name} changed (hash {have} -> {want})"
     if resolved is None:
         return None
-    image = nc.status.get("imageID")
-    amis = {getattr(a, "id", None) or (a.get("id") if isinstance(a, dict) else None) for a in getattr(resolved, "amis", []) or []}
-    if image and amis and image not in amis:
-        return AMI_DRIFT, f"AMI {image} is no longer selected by EC2NodeClass {nodeclass.name} ({', '.join(sorted(a for a in amis if a))})"
-    subnet = ann.get(wk.SUBNET_ANNOTATION)
-    subnets = {s.get("id") for s in getattr(resolved, "subnets", []) or []}
-    if subnet and subnets and subnet not in subnets:
-        return SUBNET_DRIFT, f"subnet {subnet} is no longer selected by EC2NodeClass {nodeclass.name}"
+    found = _ami_drift(nc, nodeclass, resolved, instance_type_labels)
+    if found:
+        return found
     groups = ann.get(wk.SECURITY_GROUPS_ANNOTATION)
     if groups:
         try:
@@ -97,6 +138,10 @@ def _nodeclass_drift(nc, nodeclass, resolved) -> tuple[str, str] | None:
         want_sg = sorted(getattr(resolved, "security_group_ids", []) or [])
         if have_sg is not None and want_sg and have_sg != want_sg:
             return SECURITY_GROUP_DRIFT, f"security groups {have_sg} differ from EC2NodeClass {nodeclass.name}'s {want_sg}"
+    subnet = ann.get(wk.SUBNET_ANNOTATION)
+    subnets = {s.get("id") for s in getattr(resolved, "subnets", []) or []}
+    if subnet and subnets and subnet not in subnets:
+        return SUBNET_DRIFT, f"subnet {subnet} is no longer selected by EC2NodeClass {nodeclass.name}"
     return None
 
 
@@ -129,6 +174,18 @@ def _instance_type_drift(nc, snap: ClusterSnapshot, nodepool) -> tuple[str, str]
     return None
 
 
+def _instance_type_labels(nc, snap: ClusterSnapshot, nodepool) -> dict | None:
+    """The labels of the NodeClaim's instance type the AMI is chosen on: the catalog's type (as upstream, which asks
+    ``GetInstanceTypes``); the NodeClaim's own labels (the type's, stamped at launch) when the NodePool's catalog was
+    not loaded; None when the type left the catalog (upstream errors out; ``InstanceTypeNotFound`` says it)."""
+    types = snap.instance_types.get(nodepool.name)
+    if types is None:
+        return dict(nc.labels or {})
+    name = (nc.labels or {}).get(wk.INSTANCE_TYPE)
+    it = next((t for t in types if t.name == name), None)
+    return dict(it.labels) if it is not None else None
+
+
 def drift_reason(nc, snap: ClusterSnapshot) -> tuple[str, str] | None:
     """(kind, message) when the NodeClaim drifted, else None.  Only launched NodeClaims drift (as Karpenter): one
     whose launch is not done yet has no instance type, zone or image to compare."""
@@ -141,7 +198,9 @@ def drift_reason(nc, snap: ClusterSnapshot) -> tuple[str, str] | None:
     node = snap.node_of_nodeclaim(nc.name)
     resolved = snap.resolved.get(nodeclass.name) if nodeclass is not None else None
     return (_static_drift(nc, nodepool, nodeclass) or _requirements_drift(nc, node, nodepool)
-            or _nodeclass_drift(nc, nodeclass, resolved) or _reservation_drift(nc, nodeclass, resolved)
+            or _nodeclass_drift(nc, nodeclass, resolved, _instance_type_labels(nc, snap, nodepool))
+            or _reservation_drift(nc, nodeclass, resolved)
+            or _placement_group_drift(nc, nodeclass, resolved)
             or _instance_type_drift(nc, snap, nodepool))
 
 

@@ -10,9 +10,14 @@
 * other terms (ORed): ``id`` (image-id filter), ``name`` (name filter, wildcards allowed), ``tags``
   (``*`` = any value), ``owner`` (alias ``self``/``amazon`` or an account id; a name-only term
   defaults to owners self + amazon), ``ssmParameter`` (an SSM parameter holding an image id).
-  Requirements: the image's arch plus any well-known labels among its tags.
-* Order: non-deprecated before deprecated, then newest ``CreationDate`` first, then image id.
-  ``ami_for(instance_type)`` takes the first image whose requirements the instance type meets.
+  Requirements: the image's arch (Karpenter v1 dropped v0.x's requirements from an image's tags).
+* One AMI per requirement set (karpenter-provider-aws ``pkg/providers/amifamily/ami.go``
+  ``(*DefaultProvider).amis``): of the images sharing a requirement set -- for ORed terms, the images of one
+  architecture -- only the best is kept (:func:`better_ami`: non-deprecated, then newest ``CreationDate``, then the
+  greater name, then the smaller id), so ``tags: {team: a}`` matching v1 and v2 of an x86_64 image keeps v2 alone.
+* Order of what is kept (``amifamily/types.go`` ``AMIs.Sort``): newest ``CreationDate`` first, then image id.
+  ``ami_for(instance_type)`` takes the first image whose requirements the instance type meets; launch and the
+  AMIDrift check both ask it.
 """
 
 from __future__ import annotations
@@ -133,15 +138,46 @@ def is_deprecated(image: dict, now: float) -> tuple[bool, str | None]:
     return t.timestamp() <= now, dt if isinstance(dt, str) else t.isoformat()
 
 
+def _created(a: AMI) -> float:
+    """Creation time in whole seconds (upstream compares ``Unix()``); no date sorts as the oldest."""
+    t = to_datetime(a.creation_date) if a.creation_date else None
+    return float(int(t.timestamp())) if t else float("-inf")
+
+
 def sort_amis(amis: list[AMI]) -> list[AMI]:
-    """Non-deprecated first, newest creation date first, then image id (stable, deterministic)."""
+    """Upstream's ``AMIs.Sort``: newest creation date first, then image id (deprecation plays no part here: it
+    decided which image of a requirement set was kept, :func:`one_per_requirements`)."""
+    return sorted(amis, key=lambda a: (-_created(a), a.id))
 
-    def key(a: AMI):
-        t = to_datetime(a.creation_date)
-        ts = t.timestamp() if t else float("-inf")
-        return (a.deprecated, -ts, a.id)
 
-    return sorted(amis, key=key)
+def better_ami(a: AMI, b: AMI) -> bool:
+    """Whether ``a`` beats ``b`` for the same requirement set (upstream ``compareAMI``): non-deprecated first, then
+    the newer creation date, then the greater name; the smaller id last (upstream keeps whichever DescribeImages
+    returned first, which is not reproducible)."""
+    if a.deprecated != b.deprecated:
+        return not a.deprecated
+    if _created(a) != _created(b):
+        return _created(a) > _created(b)
+    if a.name != b.name:
+        return a.name > b.name
+    return a.id < b.id
+
+
+def requirements_key(requirements: list[dict]) -> tuple:
+    """A requirement set as a hashable value: order of requirements and of values does not matter."""
+    return tuple(sorted((str(r["key"]), str(r["operator"]), tuple(sorted(str(v) for v in r.get("values") or [])))
+                        for r in requirements))
+
+
+def one_per_requirements(amis: list[AMI]) -> list[AMI]:
+    """The best AMI (:func:`better_ami`) of each distinct requirement set, in :func:`sort_amis` order."""
+    best: dict[tuple, AMI] = {}
+    for ami in amis:
+        key = requirements_key(ami.requirements)
+        have = best.get(key)
+        if have is None or better_ami(ami, have):
+            best[key] = ami
+    return sort_amis(list(best.values()))
 
 
 def _label_value_present(labels: dict, key: str) -> bool:
@@ -248,14 +284,7 @@ class AMIProvider:
         arch = AWS_TO_KUBE_ARCH.get(image.get("Architecture") or "")
         if arch is None:
             return None  # only well-known architectures
-        reqs = [{"key": wk.ARCH, "operator": "In", "values": [arch]}]
-        if extra_requirements is not None:
-            reqs += extra_requirements
-        else:
-            for tag in image.get("Tags") or []:
-                k = wk.normalize_key(tag.get("Key", ""))
-                if k in wk.WELL_KNOWN and k != wk.ARCH:
-                    reqs.append({"key": k, "operator": "In", "values": [tag.get("Value", "")]})
+        reqs = [{"key": wk.ARCH, "operator": "In", "values": [arch]}] + list(extra_requirements or [])
         deprecated, dt = is_deprecated(image, self.clock())
         cd = image.get("CreationDate") or ""
         if not isinstance(cd, str):
@@ -297,7 +326,7 @@ class AMIProvider:
                 ami = self._to_ami(image, _variant_requirements(variant))
                 if ami:
                     out.append(ami)
-        return sort_amis(out)
+        return one_per_requirements(out)
 
     # -- selector terms --------------------------------------------------------------
     def _term_query(self, term: dict) -> dict | None:
@@ -343,10 +372,11 @@ class AMIProvider:
                 ami = self._to_ami(image, None)
                 if ami and ami.id not in seen:
                     seen[ami.id] = ami
-        return sort_amis(list(seen.values()))
+        return one_per_requirements(list(seen.values()))
 
     def resolve(self, terms: list[dict]) -> list[AMI]:
-        """AMIs for ``amiSelectorTerms`` (alias or ORed terms), ordered; ``self.errors`` says why when empty."""
+        """AMIs for ``amiSelectorTerms`` (alias or ORed terms): one per requirement set, ordered; ``self.errors`` says
+        why when empty."""
         self.errors = []
         if not terms:
             raise AMIResolutionError("amiSelectorTerms is empty")

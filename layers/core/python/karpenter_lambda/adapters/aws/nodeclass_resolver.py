@@ -78,7 +78,7 @@ class ResolvedNodeClass:
     ami_family: str | None
     subnets: list[dict] = field(default_factory=list)  # [{id, zone, zone_id, available_ips}] most free IPs first
     security_groups: list[dict] = field(default_factory=list)  # [{id, name}]
-    amis: list[AMI] = field(default_factory=list)
+    amis: list[AMI] = field(default_factory=list)  # one per requirement set (amis.one_per_requirements)
     instance_profile: str | None = None
     block_device_mappings: list[dict] = field(default_factory=list)  # CRD shape
     metadata_options: dict = field(default_factory=lambda: dict(DEFAULT_METADATA_OPTIONS))
@@ -110,7 +110,10 @@ class ResolvedNodeClass:
 
     # -- choices ---------------------------------------------------------------------
     def ami_for(self, instance_type) -> AMI | None:
-        """The first AMI (non-deprecated, newest first) whose requirements the instance type meets.
+        """The AMI this EC2NodeClass launches ``instance_type`` with: the first of :attr:`amis` (one per requirement
+        set, newest first) whose requirements the type meets.  Launch templates and the AMIDrift check
+        (``disruption/drift.py``) both ask this, as upstream's launch and ``isAMIDrifted`` both use
+        ``amifamily.MapToInstanceTypes``.
 
         ``instance_type`` is a ``catalog.types.InstanceType`` or a label dict.
         """
