@@ -50,7 +50,7 @@ def test_template_contents_and_tags(env):
     v = env.ec2.describe_launch_template_versions(LaunchTemplateId=lt["id"])["LaunchTemplateVersions"][0]["LaunchTemplateData"]
     assert v["ImageId"] == ami.id
     assert v["IamInstanceProfile"]["Name"] == r.instance_profile
-    assert v["SecurityGroupIds"] == [env.sgs["nodes"]]
+    assert v["NetworkInterfaces"] == [{"DeviceIndex": 0, "Groups": [env.sgs["nodes"]]}] and "SecurityGroupIds" not in v
     assert v["MetadataOptions"]["HttpTokens"] == "required" and v["MetadataOptions"]["HttpPutResponseHopLimit"] == 2
     assert v["BlockDeviceMappings"] == [{"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 20, "VolumeType": "gp3", "Encrypted": True}}]
     ud = base64.b64decode(v["UserData"]).decode()

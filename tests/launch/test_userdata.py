@@ -115,6 +115,35 @@ def test_al2_bootstrap_args_and_user_part_first():
     assert "--image-gc-high-threshold=85" in args and "--cpu-cfs-quota=false" in args
 
 
+def test_al2_user_mime_parts_keep_their_headers():
+    """Upstream ``copyCustomUserDataParts`` (``bootstrap/eksbootstrap.go``) writes each part with its whole header
+    (``multipart.Writer.CreatePart(p.Header)``: canonical keys, sorted), so a base64 part stays base64."""
+    user = (
+        'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="B"\n\n'
+        '--B\nContent-Type: text/x-shellscript; charset="us-ascii"\ncontent-transfer-encoding: base64\n'
+        'X-Note: kept\n\nIyEvYmluL2Jhc2gKZWNobyBoaQo=\n'
+        '--B\nContent-Type: text/cloud-config\n\n#cloud-config\nruncmd: []\n--B--\n'
+    )
+    out = render("AL2", user)
+    msg = email.message_from_string(out)
+    first, second, ours = msg.get_payload()
+    assert first["Content-Transfer-Encoding"] == "base64" and first["X-Note"] == "kept"
+    assert first.get_payload(decode=True) == b"#!/bin/bash\necho hi\n"
+    assert first.get_content_type() == "text/x-shellscript"
+    assert out.index("Content-Transfer-Encoding: base64\nContent-Type: text/x-shellscript") > 0  # sorted, canonical
+    assert second.get_content_type() == "text/cloud-config" and "runcmd" in second.get_payload()
+    assert ours.get_payload().startswith("#!/bin/bash -xe")
+    # AL2023 is left as upstream builds it (mime.NewArchive keeps only the content type)
+    assert "Content-Transfer-Encoding" not in render("AL2023", user)
+
+
+def test_al2_quoted_printable_part_comes_out_decoded_as_go_reads_it():
+    user = ('MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="B"\n\n--B\n'
+            'Content-Type: text/x-shellscript\nContent-Transfer-Encoding: quoted-printable\n\necho caf=C3=A9 a=3Db\n--B--\n')
+    first = email.message_from_string(render("AL2", user)).get_payload()[0]
+    assert first["Content-Transfer-Encoding"] is None and first.get_payload() == "echo café a=b"
+
+
 def test_al2_ipv6_cluster():
     v6 = ClusterInfo(name="c1", endpoint="https://e", ca_b64="Y2E=", cidr="fd00:10:96::/112")
     script = mime_parts(render("AL2", cluster=v6))[0][1]

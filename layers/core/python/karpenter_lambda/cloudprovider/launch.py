@@ -3,7 +3,11 @@
 The instance provider's ``create`` (:mod:`.instance`, behind :class:`~.aws.AWSCloudProvider`); the launcher
 (:mod:`karpenter_lambda.controllers.launcher`) calls it after the NodeClaim is committed and written.  Candidates are the
 plan's instance types x available offerings in the EC2NodeClass's subnet zones, filtered by the plan's
-zone and capacity-type requirements.  The capacity type is Karpenter's choice: ``reserved`` when the plan allows it
+zone and capacity-type requirements, then truncated as upstream's ``filterInstanceTypes``
+(``pkg/providers/instance/instance.go``): the :data:`~..adapters.aws.fleet.MAX_INSTANCE_TYPES` (60) instance types
+with the cheapest candidate offering are kept, every zone of each (CreateFleet gets up to 60 x zones overrides), and
+a truncation that leaves a minValues requirement unmet launches nothing.  The capacity type is Karpenter's choice
+among the kept types: ``reserved`` when the plan allows it
 and a capacity reservation has room, else spot when allowed and offered, else on-demand.  A reserved launch uses one
 launch template per capacity reservation (``CapacityReservationSpecification`` targeting it) and labels the NodeClaim
 with the reservation's id and type; a full reservation (``ReservationCapacityExceeded`` / insufficient capacity) is
@@ -20,6 +24,7 @@ from __future__ import annotations
 import logging
 
 from ..adapters.aws.fleet import (
+    MAX_INSTANCE_TYPES,
     THROTTLE_CODES,
     FleetLauncher,
     FleetLaunchError,
@@ -83,6 +88,59 @@ def candidates_for(plan, resolved, exclude: set) -> dict[str, list[tuple]]:
     return out
 
 
+def _type_values(it, key: str, rows: list[tuple]) -> set[str]:
+    """The values an instance type offers for a requirement key (upstream: its requirements' values): zone and
+    capacity type from its candidate offerings, the others from its labels."""
+    if key == wk.INSTANCE_TYPE:
+        return {it.name}
+    if key == wk.ZONE:
+        return {c[1] for c in rows}
+    if key == wk.CAPACITY_TYPE:
+        return {c[4] for c in rows}
+    value = (getattr(it, "labels", None) or {}).get(key)
+    return set() if value is None else {str(value)}
+
+
+def _unmet_min_values(requirements, keep: list[str], by_type: dict, types_by_name: dict) -> list[str]:
+    """The minValues requirement keys the kept types do not meet (upstream ``SatisfiesMinValues``)."""
+    try:
+        reqs = [r for r in requirements if getattr(r, "min_values", None)]
+    except TypeError:  # requirements that cannot be iterated carry no minValues
+        return []
+    unmet = []
+    for r in reqs:
+        values: set[str] = set()
+        for name in keep:
+            values |= _type_values(types_by_name[name], r.key, by_type[name])
+        if len(values) < int(r.min_values):
+            unmet.append(r.key)
+    return unmet
+
+
+def truncate_candidates(cands: dict[str, list[tuple]], plan, types_by_name: dict) -> dict[str, list[tuple]]:
+    """``cands`` limited to the :data:`MAX_INSTANCE_TYPES` instance types whose cheapest candidate offering (of any
+    capacity type) is cheapest, every offering of each kept; upstream's ``InstanceTypes.Truncate``
+    (``OrderByPrice`` then the first 60).  Raises :class:`NoCapacity` when the truncation leaves a minValues
+    requirement unmet, as upstream under its ``Strict`` policy; a plan whose minValues were relaxed (``BestEffort``)
+    is truncated without the check."""
+    by_type: dict[str, list[tuple]] = {}
+    best: dict[str, float] = {}
+    for ct, rows in cands.items():
+        for c in rows:
+            by_type.setdefault(c[0], []).append((c[0], c[1], c[2], None, ct))
+            best[c[0]] = min(best.get(c[0], float("inf")), c[2])
+    if len(best) <= MAX_INSTANCE_TYPES:
+        return cands
+    keep = sorted(best, key=lambda n: (best[n], n))[:MAX_INSTANCE_TYPES]
+    if not getattr(plan, "min_values_relaxed", False):
+        unmet = _unmet_min_values(plan.requirements, keep, by_type, types_by_name)
+        if unmet:
+            raise NoCapacity(f"truncating instance types to {MAX_INSTANCE_TYPES} based on the requirements: "
+                             f"minValues requirement is not met for label(s) {', '.join(sorted(unmet))}")
+    kept = set(keep)
+    return {ct: [c for c in rows if c[0] in kept] for ct, rows in cands.items()}
+
+
 def _pick_capacity_type(cands: dict) -> str | None:
     """Upstream's order: reserved, then spot, then on-demand."""
     for ct in (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND):
@@ -105,12 +163,14 @@ def _partition(requirements) -> int | None:
     return nums[0] if nums else None
 
 
-def _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen, partition) -> tuple[dict, dict, str | None]:
+def _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen, partition,
+               terms=None) -> tuple[dict, dict, str | None]:
     """``(launch templates, reservations, reservation type)`` for a launch: per instance type for on-demand/spot;
     per (instance type, zone) for reserved, one template per capacity reservation (those of the cheapest
-    candidate's reservation type only: one type per launch)."""
+    candidate's reservation type only: one type per launch).  ``terms``: the EC2NodeClass's amiSelectorTerms."""
     if ct != wk.CAPACITY_TYPE_RESERVED:
-        return lts.ensure_for(resolved, info, its, labels, taints, startup, ct, placement_partition=partition), {}, None
+        return lts.ensure_for(resolved, info, its, labels, taints, startup, ct, placement_partition=partition,
+                              ami_selector_terms=terms), {}, None
     by_name = {it.name: it for it in its}
     rtype = chosen[0][3].reservation_type or "default"
     out, reservations = {}, {}
@@ -118,7 +178,8 @@ def _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen, pa
         if (o.reservation_type or "default") != rtype:
             continue
         made = lts.ensure_for(resolved, info, [by_name[name]], labels, taints, startup, ct,
-                              reservation=(o.reservation_id, rtype), placement_partition=partition)
+                              reservation=(o.reservation_id, rtype), placement_partition=partition,
+                              ami_selector_terms=terms)
         if name in made:
             out[(name, zone)] = made[name]
             reservations[(name, zone)] = o.reservation_id
@@ -157,6 +218,7 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
                               beside_karpenter=bool(getattr(provider, "beside_karpenter", False)))
         types_by_name = {it.name: it for it in plan.instance_types}
         partition = _partition(plan.requirements) if getattr(resolved, "placement_group", None) is not None else None
+        terms = (getattr(nodeclass, "spec", None) or {}).get("amiSelectorTerms")  # a Bottlerocket version
     except Exception as e:
         raise LaunchFailed(f"launch of NodeClaim {request.name} not prepared: {e}") from e
     exclude: set = set()
@@ -164,18 +226,18 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
     attempt = 0
     for attempt in range(6):
         try:
-            cands = candidates_for(plan, resolved, exclude)
+            cands = truncate_candidates(candidates_for(plan, resolved, exclude), plan, types_by_name)
             ct = _pick_capacity_type(cands)
             if ct is None:
                 why = f"no offering left for NodePool {np.name}"
                 if last_error:
                     why += f" after insufficient capacity ({last_error})"
                 raise NoCapacity(why)
-            chosen = cands[ct][:60]
+            chosen = cands[ct]
             its = [types_by_name[n] for n in dict.fromkeys(c[0] for c in chosen)]
             try:
                 lt_map, reservations, rtype = _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen,
-                                                         partition)
+                                                         partition, terms)
             except Exception as e:
                 raise LaunchFailed(f"launch templates for EC2NodeClass {nodeclass.name}: {e}", throttled=_throttled(e)) from e
             chosen = [c[:3] for c in chosen if (c[0], c[1]) in lt_map or c[0] in lt_map]

@@ -7,8 +7,10 @@ Request (what Karpenter sends):
   ``OnDemandOptions.AllocationStrategy=lowest-price``;
 * ``LaunchTemplateConfigs``: one per launch template, ``Version=$Latest``; overrides =
   (instance type x the zone's subnet with the most free IPs) for every candidate offering not in
-  the unavailable-offerings cache, cheapest first, at most 60 in total, ``Priority`` = rank by
-  price (0 = cheapest), ``ImageId`` when known;
+  the unavailable-offerings cache, cheapest first: every zone of at most :data:`MAX_INSTANCE_TYPES` (60)
+  instance types, as upstream (``pkg/providers/instance/instance.go``: ``filterInstanceTypes`` truncates the
+  instance types to 60, ``getOverrides`` sends each kept type in every zone that has a subnet; no cap on the
+  overrides themselves), ``Priority`` = rank by price (0 = cheapest), ``ImageId`` when known;
 * ``TagSpecifications`` for ``instance``, ``volume`` and ``fleet``: the EC2NodeClass tags, then
   ``kubernetes.io/cluster/<c>=owned``, ``karpenter.sh/nodepool``, ``karpenter.sh/nodeclaim``,
   ``karpenter.k8s.aws/ec2nodeclass``, ``eks:eks-cluster-name``, ``karpenter-lambda.io/cluster=<c>``
@@ -43,7 +45,9 @@ from typing import Iterable
 
 from ...api import labels as wk
 
-MAX_OVERRIDES = 60
+#: at most this many instance TYPES per CreateFleet (upstream ``instance.go`` ``maxInstanceTypes``); each is sent in
+#: every zone it is offered in, so a launch may carry up to 60 x zones overrides
+MAX_INSTANCE_TYPES = 60
 ICE_CODES = frozenset(
     {
         "InsufficientInstanceCapacity",
@@ -200,7 +204,9 @@ class FleetLauncher:
 
     # -- request --------------------------------------------------------------------
     def plan_overrides(self, req: LaunchRequest, unavailable: set | None = None) -> list[dict]:
-        """``[{type, zone, subnet, price, lt, image_id}]`` in price order, filtered and capped at 60."""
+        """``[{type, zone, subnet, price, lt, image_id}]`` in price order, filtered: every zone of the
+        :data:`MAX_INSTANCE_TYPES` cheapest instance types (the caller, ``cloudprovider/launch.py``, has already
+        truncated them as upstream does; this keeps a direct caller within the same bound)."""
         if req.capacity_type not in CAPACITY_TYPES:
             raise ValueError(f"capacity_type must be spot, on-demand or reserved, got {req.capacity_type!r}")
         zones = subnet_per_zone(req.subnets)
@@ -218,7 +224,8 @@ class FleetLauncher:
                 seen.add((it, z))
                 rows.append({"type": it, "zone": z, "subnet": zones[z], "price": price, "lt": lt, "image_id": image_id})
         rows.sort(key=lambda r: (float("inf") if r["price"] is None else r["price"]))  # stable: input order breaks ties
-        return rows[:MAX_OVERRIDES]
+        kept = set(list(dict.fromkeys(r["type"] for r in rows))[:MAX_INSTANCE_TYPES])
+        return [r for r in rows if r["type"] in kept]
 
     @staticmethod
     def client_token(req: LaunchRequest, params: dict) -> str:

@@ -21,7 +21,7 @@ from typing import Iterable
 
 from ...api import labels as wk
 from ...api.quantity import parse_quantity
-from .userdata import ClusterInfo, render_user_data
+from .userdata import ClusterInfo, bottlerocket_version, normalize_family, render_user_data
 
 LT_NAME_PREFIX = "karpenter.k8s.aws/"
 NOT_FOUND = ("InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateName.NotFound")
@@ -78,7 +78,7 @@ class LaunchTemplateOptions:
     associate_public_ip_address: bool | None = None
     detailed_monitoring: bool = False
     ip_prefix_count: int | None = None
-    ipv6: bool = False  # the cluster is IPv6: ipPrefixCount counts IPv6 prefixes
+    ipv6: bool = False  # the cluster is IPv6: a primary IPv6 address, and ipPrefixCount counts IPv6 prefixes
     #: a ``reserved`` launch: the capacity reservation the template targets, and its type (``capacity-block``: the
     #: instance market type is ``capacity-block``)
     capacity_reservation_id: str | None = None
@@ -90,7 +90,26 @@ class LaunchTemplateOptions:
         d = asdict(self)
         d["security_group_ids"] = sorted(d["security_group_ids"])
         d["tags"] = dict(sorted(d["tags"].items()))
+        # what the template asks of its network interface, so a template made before that changed is not reused
+        d["network_interfaces"] = self.network_interfaces()
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+    def network_interfaces(self) -> list[dict]:
+        """The template's ``NetworkInterfaces``: always the one primary interface, as upstream's
+        ``generateNetworkInterfaces`` (``pkg/providers/launchtemplate/launchtemplate.go``, without EC2NodeClass
+        ``networkInterfaces`` or EFA, which karpenter-lambda does not launch): ``DeviceIndex`` 0, the security groups
+        as ``Groups``, ``AssociatePublicIpAddress`` when the EC2NodeClass sets it, ``ipPrefixCount`` as
+        ``Ipv4PrefixCount`` (``Ipv6PrefixCount`` on an IPv6 cluster), and on an IPv6 cluster ``PrimaryIpv6`` with
+        ``Ipv6AddressCount`` 1."""
+        eni: dict = {"DeviceIndex": 0, "Groups": sorted(self.security_group_ids)}
+        if self.associate_public_ip_address is not None:
+            eni["AssociatePublicIpAddress"] = bool(self.associate_public_ip_address)
+        if self.ip_prefix_count is not None:
+            eni["Ipv6PrefixCount" if self.ipv6 else "Ipv4PrefixCount"] = int(self.ip_prefix_count)
+        if self.ipv6:
+            eni["PrimaryIpv6"] = True
+            eni["Ipv6AddressCount"] = 1
+        return [eni]
 
     def hash(self) -> str:
         return str(int(hashlib.sha256(self.canonical().encode()).hexdigest()[:16], 16))
@@ -118,12 +137,19 @@ def options_for(
     capacity_type: str | None = None,
     reservation: tuple[str, str] | None = None,
     placement_partition: int | None = None,
+    ami_selector_terms: list | None = None,
 ) -> LaunchTemplateOptions:
     """Options for one launch template from a :class:`ResolvedNodeClass`, an AMI and the NodeClaim's labels/taints.
-    ``reservation``: ``(capacity reservation id, reservation type)`` of a ``reserved`` launch."""
+    ``reservation``: ``(capacity reservation id, reservation type)`` of a ``reserved`` launch.
+    ``ami_selector_terms``: the EC2NodeClass's ``spec.amiSelectorTerms``; with its resolved AMIs they give a
+    Bottlerocket node's version (:func:`~.userdata.bottlerocket_version`, the instance-store bind command)."""
     image_id = ami if isinstance(ami, str) else ami.id
+    family = resolved.ami_family or "Custom"
+    ami_version = None
+    if normalize_family(family) == "Bottlerocket":
+        ami_version = bottlerocket_version(ami_selector_terms, getattr(resolved, "amis", None)) or None
     ud = render_user_data(
-        resolved.ami_family or "Custom",
+        family,
         cluster,
         None,
         labels,
@@ -133,6 +159,7 @@ def options_for(
         max_pods,
         resolved.user_data,
         instance_store_policy=getattr(resolved, "instance_store_policy", None),
+        ami_version=ami_version,
     )
     pg = getattr(resolved, "placement_group", None)
     return LaunchTemplateOptions(
@@ -214,16 +241,7 @@ class LaunchTemplates:
             data["IamInstanceProfile"] = {"Name": options.instance_profile}
         if options.block_device_mappings:
             data["BlockDeviceMappings"] = options.block_device_mappings
-        groups = sorted(options.security_group_ids)
-        if options.associate_public_ip_address is not None or options.ip_prefix_count is not None:
-            eni: dict = {"DeviceIndex": 0, "Groups": groups}
-            if options.associate_public_ip_address is not None:
-                eni["AssociatePublicIpAddress"] = bool(options.associate_public_ip_address)
-            if options.ip_prefix_count is not None:
-                eni["Ipv6PrefixCount" if options.ipv6 else "Ipv4PrefixCount"] = int(options.ip_prefix_count)
-            data["NetworkInterfaces"] = [eni]
-        else:
-            data["SecurityGroupIds"] = groups
+        data["NetworkInterfaces"] = options.network_interfaces()  # the security groups are on the interface
         data.update(reservation_fields(options))
         if options.placement_group_id:
             data["Placement"] = {"GroupId": options.placement_group_id}
@@ -274,12 +292,13 @@ class LaunchTemplates:
         capacity_type: str | None = None,
         reservation: tuple[str, str] | None = None,
         placement_partition: int | None = None,
+        ami_selector_terms: list | None = None,
     ) -> dict[str, LaunchTemplateRef]:
         """``{instance type name: LaunchTemplateRef}`` for catalog ``InstanceType`` objects.
 
         One template per distinct (AMI, max pods) as Karpenter does; max pods is the instance
-        type's ``capacity["pods"]``.  Instance types no AMI serves are left out.  A ``reserved`` launch asks once
-        per capacity reservation (``reservation``: its id and type; one template per reservation, as upstream).
+        type's ``capacity["pods"]``.  ``ami_selector_terms``: the EC2NodeClass's (see :func:`options_for`).
+        Instance types no AMI serves are left out.  A ``reserved`` launch asks once per capacity reservation (``reservation``: its id and type; one template per reservation, as upstream).
         """
         out: dict[str, LaunchTemplateRef] = {}
         made: dict[tuple[str, int | None], LaunchTemplateRef] = {}
@@ -291,7 +310,7 @@ class LaunchTemplates:
             key = (ami.id, pods)
             if key not in made:
                 opts = options_for(resolved, cluster, ami, labels, taints, startup_taints, pods, capacity_type,
-                                   reservation, placement_partition)
+                                   reservation, placement_partition, ami_selector_terms)
                 lt = self.ensure(opts)
                 made[key] = LaunchTemplateRef(name=lt["name"], id=lt["id"], image_id=ami.id)
             out[it.name] = made[key]

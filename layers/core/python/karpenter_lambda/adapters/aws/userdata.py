@@ -9,11 +9,13 @@ max_pods, user_data)`` returns the plain-text userData (the launch template base
   ``clusterDNS``, ``maxPods``, ``registerWithTaints`` and the EC2NodeClass kubelet settings, every
   other KubeletConfiguration field of ``spec.kubelet`` as given, ``--node-labels`` flag).  nodeadm
   merges the NodeConfigs in order, so ours wins.
-* **AL2**: MIME multipart; the user's parts first, then ``/etc/eks/bootstrap.sh`` with
+* **AL2**: MIME multipart; the user's parts first (each with its whole MIME header, e.g.
+  ``Content-Transfer-Encoding: base64``, as upstream's ``copyCustomUserDataParts``), then ``/etc/eks/bootstrap.sh`` with
   ``--apiserver-endpoint``, ``--b64-cluster-ca``, ``--dns-cluster-ip``, ``--use-max-pods false``
   and ``--kubelet-extra-args '--node-labels=... --register-with-taints=... --max-pods=N ...'``.
 * **Bottlerocket**: the user's TOML merged with ours; ``settings.kubernetes`` keys Karpenter
-  manages win, node labels are merged (ours win), node taints are Karpenter's.
+  manages win, node labels are merged (ours win), node taints are Karpenter's; ``instanceStorePolicy: RAID0``
+  adds the ``apiclient ephemeral-storage`` bootstrap command for the Bottlerocket version.
 * **Windows2019/2022/2025**: ``<powershell>`` with the user's script first, then
   ``Start-EKSBootstrap.ps1``.
 * **Custom**: the user's userData unchanged.
@@ -200,22 +202,62 @@ def parse_mime_parts(text: str) -> list[tuple[str, str]]:
     return parts
 
 
-def serialize_mime(parts: list[tuple[str, str]]) -> str:
+def _canonical_header_key(key: str) -> str:
+    """A MIME header name as Go's ``textproto.CanonicalMIMEHeaderKey`` writes it (``content-transfer-encoding`` ->
+    ``Content-Transfer-Encoding``, ``MIME-Version`` -> ``Mime-Version``); a name with a space is left as it is."""
+    if not key or any(c in key for c in " \t"):
+        return key
+    return "-".join(w[:1].upper() + w[1:].lower() for w in key.split("-"))
+
+
+def parse_mime_part_headers(text: str) -> list[tuple[list[tuple[str, str]], str]]:
+    """``[(headers, body)]`` of a multipart MIME archive, each part with its whole header as upstream's AL2
+    ``copyCustomUserDataParts`` (``bootstrap/eksbootstrap.go``) copies it: Go's ``multipart.Reader`` gives the header
+    with canonical names (folded values joined) and ``multipart.Writer.CreatePart`` writes them sorted by name, each
+    name's values in order.  A ``quoted-printable`` part comes out decoded and without that header (Go's reader
+    decodes it transparently); any other encoding (``base64``) is kept with its body as it is."""
+    msg = email.message_from_string(text.lstrip())
+    if not msg.is_multipart():
+        raise UserDataError("userData starts with a MIME header but is not a multipart MIME archive")
+    parts = []
+    for part in msg.get_payload():
+        body = part.get_payload(decode=False)
+        if isinstance(body, list):
+            raise UserDataError("nested multipart userData is not supported")
+        headers: dict[str, list[str]] = {}
+        for key, value in part.items():
+            headers.setdefault(_canonical_header_key(key), []).append(re.sub(r"\r?\n[ \t]+", " ", str(value)).strip())
+        cte = headers.get("Content-Transfer-Encoding")
+        if cte and cte[0].lower() == "quoted-printable":
+            del headers["Content-Transfer-Encoding"]
+            body = (part.get_payload(decode=True) or b"").decode("utf-8", errors="replace")
+        parts.append(([(k, v) for k in sorted(headers) for v in headers[k]], body))
+    return parts
+
+
+def serialize_mime(parts: list[tuple[str | list[tuple[str, str]], str]]) -> str:
+    """A multipart MIME archive (boundary ``//``); each part's header is a content type, or its whole header as
+    ``[(name, value)]`` (AL2's copied user parts)."""
     out = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"', ""]
-    for ct, body in parts:
+    for head, body in parts:
         out.append(f"--{MIME_BOUNDARY}")
-        out.append(f"Content-Type: {ct}")
+        if isinstance(head, str):
+            out.append(f"Content-Type: {head}")
+        else:
+            out.extend(f"{k}: {v}" for k, v in head)
         out.append("")
         out.append(body.rstrip("\n"))
     out.append(f"--{MIME_BOUNDARY}--")
     return "\n".join(out) + "\n"
 
 
-def _user_parts(user_data: str | None, yaml_is_nodeconfig: bool) -> list[tuple[str, str]]:
+def _user_parts(user_data: str | None, yaml_is_nodeconfig: bool, keep_headers: bool = False) -> list[tuple]:
+    """The user's userData as MIME parts: an archive's parts (AL2 ``keep_headers``: each with its whole header;
+    AL2023: the content type only, as upstream's ``mime.NewArchive``), else one part."""
     if not user_data or not user_data.strip():
         return []
     if is_mime(user_data):
-        return parse_mime_parts(user_data)
+        return parse_mime_part_headers(user_data) if keep_headers else parse_mime_parts(user_data)
     if yaml_is_nodeconfig:
         try:
             doc = yaml.safe_load(user_data)
@@ -319,13 +361,68 @@ def _render_al2(cluster, labels, taints, kubelet, max_pods, user_data, instance_
         "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n"
         + bootstrap_command(cluster, labels, taints, kubelet, max_pods, instance_store_policy)
     )
-    return serialize_mime(_user_parts(user_data, yaml_is_nodeconfig=False) + [(CT_SHELL, script)])
+    return serialize_mime(_user_parts(user_data, yaml_is_nodeconfig=False, keep_headers=True) + [(CT_SHELL, script)])
 
 
 # ---------------------------------------------------------------------------------------
 # Bottlerocket (TOML)
 # ---------------------------------------------------------------------------------------
-def _render_bottlerocket(cluster, labels, taints, kubelet, max_pods, user_data, instance_store_policy=None) -> str:
+_EPHEMERAL_DIRS = ("/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods")
+
+
+def _version_in_name(name: str) -> str:
+    """The release in a Bottlerocket AMI name (``bottlerocket-aws-k8s-1.33-x86_64-v1.46.0-431fe75a`` -> ``v1.46.0``):
+    the first ``-``-separated word starting with ``v`` that holds a dot; ``""`` when none."""
+    for word in (name or "").split("-"):
+        if word.startswith("v") and "." in word:
+            return word
+    return ""
+
+
+def bottlerocket_version(selector_terms, amis) -> str:
+    """The Bottlerocket version an EC2NodeClass launches, as upstream's ``Bottlerocket.resolveAMIVersion``
+    (``pkg/providers/amifamily/bottlerocket.go``): the alias's version (``bottlerocket@v1.46.0`` -> ``v1.46.0``,
+    ``@latest`` -> ``latest``), else the version in a ``name`` term, else in the name of the resolved AMI an ``id``
+    term selects, else in the first resolved AMI named ``*bottlerocket*``; ``""`` when none says.  ``amis``: the
+    EC2NodeClass's resolved AMIs (``.id``, ``.name``)."""
+    terms = [t for t in (selector_terms or []) if isinstance(t, dict)]
+    for t in terms:
+        if t.get("alias"):
+            parts = str(t["alias"]).split("@")
+            if len(parts) == 2 and parts[1]:
+                return parts[1]
+            break
+    for t in terms:
+        if t.get("name") and _version_in_name(str(t["name"])):
+            return _version_in_name(str(t["name"]))
+    named = [(getattr(a, "id", None), getattr(a, "name", "") or "") for a in (amis or [])]
+    for t in terms:
+        for ami_id, name in named:
+            if t.get("id") and ami_id == t["id"] and "bottlerocket" in name and _version_in_name(name):
+                return _version_in_name(name)
+    for _ami_id, name in named:
+        if "bottlerocket" in name and _version_in_name(name):
+            return _version_in_name(name)
+    return ""
+
+
+def supports_default_bind(version: str | None) -> bool:
+    """Whether a Bottlerocket version's ``apiclient ephemeral-storage bind`` binds the default directories by itself:
+    1.46.0 and later, and ``latest`` (upstream ``pkg/providers/version.SupportsDefaultBind``).  ``v`` prefixes are
+    ignored; a version without three dot-separated parts, or not numeric, does not."""
+    if not version:
+        return False
+    if version == "latest":
+        return True
+    parts = version.lstrip("v").split(".")
+    if len(parts) < 3 or not all(re.fullmatch(r"[+-]?\d+", p) for p in parts[:2]):
+        return False
+    major, minor = int(parts[0]), int(parts[1])
+    return major > 1 or (major == 1 and minor >= 46)
+
+
+def _render_bottlerocket(cluster, labels, taints, kubelet, max_pods, user_data, instance_store_policy=None,
+                         ami_version: str | None = None) -> str:
     try:
         doc = tomllib.loads(user_data) if user_data and user_data.strip() else {}
     except tomllib.TOMLDecodeError as e:
@@ -376,10 +473,12 @@ def _render_bottlerocket(cluster, labels, taints, kubelet, max_pods, user_data, 
         k8s["cpu-cfs-quota-enforced"] = bool(kubelet["cpuCFSQuota"])
     if instance_store_policy == RAID0:  # upstream: format and mount the instance store before the kubelet starts
         commands = settings.setdefault("bootstrap-commands", {})
+        # Bottlerocket >= 1.46 binds its default directories; older ones are told which (upstream EnableDefaultMountPaths)
+        bind = ["apiclient", "ephemeral-storage", "bind"]
+        if not supports_default_bind(ami_version):
+            bind += ["--dirs", *_EPHEMERAL_DIRS]
         commands["000-mount-instance-storage"] = {
-            "commands": [["apiclient", "ephemeral-storage", "init"],
-                         ["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet",
-                          "/var/log/pods"]],
+            "commands": [["apiclient", "ephemeral-storage", "init"], bind],
             "mode": "always", "essential": True}
     return dump_toml(doc)
 
@@ -432,6 +531,7 @@ def render_user_data(
     user_data: str | None = None,
     *,
     instance_store_policy: str | None = None,
+    ami_version: str | None = None,
 ) -> str:
     """The node's userData (plain text) for ``family``.
 
@@ -441,7 +541,9 @@ def render_user_data(
     ``instance_store_policy`` ``RAID0`` (the EC2NodeClass's ``instanceStorePolicy``) makes the node build a RAID-0
     array of its instance-store volumes for ephemeral storage: AL2 ``--local-disks raid0``, AL2023 nodeadm
     ``instance.localStorage.strategy: RAID0``, Bottlerocket ``settings.bootstrap-commands`` running ``apiclient
-    ephemeral-storage init`` / ``bind``; Windows and Custom: nothing (as upstream: a Custom AMI's userData is the
+    ephemeral-storage init`` / ``bind`` (plain ``bind`` when ``ami_version``, the EC2NodeClass's Bottlerocket version
+    from :func:`bottlerocket_version`, is 1.46 or later or ``latest``; else ``bind --dirs /var/lib/containerd
+    /var/lib/kubelet /var/log/pods``); Windows and Custom: nothing (as upstream: a Custom AMI's userData is the
     user's, and the Windows bootstrap has no such option).
     Deterministic: the same input always gives the same bytes (it feeds the launch template hash).
     """
@@ -465,5 +567,5 @@ def render_user_data(
     if fam == "AL2":
         return _render_al2(cluster, labels, tnts, kubelet, max_pods, user_data, policy)
     if fam == "Bottlerocket":
-        return _render_bottlerocket(cluster, labels, tnts, kubelet, max_pods, user_data, policy)
+        return _render_bottlerocket(cluster, labels, tnts, kubelet, max_pods, user_data, policy, ami_version)
     return _render_windows(cluster, labels, tnts, kubelet, max_pods, user_data)
