@@ -86,10 +86,13 @@ def test_an_already_terminated_instance_skips_the_drain(make_world):
     assert d.server.requests("PATCH", r"/nodes/")[before:] == []      # not even tainted
 
 
-def test_a_registered_nodeclaim_whose_instance_is_unknown_skips_the_drain(make_world):
+def test_a_registered_nodeclaim_whose_instance_ec2_does_not_know_skips_the_drain(make_world):
+    """Missing from the caller's listing is not enough: the instance is asked for by id, and only NotFound (EC2 does
+    not know the id) skips the drain (Karpenter: cloudProvider.Get says NodeClaimNotFound)."""
     d = make_world()
     x = d.node_with_pods(1)
     d.request(x)
+    d.cloud.describe = lambda ids: {}                  # InvalidInstanceID.NotFound for every id
     t = d.terminator()
     nc = d.w.store.get("NodeClaim", x["name"])
     assert t.finalize(nc, d.server.store.get("nodes", x["node"]), None) == "deleted"

@@ -17,6 +17,7 @@ CAPACITY_TYPE = "karpenter.sh/capacity-type"
 NODEPOOL = "karpenter.sh/nodepool"
 NODE_INITIALIZED = "karpenter.sh/initialized"
 NODE_REGISTERED = "karpenter.sh/registered"
+NODE_DO_NOT_SYNC_TAINTS = "karpenter.sh/do-not-sync-taints"  # "true": registration syncs no taint to the Node
 # EC2 tag (value: the cluster name) on every instance this deployment launches; IAM lets it terminate only those
 OWNER_TAG = "karpenter-lambda.io/cluster"
 

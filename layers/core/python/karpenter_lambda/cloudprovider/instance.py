@@ -20,11 +20,22 @@ from ..api.labels import NODECLAIM_TAG
 from . import launch
 from .types import CreateRequest, Instance, NotOwned
 
+# Not live any more: never adopted, never garbage-collected, never a NodeClaim's candidate (as Karpenter's garbage
+# collection, which leaves instances the cloud provider lists as shutting down alone: EC2 finishes them).  Not
+# "gone" for the termination flow: see :func:`instance_gone`.
 GONE_STATES = frozenset({"shutting-down", "terminated"})
 
 
 def instance_state(instance: dict | None) -> str | None:
     return ((instance or {}).get("State") or {}).get("Name")
+
+
+def instance_gone(instance: dict | None) -> bool:
+    """Is the instance gone for the termination flow (and what a NodeClaim counts against its NodePool's limits)?
+    Only NotFound (None) or ``terminated``: a ``shutting-down`` instance still exists -- Karpenter's instance provider
+    lists it (its ``instanceStateFilter``) and both termination finalizers requeue until the cloud provider says
+    NotFound -- so a deleting NodeClaim keeps its record, Node and launch claim until EC2 reports it terminated."""
+    return instance is None or instance_state(instance) == "terminated"
 
 
 def instance_tags(instance: dict | None) -> dict[str, str]:

@@ -5,13 +5,16 @@
 * **Registered**: a Node with the NodeClaim's providerID exists.  The NodePool's template labels,
   the NodeClaim's labels, annotations and taints are applied to the Node (startup taints come from the
   kubelet's registration flags and are not re-added: the sweep polls, so an agent may already have
-  removed them), ``karpenter.sh/unregistered`` is removed, the Node gets
+  removed them -- except for a Custom AMI family, whose userData is the user's: its startup taints are added
+  too, as Karpenter's syncNode; a Node labelled ``karpenter.sh/do-not-sync-taints=true`` gets no taint at
+  all), ``karpenter.sh/unregistered`` is removed, the Node gets
   ``karpenter.sh/registered=true`` and the NodeClaim ``status.nodeName``.  The Node is updated with an
   optimistic lock: the taints are computed from a fresh read and patched with its ``resourceVersion``
   (409 Conflict: read again, retry), so a taint an agent removed meanwhile is never put back.
 * **Initialized**: the Node is Ready, none of the NodeClaim's startup taints nor a known ephemeral taint
-  (``scheduling.inputs.is_ephemeral_taint``) remain and every
-  requested extended resource is allocatable; the Node gets ``karpenter.sh/initialized=true``.
+  (``scheduling.inputs.is_ephemeral_taint``) remain and every resource the NodeClaim requests is non-zero in the
+  Node's allocatable (Karpenter's RequestedResourcesRegistered; our volume counts aside); the Node gets
+  ``karpenter.sh/initialized=true``.
 * **Adoption**: a NodeClaim without providerID (a crash, timeout or DynamoDB error between CreateFleet and
   marking it Launched) is matched with this deployment's live instance tagged ``karpenter.sh/nodeclaim=<its
   name>``: the instance is written on it (providerID, type/zone/capacity-type labels, capacity, price) as the
@@ -53,7 +56,8 @@
   after the others (a replacement Initialized in this sweep counts for the drain it holds): drained -- a scheduled
   change's, a deleted NodePool's or a user's deletion only once the NodeClaims replacing it (``replaces``) are
   Initialized, at most ``REPLACEMENT_TIMEOUT`` after their launch (:func:`waiting_replacements`) -- then the instance
-  terminated, then Node and record removed once EC2 reports the instance gone.
+  terminated, then Node and record removed once EC2 reports the instance terminated or NotFound (a shutting-down
+  one is waited for; an instance missing from the sweep's tag-filtered listing is asked for by id first).
 
 EC2 is reached only through the cloud provider (:mod:`karpenter_lambda.cloudprovider`).
 """
@@ -527,18 +531,27 @@ class Lifecycle(Controller):
         labels[wk.NODE_REGISTERED] = "true"
         annotations = dict(np.template_annotations) if np is not None else {}
         annotations.update({k: v for k, v in nc.annotations.items() if not k.startswith(wk.PROJECT)})
-        # The kubelet registers with the taints and startup taints (userData --register-with-taints). A startup
-        # taint missing at registration was already removed by its agent (this sweep polls, Karpenter watches):
-        # re-adding it would block the node forever, so only the NodeClaim's regular taints are ensured here --
-        # computed from a fresh read and written with its resourceVersion (409: read again), never from the
-        # sweep's earlier listing.
+        # Karpenter's syncNode merges the NodeClaim's taints and startup taints onto the Node, unless the Node carries
+        # karpenter.sh/do-not-sync-taints=true (the AWS provider sets it through the kubelet's labels for every AMI
+        # family but Custom).  Here: the kubelet of a non-Custom family registers with the taints and startup taints
+        # (our userData's --register-with-taints); a startup taint missing at registration was already removed by
+        # its agent (this sweep polls, Karpenter watches), and re-adding it would block the node forever, so only
+        # the regular taints are ensured.  A Custom AMI's userData is the user's own: both are added, as Karpenter
+        # does (racy with an agent that removes its taint early, as upstream: such a node sets the label).  Computed
+        # from a fresh read and written with its resourceVersion (409: read again), never from the sweep's listing.
         wanted = list(nc.spec.get("taints") or [])
+        if self._custom_ami(nc, np):
+            wanted += list(nc.spec.get("startupTaints") or [])
 
         def change(fresh: dict) -> dict:
             current = (fresh.get("spec") or {}).get("taints") or []
             have = {(t.get("key"), t.get("effect")) for t in current}
             taints = [t for t in current if t.get("key") != wk.UNREGISTERED_TAINT_KEY]
-            taints += [t for t in wanted if (t.get("key"), t.get("effect")) not in have]
+            if ((fresh.get("metadata") or {}).get("labels") or {}).get(wk.NODE_DO_NOT_SYNC_TAINTS) != "true":
+                for t in wanted:
+                    if (t.get("key"), t.get("effect")) not in have:
+                        have.add((t.get("key"), t.get("effect")))
+                        taints.append(t)
             return {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": {"taints": taints}}
 
         if self.kube.update_node(name, change) is None:
@@ -553,6 +566,13 @@ class Lifecycle(Controller):
         report.registered.append({"nodeClaim": nc.name, "node": name})
         self._decision("register", f"NodeClaim {nc.name} registered as node {name}", nodeclaim=nc.name, node=name)
 
+    def _custom_ami(self, nc: NodeClaim, np: NodePool | None) -> bool:
+        """Is the NodeClaim's EC2NodeClass of the Custom AMI family (no amiFamily nor alias is Custom too, as
+        Karpenter's ``AMIFamily()``)?  False when the EC2NodeClass is unknown."""
+        ref = (nc.spec.get("nodeClassRef") or {}).get("name") or (np.node_class_ref.get("name") if np else None)
+        nodeclass = self.store.get("EC2NodeClass", ref) if ref else None
+        return nodeclass is not None and (nodeclass.ami_family or "Custom") == "Custom"
+
     def _maybe_initialize(self, nc: NodeClaim, node: dict, now: float, report) -> None:
         name = node["metadata"]["name"]
         if not node_ready(node):
@@ -565,11 +585,15 @@ class Lifecycle(Controller):
         # Controller's readiness.k8s.io/*): Karpenter's KnownEphemeralTaintsRemoved
         if any(is_ephemeral_taint(t.get("key")) for t in taints):
             return
+        # Karpenter's RequestedResourcesRegistered: every resource the NodeClaim requests (non-zero) is non-zero in
+        # the Node's allocatable (a device plugin registers an extended resource after the kubelet; hugepages need
+        # the node's configuration).  Our volume counts (attachable-volumes-csi-<driver>) are CSINode limits, not
+        # allocatable: Karpenter's NodeClaim never requests them.
         requested = parse_resource_list((nc.spec.get("resources") or {}).get("requests") or {})
         alloc = node_allocatable(node)
         for res, amount in requested.items():
-            if "/" in res and amount > 0 and alloc.get(res, 0) <= 0:
-                return  # extended resource (GPU, ...) not registered yet
+            if amount > 0 and wk.volume_driver(res) is None and alloc.get(res, 0) <= 0:
+                return  # not registered yet
         self.kube.patch_node(name, {"metadata": {"labels": {wk.NODE_INITIALIZED: "true"}}})
 
         def mutate(obj):

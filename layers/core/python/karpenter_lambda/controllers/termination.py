@@ -19,9 +19,14 @@
      are retried next time; a 429 without that cause is API-server throttling: recorded as such (not as a PDB), no
      more evictions in this call, retried next time; from the NodeClaim's
      ``terminationGracePeriod`` deadline minus a pod's own grace period the pod is deleted instead.  Returns
-     ``"draining"`` while pods remain.  An instance already gone (shutting-down/terminated, or absent from EC2 once
-     registered) skips the drain: its pods cannot run any more;
-  2. terminate the instance, once per NodeClaim (the time is recorded); ``"terminating"`` until EC2 reports it gone;
+     ``"draining"`` while pods remain.  An instance missing from the caller's listing is looked up by id first
+     (a registered one too: a tag-filtered listing misses an instance whose tags changed).  An instance gone
+     (terminated, or NotFound by id) skips the drain: its pods cannot run any more; a shutting-down one is drained
+     unless this flow drained it already (Karpenter's cloudProvider.Get still finds it);
+  2. terminate the instance, once per NodeClaim (the time is recorded; not a shutting-down one, as Karpenter's
+     Delete); ``"terminating"`` until EC2 reports it terminated or NotFound -- while it is shutting down the record,
+     the Node and the launch claim stay (it still counts against its NodePool's limits), as Karpenter's finalizers
+     requeue until the cloud provider says NotFound;
   3. delete the Node, remove the record, release the launch claim (limits, pod nominations): ``"deleted"``.
 
 The drain's progress is kept on the NodeClaim record (``status.termination``, optimistic locking)::
@@ -52,7 +57,7 @@ from ..api.labels import (  # noqa: F401  (re-exported: interruption imports DEL
     has_disrupted_taint,
 )
 from ..api.times import format_time, to_epoch
-from ..cloudprovider import GONE_STATES, instance_state
+from ..cloudprovider.instance import GONE_STATES, instance_gone, instance_state
 from ..disruption import eviction
 from ..disruption.pdb import selects
 from . import runtime
@@ -138,7 +143,7 @@ class Terminator:
     def _terminate_once(self, nodeclaim, iid: str, errors: list[str] | None, terminate, note: str = "") -> bool:
         """Terminate the instance once per NodeClaim (recorded as ``instanceTerminatedAt``); False when the call
         failed (the error is listed, the step is retried).  A crash before the record leaves the instance
-        shutting-down, which the caller's GONE_STATES check sees."""
+        shutting-down (or terminated), drained already: :meth:`finalize` waits for it without calling again."""
         term = nodeclaim.status.get(TERMINATION_STATUS) or {}
         if term.get(wk.INSTANCE_TERMINATED_AT):
             return True
@@ -167,16 +172,22 @@ class Terminator:
         not yet Initialized that the drain waits for (:meth:`hold`; the caller decides which, see
         :data:`HOLD_FOR_REPLACEMENTS`)."""
         iid = instance_id_of(nodeclaim.status.get("providerID"))
-        if iid and instance is None and not nodeclaim.is_true("Registered"):
-            # never registered: a missing instance may be EC2's eventual consistency -- ask once more
+        if iid and instance is None:
+            # missing from the caller's listing (a tag-filtered list misses an instance whose karpenter.sh/nodeclaim
+            # tag was removed; EC2's eventual consistency): ask by id, as Karpenter's cloudProvider.Get -- never a
+            # skipped drain and a deleted record on a listing's word while the instance may still run
             instance = self._describe(iid, errors)
-            if instance is None and self._just_launched(nodeclaim):
+            if instance is None and not nodeclaim.is_true("Registered") and self._just_launched(nodeclaim):
                 return self._terminate_unseen(nodeclaim, iid, errors)
-        state = instance_state(instance)
-        running = bool(iid) and instance is not None and state not in GONE_STATES
-        if running and node is not None:
+        gone = not iid or instance_gone(instance)            # NotFound or terminated
+        running = not gone and instance_state(instance) not in GONE_STATES
+        drained = bool((nodeclaim.status.get(TERMINATION_STATUS) or {}).get("drainedAt"))
+        # The drain is skipped once the instance is gone (its pods cannot run any more).  A shutting-down instance
+        # still exists (Karpenter's cloudProvider.Get finds it): its node is drained as any other unless it was
+        # drained already (this flow drained it before TerminateInstances).
+        if node is not None and not gone and (running or not drained):
             try:
-                if wait_for and self.hold(nodeclaim, node, list(wait_for)):
+                if running and wait_for and self.hold(nodeclaim, node, list(wait_for)):
                     return "draining"
                 if self._drain(nodeclaim, node) != "drained":
                     return "draining"
@@ -188,9 +199,13 @@ class Terminator:
         if running:
             if not self._terminate_once(nodeclaim, iid, errors, self.cloud.terminate):
                 return "terminating"
-            after = self._describe(iid, errors)
-            if after is not None and instance_state(after) not in GONE_STATES:
-                return "terminating"
+            instance = self._describe(iid, errors)
+            gone = instance_gone(instance)
+        if not gone:
+            # shutting-down (or unknown): as Karpenter's finalizers, wait until EC2 reports it terminated or NotFound;
+            # Node, record and launch claim (what the NodePool's limits count) stay until then.  No second
+            # TerminateInstances (Karpenter's Delete skips a shutting-down instance too)
+            return "terminating"
         if node is not None:
             try:
                 self.kube.delete_node(node["metadata"]["name"])

@@ -8,8 +8,10 @@ NodePools", ``pkg/controllers/static/provisioning`` and ``.../deprovisioning``).
   (counted on every NodeClaim of the NodePool, deleting ones included, as the launch claims count them).
 * **Scale down** (Karpenter's deprovisioning order): NodeClaims not launched yet (no providerID) first, then empty
   nodes (no pod but DaemonSet pods, none of them do-not-disrupt), then the others: without a do-not-disrupt pod
-  first, then the higher ``karpenter.sh/deprovisioning-priority`` annotation, then the lower disruption cost (pods
-  weighted by deletion cost and priority, times the lifetime left); name last, so the order is stable.
+  first, then the lower disruption cost (pods weighted by deletion cost and priority, times the lifetime left).
+  do-not-disrupt is Karpenter's ``IsDoNotDisruptActive``: ``"true"``, or a duration not yet elapsed since the pod
+  started.  Our own additions (not Karpenter's): the higher ``karpenter.sh/deprovisioning-priority`` annotation
+  before the cost (and among the unlaunched ones), the name last, so the order is stable.
 * A static NodeClaim is sized by nothing but the NodePool: every instance type its requirements allow with an
   available offering, cheapest first, exotic types (GPU, accelerators, metal) only when nothing else is left, at
   most 60 (:func:`static_nodeclaim_plan`; the launch takes the cheapest offering, as CreateFleet would).
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..api import labels as wk
 from ..api.kube import is_daemon_pod
 from ..api.objects import NodeClaim, NodePool
 from ..api.quantity import resource_value
@@ -30,6 +31,7 @@ from ..api.snapshot import ClusterSnapshot
 from ..scheduling.model import NodeClaimPlan, NodePoolInput
 from ..scheduling.nodeclaim import NodeClaimTemplate, truncate
 from .candidates import disruption_cost, lifetime_left
+from .eviction import do_not_disrupt_active
 
 OVERPROVISIONED = "Overprovisioned"      # the reason of a static scale-down's NodeClaimDisrupted event
 PRIORITY_ANNOTATION = "karpenter.sh/deprovisioning-priority"
@@ -101,8 +103,10 @@ def _node_pods(snap: ClusterSnapshot, nc: NodeClaim) -> list[dict]:
     return snap.pods_of_nodeclaim(nc.name)
 
 
-def _do_not_disrupt(pods: list[dict]) -> bool:
-    return any(((p.get("metadata") or {}).get("annotations") or {}).get(wk.DO_NOT_DISRUPT) == "true" for p in pods)
+def _do_not_disrupt(pods: list[dict], now: float) -> bool:
+    """A pod's ``karpenter.sh/do-not-disrupt`` is active: ``"true"``, or a duration not yet elapsed since it started
+    (Karpenter's ``pod.IsDoNotDisruptActive``)."""
+    return any(do_not_disrupt_active(p, now) for p in pods)
 
 
 def _priority(nc: NodeClaim) -> int:
@@ -121,11 +125,11 @@ def removal_order(snap: ClusterSnapshot, np: NodePool) -> list[str]:
             keyed.append(((0, -_priority(nc), 0, 0.0), nc.name))
             continue
         pods = _node_pods(snap, nc)
-        if all(is_daemon_pod(p) for p in pods) and not _do_not_disrupt(pods):
+        if all(is_daemon_pod(p) for p in pods) and not _do_not_disrupt(pods, snap.now):
             keyed.append(((1, 0, 0, 0.0), nc.name))
             continue
         cost = disruption_cost(pods, lifetime_left(nc, np, snap.now))
-        keyed.append(((2, int(_do_not_disrupt(pods)), -_priority(nc), cost), nc.name))
+        keyed.append(((2, int(_do_not_disrupt(pods, snap.now)), -_priority(nc), cost), nc.name))
     keyed.sort()
     return [name for _k, name in keyed]
 
