@@ -55,8 +55,10 @@ def test_al2023_nodeconfig_fields():
     (flag,) = doc["spec"]["kubelet"]["flags"]
     assert flag.startswith('--node-labels="') and flag.endswith('"')
     pairs = dict(kv.split("=", 1) for kv in flag[len('--node-labels="') : -1].split(","))
+    # karpenter.sh/do-not-sync-taints: the kubelet registers the taints itself (upstream InjectDoNotSyncTaintsLabel)
     assert pairs == {"karpenter.sh/nodepool": "default", "karpenter.sh/capacity-type": "spot",
-                     "karpenter.k8s.aws/ec2nodeclass": "default", "kubernetes.io/arch": "amd64", "team": "ml"}
+                     "karpenter.k8s.aws/ec2nodeclass": "default", "kubernetes.io/arch": "amd64", "team": "ml",
+                     "karpenter.sh/do-not-sync-taints": "true"}
 
 
 def test_al2023_user_parts_come_first_shell_yaml_and_mime():
@@ -108,7 +110,7 @@ def test_al2_bootstrap_args_and_user_part_first():
     extra = line.split("--kubelet-extra-args '", 1)[1].split("'", 1)[0]
     args = extra.split(" ")
     assert "--max-pods=58" in args
-    assert "--node-labels=karpenter.k8s.aws/ec2nodeclass=default,karpenter.sh/capacity-type=spot,karpenter.sh/nodepool=default,kubernetes.io/arch=amd64,team=ml" in args
+    assert "--node-labels=karpenter.k8s.aws/ec2nodeclass=default,karpenter.sh/capacity-type=spot,karpenter.sh/do-not-sync-taints=true,karpenter.sh/nodepool=default,kubernetes.io/arch=amd64,team=ml" in args
     taints = [a for a in args if a.startswith("--register-with-taints=")][0].split("=", 1)[1].split(",")
     assert set(taints) == {"dedicated=ml:NoSchedule", "karpenter.sh/unregistered=:NoExecute", "node.cilium.io/agent-not-ready=true:NoExecute"}
     assert "--eviction-hard=memory.available<5%" in args and "--kube-reserved=cpu=100m" in args
@@ -217,3 +219,12 @@ def test_custom_passes_through_and_unknown_family_errors():
     assert render("Custom") == ""
     with pytest.raises(UserDataError, match="unknown AMI family 'Ubuntu'"):
         render("Ubuntu")
+
+
+@pytest.mark.parametrize("family", ["AL2023", "AL2", "Bottlerocket", "Windows2022"])
+def test_every_family_but_custom_labels_its_node_do_not_sync_taints(family):
+    """Upstream ``InjectDoNotSyncTaintsLabel`` (launchtemplate.go): the kubelet of every family but Custom registers
+    its taints and startup taints and labels the Node ``karpenter.sh/do-not-sync-taints=true``, so registration puts
+    back no startup taint its agent removed; a Custom AMI's userData is the user's and carries nothing of ours."""
+    assert "karpenter.sh/do-not-sync-taints=true" in render(family).replace('"', "").replace("'", "").replace(" = ", "=")
+    assert "do-not-sync-taints" not in render("Custom", user_data="#!/bin/bash\necho mine\n")

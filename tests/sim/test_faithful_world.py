@@ -63,7 +63,7 @@ def test_user_data_gives_the_kubelet_its_labels_taints_max_pods_and_reservations
                             [{"key": "dedicated", "value": "apps", "effect": "NoSchedule"}], [AGENT_TAINT], kubelet, 17)
     flags = read_user_data(text)
     assert flags.source == family
-    assert flags.labels == {"team": "a", "karpenter.sh/nodepool": "np"}
+    assert flags.labels == {"team": "a", "karpenter.sh/nodepool": "np", "karpenter.sh/do-not-sync-taints": "true"}
     assert {(t["key"], t.get("value", ""), t["effect"]) for t in flags.taints} == {
         ("dedicated", "apps", "NoSchedule"), (AGENT_TAINT["key"], "", "NoSchedule"),
         ("karpenter.sh/unregistered", "", "NoExecute")}

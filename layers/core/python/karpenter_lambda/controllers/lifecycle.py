@@ -533,10 +533,11 @@ class Lifecycle(Controller):
         annotations.update({k: v for k, v in nc.annotations.items() if not k.startswith(wk.PROJECT)})
         # Karpenter's syncNode merges the NodeClaim's taints and startup taints onto the Node, unless the Node carries
         # karpenter.sh/do-not-sync-taints=true (the AWS provider sets it through the kubelet's labels for every AMI
-        # family but Custom).  Here: the kubelet of a non-Custom family registers with the taints and startup taints
-        # (our userData's --register-with-taints); a startup taint missing at registration was already removed by
-        # its agent (this sweep polls, Karpenter watches), and re-adding it would block the node forever, so only
-        # the regular taints are ensured.  A Custom AMI's userData is the user's own: both are added, as Karpenter
+        # family but Custom).  Here the same: the kubelet of a non-Custom family registers with the taints and startup
+        # taints and that label (our userData: adapters/aws/userdata.py), so nothing is synced; on a node launched
+        # without the label (before 2026-12-07) only the regular taints are ensured -- a startup taint missing at
+        # registration was already removed by its agent (this sweep polls, Karpenter watches), and re-adding it would
+        # block the node forever.  A Custom AMI's userData is the user's own: both are added, as Karpenter
         # does (racy with an agent that removes its taint early, as upstream: such a node sets the label).  Computed
         # from a fresh read and written with its resourceVersion (409: read again), never from the sweep's listing.
         wanted = list(nc.spec.get("taints") or [])

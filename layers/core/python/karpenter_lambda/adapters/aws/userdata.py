@@ -561,6 +561,11 @@ def render_user_data(
         raise UserDataError("cluster name and endpoint are required to render userData")
     tnts = all_taints(taints, startup_taints)
     labels = dict(labels or {})
+    # every family but Custom registers its taints and startup taints itself (above): the Node is labelled so that
+    # registration syncs none (upstream launchtemplate.go InjectDoNotSyncTaintsLabel, kubernetes-sigs/karpenter#1772:
+    # a startup taint its agent removed must not come back); a Custom AMI's userData is the user's, its taints are
+    # synced at registration (controllers/lifecycle.py)
+    labels[wk.NODE_DO_NOT_SYNC_TAINTS] = "true"
     policy = RAID0 if instance_store_policy == RAID0 else None
     if fam == "AL2023":
         return _render_al2023(cluster, labels, tnts, kubelet, max_pods, user_data, policy)
