@@ -5,7 +5,8 @@ Follows ``A:pkg/providers/instancetype/types.go`` (aws/karpenter-provider-aws, v
 * **memory capacity** = ``SizeInMiB`` (minus 64 MiB CMA reservation when the first architecture is
   ``arm64``) minus the VM overhead ``ceil(MiB * 0.075)`` MiB;
 * **cpu capacity** = default vCPUs; **pods** = ``kubelet.maxPods``, else ENI-limited
-  ``ENIs * (IPv4 per ENI - 1) + 2`` (AL2/AL2023/Bottlerocket/Custom; ``ENIs`` minus reserved ENIs),
+  ``ENIs * (IPv4 per ENI - 1) + 2`` (AL2/AL2023/Bottlerocket/Custom; ``ENIs`` minus reserved ENIs; both from the
+  default network card of ``NetworkInfo``, the bundled VPC limits table as the fallback),
   else 110 (Windows); capped at ``podsPerCore * vCPUs`` when podsPerCore > 0 (not on Bottlerocket);
 * **ephemeral-storage** = RAID0 instance store total (``instanceStorePolicy: RAID0``), else the
   root volume of ``blockDeviceMappings``, else the AMI family's default (20Gi; Windows 50Gi);
@@ -19,7 +20,8 @@ Follows ``A:pkg/providers/instancetype/types.go`` (aws/karpenter-provider-aws, v
   of capacity; ``100%`` means disabled -> 0).  evictionSoft does not change allocatable.
 
 Resource lists are ``dict[str, int]``: cpu in millicores, bytes for memory and storage, counts
-otherwise.  Extended resources (GPUs, Neuron, EFA, pod ENIs) appear only when non-zero.
+otherwise.  Extended resources (GPUs, Neuron, pod ENIs) appear only when non-zero; ``vpc.amazonaws.com/efa`` never
+(karpenter-lambda does not attach EFA interfaces at launch, so it does not advertise them).
 """
 
 from __future__ import annotations
@@ -195,32 +197,56 @@ def memory_capacity(info: Mapping, vm_memory_overhead_percent: float = DEFAULT_V
     return (mib - overhead_mib) * MIB
 
 
+def _network_info_limits(info: Mapping) -> tuple[int, int] | None:
+    """(ENIs, IPv4 per ENI) of the default network card from ``DescribeInstanceTypes`` NetworkInfo, as Karpenter's
+    ``ENILimitedPods``: ``NetworkCards[DefaultNetworkCardIndex].MaximumNetworkInterfaces`` (the card at that position
+    of the list) and ``Ipv4AddressesPerInterface``.  A description without network cards (not one EC2 returns) is
+    read from the top-level ``MaximumNetworkInterfaces``; None when the description lacks the figures."""
+    ni = info.get("NetworkInfo")
+    if not isinstance(ni, Mapping) or ni.get("Ipv4AddressesPerInterface") is None:
+        return None
+    cards = ni.get("NetworkCards") or []
+    idx = ni.get("DefaultNetworkCardIndex", 0)
+    if not cards:
+        enis = ni.get("MaximumNetworkInterfaces")
+    elif isinstance(idx, int) and not isinstance(idx, bool) and 0 <= idx < len(cards) and isinstance(cards[idx], Mapping):
+        enis = cards[idx].get("MaximumNetworkInterfaces")
+    else:
+        enis = None
+    if enis is None:
+        return None
+    return int(enis), int(ni["Ipv4AddressesPerInterface"])
+
+
+def _table_limits(name: str) -> tuple[int, int] | None:
+    """(ENIs, IPv4 per ENI) of the default network card from the bundled VPC limits table, or None."""
+    lim = vpc_limits(name)
+    if lim is None:
+        return None
+    idx = lim.get("default_network_card_index", 0)
+    cards = [c for c in lim.get("network_cards") or [] if c.get("network_card_index") == idx]
+    enis = cards[0]["maximum_network_interfaces"] if cards else lim.get("interfaces")
+    ips = lim.get("ipv4_per_interface")
+    if enis is None or ips is None:
+        return None
+    return int(enis), int(ips)
+
+
 def eni_limited_pods(info: Mapping, reserved_enis: int = 0) -> int | None:
     """``ENIs * (IPv4 per ENI - 1) + 2`` on the default network card, or None when unknown.
 
-    ENIs and IPv4/ENI come from the bundled VPC limits table; for a type missing from it, from the
-    ``DescribeInstanceTypes`` NetworkInfo (what Karpenter's head reads).
+    ENIs and IPv4/ENI come from the ``DescribeInstanceTypes`` NetworkInfo, what Karpenter reads for every type
+    (``NetworkCards[DefaultNetworkCardIndex].MaximumNetworkInterfaces``, ``Ipv4AddressesPerInterface``); the
+    bundled VPC limits table is the fallback for a description without them.
     """
-    name = info.get("InstanceType", "")
-    lim = vpc_limits(name)
-    enis = ips = None
-    if lim is not None:
-        idx = lim.get("default_network_card_index", 0)
-        cards = [c for c in lim.get("network_cards") or [] if c.get("network_card_index") == idx]
-        enis = cards[0]["maximum_network_interfaces"] if cards else lim.get("interfaces")
-        ips = lim.get("ipv4_per_interface")
-    else:
-        ni = info.get("NetworkInfo") or {}
-        idx = ni.get("DefaultNetworkCardIndex", 0)
-        cards = [c for c in ni.get("NetworkCards") or [] if c.get("NetworkCardIndex", 0) == idx]
-        enis = cards[0].get("MaximumNetworkInterfaces") if cards else ni.get("MaximumNetworkInterfaces")
-        ips = ni.get("Ipv4AddressesPerInterface")
-    if enis is None or ips is None:
+    limits = _network_info_limits(info) or _table_limits(info.get("InstanceType", ""))
+    if limits is None:
         return None
-    usable = max(int(enis) - int(reserved_enis), 0)
+    enis, ips = limits
+    usable = max(enis - int(reserved_enis), 0)
     if usable == 0:
         return 0
-    return usable * (int(ips) - 1) + 2
+    return usable * (ips - 1) + 2
 
 
 def max_pods(info: Mapping, settings: NodeSettings) -> int:
@@ -305,7 +331,9 @@ def compute_capacity(info: Mapping, settings: NodeSettings) -> dict[str, int]:
         L.RESOURCE_NVIDIA_GPU: _gpu_count(info, "NVIDIA"),
         L.RESOURCE_AMD_GPU: _gpu_count(info, "AMD"),
         L.RESOURCE_HABANA_GAUDI: _gpu_count(info, "Habana"),
-        L.RESOURCE_EFA: int(((info.get("NetworkInfo") or {}).get("EfaInfo") or {}).get("MaximumEfaInterfaces") or 0),
+        # vpc.amazonaws.com/efa is deliberately not advertised: Karpenter puts EfaInfo.MaximumEfaInterfaces in capacity
+        # and its launch template attaches that many EFA interfaces; karpenter-lambda launches one plain interface, so a
+        # node would never have the device and a pod requesting it would stay Pending (docs/catalog.md).
     }
     devices = (info.get("NeuronInfo") or {}).get("NeuronDevices") or []
     if devices:

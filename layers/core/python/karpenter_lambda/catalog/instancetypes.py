@@ -10,7 +10,9 @@ Windows AMI family (Karpenter gives them an empty OS requirement, so nothing can
 We also drop a type that ends up with **no offering at all** (not offered in any allowed zone, or
 no price for any of its capacity types): Karpenter keeps it with unavailable offerings, which the
 scheduler never picks, so the result is the same and the list is shorter.  Bare-metal types are
-kept (the scheduler treats them as exotic).  Pass ``skipped={}`` to learn why each type was dropped.
+kept (the scheduler treats them as exotic).  A type incompatible with the EC2NodeClass (Karpenter's
+``compatibility.IsCompatibleWithNodeClass``, see :func:`incompatibility`) is dropped too: Karpenter marks its
+offerings unavailable.  Pass ``skipped={}`` to learn why each type was dropped.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .pricing import PriceBook
 from .reservations import CapacityReservation, reserved_offerings
 from .types import InstanceType, Offering
 
-__all__ = ["build_instance_types", "compute_labels", "zones_by_type", "KUBE_ARCH", "label_values_of_names"]
+__all__ = ["build_instance_types", "compute_labels", "zones_by_type", "KUBE_ARCH", "label_values_of_names", "incompatibility"]
 
 _SCHEME = re.compile(r"(^[a-z]+)(\-[0-9]+tb)?([0-9]+).*\.")
 KUBE_ARCH = {"x86_64": L.ARCH_AMD64, "arm64": L.ARCH_ARM64}
@@ -131,6 +133,30 @@ def compute_labels(info: Mapping, region: str, arch: str, os_name: str = "linux"
     return labels
 
 
+def incompatibility(info: Mapping, ami_family: str, placement_group_strategy: str | None = None) -> str | None:
+    """Why a type cannot serve an EC2NodeClass, or None: Karpenter's ``compatibility.IsCompatibleWithNodeClass``
+    (``pkg/providers/instancetype/compatibility/compatibility.go``, v1.14.1 and head).
+
+    * ``amiFamilyCheck``: ``a1.*`` types are not supported by AL2023
+      (https://docs.aws.amazon.com/linux/al2023/ug/system-requirements.html);
+    * ``placementGroupCheck``: with a placement group, the group's strategy (cluster, partition, spread) must be in
+      the type's ``PlacementGroupInfo.SupportedStrategies`` (t3/t3a, ``*-flex`` and older types lack ``cluster``);
+      a description without ``PlacementGroupInfo`` supports none.
+
+    Karpenter's other checks (``networkInterfaces``, ``cpuOptions.nestedVirtualization``, ``connectionTracking``)
+    pass for every type when those fields are unset, and ``validate`` refuses them here.
+    """
+    name = str(info.get("InstanceType") or "")
+    if ami_family == "AL2023" and name.startswith("a1."):
+        return "incompatible with the EC2NodeClass: a1 types are not supported by AL2023"
+    if placement_group_strategy:
+        strategies = (info.get("PlacementGroupInfo") or {}).get("SupportedStrategies") or ()
+        if placement_group_strategy not in strategies:
+            return (f"incompatible with the EC2NodeClass: placement group strategy {placement_group_strategy!r} "
+                    f"not supported (supported: {', '.join(strategies) or 'none'})")
+    return None
+
+
 def zones_by_type(offerings: Iterable[Mapping]) -> dict[str, set[str]]:
     """``{instance_type: {zone, ...}}`` from DescribeInstanceTypeOfferings (availability-zone) entries."""
     out: dict[str, set[str]] = {}
@@ -162,6 +188,7 @@ def build_instance_types(
     estimated_available: bool = True,
     reservations: Iterable[CapacityReservation] = (),
     placement_group_id: str | None = None,
+    placement_group_strategy: str | None = None,
 ) -> list[InstanceType]:
     """Build the catalog, sorted by name.
 
@@ -176,7 +203,9 @@ def build_instance_types(
     ``reservations`` (the EC2NodeClass's resolved capacity reservations) add one ``reserved`` offering per
     reservation of the type in one of its zones (:func:`~.reservations.reserved_offerings`: near-zero price,
     available while the reservation has room).  ``placement_group_id`` (the resolved ``placementGroupSelector``)
-    becomes every type's ``karpenter.k8s.aws/placement-group-id`` label.
+    becomes every type's ``karpenter.k8s.aws/placement-group-id`` label; ``placement_group_strategy`` (that group's
+    strategy) drops the types whose ``PlacementGroupInfo`` does not support it (:func:`incompatibility`, with the
+    AMI family's a1 rule).
     """
     if not isinstance(prices, PriceBook):
         raise ValueError(f"prices: expected a PriceBook, got {type(prices).__name__}")
@@ -218,6 +247,10 @@ def build_instance_types(
             continue
         if traits.windows and arch != L.ARCH_AMD64:
             skip(name, f"{traits.name} needs amd64")
+            continue
+        why = incompatibility(info, traits.name, placement_group_strategy)
+        if why is not None:
+            skip(name, why)
             continue
         usage = set(info.get("SupportedUsageClasses") or ())
         type_zones = by_type.get(name, set())

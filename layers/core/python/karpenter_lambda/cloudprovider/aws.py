@@ -67,7 +67,8 @@ class AWSCloudProvider:
         return default_catalog_loader(self.ec2, self.region, nodeclass, zones, unavailable,
                                       pricing=self.pricing, price_cache=self.price_cache,
                                       reservations=tuple(getattr(resolved, "capacity_reservations", None) or ()),
-                                      placement_group_id=pg.id if pg is not None else None)
+                                      placement_group_id=pg.id if pg is not None else None,
+                                      placement_group_strategy=(pg.strategy or None) if pg is not None else None)
 
     # -- instances (the instance provider) ------------------------------------------------------------
     def create(self, request: CreateRequest, on_retry=None) -> Instance:

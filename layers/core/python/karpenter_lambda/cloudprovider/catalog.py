@@ -25,26 +25,30 @@ CATALOG_TTL_SECONDS = 300.0
 _catalog_cache: dict[tuple, tuple[float, list]] = {}
 
 
-def _catalog_key(nodeclass, zones, unavailable, reservations=(), placement_group_id=None) -> tuple:
+def _catalog_key(nodeclass, zones, unavailable, reservations=(), placement_group_id=None,
+                 placement_group_strategy=None) -> tuple:
     spec = json.dumps(nodeclass.spec if nodeclass is not None else None, sort_keys=True, default=str)
     return (hashlib.sha256(spec.encode()).hexdigest(), tuple(sorted(zones or ())), tuple(sorted(unavailable)),
-            tuple(reservations), placement_group_id)
+            tuple(reservations), placement_group_id, placement_group_strategy)
 
 
 def default_catalog_loader(ec2, region: str, nodeclass, zones: list[str] | None, unavailable: set, *,
                            pricing=None, price_cache=None, estimated_available: bool | None = None,
-                           reservations=(), placement_group_id: str | None = None) -> list:
+                           reservations=(), placement_group_id: str | None = None,
+                           placement_group_strategy: str | None = None) -> list:
     """Instance types for one EC2NodeClass (cached per process by nodeclass spec, zones, unavailable set, for
     CATALOG_TTL_SECONDS).  Prices: on-demand from the Pricing API (``pricing`` client) and spot from the price
     history, both through the DynamoDB ``price_cache`` when given; the bundled table otherwise.  Spot offerings
     with no real price carry the estimate and are unavailable unless ``estimated_available`` (default:
     ``$KARPENTER_LAMBDA_ESTIMATED_PRICES``, see ``ec2_catalog.estimated_prices_available``).  ``reservations`` (the
     EC2NodeClass's resolved capacity reservations, with their available counts: part of the cache key) add
-    ``reserved`` offerings; ``placement_group_id`` labels the types."""
+    ``reserved`` offerings; ``placement_group_id`` labels the types and ``placement_group_strategy`` (the resolved
+    group's strategy) drops the types that do not support it (``catalog.instancetypes.incompatibility``)."""
     if estimated_available is None:
         estimated_available = ec2_catalog.estimated_prices_available()
     reservations = tuple(reservations or ())
-    key = (region, bool(estimated_available)) + _catalog_key(nodeclass, zones, unavailable, reservations, placement_group_id)
+    key = (region, bool(estimated_available)) + _catalog_key(nodeclass, zones, unavailable, reservations,
+                                                             placement_group_id, placement_group_strategy)
     hit = _catalog_cache.get(key)
     now = time.monotonic()
     if hit is not None and now - hit[0] < CATALOG_TTL_SECONDS:
@@ -52,7 +56,8 @@ def default_catalog_loader(ec2, region: str, nodeclass, zones: list[str] | None,
     clients = {"ec2": ec2, "pricing": pricing}
     types = ec2_catalog.load_catalog(clients, region, nodeclass=nodeclass, unavailable=frozenset(unavailable),
                                      zones=zones, cache=price_cache, estimated_available=estimated_available,
-                                     reservations=reservations, placement_group_id=placement_group_id)
+                                     reservations=reservations, placement_group_id=placement_group_id,
+                                     placement_group_strategy=placement_group_strategy)
     estimated = sum(1 for it in types for o in it.offerings if o.price_estimated)
     if estimated:
         log.warning("catalog %s: %d spot offerings have no real price (estimated); %s", region, estimated,

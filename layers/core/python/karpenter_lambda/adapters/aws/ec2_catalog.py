@@ -321,6 +321,7 @@ def load_catalog(
     estimated_available: bool = True,
     reservations: tuple | list = (),
     placement_group_id: str | None = None,
+    placement_group_strategy: str | None = None,
 ) -> list[InstanceType]:
     """Instance types for ``region`` as the scheduler needs them.
 
@@ -331,7 +332,8 @@ def load_catalog(
     and an unknown region raises ``KeyError(region)`` as moto does.  ``estimated_available=False`` makes offerings
     whose price is an estimate unavailable (the launch path; see the module doc).  ``reservations`` (resolved
     :class:`~karpenter_lambda.catalog.reservations.CapacityReservation` records) add ``reserved`` offerings;
-    ``placement_group_id`` labels every type (``build_instance_types``).
+    ``placement_group_id`` labels every type and ``placement_group_strategy`` drops the types that do not support
+    it (``build_instance_types``).
     """
     if catalog_source(source) == SOURCE_MOTO_BUNDLED:
         raw, offerings, zone_ids = bundled_ec2_data(region)
@@ -348,4 +350,5 @@ def load_catalog(
                                                             endpoint_url=endpoint_url, source=source)
     return build_instance_types(raw, offerings, book, region, nodeclass=nodeclass, zones=zones, unavailable=unavailable,
                                 zone_ids=zone_ids, estimated_available=estimated_available,
-                                reservations=reservations, placement_group_id=placement_group_id)
+                                reservations=reservations, placement_group_id=placement_group_id,
+                                placement_group_strategy=placement_group_strategy)
