@@ -12,7 +12,7 @@ vector each), 30% of them with zone topology spread and 10% with hostname spread
 
 Instance types (``--catalog``): "karpenter" (default) has the facts of Karpenter's fake.InstanceTypes(400),
 the catalog Karpenter's own benchmark and published figures use; "real" is karpenter_lambda.catalog over
-moto's bundled EC2 data for us-east-1 (zones a..c, bundled on-demand prices, estimated spot: 1,340 Linux
+moto's bundled EC2 data for us-east-1 (zones a..c, bundled on-demand prices, estimated spot: 1,334 Linux
 types); "synthetic" is a generator of 436 AWS-like types; "auto" is real, else synthetic.  The JSON says
 which (``catalog``).  Only ``solve()`` is timed (``seconds`` wall, ``cpu_seconds`` process CPU).
 
@@ -389,7 +389,7 @@ def main(argv=None):
                          "zone-spread and 10%% hostname-spread")
     ap.add_argument("--catalog", choices=["karpenter", "auto", "real", "synthetic"], default="karpenter",
                     help="karpenter: Karpenter's fake.InstanceTypes(400) (default, what its published figures use); "
-                         "real: moto's us-east-1 EC2 data (1,340 Linux types); synthetic: 436 AWS-like types; "
+                         "real: moto's us-east-1 EC2 data (1,334 Linux types); synthetic: 436 AWS-like types; "
                          "auto: real, else synthetic")
     ap.add_argument("--no-fit-bound", action="store_true", help="skip the fit-aware LP bound (scipy)")
     a = ap.parse_args(argv)

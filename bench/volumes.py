@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Volume topology benchmark (issue 28): scheduling 500 pods with persistent volumes against the same 500 pods
-without, on the real catalog (moto's bundled us-east-1 data, zones a..c, 1,340 Linux types).
+without, on the real catalog (moto's bundled us-east-1 data, zones a..c, 1,334 Linux types; 1,340 before a1.* left AL2023 catalogs).
 
     python bench/volumes.py [--pods N] [--runs R] [--json]
 

@@ -162,7 +162,7 @@ class SnapshotLoader:
 
 # The last few overlay results per process: a warm invocation gets the provider's cached instance-type lists back
 # (the same objects), so the same lists, NodePools and overlays give the same result without recomputing it (a
-# catalog of 1,340 types takes a few hundred ms).  The value keeps the lists alive, so their ids stay theirs.
+# catalog of 1,334 types takes a few hundred ms).  The value keeps the lists alive, so their ids stay theirs.
 _OVERLAID: dict[tuple, tuple[list, OverlayResult]] = {}
 
 
