@@ -122,7 +122,9 @@ spec:
         karpenter.sh/capacity-type: spot
         example.com/team: ''
         karpenter.k8s.aws/instance-family: m5
-        karpenter.k8s.aws/nitro-sandbox-enabled: 'true'
+        karpenter.k8s.aws/nitro-sandbox: 'true'
+        node-role.kubernetes.io/worker: ''
+        example.k8s.io/team: a
     spec:
       terminationGracePeriod: 48h
       requirements:

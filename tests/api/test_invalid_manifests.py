@@ -72,8 +72,8 @@ CASES = [
     ("req-key-karpenter-sh", "NodePool", reqs("{key: karpenter.sh/custom, operator: Exists}"), f"{NP_REQ}[0].key", 'label domain "karpenter.sh" is restricted'),
     ("req-key-hostname", "NodePool", reqs("{key: kubernetes.io/hostname, operator: Exists}"), f"{NP_REQ}[0].key", 'label "kubernetes.io/hostname" is restricted'),
     ("req-key-aws-unknown", "NodePool", reqs("{key: karpenter.k8s.aws/instance-colour, operator: Exists}"), f"{NP_REQ}[0].key", 'label domain "karpenter.k8s.aws" is restricted'),
-    ("req-key-kubernetes-io", "NodePool", reqs("{key: kubernetes.io/role, operator: Exists}"), f"{NP_REQ}[0].key", 'label domain "kubernetes.io" is restricted'),
-    ("req-key-k8s-io", "NodePool", reqs("{key: example.k8s.io/thing, operator: Exists}"), f"{NP_REQ}[0].key", 'label domain "k8s.io" is restricted'),
+    ("req-key-aws-nitro-prefix", "NodePool", reqs("{key: karpenter.k8s.aws/nitro-sandbox-enabled, operator: Exists}"), f"{NP_REQ}[0].key", 'label domain "karpenter.k8s.aws" is restricted'),
+    ("req-gt-beyond-int64", "NodePool", reqs("{key: karpenter.k8s.aws/instance-cpu, operator: Gt, values: ['9223372036854775808']}"), f"{NP_REQ}[0].values[0]", "at most 9223372036854775807"),
     ("req-key-syntax", "NodePool", reqs("{key: 'bad key!', operator: Exists}"), f"{NP_REQ}[0].key", "invalid label key 'bad key!'"),
     ("req-key-upper-prefix", "NodePool", reqs("{key: Example.com/team, operator: Exists}"), f"{NP_REQ}[0].key", "prefix must be a lowercase DNS subdomain"),
     ("req-key-too-long", "NodePool", reqs("{key: " + LONG_KEY + ", operator: Exists}"), f"{NP_REQ}[0].key", "at most 316 characters"),
@@ -89,6 +89,8 @@ CASES = [
     ("taint-missing-effect", "NodePool", tmpl_spec("startupTaints:\n  - {key: example.com/init}"), f"{TS}.startupTaints[0].effect", "Required value"),
     ("taint-duplicate", "NodePool", tmpl_spec("taints:\n  - {key: gpu, effect: NoSchedule}\n  - {key: gpu, value: x, effect: NoSchedule}"), f"{TS}.taints[1]", "duplicate taint key 'gpu' with effect NoSchedule"),
     ("taint-duplicate-startup", "NodePool", tmpl_spec("taints:\n  - {key: gpu, effect: NoSchedule}\nstartupTaints:\n  - {key: gpu, effect: NoSchedule}"), f"{TS}.startupTaints[0]", f"already at {TS}.taints[0]"),
+    ("taint-empty-value", "NodePool", tmpl_spec("taints:\n  - {key: gpu, value: '', effect: NoSchedule}"), f"{TS}.taints[0].value", "omit 'value'"),
+    ("taint-time-added", "NodePool", tmpl_spec("startupTaints:\n  - {key: gpu, effect: NoSchedule, timeAdded: yesterday}"), f"{TS}.startupTaints[0].timeAdded", "must be of type date-time"),
     ("taint-bad-key", "NodePool", tmpl_spec("taints:\n  - {key: 'a/b/c', effect: NoSchedule}"), f"{TS}.taints[0].key", "invalid taint key 'a/b/c'"),
     # --- nodeClassRef
     ("ncr-missing", "NodePool", tmpl_spec("nodeClassRef: __delete__"), f"{TS}.nodeClassRef", "Required value"),
@@ -118,6 +120,7 @@ CASES = [
     ("budget-cron-tz", "NodePool", budget("- {nodes: '0', schedule: 'CRON_TZ=Mars/Base 0 9 * * *', duration: 1h}"), "spec.disruption.budgets[0].schedule", 'unknown time zone "Mars/Base"'),
     ("budget-cron-step-zero", "NodePool", budget("- {nodes: '0', schedule: '*/0 * * * *', duration: 1h}"), "spec.disruption.budgets[0].schedule", "step '0' must be a positive integer"),
     ("budget-duration-seconds", "NodePool", budget("- {nodes: '0', schedule: '@daily', duration: 30s}"), "spec.disruption.budgets[0].duration", "hours and/or minutes"),
+    ("budget-duplicate-reason", "NodePool", budget("- {nodes: '1', reasons: [Empty, Empty]}"), "spec.disruption.budgets[0].reasons[1]", 'Duplicate value: "Empty"'),
     ("budget-bad-reason", "NodePool", budget("- {nodes: '1', reasons: [Expired]}"), "spec.disruption.budgets[0].reasons[0]", "unsupported value 'Expired'"),
     ("budget-too-many", "NodePool", budget("\n".join("- {nodes: '1'}" for _ in range(51))), "spec.disruption.budgets", "at most 50 items"),
     # --- limits, weight, replicas, metadata
@@ -136,6 +139,7 @@ CASES = [
     ("nc-role-and-profile", "EC2NodeClass", nc_spec("instanceProfile: KarpenterNodeInstanceProfile"), "spec.instanceProfile", "exactly one of ['role', 'instanceProfile']"),
     ("nc-no-role", "EC2NodeClass", nc_spec("role: __delete__"), "spec.role", "exactly one of ['role', 'instanceProfile']"),
     ("nc-empty-role", "EC2NodeClass", nc_spec("role: ''"), "spec.role", "must not be empty"),
+    ("nc-ip-prefix-int32", "EC2NodeClass", nc_spec("ipPrefixCount: 2147483648"), "spec.ipPrefixCount", "between 0 and 2147483647"),
     # --- EC2NodeClass: AMI selection and family
     ("nc-ami-terms-empty", "EC2NodeClass", nc_spec("amiSelectorTerms: []"), "spec.amiSelectorTerms", "must have at least 1 item"),
     ("nc-ami-terms-missing", "EC2NodeClass", nc_spec("amiSelectorTerms: __delete__"), "spec.amiSelectorTerms", "Required value"),
@@ -188,6 +192,7 @@ CASES = [
     ("bdm-volume-type", "EC2NodeClass", nc_spec("blockDeviceMappings:\n  - {deviceName: /dev/xvda, ebs: {volumeSize: 20Gi, volumeType: gp4}}"), "spec.blockDeviceMappings[0].ebs.volumeType", "unsupported value 'gp4'"),
     ("bdm-volume-size", "EC2NodeClass", nc_spec("blockDeviceMappings:\n  - {deviceName: /dev/xvda, ebs: {volumeSize: 20GB}}"), "spec.blockDeviceMappings[0].ebs.volumeSize", "invalid volumeSize '20GB'"),
     ("bdm-volume-size-max", "EC2NodeClass", nc_spec("blockDeviceMappings:\n  - {deviceName: /dev/xvda, ebs: {volumeSize: 60000Gi}}"), "spec.blockDeviceMappings[0].ebs.volumeSize", "up to 59000Gi"),
+    ("bdm-volume-size-pattern", "EC2NodeClass", nc_spec("blockDeviceMappings:\n  - {deviceName: /dev/xvda, ebs: {volumeSize: 18Ti}}"), "spec.blockDeviceMappings[0].ebs.volumeSize", "write 18432Gi"),
     ("bdm-init-rate", "EC2NodeClass", nc_spec("blockDeviceMappings:\n  - {deviceName: /dev/xvda, ebs: {volumeSize: 20Gi, volumeInitializationRate: 200}}"), "spec.blockDeviceMappings[0].ebs.volumeInitializationRate", "snapshotID must be set"),
     ("bdm-too-many", "EC2NodeClass", nc_spec("blockDeviceMappings:\n" + "\n".join(f"  - {{deviceName: /dev/sd{i}, ebs: {{volumeSize: 1Gi}}}}" for i in range(51))), "spec.blockDeviceMappings", "at most 50 items"),
     # --- EC2NodeClass: metadata options

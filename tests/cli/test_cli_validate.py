@@ -3,6 +3,8 @@
 import io
 import json
 
+import yaml
+
 from cli_manifests import BAD_YAML, UNSUPPORTED_KIND, nodepool, pair
 
 
@@ -132,3 +134,18 @@ def test_another_providers_node_class_is_skipped_not_an_error(cli, manifests):
     # a look-alike in our own groups is not skipped
     rc, _, err = cli("validate", manifests("typo.yaml", KWOK_PAIR.replace("karpenter.kwok.sh/v1alpha1", "karpenter.k8s.aws/v1")))
     assert rc == 1 and "unsupported kind karpenter.k8s.aws/v1/KWOKNodeClass" in err
+
+
+def test_kubernetes_io_labels_are_valid_and_an_ignored_ssm_parameter_is_a_warning(cli, manifests):
+    """Karpenter v1.9+ leaves kubernetes.io / k8s.io label keys to the user (the audit's g_k8sio.yaml), and its CRD
+    takes ssmParameter beside an alias, never reading it (g_aliasssm.yaml): exit 0, a warning for the parameter."""
+    nodeclass, nodepool_doc = yaml.safe_load_all(pair())
+    nodeclass["spec"]["amiSelectorTerms"] = [{"alias": "al2023@latest", "ssmParameter": "/my/ami"}]
+    template = nodepool_doc["spec"]["template"]
+    template.setdefault("metadata", {}).setdefault("labels", {})["node-role.kubernetes.io/worker"] = ""
+    template["spec"]["requirements"].append({"key": "example.k8s.io/team", "operator": "Exists"})
+    rc, out, err = cli("validate", manifests("k8sio.yaml", yaml.safe_dump_all([nodeclass, nodepool_doc])))
+    assert rc == 0, err
+    assert out == "valid: 2 objects in 1 file\n"
+    assert "EC2NodeClass/default: warning: ssmParameter /my/ami is never read: with the alias al2023@latest" in err
+    assert "restricted" not in err

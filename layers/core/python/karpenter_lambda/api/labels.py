@@ -56,7 +56,7 @@ EC2NODECLASS = AWS + "ec2nodeclass"
 CAPACITY_RESERVATION_ID = AWS + "capacity-reservation-id"
 CAPACITY_RESERVATION_TYPE = AWS + "capacity-reservation-type"
 CAPACITY_RESERVATION_INTERRUPTIBLE = AWS + "capacity-reservation-interruptible"
-NITRO_SANDBOX = AWS + "nitro-sandbox"  # Nitro Enclaves supported (true/false); also a prefix Karpenter allows keys under
+NITRO_SANDBOX = AWS + "nitro-sandbox"  # Nitro Enclaves supported (true/false): one exact key (the provider's HEAD)
 PLACEMENT_GROUP_ID = AWS + "placement-group-id"
 PLACEMENT_GROUP_PARTITION = AWS + "placement-group-partition"
 # NodeClaim status fields of the termination flow (controllers/termination.py): the record, and in it the time the
@@ -102,7 +102,10 @@ AWS_WELL_KNOWN = frozenset(
         INSTANCE_TENANCY,
     }
 )
-AWS_WELL_KNOWN_PREFIXES = (NITRO_SANDBOX,)
+# Prefixes under which every karpenter.k8s.aws key would be well-known: none.  Karpenter's CRDs and Go labels list
+# exact keys only (``nitro-sandbox`` is one of them, not a prefix: ``nitro-sandbox-foo`` is restricted and has no
+# known values).  Kept, empty, for ``scheduling.requirements.Requirements.compatible``, which still asks it.
+AWS_WELL_KNOWN_PREFIXES: tuple[str, ...] = ()
 
 # Keys every node gets; a pod may select on them without the NodePool defining them.
 CORE_WELL_KNOWN = frozenset({NODEPOOL, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE, WINDOWS_BUILD, HOSTNAME})

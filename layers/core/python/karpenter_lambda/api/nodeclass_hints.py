@@ -6,6 +6,10 @@ or a release, read from an SSM parameter whose path names it (``adapters/aws/ami
 (``al2023@latst``) resolves no AMI and the class never becomes ready: every launch of its NodePools fails.  A version
 that is neither ``latest`` nor in its family's release format (AL2 / AL2023: ``vYYYYMMDD``; Bottlerocket:
 ``[v]MAJOR.MINOR.PATCH``) is a warning; Windows aliases take ``latest`` only, which the CRD rules already refuse.
+
+**An ssmParameter that is never read.** The CRD's exclusivity rules leave ``ssmParameter`` out, so a term may hold it
+beside an ``alias`` or an ``id``; Karpenter then resolves the alias alone (``DescribeImageQueries``), or the term's
+id (``id`` comes first), and never reads the parameter (``adapters/aws/amis.py`` does the same).  A warning says so.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ def nodeclass_hints(doc) -> list[FieldError]:
     terms = spec.get("amiSelectorTerms") if isinstance(spec, dict) else None
     out: list[FieldError] = []
     for i, term in enumerate(terms if isinstance(terms, list) else ()):
+        ignored = _ignored_ssm_parameter(term) if isinstance(term, dict) else None
+        if ignored:
+            out.append(FieldError(f"spec.amiSelectorTerms[{i}].ssmParameter", ignored))
         alias = term.get("alias") if isinstance(term, dict) else None
         if not isinstance(alias, str) or "@" not in alias:
             continue
@@ -43,3 +50,17 @@ def nodeclass_hints(doc) -> list[FieldError]:
                               f"version {version!r} of alias {alias} is neither latest nor a release of {family} (such "
                               f"as {known[1]}): no AMI will match it, so the class never becomes ready{hint}"))
     return out
+
+
+def _ignored_ssm_parameter(term: dict) -> str | None:
+    """Why the term's ssmParameter is never read (an alias or an id beside it), or None."""
+    param, alias, image = term.get("ssmParameter"), term.get("alias"), term.get("id")
+    if not isinstance(param, str) or not param:
+        return None
+    if isinstance(alias, str) and alias:
+        return (f"ssmParameter {param} is never read: with the alias {alias} Karpenter resolves the alias's AMIs "
+                f"alone; remove ssmParameter, or the alias to launch the parameter's AMI (then set amiFamily)")
+    if isinstance(image, str) and image:
+        return (f"ssmParameter {param} is never read: Karpenter takes this term's id ({image}) and ignores "
+                f"ssmParameter; remove one of them, or give ssmParameter a term of its own to select both AMIs")
+    return None

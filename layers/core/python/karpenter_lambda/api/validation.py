@@ -31,7 +31,7 @@ from .kubelet_config import EXPRESSIONS_NOT_SUPPORTED, KUBELET_VERSION, family_p
 from .kubelet_config import PASSTHROUGH as KUBELET_PASSTHROUGH
 from .schema import NOT_SUPPORTED, AnyValue, Bool, Int, List, Map, Node, Obj, OneOf, Refused, Str, describe, index, join, key
 from .validators import (BUDGET, CONSOLIDATION_POLICIES, DISRUPTION_REASONS, DURATION_MSG, NILLABLE_DURATION_MSG,
-                         dns_subdomain_check, label_key_problem, label_value_check, label_value_problem)
+                         date_time_check, dns_subdomain_check, label_key_problem, label_value_check, label_value_problem)
 
 __all__ = [
     "validate_and_default",
@@ -59,32 +59,30 @@ FORBIDDEN_TAG_KEYS = ("eks:eks-cluster-name", "karpenter.sh/nodepool", "karpente
 INSTANCE_TENANCY = L.INSTANCE_TENANCY
 TENANCY_VALUES = L.TENANCY_VALUES
 
-# Labels under kubernetes.io that a NodePool may set or require (CRD CEL lists).
-_K8S_IO_ALLOWED = frozenset(
-    {
-        "beta.kubernetes.io/instance-type",
-        "failure-domain.beta.kubernetes.io/region",
-        "beta.kubernetes.io/os",
-        "beta.kubernetes.io/arch",
-        "failure-domain.beta.kubernetes.io/zone",
-        "topology.kubernetes.io/zone",
-        "topology.kubernetes.io/region",
-        "node.kubernetes.io/instance-type",
-        "kubernetes.io/arch",
-        "kubernetes.io/os",
-        "node.kubernetes.io/windows-build",
-    }
-)
-_AWS_ALLOWED = L.AWS_WELL_KNOWN | {INSTANCE_TENANCY}
+INT64_MAX = 2**63 - 1   # a Gt/Lt/Gte/Lte value: the CRD's CEL int(values[0]) fails above it
 
 _PERCENT_RE = re.compile(r"^(\d{1,2}(\.\d{1,2})?|100(\.0{1,2})?)%$")
 _VOLUME_SIZE_RE = re.compile(r"^([0-9]+)(Gi|G|Ti|T)$")
 _VOLUME_SIZE_MAX = {"Gi": 59000, "G": 64000, "Ti": 58, "T": 64}
+# The EC2NodeClass CRD's volumeSize pattern, anchored as the API server applies it: no leading zero, and Ti only
+# 1-17, 20-27, 30-37, 40-47, 50-58 (its alternation skips 18Ti, 19Ti, 28Ti, ...).  Its empty alternatives (a bare
+# "Ti" or "T") are refused by the range check above (docs/api.md, deliberate differences).
+_VOLUME_SIZE_CRD_RE = re.compile(r"^((?:[1-9][0-9]{0,3}|[1-4][0-9]{4}|[5][0-8][0-9]{3}|59000)Gi"
+                                 r"|(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G"
+                                 r"|([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$")
 
 
 # ----------------------------------------------------------------------------- label helpers
 def restricted_label_problem(k: str, *, allow_nodepool: bool = False) -> str | None:
-    """Karpenter's restricted label domains (NodePool template labels and requirement keys)."""
+    """Karpenter's restricted label keys: the CEL rules of the CRDs (v1.9 and later) on NodePool template labels and
+    requirement keys, and on NodeClaim and NodeOverlay requirement keys (``allow_nodepool``).
+
+    Restricted: ``kubernetes.io/hostname``; ``karpenter.sh/nodepool`` in a NodePool; the ``karpenter.sh`` domain but
+    capacity-type (and nodepool); the ``karpenter.k8s.aws`` domain but its well-known keys (``L.AWS_WELL_KNOWN``,
+    exact keys).  The domain is what precedes the first '/' (the whole key without one), matched by its end as CEL's
+    ``find("^([^/]+)").endsWith(...)``.  Any other domain is the user's, ``kubernetes.io`` and ``k8s.io`` included
+    (``node-role.kubernetes.io/worker``): the kubelet may not set those on itself, so registration puts them on the
+    Node (``adapters/aws/userdata.kubelet_labels``, ``controllers/lifecycle.py``)."""
     domain = k.split("/", 1)[0]
     if k == L.HOSTNAME:
         return 'label "kubernetes.io/hostname" is restricted: Karpenter sets it on every node'
@@ -92,16 +90,10 @@ def restricted_label_problem(k: str, *, allow_nodepool: bool = False) -> str | N
         if allow_nodepool:
             return None
         return 'label "karpenter.sh/nodepool" is restricted: Karpenter sets it to the NodePool\'s name'
-    if domain.endswith("kubernetes.io") and k not in _K8S_IO_ALLOWED and not (
-        domain.endswith("node.kubernetes.io") or domain.endswith("node-restriction.kubernetes.io")
-    ):
-        return f'label domain "kubernetes.io" is restricted: {k!r} is not one of the allowed well-known labels'
-    if domain.endswith("k8s.io") and not domain.endswith("kops.k8s.io"):
-        return f'label domain "k8s.io" is restricted: {k!r} is not allowed'
     if domain.endswith("karpenter.sh") and k != L.CAPACITY_TYPE:
         allowed = "karpenter.sh/capacity-type and karpenter.sh/nodepool" if allow_nodepool else "karpenter.sh/capacity-type"
         return f'label domain "karpenter.sh" is restricted: only {allowed} may be used, not {k!r}'
-    if domain.endswith("karpenter.k8s.aws") and k not in _AWS_ALLOWED and not k.startswith(L.AWS_WELL_KNOWN_PREFIXES):
+    if domain.endswith("karpenter.k8s.aws") and k not in L.AWS_WELL_KNOWN:
         return f'label domain "karpenter.k8s.aws" is restricted: {k!r} is not one of its well-known labels'
     return None
 
@@ -156,6 +148,9 @@ def _check_requirement_factory(allow_nodepool: bool):
                 errors.append(FieldError(vpath, f"operator {op} requires exactly one value, a non-negative integer (got {len(values)})"))
             elif not (isinstance(values[0], str) and values[0].isdigit() and values[0].isascii()):
                 errors.append(FieldError(index(vpath, 0), f"operator {op} requires a non-negative integer, got {values[0]!r}"))
+            elif int(values[0]) > INT64_MAX:
+                errors.append(FieldError(index(vpath, 0), f"operator {op} requires an integer of at most {INT64_MAX} "
+                                                          f"(the CRD reads it as a 64-bit int), got {values[0]!r}"))
         mv = req.get("minValues")
         if op == "In" and isinstance(mv, int) and not isinstance(mv, bool) and values and mv > len(values):
             errors.append(FieldError(join(path, "minValues"), f"minValues {mv} exceeds the {len(values)} value{'s' if len(values) != 1 else ''} given for operator In"))
@@ -195,10 +190,15 @@ def _check_taint(t: dict, path: str, errors: list[FieldError]) -> None:
         problem = label_key_problem(k)
         if problem:
             errors.append(FieldError(join(path, "key"), problem.replace("label key", "taint key")))
-    if isinstance(v, str):
+    if v == "":
+        # the CRD's pattern needs at least one character: the API server rejects "" (a taint without a value omits it)
+        errors.append(FieldError(join(path, "value"), "must not be empty (Karpenter's CRD pattern needs at least one "
+                                                      "character): omit 'value' for a taint without one"))
+    elif isinstance(v, str):
         problem = label_value_problem(v)
         if problem:
-            errors.append(FieldError(join(path, "value"), problem.replace("label value", "taint value")))
+            problem = problem.replace("label value", "taint value").replace("must be empty or start", "must start")
+            errors.append(FieldError(join(path, "value"), problem))
 
 
 TAINT = Obj(
@@ -206,7 +206,7 @@ TAINT = Obj(
         "key": Str(not_empty=True),
         "value": Str(),
         "effect": Str(enum=TAINT_EFFECTS),
-        "timeAdded": Str(),
+        "timeAdded": Str(checks=[date_time_check]),
     },
     required=("key", "effect"),
     checks=[_check_taint],
@@ -408,10 +408,12 @@ def _cr_term_check(t, path, errors):
 
 
 def _ami_term_check(t, path, errors):
+    # the CRD's exclusivity rules leave ssmParameter out: beside an alias or an id it is accepted and never read
+    # (Karpenter's DescribeImageQueries; adapters/aws/amis.py does the same), a warning in api/nodeclass_hints.py
     _at_least_one(t, path, errors, ("tags", "id", "name", "alias", "ssmParameter"))
-    _exclusive(t, path, errors, "id", ("alias", "tags", "name", "owner", "ssmParameter"), "an amiSelectorTerm")
+    _exclusive(t, path, errors, "id", ("alias", "tags", "name", "owner"), "an amiSelectorTerm")
     if "id" not in t:
-        _exclusive(t, path, errors, "alias", ("tags", "name", "owner", "ssmParameter"), "an amiSelectorTerm")
+        _exclusive(t, path, errors, "alias", ("tags", "name", "owner"), "an amiSelectorTerm")
 
 
 def _alias_check(value, path, errors):
@@ -545,9 +547,16 @@ KUBELET = Obj(
 def _volume_size_check(value, path, errors):
     if not isinstance(value, str):
         return
-    m = _VOLUME_SIZE_RE.match(value)
+    m = _VOLUME_SIZE_RE.fullmatch(value)
     if not m or int(m.group(1)) < 1 or int(m.group(1)) > _VOLUME_SIZE_MAX[m.group(2)]:
         errors.append(FieldError(path, f"invalid volumeSize {value!r}: must be a whole number of Gi, G, Ti or T, from 1 up to 59000Gi / 64000G / 58Ti / 64T"))
+    elif not _VOLUME_SIZE_CRD_RE.fullmatch(value):
+        n, unit = int(m.group(1)), m.group(2)
+        why, spelling = ["no leading zero"] if m.group(1).startswith("0") else [], f"{n}{unit}"
+        if not _VOLUME_SIZE_CRD_RE.fullmatch(spelling):   # a Ti size the pattern skips (all Gi, G, T sizes match)
+            why, spelling = why + ["Ti only 1-17, 20-27, 30-37, 40-47 or 50-58"], f"{n * 1024}Gi"
+        errors.append(FieldError(path, f"invalid volumeSize {value!r}: Karpenter's CRD pattern refuses it "
+                                       f"({'; '.join(why)}); write {spelling}"))
 
 
 def _ebs_check(ebs: dict, path: str, errors: list[FieldError]) -> None:
@@ -648,7 +657,7 @@ EC2NODECLASS_SPEC = Obj(
             checks=[_placement_group_check],
         ),
         "associatePublicIPAddress": Bool(),
-        "ipPrefixCount": Int(minimum=0),
+        "ipPrefixCount": Int(minimum=0, maximum=INT32_MAX),
         "amiSelectorTerms": List(
             Obj(
                 {

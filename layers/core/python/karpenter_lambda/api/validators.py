@@ -7,12 +7,14 @@ imports neither, so neither imports the other to get them.  Pure: no I/O.
 
 from __future__ import annotations
 
+import calendar
+import json
 import re
 
 from .cron import CronError, TimeZoneError, parse_budget_schedule
 from .durations import BUDGET_DURATION_RE
 from .errors import FieldError
-from .schema import List, Obj, Str, join
+from .schema import List, Obj, Str, index, join
 
 __all__ = [
     "DNS1123_SUBDOMAIN_RE",
@@ -28,6 +30,9 @@ __all__ = [
     "label_value_problem",
     "label_value_check",
     "dns_subdomain_check",
+    "is_date_time",
+    "date_time_check",
+    "unique_items_check",
 ]
 
 WHEN_EMPTY = "WhenEmpty"
@@ -94,6 +99,49 @@ def dns_subdomain_check(value, path, errors):
         )
 
 
+# ----------------------------------------------------------------------------- OpenAPI formats and list types
+_DATE_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_TIME_RE = re.compile(r"([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))")
+
+
+def is_date_time(value: str) -> bool:
+    """The API server's ``format: date-time`` (kube-openapi ``strfmt.IsDateTime``, which CRD schemas use): the value,
+    lower-cased and split at ``t``, is a calendar date ``YYYY-MM-DD`` (a real day of that month) then
+    ``HH:MM:SS[.fraction]`` and ``z`` or ``+HH:MM`` / ``-HH:MM``, with HH <= 23 and MM, SS <= 59."""
+    if len(value) < 4:
+        return False
+    parts = value.lower().split("t")
+    if len(parts) < 2:
+        return False
+    date = _DATE_RE.fullmatch(parts[0])
+    if not date:
+        return False
+    year, month, day = (int(g) for g in date.groups())
+    if not 1 <= month <= 12 or not 1 <= day <= calendar.mdays[month] + (month == 2 and calendar.isleap(year)):
+        return False
+    hms = _TIME_RE.fullmatch(parts[1])
+    return bool(hms) and hms.group(1) <= "23" and hms.group(2) <= "59" and hms.group(3) <= "59"
+
+
+def date_time_check(value, path, errors):
+    """A schema check: ``format: date-time`` (:func:`is_date_time`)."""
+    if isinstance(value, str) and not is_date_time(value):
+        errors.append(FieldError(path, f"invalid value {value!r}: must be of type date-time (RFC 3339, such as "
+                                       f"2024-05-01T10:00:00Z)"))
+
+
+def unique_items_check(items, path, errors):
+    """A schema check: ``x-kubernetes-list-type: set``, each value at most once (the API server names the repeat:
+    ``Duplicate value: "Empty"``)."""
+    if isinstance(items, list):
+        seen: list = []
+        for i, v in enumerate(items):
+            if v in seen:
+                errors.append(FieldError(index(path, i), f"Duplicate value: {json.dumps(v)}"))
+            else:
+                seen.append(v)
+
+
 # ----------------------------------------------------------------------------- a disruption budget entry
 def _check_budget(b: dict, path: str, errors: list[FieldError]) -> None:
     has_s, has_d = "schedule" in b, "duration" in b
@@ -118,7 +166,7 @@ BUDGET = Obj(
         "nodes": Str(pattern=r"^((100|[0-9]{1,2})%|[0-9]+)$", pattern_msg="must be a node count (e.g. 5) or a percentage 0%-100% (e.g. 10%)", default="10%"),
         "schedule": Str(checks=[_check_schedule]),
         "duration": Str(pattern=BUDGET_DURATION_RE.pattern, pattern_msg="must be hours and/or minutes such as 30m, 8h or 1h30m (no seconds)"),
-        "reasons": List(Str(enum=DISRUPTION_REASONS), max_items=50),
+        "reasons": List(Str(enum=DISRUPTION_REASONS), max_items=50, checks=[unique_items_check]),
     },
     required=("nodes",),
     checks=[_check_budget],

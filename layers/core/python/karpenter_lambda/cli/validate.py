@@ -211,7 +211,8 @@ def _catalog_values() -> dict:
 
 
 def nodeclass_warnings(result: LoadResult) -> list[ValidationIssue]:
-    """EC2NodeClasses whose alias names no release (``api/nodeclass_hints.py``): warnings, not errors."""
+    """EC2NodeClasses whose alias names no release, or with an ssmParameter beside an alias or an id that is never
+    read (``api/nodeclass_hints.py``): warnings, not errors."""
     from ..api.nodeclass_hints import nodeclass_hints
 
     return [issue for i, obj in enumerate(result.objects) if obj.kind == "EC2NodeClass"
