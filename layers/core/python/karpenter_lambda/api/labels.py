@@ -102,10 +102,8 @@ AWS_WELL_KNOWN = frozenset(
         INSTANCE_TENANCY,
     }
 )
-# Prefixes under which every karpenter.k8s.aws key would be well-known: none.  Karpenter's CRDs and Go labels list
-# exact keys only (``nitro-sandbox`` is one of them, not a prefix: ``nitro-sandbox-foo`` is restricted and has no
-# known values).  Kept, empty, for ``scheduling.requirements.Requirements.compatible``, which still asks it.
-AWS_WELL_KNOWN_PREFIXES: tuple[str, ...] = ()
+# No prefix makes a karpenter.k8s.aws key well-known: Karpenter's CRDs and Go labels list exact keys only
+# (``nitro-sandbox`` is one of them, not a prefix: ``nitro-sandbox-foo`` is restricted and has no known values).
 
 # Keys every node gets; a pod may select on them without the NodePool defining them.
 CORE_WELL_KNOWN = frozenset({NODEPOOL, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE, WINDOWS_BUILD, HOSTNAME})

@@ -318,8 +318,6 @@ class Requirements:
         """
         for k, inc in other._reqs.items():
             if k not in self._reqs and k not in well_known and inc.operator not in _NEGATIVE:
-                if k.startswith(L.AWS_WELL_KNOWN_PREFIXES):
-                    continue
                 return f"label {k} does not have known values"
         return self.intersects(other)
 
