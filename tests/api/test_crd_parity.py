@@ -248,51 +248,16 @@ def test_ssm_parameter_beside_alias_or_id_is_a_warning_that_it_is_never_read():
     assert "al2023@latest" in found[0][1]
 
 
-class _FakeSSM:
-    class exceptions:
-        class ParameterNotFound(Exception):
-            pass
-
-    def __init__(self, values: dict[str, str]):
-        self.values, self.read = values, []
-
-    def get_parameter(self, Name):
-        self.read.append(Name)
-        if Name not in self.values:
-            raise self.exceptions.ParameterNotFound(Name)
-        return {"Parameter": {"Name": Name, "Value": self.values[Name]}}
-
-    def get_parameters(self, Names):
-        self.read.extend(Names)
-        return {"Parameters": [{"Name": n, "Value": self.values[n]} for n in Names if n in self.values]}
+# (what the resolver does with such a term, against moto: tests/launch/test_resolver.py
+# test_ssm_parameter_terms_as_upstream_describe_image_queries)
 
 
-class _FakeEC2:
-    def __init__(self, images: list[dict]):
-        self.images, self.queries = images, []
-
-    def describe_images(self, **kwargs):
-        self.queries.append(kwargs)
-        ids = [v for f in kwargs.get("Filters") or [] if f["Name"] == "image-id" for v in f["Values"]]
-        return {"Images": [im for im in self.images if not ids or im["ImageId"] in ids]}
-
-
-def _image(image_id: str) -> dict:
-    return {"ImageId": image_id, "Name": image_id, "Architecture": "x86_64", "State": "available",
-            "CreationDate": "2025-01-01T00:00:00.000Z"}
-
-
-def test_the_resolver_uses_the_id_or_the_alias_and_never_reads_the_ssm_parameter():
-    """Karpenter's DescribeImageQueries: an alias decides alone; in a term, ``id`` comes before ``ssmParameter``."""
-    from karpenter_lambda.adapters.aws.amis import AMIProvider, alias_parameters
-
-    ssm = _FakeSSM({"/my/param": "ami-fromssm"})
-    ec2 = _FakeEC2([_image("ami-0123"), _image("ami-fromssm")])
-    amis = AMIProvider(ec2, ssm, "1.31").resolve([{"id": "ami-0123", "ssmParameter": "/my/param"}])
-    assert [a.id for a in amis] == ["ami-0123"] and ssm.read == []
-
-    params = alias_parameters("al2023", "1.31", "latest")
-    ssm = _FakeSSM({params[0][0]: "ami-alias", "/my/param": "ami-fromssm"})
-    ec2 = _FakeEC2([_image("ami-alias"), _image("ami-fromssm")])
-    amis = AMIProvider(ec2, ssm, "1.31").resolve([{"alias": "al2023@latest", "ssmParameter": "/my/param"}])
-    assert {a.id for a in amis} == {"ami-alias"} and "/my/param" not in ssm.read
+def test_name_tags_owner_beside_an_ssm_parameter_are_warned_as_not_applied():
+    doc = manifest("EC2NodeClass", nc_spec("amiFamily: AL2023\namiSelectorTerms:\n"
+                                           "  - {ssmParameter: /my/ami, tags: {team: ml}, owner: self}\n"
+                                           "  - {tags: {team: ml}}"))
+    assert errors("EC2NodeClass", nc_spec("amiFamily: AL2023\namiSelectorTerms:\n"
+                                          "  - {ssmParameter: /my/ami, tags: {team: ml}}")) == []   # valid (the CRD)
+    found = [(e.path, e.message) for e in nodeclass_hints(doc)]
+    assert [p for p, _ in found] == ["spec.amiSelectorTerms[0].tags", "spec.amiSelectorTerms[0].owner"]
+    assert "selects the parameter's AMI alone" in found[0][1] and "/my/ami" in found[0][1]

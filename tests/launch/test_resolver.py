@@ -264,3 +264,21 @@ def test_ami_provider_rejects_alias_with_other_terms(env):
         p.resolve([{"alias": "al2023@latest"}, {"id": "ami-123"}])
     with pytest.raises(AMIResolutionError, match="unknown alias family"):
         p.resolve([{"alias": "ubuntu@latest"}])
+
+
+def test_ssm_parameter_terms_as_upstream_describe_image_queries(env):
+    """karpenter-provider-aws ``DescribeImageQueries``: an ssmParameter term selects the parameter's image alone (the
+    ``tags``/``name``/``owner`` beside it are not applied; ``validate`` warns), a value that is not an AMI id selects
+    nothing, an ``id`` beside it wins, and an alias decides alone (the parameter is never read)."""
+    mine = add_image(REGION, name="my-ami", arch="x86_64", creation_date="2025-01-01T00:00:00Z")   # no tags
+    other = add_image(REGION, name="other-ami", arch="x86_64", creation_date="2025-02-01T00:00:00Z", tags={"team": "ml"})
+    env.ssm.put_parameter(Name="/my/ami", Value=mine, Type="String")
+    env.ssm.put_parameter(Name="/my/not-an-ami", Value="latest", Type="String")
+    p = AMIProvider(env.ec2, env.ssm, K8S)
+    # the tags beside the parameter do not narrow it (before: ANDed, so the untagged image was not found at all)
+    assert [a.id for a in p.resolve([{"ssmParameter": "/my/ami", "tags": {"team": "ml"}}])] == [mine]
+    assert [a.id for a in p.resolve([{"ssmParameter": "/my/ami", "name": "nothing-*"}])] == [mine]
+    assert p.resolve([{"ssmParameter": "/my/not-an-ami"}]) == [] and "not an AMI id" in " ".join(p.errors)
+    # an id beside it wins; with an alias the parameter's image is never selected
+    assert [a.id for a in p.resolve([{"id": other, "ssmParameter": "/my/ami"}])] == [other]
+    assert mine not in {a.id for a in p.resolve([{"alias": "al2023@latest", "ssmParameter": "/my/ami"}])}

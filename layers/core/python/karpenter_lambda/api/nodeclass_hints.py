@@ -10,6 +10,8 @@ that is neither ``latest`` nor in its family's release format (AL2 / AL2023: ``v
 **An ssmParameter that is never read.** The CRD's exclusivity rules leave ``ssmParameter`` out, so a term may hold it
 beside an ``alias`` or an ``id``; Karpenter then resolves the alias alone (``DescribeImageQueries``), or the term's
 id (``id`` comes first), and never reads the parameter (``adapters/aws/amis.py`` does the same).  A warning says so.
+Likewise ``name``, ``tags`` or ``owner`` beside an ``ssmParameter``: Karpenter selects the parameter's image alone and
+never applies them (they do not narrow it).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def nodeclass_hints(doc) -> list[FieldError]:
         ignored = _ignored_ssm_parameter(term) if isinstance(term, dict) else None
         if ignored:
             out.append(FieldError(f"spec.amiSelectorTerms[{i}].ssmParameter", ignored))
+        for field, why in (_ignored_beside_ssm_parameter(term) if isinstance(term, dict) and not ignored else ()):
+            out.append(FieldError(f"spec.amiSelectorTerms[{i}].{field}", why))
         alias = term.get("alias") if isinstance(term, dict) else None
         if not isinstance(alias, str) or "@" not in alias:
             continue
@@ -64,3 +68,14 @@ def _ignored_ssm_parameter(term: dict) -> str | None:
         return (f"ssmParameter {param} is never read: Karpenter takes this term's id ({image}) and ignores "
                 f"ssmParameter; remove one of them, or give ssmParameter a term of its own to select both AMIs")
     return None
+
+
+def _ignored_beside_ssm_parameter(term: dict) -> list[tuple[str, str]]:
+    """(field, why) for each of ``name``, ``tags``, ``owner`` that an ``ssmParameter`` in the same term makes
+    Karpenter ignore (``DescribeImageQueries`` takes the parameter's image id alone)."""
+    param = term.get("ssmParameter")
+    if not isinstance(param, str) or not param:
+        return []
+    return [(f, f"{f} is not applied: a term with ssmParameter {param} selects the parameter's AMI alone (Karpenter "
+                f"ignores {f} there); give {f} a term of its own to select more AMIs, or remove it")
+            for f in ("name", "tags", "owner") if term.get(f)]

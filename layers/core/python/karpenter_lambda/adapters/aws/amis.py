@@ -335,11 +335,16 @@ class AMIProvider:
         if term.get("id"):
             return {"Filters": [{"Name": "image-id", "Values": [term["id"]]}]}
         if term.get("ssmParameter"):
+            # the parameter's image alone, as upstream's DescribeImageQueries: name, tags and owner beside it are not
+            # applied (validate warns: api/nodeclass_hints.py); a value that is not an image id selects nothing
             image_id = self._ssm_get(term["ssmParameter"])
             if not image_id:
                 self.errors.append(f"SSM parameter {term['ssmParameter']} not found")
                 return None
-            filters.append({"Name": "image-id", "Values": [image_id]})
+            if not str(image_id).startswith("ami-"):
+                self.errors.append(f"SSM parameter {term['ssmParameter']} holds {image_id!r}, not an AMI id")
+                return None
+            return {"Filters": [{"Name": "image-id", "Values": [str(image_id)]}]}
         if term.get("name"):
             filters.append({"Name": "name", "Values": [term["name"]]})
         for k, v in sorted((term.get("tags") or {}).items()):
@@ -349,7 +354,7 @@ class AMIProvider:
                 filters.append({"Name": f"tag:{k}", "Values": [v]})
         if term.get("owner"):
             owners = [term["owner"]]
-        elif term.get("name") and not term.get("ssmParameter"):
+        elif term.get("name"):
             owners = ["self", "amazon"]
         if not filters and not owners:
             raise AMIResolutionError(f"amiSelectorTerms term {term!r} selects nothing: set id, name, tags, owner or ssmParameter")
