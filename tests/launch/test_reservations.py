@@ -113,11 +113,12 @@ def test_reserved_launch_targets_the_reservation_then_falls_back_when_full(cr_en
 
     first = launch(_provider(cr_env), _request(its, resolved))
     assert (first.instance_type, first.zone, first.capacity_type) == ("m5.xlarge", "us-east-1a", "reserved")
-    assert first.labels == {wk.CAPACITY_RESERVATION_ID: rid, wk.CAPACITY_RESERVATION_TYPE: "default"}
+    assert first.labels == {wk.CAPACITY_RESERVATION_ID: rid, wk.CAPACITY_RESERVATION_TYPE: "default",
+                            wk.CAPACITY_RESERVATION_INTERRUPTIBLE: "false"}
     desc = ec2.describe_instances(InstanceIds=[first.instance_id])["Reservations"][0]["Instances"][0]
     assert desc["CapacityReservationId"] == rid
     adopted = InstanceProvider.as_instance(desc)
-    assert adopted.capacity_type == "reserved" and adopted.labels[wk.CAPACITY_RESERVATION_ID] == rid
+    assert adopted.capacity_type == "reserved" and adopted.labels == first.labels
     lts = ec2.describe_launch_templates(Filters=[{"Name": f"tag:{wk.OWNER_TAG}", "Values": [CLUSTER]}])["LaunchTemplates"]
     specs = {}
     for lt in lts:

@@ -5,9 +5,9 @@ Karpenter's semantics (kubernetes-sigs/karpenter ``pkg/controllers/nodeoverlay/c
 NodePool's template labels:
 
 * An overlay selects an instance type when its requirements are compatible with the type's labels, its offerings'
-  zones / zone IDs / capacity types / reservations, the NodePool's name and template labels (a key none of them
-  defines matches only NotIn / DoesNotExist); then it changes the offerings its zone, zone-ID, capacity-type and
-  reservation requirements allow.
+  zones / zone IDs / capacity types / reservations (id, type, interruptible), the NodePool's name and template
+  labels (a key none of them defines matches only NotIn / DoesNotExist); then it changes the offerings its zone,
+  zone-ID, capacity-type and reservation requirements allow.
 * Overlays apply in weight order, highest first (unset = 0), equal weights in reverse name order.  For each offering
   the first overlay with a price change sets it: ``price`` replaces the price, ``priceAdjustment`` adds an amount
   or a percentage (never below 0).  ``capacity`` resources merge, the first overlay naming a resource wins.
@@ -34,7 +34,8 @@ __all__ = ["OverlaidOffering", "OverlaidInstanceType", "OverlayResult", "apply_o
            "order_overlays", "offering_overlay"]
 
 #: requirement keys an offering answers by itself (Karpenter's offering requirements)
-OFFERING_KEYS = (L.ZONE, L.ZONE_ID, L.CAPACITY_TYPE, L.CAPACITY_RESERVATION_ID)
+OFFERING_KEYS = (L.ZONE, L.ZONE_ID, L.CAPACITY_TYPE, L.CAPACITY_RESERVATION_ID, L.CAPACITY_RESERVATION_TYPE,
+                 L.CAPACITY_RESERVATION_INTERRUPTIBLE)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,10 @@ def _satisfies(values: set[str] | None, req: dict) -> bool:
 
 
 def _offering_values(o: Offering) -> dict[str, str | None]:
-    return {L.ZONE: o.zone, L.ZONE_ID: o.zone_id, L.CAPACITY_TYPE: o.capacity_type, L.CAPACITY_RESERVATION_ID: o.reservation_id}
+    rl = o.reservation_labels()   # a reserved offering's id, type and interruptible (upstream's offering requirements)
+    return {L.ZONE: o.zone, L.ZONE_ID: o.zone_id, L.CAPACITY_TYPE: o.capacity_type,
+            L.CAPACITY_RESERVATION_ID: o.reservation_id, L.CAPACITY_RESERVATION_TYPE: rl.get(L.CAPACITY_RESERVATION_TYPE),
+            L.CAPACITY_RESERVATION_INTERRUPTIBLE: rl.get(L.CAPACITY_RESERVATION_INTERRUPTIBLE)}
 
 
 def _type_values(it: InstanceType, key: str) -> set[str] | None:

@@ -11,7 +11,12 @@ instance type one ``reserved`` :class:`~karpenter_lambda.catalog.types.Offering`
 * available while the reservation has room (``AvailableInstanceCount`` > 0), its zone is one of the EC2NodeClass's,
   it is not ``expiring`` and it was not marked unavailable (a launch found it full, or an interruption: the
   unavailable-offerings key is ``(reservation id, zone, "reserved")``, or ``(reservation id, "any", "reserved")``);
-* ``reservation_capacity``: the available count (the plan may put at most that many NodeClaims into it).
+* ``reservation_capacity``: the available count (the plan may put at most that many NodeClaims into it);
+* ``reservation_type`` and ``reservation_interruptible``: with the id, the offering's labels
+  (``capacity-reservation-id``, ``-type``, ``-interruptible``: :meth:`Offering.reservation_labels`), which a NodePool
+  or pod may constrain (:func:`reservation_admitted`).  Of reserved offerings of equal price the launch takes a
+  non-interruptible ODCR first, then a capacity block, then an interruptible ODCR (:meth:`Offering.reservation_rank`,
+  upstream's ``CapacityReservationTypeFilter``).
 
 A capacity block is ``expiring`` :data:`CAPACITY_BLOCK_EXPIRY_WINDOW` (40 minutes) before its end: upstream deletes
 its NodeClaims then (10 minutes before EC2 starts reclaiming the instances): :func:`expiring_nodeclaims`.
@@ -30,6 +35,7 @@ from .types import Offering
 __all__ = ["CapacityReservation", "RESERVED_PRICE_DIVISOR", "CAPACITY_BLOCK_EXPIRY_WINDOW", "TYPE_DEFAULT",
            "TYPE_CAPACITY_BLOCK", "STATE_ACTIVE", "STATE_EXPIRING", "UNAVAILABLE_ANY_ZONE", "from_ec2",
            "parse_reservations", "reserved_price", "reserved_offerings", "reservation_unavailable",
+           "capacity_type_unavailable", "capacity_type_key", "reservation_admitted",
            "reservation_drift", "expiring_nodeclaims", "REASON_RESERVATION_DRIFT", "allot_reservations"]
 
 #: a reserved offering's price is the on-demand price divided by this (karpenter-provider-aws's constant)
@@ -126,6 +132,25 @@ def reservation_unavailable(reservation_id: str, zone: str, unavailable) -> bool
             or (reservation_id, UNAVAILABLE_ANY_ZONE, L.CAPACITY_TYPE_RESERVED) in unavailable)
 
 
+def capacity_type_key(capacity_type: str) -> tuple[str, str, str]:
+    """The unavailable-offerings key that makes every offering of a capacity type unavailable: ``("any", "any",
+    capacity type)``.  A spot launch refused with ``AuthFailure.ServiceLinkedRoleCreationNotPermitted`` marks spot so
+    (upstream ``MarkCapacityTypeUnavailable``), and launches fall back to on-demand for the cache's TTL."""
+    return (UNAVAILABLE_ANY_ZONE, UNAVAILABLE_ANY_ZONE, capacity_type)
+
+
+def capacity_type_unavailable(capacity_type: str, unavailable) -> bool:
+    """Whether the unavailable-offerings set holds a whole capacity type (:func:`capacity_type_key`)."""
+    return (UNAVAILABLE_ANY_ZONE, UNAVAILABLE_ANY_ZONE, capacity_type) in unavailable
+
+
+def reservation_admitted(requirements, offering: Offering) -> bool:
+    """Whether ``requirements`` (a NodeClaim's or NodePool's, ``scheduling.requirements.Requirements``-like) admit the
+    offering's reservation labels (id, type, interruptible); an offering of no reservation has none to refuse.  Fails
+    closed: requirements that cannot be evaluated admit nothing."""
+    return all(_admits(requirements, k, v) for k, v in offering.reservation_labels().items())
+
+
 def reserved_offerings(instance_type: str, reservations: Iterable[CapacityReservation], on_demand: float | None, *,
                        zones: set[str] | None = None, unavailable=frozenset(),
                        zone_ids: Mapping[str, str] | None = None) -> list[Offering]:
@@ -138,7 +163,7 @@ def reserved_offerings(instance_type: str, reservations: Iterable[CapacityReserv
         out.append(Offering(zone=r.zone, capacity_type=L.CAPACITY_TYPE_RESERVED, price=reserved_price(on_demand),
                             available=available, zone_id=(zone_ids or {}).get(r.zone), reservation_id=r.id,
                             price_source="capacity-reservation", reservation_type=r.reservation_type,
-                            reservation_capacity=r.available))
+                            reservation_capacity=r.available, reservation_interruptible=r.interruptible))
     return out
 
 
@@ -180,10 +205,11 @@ def allot_reservations(claims: list) -> dict[str, str]:
     The scheduler prices a reserved offering near zero and may give one reservation more NodeClaims than it has room
     for; the launch path then finds it full and falls back.  This does the same in advance, for ``plan`` (duck-typed
     NodeClaim plans: ``name``, ``instance_types``, ``requirements``, ``instance_type``, ``zone``, ``capacity_type``,
-    ``price``, ``reason``, changed in place): each reserved claim takes one unit of a reservation of its type and zone
-    with room left (the one with the most room); a claim that finds none launches as the launch path would: the
-    first capacity type in Karpenter's order (reserved elsewhere, spot, on-demand) its requirements allow and an
-    offering of its instance types has, at that type's cheapest offering."""
+    ``price``, ``reason``, changed in place): each reserved claim takes one unit of a reservation its requirements
+    admit (id, type, interruptible), with room left: of its own type and zone first, then the cheapest, then
+    upstream's order of reservation kinds (:meth:`Offering.reservation_rank`), then the most room; a claim that finds
+    none launches as the launch path would: the first capacity type in Karpenter's order (reserved elsewhere, spot,
+    on-demand) its requirements allow and an offering of its instance types has, at that type's cheapest offering."""
     room: dict[str, int] = {}
     for c in claims:
         for it in c.instance_types:
@@ -198,11 +224,10 @@ def allot_reservations(claims: list) -> dict[str, str]:
         for it in c.instance_types:
             for o in it.offerings:
                 if (o.capacity_type != L.CAPACITY_TYPE_RESERVED or not o.available or room.get(o.reservation_id or "", 0) <= 0
-                        or not _admits(c.requirements, L.ZONE, o.zone)
-                        or (o.reservation_id and not _admits(c.requirements, L.CAPACITY_RESERVATION_ID, o.reservation_id))):
+                        or not _admits(c.requirements, L.ZONE, o.zone) or not reservation_admitted(c.requirements, o)):
                     continue
                 same = it.name == c.instance_type and o.zone == c.zone
-                key = (not same, o.price, -room[o.reservation_id], o.reservation_id, it.name)
+                key = (not same, o.price, o.reservation_rank(), -room[o.reservation_id], o.reservation_id, it.name)
                 if best is None or key < best[0]:
                     best = (key, it, o)
         if best is None:

@@ -7,6 +7,11 @@ from functools import cached_property
 
 from ..api import labels as L
 
+#: upstream's order among reserved offerings of equal price (``pkg/providers/instance/filter/filter.go``
+#: ``CapacityReservationTypeFilter``): (reservation type, interruptible) -> rank; an interruptible capacity block does
+#: not exist
+_RESERVATION_RANK = {("default", False): 0, ("capacity-block", False): 1, ("default", True): 2}
+
 
 @dataclass(frozen=True)
 class Offering:
@@ -28,6 +33,26 @@ class Offering:
     #: a ``reserved`` offering: how many instances the reservation can still take (DescribeCapacityReservations'
     #: ``AvailableInstanceCount``); 0 for other capacity types
     reservation_capacity: int = 0
+    #: a ``reserved`` offering: whether its capacity reservation is interruptible (DescribeCapacityReservations'
+    #: ``Interruptible``: EC2 may take the instances back for the reservation's owner)
+    reservation_interruptible: bool = False
+
+    def reservation_labels(self) -> dict[str, str]:
+        """A reserved offering's capacity-reservation labels (id, type, interruptible ``true``/``false``): the
+        requirements upstream's ``ReservedCapacityResolver`` gives the offering and the labels a node launched into it
+        carries; ``{}`` for an offering of no reservation."""
+        if not self.reservation_id:
+            return {}
+        return {L.CAPACITY_RESERVATION_ID: self.reservation_id,
+                L.CAPACITY_RESERVATION_TYPE: self.reservation_type or "default",
+                L.CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if self.reservation_interruptible else "false"}
+
+    def reservation_rank(self) -> int:
+        """A reserved offering's place among those of equal price: a non-interruptible ODCR (0), a capacity block (1),
+        an interruptible ODCR (2); 0 for an offering of no reservation."""
+        if not self.reservation_id:
+            return 0
+        return _RESERVATION_RANK.get((self.reservation_type or "default", bool(self.reservation_interruptible)), 3)
 
 
 @dataclass(eq=False)

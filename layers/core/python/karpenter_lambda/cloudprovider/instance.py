@@ -127,16 +127,19 @@ class InstanceProvider:
     def as_instance(desc: dict, price: float = 0.0) -> Instance:
         """An EC2 instance description as the :class:`Instance` a launch returns.  Reserved (as upstream): launched
         into a capacity reservation with the ``capacity-reservations-only`` preference only this project's reserved
-        launch templates set (an instance that found an open reservation by itself stays on-demand)."""
+        launch templates set (an instance that found an open reservation by itself stays on-demand); its reservation's
+        type and interruptible from ``InstanceLifecycle`` (``capacity-block``, ``interruptible-capacity-reservation``)."""
         capacity_type, labels = wk.CAPACITY_TYPE_ON_DEMAND, {}
         spec = desc.get("CapacityReservationSpecification") or {}
         if desc.get("InstanceLifecycle") == "spot" or desc.get("SpotInstanceRequestId"):
             capacity_type = wk.CAPACITY_TYPE_SPOT
         elif desc.get("CapacityReservationId") and spec.get("CapacityReservationPreference") == "capacity-reservations-only":
             capacity_type = wk.CAPACITY_TYPE_RESERVED
+            lifecycle = desc.get("InstanceLifecycle")
             labels = {wk.CAPACITY_RESERVATION_ID: desc["CapacityReservationId"],
-                      wk.CAPACITY_RESERVATION_TYPE: "capacity-block" if desc.get("InstanceLifecycle") == "capacity-block"
-                      else "default"}
+                      wk.CAPACITY_RESERVATION_TYPE: "capacity-block" if lifecycle == "capacity-block" else "default",
+                      wk.CAPACITY_RESERVATION_INTERRUPTIBLE:
+                          "true" if lifecycle == "interruptible-capacity-reservation" else "false"}
         placement = desc.get("Placement") or {}
         if placement.get("GroupId"):
             labels[wk.PLACEMENT_GROUP_ID] = placement["GroupId"]

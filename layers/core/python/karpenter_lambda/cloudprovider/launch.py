@@ -8,11 +8,16 @@ zone and capacity-type requirements, then truncated as upstream's ``filterInstan
 with the cheapest candidate offering are kept, every zone of each (CreateFleet gets up to 60 x zones overrides), and
 a truncation that leaves a minValues requirement unmet launches nothing.  The capacity type is Karpenter's choice
 among the kept types: ``reserved`` when the plan allows it
-and a capacity reservation has room, else spot when allowed and offered, else on-demand.  A reserved launch uses one
-launch template per capacity reservation (``CapacityReservationSpecification`` targeting it) and labels the NodeClaim
-with the reservation's id and type; a full reservation (``ReservationCapacityExceeded`` / insufficient capacity) is
-marked unavailable as ``(reservation id, zone, "reserved")`` and the next attempt falls back to spot or on-demand.
-Each insufficient-capacity answer marks the offerings unavailable (3 min, by the fleet launcher) and the next
+and a capacity reservation has room, else spot when allowed and offered, else on-demand.  A reserved launch takes the
+reserved offerings whose reservation labels (id, type, interruptible) the plan's requirements admit, as upstream's
+``pkg/providers/instance/filter/filter.go``: of one kind only (``CapacityReservationTypeFilter``: the kind with the
+cheapest offering; on a price tie a non-interruptible ODCR, then a capacity block, then an interruptible ODCR), one
+offering in all for a capacity block (``CapacityBlockFilter``: CreateFleet takes one block), else one per
+(instance type, zone), the one with the most room (``ReservedOfferingFilter``).  It uses one launch template per
+capacity reservation (``CapacityReservationSpecification`` targeting it) and labels the NodeClaim with the
+reservation's id, type and interruptible; a full reservation (``ReservationCapacityExceeded`` / insufficient
+capacity) is marked unavailable as ``(reservation id, zone, "reserved")`` and the next attempt takes the next kind
+or falls back to spot or on-demand.  Each insufficient-capacity answer marks the offerings unavailable (3 min, by the fleet launcher) and the next
 attempt uses what remains; when nothing remains the reason is returned so the pods are reported unschedulable.
 
 What the caller may roll back: :class:`NoCapacity` and :class:`LaunchFailed` mean nothing was launched
@@ -35,7 +40,13 @@ from ..adapters.aws.fleet import (
 from ..adapters.aws.launch_templates import LaunchTemplates
 from ..adapters.aws.userdata import ClusterInfo
 from ..api import labels as wk
-from ..catalog.reservations import reservation_unavailable
+from ..catalog.reservations import (
+    TYPE_CAPACITY_BLOCK,
+    TYPE_DEFAULT,
+    capacity_type_unavailable,
+    reservation_admitted,
+    reservation_unavailable,
+)
 from .types import CreateRequest, Instance, LaunchFailed, NoCapacity
 
 log = logging.getLogger(__name__)
@@ -54,17 +65,47 @@ def _allowed(requirements, key: str, value: str) -> bool:
 
 
 def _excluded(exclude: set, it: str, o) -> bool:
-    if (it, o.zone, o.capacity_type) in exclude:
+    if (it, o.zone, o.capacity_type) in exclude or capacity_type_unavailable(o.capacity_type, exclude):
         return True
     return bool(o.reservation_id) and reservation_unavailable(o.reservation_id, o.zone, exclude)
 
 
+def _reservation_kind(o) -> tuple[str, bool]:
+    return (o.reservation_type or TYPE_DEFAULT, bool(o.reservation_interruptible))
+
+
+def _reserved_candidates(offers: list[tuple]) -> list[tuple]:
+    """The reserved offerings ``[(instance type, offering)]`` (compatible, available; in the plan's type order) one
+    CreateFleet may carry, as upstream's launch filters (``filter.go``): those of one kind (reservation type,
+    interruptible) -- the kind with the cheapest offering, on a tie a non-interruptible ODCR, then a capacity block,
+    then an interruptible ODCR (``CapacityReservationTypeFilter``); for a capacity block the single cheapest offering
+    (``CapacityBlockFilter``: CreateFleet refuses several blocks; the first of equal prices); else per (instance type,
+    zone) the reservation with the most room (``ReservedOfferingFilter``; then the smaller id).
+    Returns ``[(instance type, zone, price, offering)]``."""
+    cheapest: dict[tuple[str, bool], tuple[float, int]] = {}   # kind -> (its cheapest price, its rank)
+    for _name, o in offers:
+        k = _reservation_kind(o)
+        cheapest[k] = min(cheapest.get(k, (float("inf"), 0)), (float(o.price), o.reservation_rank()))
+    kind = min(cheapest, key=cheapest.__getitem__)
+    offers = [(name, o) for name, o in offers if _reservation_kind(o) == kind]
+    if kind[0] == TYPE_CAPACITY_BLOCK:
+        name, o = min(offers, key=lambda x: float(x[1].price))   # min keeps the first of equal prices
+        return [(name, o.zone, float(o.price), o)]
+    best: dict[tuple[str, str], object] = {}
+    for name, o in offers:
+        cur = best.get((name, o.zone))
+        if cur is None or (o.reservation_capacity, cur.reservation_id) > (cur.reservation_capacity, o.reservation_id):
+            best[(name, o.zone)] = o
+    return [(name, zone, float(o.price), o) for (name, zone), o in best.items()]
+
+
 def candidates_for(plan, resolved, exclude: set) -> dict[str, list[tuple]]:
     """capacity type -> [(instance type, zone, price)] cheapest first; ``reserved`` entries carry the capacity
-    reservation as a 4th item, one per (instance type, zone): the one with the most room, as upstream."""
+    reservation as a 4th item: the reserved offerings whose reservation labels the plan's requirements admit, of one
+    kind, one per (instance type, zone) or one capacity block (:func:`_reserved_candidates`), as upstream."""
     zones = set(resolved.subnets_by_zone()) if hasattr(resolved, "subnets_by_zone") else None
     out: dict[str, list[tuple]] = {}
-    best_reserved: dict[tuple[str, str], object] = {}
+    reserved: list[tuple] = []
     for it in plan.instance_types:
         for o in it.offerings:
             if not o.available or _excluded(exclude, it.name, o):
@@ -74,15 +115,12 @@ def candidates_for(plan, resolved, exclude: set) -> dict[str, list[tuple]]:
             if not _allowed(plan.requirements, wk.ZONE, o.zone) or not _allowed(plan.requirements, wk.CAPACITY_TYPE, o.capacity_type):
                 continue
             if o.capacity_type == wk.CAPACITY_TYPE_RESERVED:
-                if not o.reservation_id or not _allowed(plan.requirements, wk.CAPACITY_RESERVATION_ID, o.reservation_id):
-                    continue
-                cur = best_reserved.get((it.name, o.zone))
-                if cur is None or (o.reservation_capacity, cur.reservation_id) > (cur.reservation_capacity, o.reservation_id):
-                    best_reserved[(it.name, o.zone)] = o
+                if o.reservation_id and reservation_admitted(plan.requirements, o):
+                    reserved.append((it.name, o))
                 continue
             out.setdefault(o.capacity_type, []).append((it.name, o.zone, float(o.price)))
-    if best_reserved:
-        out[wk.CAPACITY_TYPE_RESERVED] = [(name, zone, float(o.price), o) for (name, zone), o in best_reserved.items()]
+    if reserved:
+        out[wk.CAPACITY_TYPE_RESERVED] = _reserved_candidates(reserved)
     for ct in out:
         out[ct].sort(key=lambda c: (c[2], c[0], c[1]))
     return out
@@ -166,8 +204,8 @@ def _partition(requirements) -> int | None:
 def _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen, partition,
                terms=None) -> tuple[dict, dict, str | None]:
     """``(launch templates, reservations, reservation type)`` for a launch: per instance type for on-demand/spot;
-    per (instance type, zone) for reserved, one template per capacity reservation (those of the cheapest
-    candidate's reservation type only: one type per launch).  ``terms``: the EC2NodeClass's amiSelectorTerms."""
+    per (instance type, zone) for reserved, one template per capacity reservation (the candidates are of one kind
+    already: :func:`_reserved_candidates`).  ``terms``: the EC2NodeClass's amiSelectorTerms."""
     if ct != wk.CAPACITY_TYPE_RESERVED:
         return lts.ensure_for(resolved, info, its, labels, taints, startup, ct, placement_partition=partition,
                               ami_selector_terms=terms), {}, None
@@ -186,13 +224,16 @@ def _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen, pa
     return out, reservations, rtype
 
 
-def instance_labels(result, ct: str, reservation_type: str | None, resolved, partition: int | None) -> dict[str, str]:
-    """The labels a launch adds to its NodeClaim beyond the instance type's: the capacity reservation's id and type
-    (a reserved launch), the placement group partition it was launched into."""
+def instance_labels(result, ct: str, reservation_type: str | None, resolved, partition: int | None,
+                    interruptible: bool = False) -> dict[str, str]:
+    """The labels a launch adds to its NodeClaim beyond the instance type's: the capacity reservation's id, type and
+    interruptible (``true``/``false``; a reserved launch, as upstream's ``instanceToNodeClaim``), the placement group
+    partition it was launched into."""
     out: dict[str, str] = {}
     if ct == wk.CAPACITY_TYPE_RESERVED and getattr(result, "reservation_id", None):
         out[wk.CAPACITY_RESERVATION_ID] = result.reservation_id
         out[wk.CAPACITY_RESERVATION_TYPE] = reservation_type or "default"
+        out[wk.CAPACITY_RESERVATION_INTERRUPTIBLE] = "true" if interruptible else "false"
     pg = getattr(resolved, "placement_group", None)
     if pg is not None:
         out[wk.PLACEMENT_GROUP_ID] = pg.id
@@ -240,6 +281,8 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
                                                          partition, terms)
             except Exception as e:
                 raise LaunchFailed(f"launch templates for EC2NodeClass {nodeclass.name}: {e}", throttled=_throttled(e)) from e
+            # one reservation kind per launch: whether it is interruptible is the NodeClaim's label
+            interruptible = ct == wk.CAPACITY_TYPE_RESERVED and bool(chosen[0][3].reservation_interruptible)
             chosen = [c[:3] for c in chosen if (c[0], c[1]) in lt_map or c[0] in lt_map]
             if not chosen:
                 raise NoCapacity(f"EC2NodeClass {nodeclass.name}: no AMI matches the instance types of NodePool {np.name}")
@@ -287,7 +330,7 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
                         capacity_type=result.capacity_type, price=float(price or 0.0), image_id=image_id,
                         subnet_id=getattr(result, "subnet_id", None),
                         security_group_ids=sorted(getattr(resolved, "security_group_ids", None) or []),
-                        labels=instance_labels(result, ct, rtype, resolved, partition))
+                        labels=instance_labels(result, ct, rtype, resolved, partition, interruptible))
     raise NoCapacity(f"no capacity after {attempt + 1} attempts ({last_error})")
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from ..api import labels as L
 from ..api.quantity import resource_value
@@ -58,12 +59,19 @@ class TemplateOffer:
     daemon: dict = field(default_factory=dict)
 
 
+_price = attrgetter("price")
+
+
+def _price_and_rank(o: Offering) -> tuple:
+    return (o.price, o.reservation_rank())
+
+
 class InstanceTypeOption:
     """An instance type as a NodeClaim template offers it: allocatable minus the DaemonSet overhead of the daemons
     that run on it in this NodePool (``avail``, a vector; ``daemon``, that overhead as a dict, shared by the types
     with the same daemons), capacity, the requirements it offers, its available offerings and cheapest price."""
     __slots__ = ("it", "name", "reqs", "avail", "cap", "exotic", "offers", "min_price", "zc", "by_price", "daemon",
-                 "daemon_key")
+                 "daemon_key", "reserved")
 
     def __init__(self, it: InstanceType, avail: tuple | None, cap: dict, daemon: dict | None = None):
         self.it = it
@@ -77,13 +85,17 @@ class InstanceTypeOption:
                            or "metal" in labels.get(L.INSTANCE_SIZE, "")  # metal, metal-24xl, metal-48xl, ...
                            or any(it.capacity.get(r, 0) > 0 for r in EXOTIC_RESOURCES))
         self.offers = [o for o in it.offerings if o.available]
-        self.by_price = sorted(self.offers, key=lambda o: o.price)   # stable: equal prices keep the offers' order
+        # whether an offering carries reservation labels: only then do ``cheapest`` & co. check them
+        self.reserved = any(o.reservation_id for o in self.offers)
+        # stable: equal prices keep the offers' order, but for reservations' kinds (upstream's order: a non-interruptible
+        # ODCR, a capacity block, an interruptible ODCR: Offering.reservation_rank)
+        self.by_price = sorted(self.offers, key=_price_and_rank if self.reserved else _price)
         self.min_price = self.by_price[0].price if self.by_price else INF
         self.zc = frozenset((o.zone, o.capacity_type) for o in self.offers)
         zids = frozenset(o.zone_id for o in self.offers if o.zone_id)
         # the requirements an instance type offers depend only on its labels and offerings: cached on the object
         ck = (tuple(sorted(labels.items())), self.zc, zids,
-              tuple(sorted((o.reservation_id, o.reservation_type or "") for o in self.offers if o.reservation_id)))
+              tuple(sorted(tuple(o.reservation_labels().values()) for o in self.offers if o.reservation_id)))
         cached = it.__dict__.get("_scheduling_reqs")
         if cached is not None and cached[0] == ck:
             self.reqs = cached[1]
@@ -92,12 +104,10 @@ class InstanceTypeOption:
         for k in TYPE_KEYS:
             if k not in labels:
                 reqs.add(Requirement(k, False))
-        reserved = [o for o in self.offers if o.reservation_id]
+        reserved = [o.reservation_labels() for o in self.offers if o.reservation_id]
         if reserved:   # the reservations' labels (only their offerings carry them: model.imply_reserved)
-            reqs.add(Requirement(L.CAPACITY_RESERVATION_ID, False, {o.reservation_id for o in reserved}))
-            rtypes = {o.reservation_type for o in reserved if o.reservation_type}
-            if rtypes:
-                reqs.add(Requirement(L.CAPACITY_RESERVATION_TYPE, False, rtypes))
+            for k in RESERVATION_KEYS:
+                reqs.add(Requirement(k, False, {lb[k] for lb in reserved}))
         else:
             for k in RESERVATION_KEYS:
                 reqs.add(Requirement(k, False))
@@ -112,13 +122,41 @@ class InstanceTypeOption:
         it.__dict__["_scheduling_reqs"] = (ck, reqs)
 
     def cheapest(self, reqs: Requirements):
-        """The cheapest available offering ``reqs`` allow (zone and capacity type); the first of equal prices."""
+        """The cheapest available offering ``reqs`` allow (zone, capacity type and, when ``reqs`` constrain one, the
+        reservation's id, type and interruptible); the first of equal prices."""
         z = reqs.get(L.ZONE)
         ct = reqs.get(L.CAPACITY_TYPE)
+        if self.reserved:   # only a type with reserved offerings, and only when ``reqs`` constrain their labels
+            rk = reservation_reqs(reqs)
+            if rk is not None:
+                for o in self.by_price:
+                    if z.has(o.zone) and ct.has(o.capacity_type) and reservation_ok(o, rk):
+                        return o
+                return None
         for o in self.by_price:
             if z.has(o.zone) and ct.has(o.capacity_type):
                 return o
         return None
+
+
+def reservation_reqs(reqs: Requirements) -> tuple | None:
+    """``reqs``' requirements on the reservation labels (id, type, interruptible), or None when they constrain none
+    (the usual case: then an offering's reservation is never looked at)."""
+    out = None
+    for k in RESERVATION_KEYS:
+        if k in reqs:
+            out = (out or ()) + (reqs.get(k),)
+    return out
+
+
+def reservation_ok(o: Offering, rk: tuple) -> bool:
+    """Whether offering ``o`` meets the reservation requirements ``rk`` (:func:`reservation_reqs`): an offering of no
+    reservation has no such labels, which only ``In`` / ``Exists`` refuse, and those narrow the capacity type to
+    ``reserved`` already (``model.imply_reserved``)."""
+    if not o.reservation_id:
+        return True
+    labels = o.reservation_labels()
+    return all(r.has(labels[r.key]) for r in rk)
 
 
 class NodeClaimTemplate:
@@ -257,10 +295,11 @@ class NodeClaimTemplate:
         if hit is None:
             out = set()
             z, ct = reqs.get(L.ZONE), reqs.get(L.CAPACITY_TYPE)
+            rk = reservation_reqs(reqs)
             zone = key == L.ZONE
             for t in self.compat_types(reqs):
                 for o in t.offers:
-                    if z.has(o.zone) and ct.has(o.capacity_type):
+                    if z.has(o.zone) and ct.has(o.capacity_type) and (rk is None or reservation_ok(o, rk)):
                         out.add(o.zone if zone else o.capacity_type)
             hit = self._offered[sig] = frozenset(out)
         return hit
@@ -283,6 +322,7 @@ class NodeClaimTemplate:
                 base = reqs.without(L.ZONE)
                 candidates = self.compat_types(base)
                 z, ct = reqs.get(L.ZONE), reqs.get(L.CAPACITY_TYPE)
+                rk = reservation_reqs(reqs)
                 if not z.complement:
                     # in the zone-free signature's price order: when no type's price changes, the list is already
                     # ``priced``'s order (price, then name), and ``priced`` skips its sort
@@ -292,7 +332,8 @@ class NodeClaimTemplate:
                     for p0, o, t in self.priced(base):
                         if o.zone not in zones:
                             for o in t.by_price:
-                                if o.zone in zones and ct_ok(o.capacity_type):
+                                if o.zone in zones and ct_ok(o.capacity_type) and (
+                                        rk is None or not t.reserved or reservation_ok(o, rk)):
                                     break
                             else:
                                 continue
@@ -438,6 +479,8 @@ class NodeClaimTemplate:
                     continue
                 node_labels = {**(labels or {}), **t.it.labels, L.ZONE: o.zone, L.CAPACITY_TYPE: o.capacity_type,
                                L.INSTANCE_TYPE: t.name, L.NODEPOOL: self.name}
+                if o.reservation_id:   # a node in a reservation carries its id, type and interruptible
+                    node_labels.update(o.reservation_labels())
                 if labels_match(reqs, node_labels) is not None:
                     continue
                 out.append(TemplateOffer(o.price, t.it, o, node_labels, daemon))

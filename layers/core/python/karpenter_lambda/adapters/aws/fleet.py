@@ -26,9 +26,15 @@ Request (what Karpenter sends):
   attempt never gets an old (maybe dead) instance back.  The simulator's EC2 honours it (``sim/moto_ec2.py``).
 
 Errors: the ``Instances`` of the answer are read first: once an instance launched, nothing after it can
-turn the launch into a failure.  Fleet errors with codes in :data:`ICE_CODES` mark (type, zone, capacity
+turn the launch into a failure.  Fleet errors with codes in :data:`ICE_CODES` (upstream's
+``unfulfillableCapacityErrorCodes``, ``pkg/errors/errors.go``) mark (type, zone, capacity
 type) unavailable for 3 minutes (a failing cache write is logged, never fatal); when no instance
 launched, :class:`InsufficientCapacityError` lists them so the caller retries with what remains.
+``AuthFailure.ServiceLinkedRoleCreationNotPermitted`` (:data:`SPOT_SLR_CODE`: the account has no spot service-linked
+role and may not create it) in a spot or on-demand launch marks the whole spot capacity type unavailable
+(``("any", "any", "spot")``, :func:`~karpenter_lambda.catalog.reservations.capacity_type_key`; upstream
+``MarkCapacityTypeUnavailable``) and counts as insufficient capacity, so launches fall back to on-demand for the
+cache's TTL; a later spot request meeting that entry is refused before CreateFleet the same way.
 Throttling (:data:`THROTTLE_CODES`, e.g. ``RequestLimitExceeded``) raises :class:`LaunchThrottled` and marks
 nothing: the offerings are fine, the request should be retried later.  Any other error EC2 answered (4xx)
 raises :class:`FleetLaunchError` with EC2's messages.  A timeout, a connection error or a 5xx is re-raised as
@@ -44,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ...api import labels as wk
+from ...catalog.reservations import capacity_type_key, capacity_type_unavailable
 
 #: at most this many instance TYPES per CreateFleet (upstream ``instance.go`` ``maxInstanceTypes``); each is sent in
 #: every zone it is offered in, so a launch may carry up to 60 x zones overrides
@@ -56,9 +63,13 @@ ICE_CODES = frozenset(
         "UnfulfillableCapacity",
         "Unsupported",
         "InsufficientFreeAddressesInSubnet",
+        "MaxFleetCountExceeded",
         "ReservationCapacityExceeded",
     }
 )
+#: CreateFleet's answer when spot needs the service-linked role and the caller may not create it: upstream marks every
+#: spot offering unavailable (``updateUnavailableOfferingsCache``) and counts it as insufficient capacity
+SPOT_SLR_CODE = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
 # EC2's throttling answers (as an exception once botocore's retries are spent, or in a fleet's Errors)
 THROTTLE_CODES = frozenset(
     {
@@ -284,6 +295,10 @@ class FleetLauncher:
                 skip = self.unavailable.all()
             except Exception as e:  # noqa: BLE001 - an unreadable cache costs at most a capacity error
                 log.warning("unavailable-offerings cache unreadable, launching without it: %s", e)
+        if capacity_type_unavailable(req.capacity_type, skip):
+            raise InsufficientCapacityError(
+                f"NodeClaim {req.nodeclaim_name}: {req.capacity_type} is unavailable (a launch found no spot "
+                f"service-linked role): not sent to CreateFleet", [capacity_type_key(req.capacity_type)])
         rows = self.plan_overrides(req, skip)
         if not rows:
             raise InsufficientCapacityError(
@@ -323,7 +338,10 @@ class FleetLauncher:
             if entry["code"] in ICE_CODES and it and zone:
                 ice.append((it, zone, ct))
         ice = req.offering_keys(ice)
-        ice_reason = "; ".join(sorted({f"{e['code']}: {e['message']}" for e in errors if e["code"] in ICE_CODES}))
+        if req.capacity_type != "reserved" and any(e["code"] == SPOT_SLR_CODE for e in errors):
+            ice.append(capacity_type_key("spot"))   # upstream: every spot offering, for the cache's TTL
+        capacity_codes = ICE_CODES | {SPOT_SLR_CODE}
+        ice_reason = "; ".join(sorted({f"{e['code']}: {e['message']}" for e in errors if e["code"] in capacity_codes}))
 
         # The instance first: once EC2 launched one, nothing below may turn this into a failure (a caller
         # would roll the NodeClaim back and the instance would run without one).
@@ -368,7 +386,7 @@ class FleetLauncher:
             return result
 
         summary = "; ".join(f"{e['code']}: {e['message']}" for e in errors) or "CreateFleet returned no instance and no error"
-        if errors and all(e["code"] in ICE_CODES for e in errors):
+        if errors and all(e["code"] in capacity_codes for e in errors):
             raise InsufficientCapacityError(f"NodeClaim {req.nodeclaim_name}: {summary}", ice, errors)
         if any(e["code"] in THROTTLE_CODES for e in errors):
             raise LaunchThrottled(f"NodeClaim {req.nodeclaim_name}: CreateFleet throttled: {summary}", errors)
