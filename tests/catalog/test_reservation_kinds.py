@@ -87,3 +87,28 @@ def test_the_plan_allots_the_reservation_the_requirements_admit():
     # nothing asked: equal prices, the planned zone first, else upstream's order (the block before the interruptible)
     free = [_claim("d", m5, [reserved], zone="us-east-1c")]
     assert R.allot_reservations(free) == {"d": "cr-2block"}
+
+
+def test_a_whole_capacity_type_marked_unavailable_makes_its_offerings_unavailable():
+    """The ``("any", "any", "spot")`` entry a launch writes when spot has no service-linked role (upstream
+    ``MarkCapacityTypeUnavailable``) makes every spot offering of the catalog unavailable, so the scheduler plans
+    on-demand for the cache's TTL instead of planning spot the launch then refuses."""
+    from karpenter_lambda.catalog.instancetypes import build_instance_types
+    from karpenter_lambda.catalog.pricing import PriceBook
+    from karpenter_lambda.catalog.reservations import capacity_type_key
+
+    raw = [{"InstanceType": "m5.large", "VCpuInfo": {"DefaultVCpus": 2}, "MemoryInfo": {"SizeInMiB": 8192},
+            "ProcessorInfo": {"SupportedArchitectures": ["x86_64"]}, "SupportedVirtualizationTypes": ["hvm"],
+            "SupportedUsageClasses": ["on-demand", "spot"], "NetworkInfo": {"MaximumNetworkInterfaces": 3,
+                                                                          "Ipv4AddressesPerInterface": 10}}]
+    offerings = [{"InstanceType": "m5.large", "LocationType": "availability-zone", "Location": z}
+                 for z in ("us-east-1a", "us-east-1b")]
+    prices = PriceBook.from_bundled("us-east-1")
+
+    def avail(unavailable):
+        (t,) = build_instance_types(raw, offerings, prices, "us-east-1", unavailable=unavailable)
+        return sorted((o.zone, o.capacity_type) for o in t.offerings if o.available)
+
+    assert avail(frozenset()) == [("us-east-1a", "on-demand"), ("us-east-1a", "spot"),
+                                  ("us-east-1b", "on-demand"), ("us-east-1b", "spot")]
+    assert avail({capacity_type_key("spot")}) == [("us-east-1a", "on-demand"), ("us-east-1b", "on-demand")]

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 from ..api import labels as L
 from .allocatable import NodeSettings, compute_capacity, compute_overhead, volume_limits
 from .pricing import PriceBook
-from .reservations import CapacityReservation, reserved_offerings
+from .reservations import CapacityReservation, capacity_type_unavailable, reserved_offerings
 from .types import InstanceType, Offering
 
 __all__ = ["build_instance_types", "compute_labels", "zones_by_type", "KUBE_ARCH", "label_values_of_names", "incompatibility"]
@@ -219,6 +219,8 @@ def build_instance_types(
     allowed = None if zones is None else set(zones)
     by_type = zones_by_type(offerings)
     unavailable = frozenset(unavailable or ())
+    # a whole capacity type marked unavailable (spot without its service-linked role: ``capacity_type_key``)
+    gone_types = {ct for ct in (L.CAPACITY_TYPE_SPOT, L.CAPACITY_TYPE_ON_DEMAND) if capacity_type_unavailable(ct, unavailable)}
     zone_ids = zone_ids or {}
     os_name = "windows" if traits.windows else "linux"
     reservations = list(reservations or ())
@@ -269,7 +271,8 @@ def build_instance_types(
                         zone=zone,
                         capacity_type=ct,
                         price=hit[0],
-                        available=(name, zone, ct) not in unavailable and (estimated_available or not hit.estimated),
+                        available=(name, zone, ct) not in unavailable and ct not in gone_types
+                        and (estimated_available or not hit.estimated),
                         zone_id=zone_ids.get(zone),
                         price_source=hit.source,
                         price_estimated=hit.estimated,
