@@ -14,9 +14,11 @@ Prints JSON (a contract: keys are added, never renamed):
 ``--compare FILE`` compares with an earlier output (e.g. ``bench/baselines/issue22-equivalence-before.json``, made at
 commit 65e50bd before the issue-22 refactor; ``bench/baselines/equivalence-2026-12-07.json``, ``--quick``, at the
 commit that added it: the same plans and consolidation decisions, the demo's ``DisruptionBlocked`` count 21 where the
-issue-22 one has 17, explanations made more specific; ``bench/baselines/equivalence-2026-12-07b.json``, which
-``make bench`` compares with, after consolidation took Karpenter v1.14's savings-ratio order (the 200x3 run ends at
-151 nodes, $44.3634/h, instead of 148, $44.9146/h; plans and the demo unchanged); or one made on a worktree of any
+issue-22 one has 17, explanations made more specific; ``bench/baselines/equivalence-2026-12-07b.json``, after
+consolidation took Karpenter v1.14's savings-ratio order (the 200x3 run ends at 151 nodes, $44.3634/h, instead of
+148, $44.9146/h; plans and the demo unchanged); ``bench/baselines/equivalence-2026-12-07c.json``, which ``make bench``
+compares with, after ``a1.*`` left AL2023 catalogs (Karpenter's compatibility check): only the off-peak set's plan
+differs, its a1.2xlarge NodeClaim becoming a t4g.xlarge one, $0.8256/h -> $0.8318/h; or one made on a worktree of any
 commit)
 and exits 1 naming every difference.  The CLI runs with this checkout's package first on ``PYTHONPATH``, so the
 script measures the code beside it even where another checkout is installed in the venv.
