@@ -26,9 +26,10 @@ def node(name: str, *conditions: tuple[str, str, float], nodepool: str = "defaul
     return n
 
 
-def plan(*nodes: dict, deleting=frozenset(), now: float = T0):
+def plan(*nodes: dict, deleting=frozenset(), now: float = T0, termination_at=None):
+    extra = {"termination_at": termination_at} if termination_at is not None else {}
     return plan_repairs(list(nodes), {(n["metadata"]["name"]): "nc-" + n["metadata"]["name"] for n in nodes},
-                        set(deleting), now)
+                        set(deleting), now, **extra)
 
 
 def healthy(i: int, nodepool: str = "default") -> dict:
@@ -108,9 +109,44 @@ def test_the_threshold_is_per_nodepool():
     assert {x.node for x in got.blocked} == {"b-sick-0", "b-sick-1"}   # 2 of 3 > 1
 
 
-def test_deleting_and_unmanaged_nodes_are_not_repaired():
+def test_unmanaged_nodes_are_not_repaired():
     sick = node("sick", ("Ready", "False", T0 - 40 * MIN))
-    assert plan(sick, *[healthy(i) for i in range(4)], deleting={"nc-sick"}).repairs == []
     nodes = [sick, *[healthy(i) for i in range(4)]]
     got = plan_repairs(nodes, {}, set(), T0)          # no NodeClaim: not Karpenter's
     assert got.repairs == [] and got.blocked == []
+
+
+# -- a NodeClaim already being deleted (Karpenter's Reconcile: annotateTerminationGracePeriod before deleteNodeClaim
+# returns on the deletion timestamp) --------------------------------------------------------------------------------
+
+def test_a_due_node_already_deleting_gets_its_drain_made_forceful_not_a_second_disruption():
+    gpu = node("gpu", ("AcceleratedHardwareReady", "False", T0 - 11 * MIN))
+    got = plan(gpu, *[healthy(i) for i in range(4)], deleting={"nc-gpu"})
+    assert got.repairs == [] and got.blocked == []
+    assert [(r.nodeclaim, r.node, r.unhealthy.condition) for r in got.force_deleting] == [
+        ("nc-gpu", "gpu", "AcceleratedHardwareReady")]
+    early = plan(node("gpu", ("AcceleratedHardwareReady", "False", T0 - 9 * MIN)), *[healthy(i) for i in range(4)],
+                 deleting={"nc-gpu"})
+    assert early.force_deleting == [] and early.waiting == {"gpu": T0 + MIN}
+
+
+def test_an_earlier_or_equal_termination_timestamp_stands_a_later_one_is_brought_forward():
+    sick = node("sick", ("Ready", "False", T0 - 40 * MIN))
+    fleet = [healthy(i) for i in range(4)]
+    for at, forced in ((T0 - 60, False), (T0, False), (T0 + 1, True), (T0 + 86400, True)):
+        got = plan(sick, *fleet, deleting={"nc-sick"}, termination_at={"nc-sick": at})
+        assert [r.nodeclaim for r in got.force_deleting] == (["nc-sick"] if forced else []), at
+        assert got.repairs == []
+    # a timestamp on a NodeClaim not deleting changes nothing: it is repaired (deleted) as any due node
+    assert [r.nodeclaim for r in plan(sick, *fleet, termination_at={"nc-sick": T0 - 60}).repairs] == ["nc-sick"]
+
+
+def test_a_deleting_node_counts_against_the_threshold_and_is_blocked_by_it():
+    deleting = node("deleting", ("Ready", "False", T0 - 40 * MIN))
+    other = node("other", ("Ready", "False", T0 - 40 * MIN))
+    got = plan(deleting, other, *[healthy(i) for i in range(3)], deleting={"nc-deleting"})   # 2 unhealthy of 5 > 1
+    assert got.repairs == [] and got.force_deleting == []
+    assert [(b.nodeclaim, b.unhealthy_nodes, b.nodes) for b in got.blocked] == [("nc-deleting", 2, 5), ("nc-other", 2, 5)]
+    # a healthy node being deleted still counts in the NodePool's size: 2 of 6 <= 2
+    got = plan(deleting, other, *[healthy(i) for i in range(4)], deleting={"nc-ok-default-0"})
+    assert [r.nodeclaim for r in got.repairs] == ["nc-deleting", "nc-other"]

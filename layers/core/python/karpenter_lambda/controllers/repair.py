@@ -10,6 +10,11 @@ no validation delay, no replacement first); the lifecycle sweep already lists ev
 and owns the deletions (liveness, garbage collection), so a repair costs no extra API call and its deletion is
 finalized in the same sweep.
 
+A due node whose NodeClaim is already deleting gets ``karpenter.sh/nodeclaim-termination-timestamp`` set to now
+(unless one no later is set), as Karpenter's ``annotateTerminationGracePeriod`` does before it sees the deletion
+timestamp: its drain, stuck on a PodDisruptionBudget maybe, deletes the pods at once.  That is one ``repair``
+decision line, not a disruption of its own (no ``disrupted`` entry, no Event: that deletion had its own).
+
 Each repair is one ``NodeRepaired`` Warning Event on the Node and one ``disrupted`` entry of the lifecycle report
 (reason ``Unhealthy``: the simulator's ``NodeClaimDisrupted``); a NodePool with too many unhealthy nodes gets a
 ``NodeRepairBlocked`` Warning on each due Node, once, in the sweep where it becomes due (the decision log says it
@@ -24,7 +29,7 @@ from ..api import events as ev
 from ..api import labels as wk
 from ..api.durations import format_duration
 from ..api.objects import NodeClaim
-from ..api.times import format_time
+from ..api.times import format_time, to_epoch
 from ..disruption.repair import ALLOWED_UNHEALTHY_PERCENT, UNHEALTHY, plan_repairs, unhealthy_condition
 from .termination import Terminator
 
@@ -51,9 +56,13 @@ class NodeRepairer:
         self.decide = decide
 
     def run(self, nodes: list[dict], nodeclaims: dict[str, NodeClaim], now: float, report) -> list[str]:
-        """Request the forceful deletion of every NodeClaim due for repair; returns their names."""
+        """Request the forceful deletion of every NodeClaim due for repair, and make the drain of every one already
+        deleting forceful (termination timestamp now); returns their names."""
         deleting = {n for n, nc in nodeclaims.items() if nc.metadata.get("deletionTimestamp")}
-        plan = plan_repairs(nodes, nodeclaim_of_node(nodes, nodeclaims), deleting, now)
+        stamped = {n: at for n in deleting
+                   if (at := to_epoch(nodeclaims[n].annotations.get(wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION)))
+                   is not None}
+        plan = plan_repairs(nodes, nodeclaim_of_node(nodes, nodeclaims), deleting, now, termination_at=stamped)
         node_by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
         done = []
         for r in plan.repairs:
@@ -78,6 +87,18 @@ class NodeRepairer:
                         ev.node_repaired_message(r.unhealthy.condition, r.unhealthy.status,
                                                  format_duration(int(now - r.unhealthy.since)),
                                                  format_duration(int(r.unhealthy.toleration))), now, report)
+        for r in plan.force_deleting:
+            # already deleting (its reason and NodeClaimDisrupted are that deletion's): the drain made forceful only
+            nc = nodeclaims[r.nodeclaim]
+            try:
+                self.terminator.request(nc, f"{UNHEALTHY}: {r.unhealthy.describe(now)}", forceful=True)
+            except Exception as e:  # noqa: BLE001 - the next sweep tries again
+                report.errors.append(f"repair NodeClaim {nc.name}: {e}")
+                continue
+            done.append(nc.name)
+            self.decide("repair", f"NodeClaim {nc.name} (node {r.node}, already deleting) is unhealthy: "
+                                  f"{r.unhealthy.describe(now)}; drain made forceful", nodeclaim=nc.name, node=r.node,
+                        nodepool=r.nodepool, condition=r.unhealthy.condition, status=r.unhealthy.status)
         for b in plan.blocked:
             report.repair_blocked.append({"nodeClaim": b.nodeclaim, "node": b.node, "nodePool": b.nodepool,
                                           "unhealthy": b.unhealthy_nodes, "nodes": b.nodes, "allowed": b.allowed})

@@ -24,10 +24,16 @@ ContainerRuntimeReady      False              30 min
   counted are the Nodes labelled with the NodePool, deleting or not.  More unhealthy than that: nothing in the
   NodePool is repaired (a :class:`RepairBlocked` per due node), as a zone or AMI problem would otherwise replace
   the whole NodePool.
-* A due node whose NodeClaim is already being deleted is left to that deletion.
+* A due node whose NodeClaim is already being deleted (a drift, a consolidation, a user's deletion...) is not
+  disrupted again, but its drain is made forceful: ``karpenter.sh/nodeclaim-termination-timestamp`` set to now,
+  unless one no later than now is already set (:attr:`RepairPlan.force_deleting`).  As Karpenter's ``Reconcile``,
+  whose ``annotateTerminationGracePeriod`` runs before ``deleteNodeClaim`` returns on a deletion timestamp: an
+  unhealthy node's deletion stuck on a PodDisruptionBudget is not left waiting.  The 20% rule applies to it as to
+  any due node (blocked: a :class:`RepairBlocked`, as Karpenter publishes ``NodeRepairBlocked`` for it too).
 
 :func:`plan_repairs` takes the Nodes and which NodeClaim each belongs to and returns a :class:`RepairPlan`; the
-lifecycle sweep (``controllers/repair.py``) deletes each repaired NodeClaim forcefully (no PDB, drain deadline now).
+lifecycle sweep (``controllers/repair.py``) deletes each repaired NodeClaim forcefully (no PDB, drain deadline now)
+and stamps the termination timestamp on each ``force_deleting`` one.
 """
 
 from __future__ import annotations
@@ -107,6 +113,9 @@ class RepairBlocked:
 class RepairPlan:
     repairs: list[Repair] = field(default_factory=list)
     blocked: list[RepairBlocked] = field(default_factory=list)
+    # due nodes whose NodeClaim is already deleting, its termination timestamp unset or later than now: the timestamp
+    # is set to now (the drain turns forceful); not a disruption of its own
+    force_deleting: list[Repair] = field(default_factory=list)
     waiting: dict[str, float] = field(default_factory=dict)   # node -> when it becomes due (unhealthy, not yet due)
 
 
@@ -136,12 +145,16 @@ def allowed_unhealthy(nodes: int) -> int:
 
 
 def plan_repairs(nodes: list[dict], nodeclaim_of: Mapping[str, str], deleting: set[str] | frozenset, now: float,
-                 policies: tuple[RepairPolicy, ...] = AWS_POLICIES) -> RepairPlan:
+                 policies: tuple[RepairPolicy, ...] = AWS_POLICIES,
+                 termination_at: Mapping[str, float] | None = None) -> RepairPlan:
     """The repairs due at ``now``.
 
     ``nodes``: every Node (dicts); ``nodeclaim_of``: Node name -> its NodeClaim's name (Nodes without one are not
     Karpenter's and never repaired, but are counted in their NodePool when labelled with it); ``deleting``: names of
-    NodeClaims already being deleted."""
+    NodeClaims already being deleted; ``termination_at``: NodeClaim name -> its
+    ``karpenter.sh/nodeclaim-termination-timestamp`` (epoch seconds), for those that have one: a deleting one stamped
+    no later than ``now`` needs nothing more."""
+    termination_at = termination_at or {}
     plan = RepairPlan()
     by_pool: dict[str, list[tuple[dict, Unhealthy | None]]] = {}
     for n in nodes:
@@ -155,12 +168,16 @@ def plan_repairs(nodes: list[dict], nodeclaim_of: Mapping[str, str], deleting: s
         for n, u in sorted(members, key=lambda x: (x[0].get("metadata") or {}).get("name") or ""):
             name = (n.get("metadata") or {}).get("name") or ""
             claim = nodeclaim_of.get(name)
-            if u is None or claim is None or claim in deleting:
+            if u is None or claim is None:
                 continue
             if u.due_at > now:
                 plan.waiting[name] = u.due_at
             elif sick > allowed:
                 plan.blocked.append(RepairBlocked(claim, name, pool, sick, len(members), allowed))
+            elif claim in deleting:
+                stamped = termination_at.get(claim)
+                if stamped is None or stamped > now:    # else its drain is forceful already
+                    plan.force_deleting.append(Repair(claim, name, pool, u))
             else:
                 plan.repairs.append(Repair(claim, name, pool, u))
     return plan
