@@ -7,7 +7,11 @@ NodePool's template labels:
 * An overlay selects an instance type when its requirements are compatible with the type's labels, its offerings'
   zones / zone IDs / capacity types / reservations (id, type, interruptible), the NodePool's name and template
   labels (a key none of them defines matches only NotIn / DoesNotExist); then it changes the offerings its zone,
-  zone-ID, capacity-type and reservation requirements allow.
+  zone-ID, capacity-type and reservation requirements allow (an offering of no capacity reservation has the
+  reservation keys as DoesNotExist, as the AWS provider's base offerings).  Requirement keys are normalized first
+  (``beta.kubernetes.io/arch`` -> ``kubernetes.io/arch``, ...; Karpenter's ``NormalizedLabels``).
+* A NodeClaim whose instance types carry an overlaid price is annotated :data:`PRICE_OVERLAY_APPLIED` (and one with
+  overlaid capacity :data:`CAPACITY_OVERLAY_APPLIED`): :func:`overlay_annotations`.
 * Overlays apply in weight order, highest first (unset = 0), equal weights in reverse name order.  For each offering
   the first overlay with a price change sets it: ``price`` replaces the price, ``priceAdjustment`` adds an amount
   or a percentage (never below 0).  ``capacity`` resources merge, the first overlay naming a resource wins.
@@ -31,11 +35,20 @@ from ..api.quantity import QuantityError, resource_value
 from .types import InstanceType, Offering
 
 __all__ = ["OverlaidOffering", "OverlaidInstanceType", "OverlayResult", "apply_overlays", "apply_overlays_by_nodepool",
-           "order_overlays", "offering_overlay"]
+           "order_overlays", "offering_overlay", "price_overlay_applied", "capacity_overlay_applied",
+           "overlay_annotations", "PRICE_OVERLAY_APPLIED", "CAPACITY_OVERLAY_APPLIED"]
 
+#: the capacity-reservation keys: a reserved offering's id, type and interruptible; ``DoesNotExist`` on every other
+#: offering (aws ``pkg/providers/instancetype/offering/base_resolver.go``)
+RESERVATION_KEYS = (L.CAPACITY_RESERVATION_ID, L.CAPACITY_RESERVATION_TYPE, L.CAPACITY_RESERVATION_INTERRUPTIBLE)
 #: requirement keys an offering answers by itself (Karpenter's offering requirements)
-OFFERING_KEYS = (L.ZONE, L.ZONE_ID, L.CAPACITY_TYPE, L.CAPACITY_RESERVATION_ID, L.CAPACITY_RESERVATION_TYPE,
-                 L.CAPACITY_RESERVATION_INTERRUPTIBLE)
+OFFERING_KEYS = (L.ZONE, L.ZONE_ID, L.CAPACITY_TYPE) + RESERVATION_KEYS
+#: the NodeClaim annotations Karpenter sets when one of its instance types carries an overlaid price / overlaid
+#: capacity (core ``nodeclaimtemplate.go`` ``ToNodeClaim``; ``pkg/apis/v1alpha1/labels.go``); the AWS provider
+#: launches a NodeClaim with the first one by priority (CreateFleet ``prioritized`` /
+#: ``capacity-optimized-prioritized``, aws ``pkg/providers/instance/instance.go``)
+PRICE_OVERLAY_APPLIED = "karpenter.sh/price-overlay-applied"
+CAPACITY_OVERLAY_APPLIED = "karpenter.sh/capacity-overlay-applied"
 
 
 @dataclass(frozen=True)
@@ -57,6 +70,28 @@ class OverlaidInstanceType(InstanceType):
 def offering_overlay(offering: Offering) -> str | None:
     """The NodeOverlay that set this offering's price, or None (displays: plan, simulate)."""
     return offering.overlay if isinstance(offering, OverlaidOffering) and offering.overlay else None
+
+
+def price_overlay_applied(instance_types: Iterable[InstanceType]) -> bool:
+    """Whether a NodeOverlay set the price of any offering of these instance types (Karpenter's
+    ``IsPricingOverlayApplied`` over a NodeClaim's instance types, any offering counted)."""
+    return any(offering_overlay(o) for it in instance_types for o in it.offerings)
+
+
+def capacity_overlay_applied(instance_types: Iterable[InstanceType]) -> bool:
+    """Whether a NodeOverlay added a resource to any of these instance types (``IsCapacityOverlayApplied``)."""
+    return any(getattr(it, "capacity_overlays", None) for it in instance_types)
+
+
+def overlay_annotations(instance_types: Sequence[InstanceType]) -> dict[str, str]:
+    """The NodeClaim annotations of a NodeClaim launched from these instance types (its up to 60 launch types):
+    :data:`PRICE_OVERLAY_APPLIED` and :data:`CAPACITY_OVERLAY_APPLIED`, each ``"true"`` when it applies, else absent."""
+    out = {}
+    if price_overlay_applied(instance_types):
+        out[PRICE_OVERLAY_APPLIED] = "true"
+    if capacity_overlay_applied(instance_types):
+        out[CAPACITY_OVERLAY_APPLIED] = "true"
+    return out
 
 
 @dataclass
@@ -123,7 +158,8 @@ class _Pool:
 
     @classmethod
     def of(cls, nodepool: NodePool | None) -> "_Pool | None":
-        return None if nodepool is None else cls(nodepool.name, {k: str(v) for k, v in nodepool.template_labels.items()})
+        # label keys under their current names, as Karpenter's NewLabelRequirements
+        return None if nodepool is None else cls(nodepool.name, L.normalize_labels(nodepool.template_labels))
 
     def values(self, key: str) -> set[str] | None:
         if key == L.NODEPOOL:
@@ -134,22 +170,33 @@ class _Pool:
 def _pool_keys(overlay: NodeOverlay, pools: Iterable[_Pool | None]) -> bool:
     """Whether the overlay's requirements read a NodePool's name or template labels (else its selection of a type
     is the same in every NodePool)."""
-    keys = {r.get("key") for r in overlay.requirements}
+    keys = {L.normalize_key(r.get("key")) for r in overlay.requirements}
     return L.NODEPOOL in keys or any(p is not None and keys & set(p.labels) for p in pools)
 
 
+def _offering_admits(value: str | None, key: str, req: dict) -> bool:
+    """Whether an offering whose ``key`` is ``value`` meets ``req`` (Karpenter's ``Offerings.Compatible``).  An offering
+    of no capacity reservation has the reservation keys as ``DoesNotExist`` (only NotIn / DoesNotExist pass); a zone ID
+    it does not know is undefined, a well-known label, so anything passes (``AllowUndefinedWellKnownLabels``)."""
+    if value is None:
+        return key not in RESERVATION_KEYS or _satisfies(None, req)
+    return _satisfies({value}, req)
+
+
 def _selected_offerings(it: InstanceType, reqs: list[dict], pool: _Pool | None = None) -> list[int]:
-    """Indexes of the offerings of ``it`` that requirements ``reqs`` (an overlay's) select ([]: not the type)."""
-    for r in reqs:
-        k = r.get("key")
+    """Indexes of the offerings of ``it`` that requirements ``reqs`` (an overlay's) select ([]: not the type).
+    Requirement keys are read under their current names (``beta.kubernetes.io/arch`` is ``kubernetes.io/arch``, ...:
+    Karpenter's ``NormalizedLabels``, :func:`~karpenter_lambda.api.labels.normalize_key`)."""
+    keyed = [(L.normalize_key(r.get("key")), r) for r in reqs]
+    for k, r in keyed:
         values = pool.values(k) if pool is not None else None
         if not _satisfies(values if values is not None else _type_values(it, k), r):
             return []
-    offering_reqs = [r for r in reqs if r.get("key") in OFFERING_KEYS]
+    offering_reqs = [(k, r) for k, r in keyed if k in OFFERING_KEYS]
     out = []
     for i, o in enumerate(it.offerings):
         vals = _offering_values(o) if offering_reqs else {}
-        if all(vals[r["key"]] is None or _satisfies({vals[r["key"]]}, r) for r in offering_reqs):
+        if all(_offering_admits(vals[k], k, r) for k, r in offering_reqs):
             out.append(i)
     return out
 

@@ -19,6 +19,9 @@ reservation's id, type and interruptible; a full reservation (``ReservationCapac
 capacity) is marked unavailable as ``(reservation id, zone, "reserved")`` and the next attempt takes the next kind
 or falls back to spot or on-demand.  Each insufficient-capacity answer marks the offerings unavailable (3 min, by the fleet launcher) and the next
 attempt uses what remains; when nothing remains the reason is returned so the pods are reported unschedulable.
+A NodeClaim annotated ``karpenter.sh/price-overlay-applied`` (a NodeOverlay priced one of its instance types:
+:meth:`~karpenter_lambda.scheduling.model.NodeClaimPlan.annotations`) is launched with CreateFleet's prioritized
+strategies, so EC2 follows the overlaid prices (upstream ``instance.go`` ``launchInstance`` -> ``WithOverlay``).
 
 What the caller may roll back: :class:`NoCapacity` and :class:`LaunchFailed` mean nothing was launched
 (``LaunchFailed.throttled``: EC2 throttled the call, retry later).  Any other exception leaves it open.
@@ -40,6 +43,7 @@ from ..adapters.aws.fleet import (
 from ..adapters.aws.launch_templates import LaunchTemplates
 from ..adapters.aws.userdata import ClusterInfo
 from ..api import labels as wk
+from ..catalog.overlay import PRICE_OVERLAY_APPLIED, overlay_annotations
 from ..catalog.reservations import (
     TYPE_CAPACITY_BLOCK,
     TYPE_DEFAULT,
@@ -179,6 +183,19 @@ def truncate_candidates(cands: dict[str, list[tuple]], plan, types_by_name: dict
     return {ct: [c for c in rows if c[0] in kept] for ct, rows in cands.items()}
 
 
+def price_overlay(plan) -> bool:
+    """Whether the NodeClaim is annotated ``karpenter.sh/price-overlay-applied`` (its plan's annotations; a plan
+    without them: its instance types, the same rule): upstream's ``launchInstance`` then builds CreateFleet
+    ``WithOverlay`` (prioritized strategies: EC2 follows the overlaid prices' order)."""
+    try:
+        ann = plan.annotations() if callable(getattr(plan, "annotations", None)) else \
+            overlay_annotations(list(plan.instance_types))
+    except Exception as e:  # noqa: BLE001 - the strategy only; the launch goes on with EC2's own prices
+        log.warning("price-overlay annotation of the plan cannot be read (%s): lowest-price strategies", e)
+        return False
+    return PRICE_OVERLAY_APPLIED in ann
+
+
 def _pick_capacity_type(cands: dict) -> str | None:
     """Upstream's order: reserved, then spot, then on-demand."""
     for ct in (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND):
@@ -260,6 +277,7 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
         types_by_name = {it.name: it for it in plan.instance_types}
         partition = _partition(plan.requirements) if getattr(resolved, "placement_group", None) is not None else None
         terms = (getattr(nodeclass, "spec", None) or {}).get("amiSelectorTerms")  # a Bottlerocket version
+        overlaid = price_overlay(plan)
     except Exception as e:
         raise LaunchFailed(f"launch of NodeClaim {request.name} not prepared: {e}") from e
     exclude: set = set()
@@ -293,6 +311,7 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
                 subnets={z: s["id"] for z, s in subnets.items()}, tags=dict(nodeclass.tags),
                 client_token=f"{request.client_token or name}-{attempt}"[:64],
                 reservations=reservations, reservation_type=rtype, context=nodeclass.spec.get("context") or None,
+                price_overlay=overlaid,
             )
         except (NoCapacity, LaunchFailed):
             raise

@@ -12,6 +12,7 @@ from ..api import labels as L
 from ..api.objects import NodePool
 from ..api.quantity import format_resource
 from ..api.selectors import namespace_labels
+from ..catalog.overlay import overlay_annotations
 from ..catalog.types import InstanceType
 from .requirements import Requirement, Requirements
 
@@ -138,8 +139,12 @@ class NodeClaimPlan:
     min_values_relaxed: bool = False
 
     def annotations(self) -> dict[str, str]:
-        """What the launch writes on the NodeClaim (Karpenter sets the minValues annotation on every NodeClaim)."""
-        return {L.NODECLAIM_MIN_VALUES_RELAXED: "true" if self.min_values_relaxed else "false"}
+        """What the launch writes on the NodeClaim: the minValues annotation (Karpenter sets it on every NodeClaim),
+        and ``karpenter.sh/price-overlay-applied`` / ``capacity-overlay-applied`` when a NodeOverlay changed a price or
+        the capacity of one of its instance types (``nodeclaimtemplate.go`` ``ToNodeClaim``; the launch then lets
+        CreateFleet follow the overlaid prices: ``cloudprovider/launch.py``)."""
+        return {L.NODECLAIM_MIN_VALUES_RELAXED: "true" if self.min_values_relaxed else "false",
+                **overlay_annotations(self.instance_types)}
 
     def to_dict(self) -> dict:
         out = self._base_dict()

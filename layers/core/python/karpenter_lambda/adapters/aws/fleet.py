@@ -4,13 +4,19 @@ Request (what Karpenter sends):
 
 * ``TargetCapacitySpecification``: ``TotalTargetCapacity=1``, ``DefaultTargetCapacityType`` =
   the capacity type; ``SpotOptions.AllocationStrategy=price-capacity-optimized`` or
-  ``OnDemandOptions.AllocationStrategy=lowest-price``;
+  ``OnDemandOptions.AllocationStrategy=lowest-price``, and for a NodeClaim annotated
+  ``karpenter.sh/price-overlay-applied`` (:attr:`LaunchRequest.price_overlay`: a NodeOverlay set a price of one of its
+  instance types) ``capacity-optimized-prioritized`` / ``prioritized``, so EC2 follows the overrides' ``Priority``
+  (the overlaid prices' order) rather than its own prices (upstream ``types.go`` ``WithOverlay``, set by
+  ``instance.go`` from that annotation);
 * ``LaunchTemplateConfigs``: one per launch template, ``Version=$Latest``; overrides =
   (instance type x the zone's subnet with the most free IPs) for every candidate offering not in
   the unavailable-offerings cache, cheapest first: every zone of at most :data:`MAX_INSTANCE_TYPES` (60)
   instance types, as upstream (``pkg/providers/instance/instance.go``: ``filterInstanceTypes`` truncates the
   instance types to 60, ``getOverrides`` sends each kept type in every zone that has a subnet; no cap on the
-  overrides themselves), ``Priority`` = rank by price (0 = cheapest), ``ImageId`` when known;
+  overrides themselves), ``Priority`` = rank by the candidates' price (0 = cheapest; the overlaid price when a
+  NodeOverlay set one; upstream sends the price itself: the same order, equal prices there get equal priorities),
+  ``ImageId`` when known;
 * ``TagSpecifications`` for ``instance``, ``volume`` and ``fleet``: the EC2NodeClass tags, then
   ``kubernetes.io/cluster/<c>=owned``, ``karpenter.sh/nodepool``, ``karpenter.sh/nodeclaim``,
   ``karpenter.k8s.aws/ec2nodeclass``, ``eks:eks-cluster-name``, ``karpenter-lambda.io/cluster=<c>``
@@ -85,6 +91,10 @@ THROTTLE_CODES = frozenset(
     }
 )
 CAPACITY_TYPES = ("spot", "on-demand", "reserved")
+#: CreateFleet allocation strategies, without / with a price overlay (upstream ``types.go`` ``Build``): with one, EC2
+#: launches by the overrides' Priority (our price order) instead of by its own prices
+SPOT_STRATEGY = {False: "price-capacity-optimized", True: "capacity-optimized-prioritized"}
+ON_DEMAND_STRATEGY = {False: "lowest-price", True: "prioritized"}
 log = logging.getLogger(__name__)
 
 
@@ -131,6 +141,9 @@ class LaunchRequest:
     reservations: dict = field(default_factory=dict)
     reservation_type: str | None = None
     context: str | None = None  # the EC2NodeClass's ``context`` (CreateFleet Context)
+    #: the NodeClaim carries ``karpenter.sh/price-overlay-applied``: CreateFleet launches by the overrides' Priority
+    #: (on-demand ``prioritized``, spot ``capacity-optimized-prioritized``), i.e. by the overlaid prices
+    price_overlay: bool = False
 
     def offering_keys(self, offerings) -> list[tuple[str, str, str]]:
         """Unavailable-offerings keys of ``(type, zone, capacity type)`` rows: a reserved row is its capacity
@@ -268,9 +281,9 @@ class FleetLauncher:
             "TagSpecifications": [{"ResourceType": rt, "Tags": tags} for rt in ("instance", "volume", "fleet")],
         }
         if req.capacity_type == "spot":
-            params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+            params["SpotOptions"] = {"AllocationStrategy": SPOT_STRATEGY[bool(req.price_overlay)]}
         elif default_type != "capacity-block":
-            params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+            params["OnDemandOptions"] = {"AllocationStrategy": ON_DEMAND_STRATEGY[bool(req.price_overlay)]}
         if req.context:
             params["Context"] = req.context
         params["ClientToken"] = self.client_token(req, params)
