@@ -23,6 +23,7 @@ from karpenter_lambda.api.nodeclass_hints import nodeclass_hints
 from karpenter_lambda.api.validation import validate_and_default
 
 from .helpers import manifest
+from .test_invalid_manifests import tmpl_spec
 
 NP_REQ = "spec.template.spec.requirements"
 TS = "spec.template.spec"
@@ -51,11 +52,6 @@ def np_labels(labels: dict) -> str:
 def np_reqs(*keys: str, operator: str = "Exists") -> str:
     body = "\n".join(f"        - {{key: {k!r}, operator: {operator}}}" for k in keys)
     return f"spec:\n  template:\n    spec:\n      requirements:\n{body}\n"
-
-
-def tmpl_spec(body: str) -> str:
-    indented = "\n".join("      " + line for line in body.strip("\n").splitlines())
-    return f"spec:\n  template:\n    spec:\n{indented}\n"
 
 
 def nc_spec(body: str) -> str:

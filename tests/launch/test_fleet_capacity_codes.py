@@ -20,21 +20,10 @@ from karpenter_lambda.cloudprovider.types import CreateRequest, NoCapacity
 from karpenter_lambda.scheduling.requirements import Requirements
 
 from .conftest import CLUSTER, REGION, nodeclass, resolver
+from .test_fleet import Clock, Http
 
 SLR = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
 SPOT_ANYWHERE = ("any", "any", "spot")
-
-
-class Clock:
-    def __init__(self, t=1_000_000.0):
-        self.t = t
-
-    def __call__(self):
-        return self.t
-
-
-class Http:
-    status_code = 200
 
 
 @pytest.fixture

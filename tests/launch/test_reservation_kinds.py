@@ -10,34 +10,28 @@ from types import SimpleNamespace
 
 import pytest
 
-from karpenter_lambda.adapters.aws.unavailable import UnavailableOfferings
 from karpenter_lambda.api import labels as wk
 from karpenter_lambda.catalog.instancetypes import build_instance_types
 from karpenter_lambda.catalog.pricing import PriceBook
 from karpenter_lambda.catalog.types import InstanceType, Offering
 from karpenter_lambda.cloudprovider import InstanceProvider
 from karpenter_lambda.cloudprovider.launch import candidates_for, launch
-from karpenter_lambda.cloudprovider.types import CreateRequest
 from karpenter_lambda.scheduling.requirements import Requirements
 from karpenter_lambda.sim import ec2_extras
 
-from .conftest import CLUSTER, REGION, nodeclass, resolver
+from .conftest import REGION, nodeclass, resolver
+from .test_reservations import _provider, _request, reservation_env
 
 TYPES = ["m5.large", "m5.xlarge"]
 
 
 @pytest.fixture
 def kinds(env):
-    assert ec2_extras.install()
-    raw = env.ec2.describe_instance_types(InstanceTypes=TYPES)["InstanceTypes"]
-    offerings = [{"InstanceType": t, "Location": z, "LocationType": "availability-zone"}
-                 for t in TYPES for z in ("us-east-1a", "us-east-1b")]
-    cache = UnavailableOfferings(ttl_seconds=180, clock=lambda: 1_000_000.0, cluster_name=CLUSTER, client=env.ddb)
-    cache.ensure_table()
-    captured = []
+    k = reservation_env(env, TYPES)
+    k.captured = []
     env.ec2.meta.events.register("provide-client-params.ec2.CreateFleet",
-                                 lambda params, **kw: captured.append(copy.deepcopy(params)))
-    return SimpleNamespace(env=env, raw=raw, offerings=offerings, cache=cache, captured=captured)
+                                 lambda params, **kw: k.captured.append(copy.deepcopy(params)))
+    return k
 
 
 def _backend():
@@ -64,20 +58,6 @@ def _setup(k, *rids):
     its = build_instance_types(k.raw, k.offerings, PriceBook.from_bundled(REGION), REGION,
                                zones=["us-east-1a", "us-east-1b"], reservations=resolved.capacity_reservations)
     return resolved, its
-
-
-def _request(its, resolved, extra=(), name="default-k1", capacity_types=("reserved", "on-demand")):
-    reqs = [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)}, *extra]
-    plan = SimpleNamespace(instance_types=its, requirements=Requirements.from_list(reqs))
-    np = SimpleNamespace(name="default", taints=[], startup_taints=[])
-    nc = SimpleNamespace(name="default", spec={}, tags={})
-    return CreateRequest(name=name, plan=plan, nodepool=np, nodeclass=nc, resolved=resolved,
-                         labels={wk.NODEPOOL: "default"}, client_token=name)
-
-
-def _provider(k):
-    cluster = SimpleNamespace(name=CLUSTER, endpoint="https://k8s.example", ca_b64="Y2E=", service_cidr="10.100.0.0/16")
-    return SimpleNamespace(ec2=k.env.ec2, cluster=cluster, unavailable=k.cache, beside_karpenter=False)
 
 
 def _targets(ec2, params) -> list[str]:

@@ -26,15 +26,21 @@ from .conftest import CLUSTER, REGION, nodeclass, resolver
 TYPES = ["m5.large", "m5.xlarge", "c5.xlarge"]
 
 
-@pytest.fixture
-def cr_env(env):
+def reservation_env(env, types: list[str]) -> SimpleNamespace:
+    """moto with the simulator's capacity-reservation support, ``types`` described and offered in zones a and b, and
+    an unavailable-offerings cache."""
     assert ec2_extras.install()
-    raw = env.ec2.describe_instance_types(InstanceTypes=TYPES)["InstanceTypes"]
+    raw = env.ec2.describe_instance_types(InstanceTypes=types)["InstanceTypes"]
     offerings = [{"InstanceType": t, "Location": z, "LocationType": "availability-zone"}
-                 for t in TYPES for z in ("us-east-1a", "us-east-1b")]
+                 for t in types for z in ("us-east-1a", "us-east-1b")]
     cache = UnavailableOfferings(ttl_seconds=180, clock=lambda: 1_000_000.0, cluster_name=CLUSTER, client=env.ddb)
     cache.ensure_table()
     return SimpleNamespace(env=env, raw=raw, offerings=offerings, cache=cache)
+
+
+@pytest.fixture
+def cr_env(env):
+    return reservation_env(env, TYPES)
 
 
 def _reserve(ec2, itype="m5.xlarge", zone="us-east-1a", count=4, tags=None, **kw) -> str:
@@ -86,9 +92,10 @@ def _catalog(cr_env, resolved, unavailable=frozenset()):
                                 placement_group_id=resolved.placement_group.id if resolved.placement_group else None)
 
 
-def _request(its, resolved, name="default-r1", capacity_types=("reserved", "on-demand")):
+def _request(its, resolved, extra=(), name="default-r1", capacity_types=("reserved", "on-demand")):
+    """A CreateRequest for a plan of ``its`` asking ``capacity_types`` (and the requirements in ``extra``)."""
     plan = SimpleNamespace(instance_types=its, requirements=Requirements.from_list(
-        [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)}]))
+        [{"key": wk.CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)}, *extra]))
     np = SimpleNamespace(name="default", taints=[], startup_taints=[])
     nc = SimpleNamespace(name="default", spec={}, tags={})
     return CreateRequest(name=name, plan=plan, nodepool=np, nodeclass=nc, resolved=resolved,

@@ -9,7 +9,6 @@ the request, moto's response and boto3's parsing stay real."""
 from __future__ import annotations
 
 import datetime as dt
-import types
 
 import pytest
 from moto.ec2.models.instances import Instance
@@ -28,8 +27,8 @@ from karpenter_lambda.disruption.instance_health import (
     UNHEALTHY_THRESHOLD,
     plan_instance_health,
 )
-from karpenter_lambda.sim.report_events import ReportEventsMixin
 from karpenter_lambda.sim.world import World, make_pod, scenario_manifests
+from sim_events import Events
 
 
 def utc(epoch: float) -> dt.datetime:
@@ -229,22 +228,6 @@ def ec2_states(monkeypatch):
     monkeypatch.setattr(Instance, "system_status", status("SystemStatus"))
     monkeypatch.setattr(Instance, "events", property(lambda self: states["events"].get(self.id, [])), raising=False)
     return states
-
-
-class Events(ReportEventsMixin):
-    """The simulator's report hook (sim/report_events.py) on the handler's reports: what ``simulate`` would emit."""
-
-    def __init__(self, store):
-        self.store, self.emitted = store, []
-        self._launched, self._disrupted, self._budget_blocked, self.reasons = set(), set(), {}, {}
-        self.clock = types.SimpleNamespace(elapsed=0.0)
-
-    def emit(self, kind, obj, message, **extra):
-        self.emitted.append((kind, obj, extra))
-
-    def lifecycle(self, report: dict) -> dict:
-        self._on_report("lifecycle", types.SimpleNamespace(**report))
-        return report
 
 
 def settled(world, pods=1):

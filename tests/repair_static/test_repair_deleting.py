@@ -8,7 +8,6 @@ no ``NodeClaimDisrupted`` in ``simulate``, and the deletion keeps its reason."""
 
 from __future__ import annotations
 
-import types
 
 import pytest
 
@@ -16,24 +15,8 @@ from karpenter_lambda.api import labels as wk
 from karpenter_lambda.api.times import to_epoch
 from karpenter_lambda.controllers.termination import request_deletion
 from karpenter_lambda.sim import nodes as simnodes
-from karpenter_lambda.sim.report_events import ReportEventsMixin
 from karpenter_lambda.sim.world import World, make_pod, scenario_manifests
-
-
-class Events(ReportEventsMixin):
-    """The simulator's report hook (sim/report_events.py) on the lifecycle reports: what ``simulate`` would emit."""
-
-    def __init__(self, store):
-        self.store, self.emitted = store, []
-        self._launched, self._disrupted, self._budget_blocked, self.reasons = set(), set(), {}, {}
-        self.clock = types.SimpleNamespace(elapsed=0.0)
-
-    def emit(self, kind, obj, message, **extra):
-        self.emitted.append((kind, obj, extra))
-
-    def lifecycle(self, report: dict) -> dict:
-        self._on_report("lifecycle", types.SimpleNamespace(**report))
-        return report
+from sim_events import Events
 
 
 @pytest.fixture
