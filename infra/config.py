@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from karpenter_lambda.api.roles import CLUSTER_NAME_RE, IMAGE_RE  # noqa: F401  (EKS cluster names; image references)
+from karpenter_lambda.controllers import runtime  # the functions' own parsing of the catalog settings
 
 KUBERNETES_VERSION_RE = re.compile(r"^1\.[0-9]{1,3}$")
 # CloudWatch Logs retention values accepted by PutRetentionPolicy.
@@ -55,6 +56,10 @@ class StackConfig:
     watcher_image: str | None = None   # an image you built and pushed yourself: no DockerImageAsset (no Docker at deploy)
     # upstream Karpenter runs in the same cluster (a migration): the functions get KARPENTER_LAMBDA_BESIDE_KARPENTER=true
     beside_karpenter: bool = False
+    # Karpenter's catalog settings (Helm settings.vmMemoryOverheadPercent, settings.reservedENIs): the functions get
+    # KARPENTER_LAMBDA_VM_MEMORY_OVERHEAD_PERCENT / KARPENTER_LAMBDA_RESERVED_ENIS when not at the default
+    vm_memory_overhead_percent: float = runtime.DEFAULT_VM_MEMORY_OVERHEAD_PERCENT
+    reserved_enis: int = runtime.DEFAULT_RESERVED_ENIS
     # every ``*IntervalMinutes`` parameter of INT_PARAMS by its context key (schedules look theirs up here)
     intervals: Mapping[str, int] = field(default_factory=dict)
 
@@ -63,6 +68,11 @@ class StackConfig:
         if key not in self.intervals:
             raise ConfigError(f"unknown schedule parameter {key}: add it to infra.config.INT_PARAMS")
         return self.intervals[key]
+
+    def catalog_environment(self) -> dict[str, str]:
+        """The functions' variables for the catalog settings (none at the defaults: a default deploy is unchanged)."""
+        return runtime.catalog_environment({"vm_memory_overhead_percent": self.vm_memory_overhead_percent,
+                                            "reserved_enis": self.reserved_enis})
 
 
 def _parse_int(name: str, raw: Any, low: int, high: int) -> int:
@@ -78,7 +88,8 @@ def _parse_int(name: str, raw: Any, low: int, high: int) -> int:
 
 
 CONTEXT_KEYS = ("clusterName", "kubernetesVersion", "nodePools", "logLevel", "kubernetesAccess", "alarmTopicArn",
-                "watcherPlatform", "watcherImage", "besideKarpenter", *INT_PARAMS)
+                "watcherPlatform", "watcherImage", "besideKarpenter", "vmMemoryOverheadPercent", "reservedENIs",
+                *INT_PARAMS)
 
 
 def _parse_bool(name: str, raw: Any, hint: str) -> bool:
@@ -171,6 +182,20 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
     beside = _parse_bool("besideKarpenter", context.get("besideKarpenter"),
                          "pass -c besideKarpenter=true while upstream Karpenter runs in the cluster, false after")
 
+    # parsed by the functions' own rules (controllers/runtime.py), so a value synth takes is one they take
+    vm = context.get("vmMemoryOverheadPercent")
+    try:
+        vm = runtime.DEFAULT_VM_MEMORY_OVERHEAD_PERCENT if vm is None or vm == "" else \
+            runtime.parse_vm_memory_overhead_percent(vm, "context parameter vmMemoryOverheadPercent")
+    except ValueError as e:
+        raise ConfigError(f"{e} (pass e.g. -c vmMemoryOverheadPercent=0.075, Karpenter's default)") from None
+    enis = context.get("reservedENIs")
+    try:
+        enis = runtime.DEFAULT_RESERVED_ENIS if enis is None or enis == "" else \
+            runtime.parse_reserved_enis(enis, "context parameter reservedENIs")
+    except ValueError as e:
+        raise ConfigError(f"{e} (pass e.g. -c reservedENIs=1)") from None
+
     return StackConfig(
         cluster_name=cluster,
         kubernetes_version=version,
@@ -186,5 +211,7 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
         watcher_platform=platform,
         watcher_image=image,
         beside_karpenter=beside,
+        vm_memory_overhead_percent=vm,
+        reserved_enis=enis,
         intervals={k: v for k, v in ints.items() if k.endswith("IntervalMinutes")},
     )

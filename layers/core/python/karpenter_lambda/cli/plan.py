@@ -13,6 +13,10 @@ Capacity reservations: ``--capacity-reservations FILE`` (a saved DescribeCapacit
 ``capacityReservationSelectorTerms`` select, as ``reserved`` offerings; a reservation takes at most as many
 NodeClaims as it has room for, the rest launch as the launch path would fall back (spot, on-demand).
 
+Allocatable: as the functions compute it, with the deployment's VM memory overhead and reserved ENIs
+(``--vm-memory-overhead-percent`` / ``$KARPENTER_LAMBDA_VM_MEMORY_OVERHEAD_PERCENT``, default 0.075;
+``--reserved-enis`` / ``$KARPENTER_LAMBDA_RESERVED_ENIS``, default 0; a flag wins over its variable).
+
 Zones: the zones the simulator creates subnets in (``catalog.zones.default_zones``: ``<region>a..c``,
 those with offerings), or ``--zones us-east-1a,us-east-1b``; printed with the plan.
 
@@ -71,7 +75,28 @@ def register(sub) -> None:
                    help="a saved DescribeCapacityReservations answer (JSON): the reservations each EC2NodeClass's "
                         "capacityReservationSelectorTerms select from it (default: asked of EC2 with --live or "
                         "--endpoint-url; none offline)")
+    add_catalog_flags(p)
     p.set_defaults(func=run)
+
+
+def add_catalog_flags(p) -> None:
+    """``--vm-memory-overhead-percent`` and ``--reserved-enis`` (plan and simulate): Karpenter's two catalog settings,
+    which win over ``$KARPENTER_LAMBDA_VM_MEMORY_OVERHEAD_PERCENT`` / ``$KARPENTER_LAMBDA_RESERVED_ENIS``
+    (``controllers/runtime.catalog_settings`` checks both)."""
+    p.add_argument("--vm-memory-overhead-percent", dest="vm_memory_overhead_percent", metavar="FRACTION", default=None,
+                   help="memory the hypervisor takes, as a fraction of the instance memory (Karpenter's "
+                        "--vm-memory-overhead-percent; default $KARPENTER_LAMBDA_VM_MEMORY_OVERHEAD_PERCENT or 0.075)")
+    p.add_argument("--reserved-enis", dest="reserved_enis", metavar="N", default=None,
+                   help="network interfaces left out of the max-pods count (Karpenter's --reserved-enis; default "
+                        "$KARPENTER_LAMBDA_RESERVED_ENIS or 0)")
+
+
+def catalog_settings_of(args) -> dict:
+    """The catalog settings for ``args`` (its flags, else the environment); ValueError naming the flag or variable."""
+    from karpenter_lambda.controllers.runtime import catalog_settings
+
+    return catalog_settings(vm_memory_overhead_percent=getattr(args, "vm_memory_overhead_percent", None),
+                            reserved_enis=getattr(args, "reserved_enis", None))
 
 
 # the storage objects plan reads from the files: a pod's claims, their volumes and classes (volume topology)
@@ -112,8 +137,11 @@ class PlanEnvironmentError(PlanError):
 
 def build_plan(files: list[str], region: str, endpoint_url: str | None = None, live: bool = False, progress=None,
                zones: list[str] | None = None, reservations_file: str | None = None,
-               kubernetes_version: str | None = None):
+               kubernetes_version: str | None = None, catalog_settings: dict | None = None):
     """Load, expand, build the catalog and solve; returns (SchedulingResult, context dict). Raises PlanError.
+
+    ``catalog_settings``: ``{"vm_memory_overhead_percent", "reserved_enis"}`` (``runtime.catalog_settings``); None:
+    the environment's, as the functions read them (a bad value is a PlanEnvironmentError).
 
     ``zones``: the availability zones to plan in; None = the simulator's (``default_zones(region)``, those with
     offerings).  A given zone with no offering at all is a PlanEnvironmentError.  The context's ``zones`` lists
@@ -182,6 +210,13 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     if problems:
         raise PlanError("\n".join(problems))
 
+    if catalog_settings is None:
+        from karpenter_lambda.controllers.runtime import catalog_settings as read_catalog_settings
+
+        try:
+            catalog_settings = read_catalog_settings()
+        except ValueError as e:
+            raise PlanEnvironmentError(str(e)) from None
     from karpenter_lambda.adapters.aws.ec2_catalog import (SOURCE_EC2, SOURCE_MOTO_BUNDLED, bundled_ec2_data, load_catalog,
                                                            price_book_for)
 
@@ -194,7 +229,13 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
 
         clients, catalog_source = boto3.session.Session(region_name=region), SOURCE_EC2
     if progress:
-        progress(f"loading instance types for {region} ({'live' if live else endpoint_url or 'offline: moto bundled data'}) ...")
+        from karpenter_lambda.catalog.allocatable import DEFAULT_VM_MEMORY_OVERHEAD_PERCENT
+
+        vm, enis = catalog_settings["vm_memory_overhead_percent"], catalog_settings["reserved_enis"]
+        changed = ", ".join(([f"VM memory overhead {vm:g}"] if vm != DEFAULT_VM_MEMORY_OVERHEAD_PERCENT else [])
+                            + ([f"{enis} reserved ENI{'' if enis == 1 else 's'}"] if enis else []))
+        progress(f"loading instance types for {region} ({'live' if live else endpoint_url or 'offline: moto bundled data'})"
+                 f"{' with ' + changed if changed else ''} ...")
     catalogs: dict[str, list] = {}
     explicit_zones = zones is not None
     wanted_zones = list(zones) if explicit_zones else default_zones(region)
@@ -215,7 +256,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
                     book = price_book_for(clients, region, endpoint_url=endpoint_url, source=catalog_source)
                 catalogs[nc.name] = load_catalog(clients, region, nodeclass=nc, endpoint_url=endpoint_url, source=catalog_source,
                                                  zones=wanted_zones, estimated_available=True,  # a dry run: estimates shown, marked
-                                                 reservations=reservations.get(nc.name, ()), prices=book)
+                                                 reservations=reservations.get(nc.name, ()), prices=book,
+                                                 **catalog_settings)
             except KeyError as e:  # moto has no data for that region
                 raise PlanError(f"--region {region}: no instance data for this region offline ({e})") from None
         snap.instance_types[np.name] = catalogs[nc.name]
@@ -389,9 +431,14 @@ def run(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
+        settings = catalog_settings_of(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
         result, info = build_plan(args.files, region, args.endpoint_url, args.live, progress, zones=zones,
                                   reservations_file=getattr(args, "plan_reservations", None),
-                                  kubernetes_version=version)
+                                  kubernetes_version=version, catalog_settings=settings)
     except PlanEnvironmentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

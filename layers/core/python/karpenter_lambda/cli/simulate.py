@@ -56,6 +56,9 @@ def register(sub) -> None:
     p.add_argument("--serve-port", type=int, default=0, metavar="PORT", help="the port --serve listens on (default: a free one)")
     p.add_argument("--kubeconfig", metavar="PATH", default=None,
                    help="where --serve writes its kubeconfig (default .simulate/kubeconfig)")
+    from .plan import add_catalog_flags
+
+    add_catalog_flags(p)   # the functions (and the simulated kubelets) get them as a deployment's functions would
     p.set_defaults(func=run)
 
 
@@ -131,6 +134,14 @@ def run(args) -> int:
         sys.stderr.write(f"karpenter-lambda simulate: --report: cannot write {report}: "
                          f"{'is a directory' if Path(report).is_dir() else 'no such directory ' + str(Path(report).parent)}\n")
         return 2
+    from ..controllers.runtime import catalog_environment
+    from .plan import catalog_settings_of
+
+    try:   # the shell's variables are scrubbed from the run (SimEnvironment): read here, given to the functions
+        function_env = catalog_environment(catalog_settings_of(args))
+    except ValueError as e:
+        sys.stderr.write(f"karpenter-lambda simulate: {e}\n")
+        return 2
     progress = (lambda m: None) if args.quiet else (lambda m: sys.stderr.write(f"[simulate] {m}\n"))
 
     save_dir = getattr(args, "save_state", None)
@@ -153,7 +164,7 @@ def run(args) -> int:
 
     sim = Simulation(files, until=until, cluster=getattr(args, "cluster", None) or "sim-cluster",
                      region=args.region, join_delay=args.join_delay, ready_delay=args.ready_delay,
-                     progress=progress, on_event=on_event)
+                     progress=progress, on_event=on_event, function_env=function_env)
     if sim.cluster == "default":
         sim.cluster = "sim-cluster"
     try:

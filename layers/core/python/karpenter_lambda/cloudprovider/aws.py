@@ -15,6 +15,7 @@ from typing import Callable
 
 from ..adapters.aws.launch_templates import LaunchTemplates
 from ..adapters.aws.nodeclass_resolver import NodeClassResolver
+from ..catalog.allocatable import DEFAULT_VM_MEMORY_OVERHEAD_PERCENT
 from .catalog import default_catalog_loader
 from .instance import InstanceProvider
 from .types import CreateRequest, Instance
@@ -24,8 +25,12 @@ log = logging.getLogger(__name__)
 
 class AWSCloudProvider:
     def __init__(self, ec2, ssm, iam, cluster, *, region: str = "us-east-1", unavailable=None, pricing=None,
-                 price_cache=None, catalog_loader: Callable[..., list] | None = None, beside_karpenter: bool = False):
+                 price_cache=None, catalog_loader: Callable[..., list] | None = None, beside_karpenter: bool = False,
+                 vm_memory_overhead_percent: float = DEFAULT_VM_MEMORY_OVERHEAD_PERCENT, reserved_enis: int = 0):
         self.ec2, self.ssm, self.iam = ec2, ssm, iam
+        # Karpenter's --vm-memory-overhead-percent and --reserved-enis: every catalog built here uses them
+        self.vm_memory_overhead_percent = vm_memory_overhead_percent
+        self.reserved_enis = reserved_enis
         self.beside_karpenter = beside_karpenter  # instances without the tag keys upstream Karpenter lists by
         self.cluster = cluster  # environment.ClusterDescription-like: name, endpoint, ca_b64, version, service_cidr
         self.region = region
@@ -39,7 +44,10 @@ class AWSCloudProvider:
     def from_environment(cls, env) -> "AWSCloudProvider":
         return cls(env.ec2, env.ssm, env.iam, env.cluster, region=env.config.region, unavailable=env.unavailable,
                    pricing=env.pricing, price_cache=env.price_cache,
-                   beside_karpenter=bool(getattr(env.config, "beside_karpenter", False)))
+                   beside_karpenter=bool(getattr(env.config, "beside_karpenter", False)),
+                   vm_memory_overhead_percent=getattr(env.config, "vm_memory_overhead_percent",
+                                                      DEFAULT_VM_MEMORY_OVERHEAD_PERCENT),
+                   reserved_enis=getattr(env.config, "reserved_enis", 0))
 
     # -- EC2NodeClass ----------------------------------------------------------------------------
     def resolve(self, nodeclass):
@@ -68,7 +76,9 @@ class AWSCloudProvider:
                                       pricing=self.pricing, price_cache=self.price_cache,
                                       reservations=tuple(getattr(resolved, "capacity_reservations", None) or ()),
                                       placement_group_id=pg.id if pg is not None else None,
-                                      placement_group_strategy=(pg.strategy or None) if pg is not None else None)
+                                      placement_group_strategy=(pg.strategy or None) if pg is not None else None,
+                                      vm_memory_overhead_percent=self.vm_memory_overhead_percent,
+                                      reserved_enis=self.reserved_enis)
 
     # -- instances (the instance provider) ------------------------------------------------------------
     def create(self, request: CreateRequest, on_retry=None) -> Instance:

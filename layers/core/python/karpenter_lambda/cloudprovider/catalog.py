@@ -8,6 +8,9 @@ prices (Pricing API / spot history through the DynamoDB price cache).
 This is the catalog real launches and consolidation decide on, so offerings priced by an estimate (no real
 spot price: no history, or DescribeSpotPriceHistory failed) are **unavailable** here, as in Karpenter, unless
 ``$KARPENTER_LAMBDA_ESTIMATED_PRICES=available`` (the simulator sets it: moto has no real spot prices).
+
+Capacity follows the deployment's VM memory overhead and reserved ENIs (Karpenter's ``--vm-memory-overhead-percent``,
+``--reserved-enis``), given by the caller (``AWSCloudProvider``, from ``runtime.Config``) and part of the cache key.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import logging
 import time
 
 from ..adapters.aws import ec2_catalog
+from ..catalog.allocatable import DEFAULT_VM_MEMORY_OVERHEAD_PERCENT
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +39,9 @@ def _catalog_key(nodeclass, zones, unavailable, reservations=(), placement_group
 def default_catalog_loader(ec2, region: str, nodeclass, zones: list[str] | None, unavailable: set, *,
                            pricing=None, price_cache=None, estimated_available: bool | None = None,
                            reservations=(), placement_group_id: str | None = None,
-                           placement_group_strategy: str | None = None) -> list:
+                           placement_group_strategy: str | None = None,
+                           vm_memory_overhead_percent: float = DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
+                           reserved_enis: int = 0) -> list:
     """Instance types for one EC2NodeClass (cached per process by nodeclass spec, zones, unavailable set, for
     CATALOG_TTL_SECONDS).  Prices: on-demand from the Pricing API (``pricing`` client) and spot from the price
     history, both through the DynamoDB ``price_cache`` when given; the bundled table otherwise.  Spot offerings
@@ -43,12 +49,14 @@ def default_catalog_loader(ec2, region: str, nodeclass, zones: list[str] | None,
     ``$KARPENTER_LAMBDA_ESTIMATED_PRICES``, see ``ec2_catalog.estimated_prices_available``).  ``reservations`` (the
     EC2NodeClass's resolved capacity reservations, with their available counts: part of the cache key) add
     ``reserved`` offerings; ``placement_group_id`` labels the types and ``placement_group_strategy`` (the resolved
-    group's strategy) drops the types that do not support it (``catalog.instancetypes.incompatibility``)."""
+    group's strategy) drops the types that do not support it (``catalog.instancetypes.incompatibility``).
+    ``vm_memory_overhead_percent`` / ``reserved_enis``: the deployment's catalog settings
+    (``runtime.catalog_settings``), part of the cache key."""
     if estimated_available is None:
         estimated_available = ec2_catalog.estimated_prices_available()
     reservations = tuple(reservations or ())
-    key = (region, bool(estimated_available)) + _catalog_key(nodeclass, zones, unavailable, reservations,
-                                                             placement_group_id, placement_group_strategy)
+    key = (region, bool(estimated_available), float(vm_memory_overhead_percent), int(reserved_enis)) + _catalog_key(
+        nodeclass, zones, unavailable, reservations, placement_group_id, placement_group_strategy)
     hit = _catalog_cache.get(key)
     now = time.monotonic()
     if hit is not None and now - hit[0] < CATALOG_TTL_SECONDS:
@@ -57,7 +65,8 @@ def default_catalog_loader(ec2, region: str, nodeclass, zones: list[str] | None,
     types = ec2_catalog.load_catalog(clients, region, nodeclass=nodeclass, unavailable=frozenset(unavailable),
                                      zones=zones, cache=price_cache, estimated_available=estimated_available,
                                      reservations=reservations, placement_group_id=placement_group_id,
-                                     placement_group_strategy=placement_group_strategy)
+                                     placement_group_strategy=placement_group_strategy,
+                                     vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis)
     estimated = sum(1 for it in types for o in it.offerings if o.price_estimated)
     if estimated:
         log.warning("catalog %s: %d spot offerings have no real price (estimated); %s", region, estimated,

@@ -6,12 +6,14 @@ same controller and handler code runs on virtual time.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..api.times import format_time, to_epoch
+from ..catalog.allocatable import DEFAULT_VM_MEMORY_OVERHEAD_PERCENT
 
 _clock: Callable[[], float] = time.time
 
@@ -90,6 +92,10 @@ class Config:
     # minValues when the instance types left cannot meet it: "Strict" (Karpenter's default: not launched) or
     # "BestEffort" (launched with fewer values); read by the solver
     min_values_policy: str = "Strict"
+    # Karpenter's two catalog settings (--vm-memory-overhead-percent, --reserved-enis): every catalog the functions
+    # build uses them (cloudprovider/catalog.py); read by :func:`catalog_settings`
+    vm_memory_overhead_percent: float = DEFAULT_VM_MEMORY_OVERHEAD_PERCENT
+    reserved_enis: int = 0
 
     @classmethod
     def from_env(cls, env=None) -> "Config":
@@ -109,10 +115,88 @@ class Config:
             registration_timeout=float(env.get("KARPENTER_LAMBDA_REGISTRATION_TIMEOUT_SECONDS", 15 * 60)),
             orphan_min_age=float(env.get("KARPENTER_LAMBDA_ORPHAN_MIN_AGE_SECONDS", 30)),
             **_aws_settings(env),
+            **catalog_settings(env),
         )
+
+    def catalog_settings(self) -> dict:
+        """``{"vm_memory_overhead_percent", "reserved_enis"}``: the keyword arguments of the catalog loaders."""
+        return {"vm_memory_overhead_percent": self.vm_memory_overhead_percent, "reserved_enis": self.reserved_enis}
 
 
 MIN_VALUES_POLICIES = ("Strict", "BestEffort")
+
+#: Karpenter's ``--vm-memory-overhead-percent`` / ``VM_MEMORY_OVERHEAD_PERCENT`` (a fraction, default 0.075)
+VM_MEMORY_OVERHEAD_PERCENT_ENV = "KARPENTER_LAMBDA_VM_MEMORY_OVERHEAD_PERCENT"
+#: Karpenter's ``--reserved-enis`` / ``RESERVED_ENIS`` (an integer, default 0)
+RESERVED_ENIS_ENV = "KARPENTER_LAMBDA_RESERVED_ENIS"
+DEFAULT_RESERVED_ENIS = 0
+
+
+def parse_vm_memory_overhead_percent(raw, origin: str = f"environment variable {VM_MEMORY_OVERHEAD_PERCENT_ENV}") -> float:
+    """The VM memory overhead from text (or a number): a fraction of the instance memory, ``0 <= value < 1`` (Karpenter
+    refuses a negative one; a value of 1 or more would leave no memory, and is a percentage written as such, 7.5 for
+    0.075).  A ValueError names ``origin`` (the variable, the flag or the context parameter) and the bad value."""
+    hint = f"{origin} must be a fraction of the instance memory such as 0.075 (7.5%), from 0 up to but not including 1"
+    if isinstance(raw, bool):
+        raise ValueError(f"{hint}, not {raw!r}")
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{hint}, not {raw!r}: not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{hint}, not {raw!r}: not a finite number")
+    if value < 0:
+        raise ValueError(f"{hint}, not {raw!r}: it cannot be negative")
+    if value >= 1:
+        raise ValueError(f"{hint}, not {raw!r}: that subtracts all the memory (for {value:g}%, write {value / 100:g})")
+    return value
+
+
+def parse_reserved_enis(raw, origin: str = f"environment variable {RESERVED_ENIS_ENV}") -> int:
+    """The number of reserved ENIs from text (or an integer): ``>= 0``, as Karpenter.  A ValueError names ``origin``
+    and the bad value."""
+    hint = f"{origin} must be a whole number of network interfaces, 0 or more"
+    if isinstance(raw, bool) or isinstance(raw, float):
+        raise ValueError(f"{hint}, not {raw!r}")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{hint}, not {raw!r}: not an integer") from None
+    if value < 0:
+        raise ValueError(f"{hint}, not {raw!r}: it cannot be negative")
+    return value
+
+
+def catalog_settings(env: Mapping[str, str] | None = None, *, vm_memory_overhead_percent=None,
+                     reserved_enis=None) -> dict:
+    """Karpenter's two catalog settings, the one place they are read: ``{"vm_memory_overhead_percent": float,
+    "reserved_enis": int}`` from ``$KARPENTER_LAMBDA_VM_MEMORY_OVERHEAD_PERCENT`` and ``$KARPENTER_LAMBDA_RESERVED_ENIS``
+    of ``env`` (default ``os.environ``; unset or empty: 0.075 and 0).  A keyword argument that is not None (a CLI
+    flag's text) wins over its variable, and a bad value is a ValueError naming it (the ``--flag``, or the
+    variable).  Every catalog is built with these (``Config``, ``plan``, the simulated kubelet)."""
+    env = os.environ if env is None else env
+    out = {"vm_memory_overhead_percent": DEFAULT_VM_MEMORY_OVERHEAD_PERCENT, "reserved_enis": DEFAULT_RESERVED_ENIS}
+    if vm_memory_overhead_percent is not None:
+        out["vm_memory_overhead_percent"] = parse_vm_memory_overhead_percent(vm_memory_overhead_percent,
+                                                                             "--vm-memory-overhead-percent")
+    elif (env.get(VM_MEMORY_OVERHEAD_PERCENT_ENV) or "").strip():
+        out["vm_memory_overhead_percent"] = parse_vm_memory_overhead_percent(env[VM_MEMORY_OVERHEAD_PERCENT_ENV])
+    if reserved_enis is not None:
+        out["reserved_enis"] = parse_reserved_enis(reserved_enis, "--reserved-enis")
+    elif (env.get(RESERVED_ENIS_ENV) or "").strip():
+        out["reserved_enis"] = parse_reserved_enis(env[RESERVED_ENIS_ENV])
+    return out
+
+
+def catalog_environment(settings: Mapping) -> dict[str, str]:
+    """The variables that carry ``settings`` (:func:`catalog_settings`'s dict) to the functions: only those not at
+    their default, as the CDK stack sets them (a default deployment has neither)."""
+    out = {}
+    if float(settings["vm_memory_overhead_percent"]) != DEFAULT_VM_MEMORY_OVERHEAD_PERCENT:
+        out[VM_MEMORY_OVERHEAD_PERCENT_ENV] = repr(float(settings["vm_memory_overhead_percent"]))
+    if int(settings["reserved_enis"]) != DEFAULT_RESERVED_ENIS:
+        out[RESERVED_ENIS_ENV] = str(int(settings["reserved_enis"]))
+    return out
 
 
 def _aws_settings(env) -> dict:

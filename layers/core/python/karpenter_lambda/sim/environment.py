@@ -14,7 +14,7 @@ import importlib.util
 import io
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from .. import resources
 from ..controllers import environment, runtime
@@ -107,10 +107,13 @@ class SimEnvironment:
     """moto + the local Kubernetes API + the virtual clock, entered and left as one.
 
     ``isolate``: scrub the shell's AWS/KARPENTER_LAMBDA_ settings first (``simulate``; tests set their own).
-    ``uid_seed``: repeatable uids in the API server.  ``progress`` hears one line once the API server is up."""
+    ``uid_seed``: repeatable uids in the API server.  ``progress`` hears one line once the API server is up.
+    ``function_env``: more variables the functions get, set after the isolation and the account's (the deployment
+    settings ``simulate`` was given, e.g. ``runtime.catalog_environment``'s, as the CDK stack sets them)."""
 
     def __init__(self, clock: VirtualClock, nodeclasses, *, cluster: str, region: str, k8s_version: str,
-                 uid_seed: str | None = None, isolate: bool = False, progress: Callable[[str], None] | None = None):
+                 uid_seed: str | None = None, isolate: bool = False, progress: Callable[[str], None] | None = None,
+                 function_env: Mapping[str, str] | None = None):
         self.clock = clock
         self.nodeclasses = list(nodeclasses)
         self.cluster = cluster
@@ -119,6 +122,7 @@ class SimEnvironment:
         self.uid_seed = uid_seed
         self.isolate = isolate
         self.progress = progress or (lambda msg: None)
+        self.function_env = dict(function_env or {})
         self._stack = contextlib.ExitStack()
 
     def callback(self, fn, *args) -> None:
@@ -151,6 +155,7 @@ class SimEnvironment:
             self.progress(f"local Kubernetes API at {self.url}; seeding moto")
             self.account = SimAccount(self.cluster, self.region, self.k8s_version).create(self.nodeclasses, self.url)
             os.environ.update(self.account.environment())
+            os.environ.update(self.function_env)
             runtime.set_clock(self.clock)
             environment.reset()
             stack.callback(environment.reset)

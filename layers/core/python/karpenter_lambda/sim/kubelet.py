@@ -6,6 +6,9 @@ A real kubelet knows nothing of NodeClaims.  It reads the machine and its userDa
   the userData (Karpenter writes the ENI-limited count there), computed with the catalog's own rules
   (``catalog.allocatable.compute_capacity``) -- so an instance that joins before any NodeClaim names it (an unknown
   launch outcome, a lost record, adoption still to come) registers with its real cpu and memory;
+* the **VM memory overhead** (and reserved ENIs, should the userData give no ``--max-pods``) are the deployment's
+  (``controllers/runtime.catalog_settings``, what the functions' catalog uses): the simulation takes the setting to
+  be what the instances really lose, so a node registers the memory its NodeClaim was planned with;
 * **allocatable** = capacity minus kube-reserved, system-reserved and the hard eviction threshold, as nodeadm /
   bootstrap.sh / Bottlerocket configure them from the userData's settings and the EC2NodeClass's AMI family and
   block devices (``catalog.allocatable.compute_overhead``);
@@ -32,6 +35,7 @@ from ..api.objects import EC2NodeClass, NodeClaim
 from ..catalog.allocatable import NodeSettings, compute_capacity, compute_overhead
 from ..catalog.instancetypes import KUBE_ARCH
 from ..catalog.types import InstanceType
+from ..controllers.runtime import catalog_settings
 from . import nodes as simnodes
 from .kubelet_flags import KubeletFlags, decode_user_data, read_user_data
 
@@ -101,10 +105,11 @@ def boot(ec2, store, region: str, instance: dict) -> Boot:
         startup = list(np.startup_taints) if np is not None else []
 
     info = simnodes.instance_type_info(region, itype)
+    given = {**catalog_settings(), **flags.settings()}
     try:
-        settings = NodeSettings.from_nodeclass(nodeclass, **flags.settings())
+        settings = NodeSettings.from_nodeclass(nodeclass, **given)
     except ValueError:
-        settings = NodeSettings(**flags.settings())
+        settings = NodeSettings(**given)
     arch = labels.get(ARCH, "amd64")
     allocatable: dict | None
     if info is not None:

@@ -46,7 +46,7 @@ import io
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..adapters.store import Store
 from ..api.manifests import CAPACITY_BUFFER_HINT, load_files
@@ -90,8 +90,10 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                  k8s_version: str = "1.31", join_delay: float = 30.0, ready_delay: float = 15.0,
                  lifecycle_interval: float = 60.0, max_time: float = DEFAULT_MAX_TIME,
                  progress: Callable[[str], None] | None = None, on_event: Callable[[SimEvent], None] | None = None,
-                 setup_hook: Callable[["Simulation"], None] | None = None, handler_logs: io.TextIOBase | None = None):
+                 setup_hook: Callable[["Simulation"], None] | None = None, handler_logs: io.TextIOBase | None = None,
+                 function_env: Mapping[str, str] | None = None):
         self.files = [str(f) for f in files]
+        self.function_env = dict(function_env or {})   # deployment settings for the functions (SimEnvironment)
         self.until = until
         self.cluster = cluster
         self.region = region
@@ -215,7 +217,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
         stop = threading.Event()
         with SimEnvironment(self.clock, nodeclasses, cluster=self.cluster, region=self.region,
                             k8s_version=self.k8s_version, uid_seed="karpenter-lambda-simulate", isolate=True,
-                            progress=self.progress) as env:
+                            progress=self.progress, function_env=self.function_env) as env:
             env.callback(stop.set)     # the watcher stops before the API server it watches
             server = self.server = env.server
             account = self.account = env.account

@@ -3,9 +3,11 @@
 ``simulate --save-state DIR`` calls :func:`save_state` at the end of the run (inside moto, while the local Kubernetes
 API still holds the cluster) and writes, as JSON:
 
-- ``state.json``: ``{"cluster", "region", "k8sVersion", "time", "stateTable", "items", "cacheTable", "cacheItems"}``:
-  every item of the DynamoDB state table (NodePools, EC2NodeClasses, NodeClaims, ... as adapters/store/state.py
-  stores them) and of the cache table (offerings marked unavailable, cached prices), DynamoDB-typed;
+- ``state.json``: ``{"cluster", "region", "k8sVersion", "time", "stateTable", "items", "cacheTable", "cacheItems",
+  "functionEnv"}``: every item of the DynamoDB state table (NodePools, EC2NodeClasses, NodeClaims, ... as
+  adapters/store/state.py stores them) and of the cache table (offerings marked unavailable, cached prices),
+  DynamoDB-typed; ``functionEnv``: the deployment settings the run's functions had (``simulate
+  --vm-memory-overhead-percent`` / ``--reserved-enis``), given to the commands again;
 - ``kube.json``: ``{plural: [object, ...]}``: the objects of the local Kubernetes API (nodes, pods, daemonsets, PDBs,
   workloads, ...);
 - ``ec2.json``: ``{"instances", "ids", "vpcs", "subnets", "securityGroups", "images", "ssmParameters", "iamRoles",
@@ -121,7 +123,8 @@ def save_state(sim, directory: str | os.PathLike) -> list[Path]:
         "state.json": {"cluster": sim.cluster, "region": sim.region, "k8sVersion": sim.k8s_version,
                        "time": sim.clock.now(), "stateTable": account.state_table,
                        "items": _items_out(_scan(ddb, account.state_table)),
-                       "cacheTable": account.cache_table, "cacheItems": _items_out(_scan(ddb, account.cache_table, missing_ok=True))},
+                       "cacheTable": account.cache_table, "cacheItems": _items_out(_scan(ddb, account.cache_table, missing_ok=True)),
+                       "functionEnv": dict(getattr(sim, "function_env", None) or {})},
         "kube.json": kube,
         "ec2.json": {"instances": instances, "ids": _ec2_ids(ec2), **_world(sim.region)},
     }
@@ -338,6 +341,7 @@ def serve_state(directory: str | os.PathLike):
             for item in _items_in(state.get("cacheItems") or []):
                 ddb.put_item(TableName=account.cache_table, Item=item)
             os.environ.update(account.environment())
+            os.environ.update(state.get("functionEnv") or {})   # the run's catalog settings: the same catalogs
             os.environ["KARPENTER_LAMBDA_KUBE_ENDPOINT"] = url
             runtime.set_clock(clock)
             environment.reset()

@@ -40,6 +40,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from ...catalog.allocatable import DEFAULT_VM_MEMORY_OVERHEAD_PERCENT, NodeSettings
 from ...catalog.instancetypes import build_instance_types
 from ...catalog.pricing import PLACEHOLDER_SPOT_PRICE, SOURCE_SPOT_HISTORY, PriceBook
 from ...catalog.types import InstanceType
@@ -322,6 +323,8 @@ def load_catalog(
     reservations: tuple | list = (),
     placement_group_id: str | None = None,
     placement_group_strategy: str | None = None,
+    vm_memory_overhead_percent: float = DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
+    reserved_enis: int = 0,
 ) -> list[InstanceType]:
     """Instance types for ``region`` as the scheduler needs them.
 
@@ -333,7 +336,9 @@ def load_catalog(
     whose price is an estimate unavailable (the launch path; see the module doc).  ``reservations`` (resolved
     :class:`~karpenter_lambda.catalog.reservations.CapacityReservation` records) add ``reserved`` offerings;
     ``placement_group_id`` labels every type and ``placement_group_strategy`` drops the types that do not support
-    it (``build_instance_types``).
+    it (``build_instance_types``).  ``vm_memory_overhead_percent`` and ``reserved_enis`` are Karpenter's
+    ``--vm-memory-overhead-percent`` and ``--reserved-enis`` (``catalog.allocatable.NodeSettings``): the deployment's
+    values, which the callers read once (``controllers/runtime.catalog_settings``) and pass here.
     """
     if catalog_source(source) == SOURCE_MOTO_BUNDLED:
         raw, offerings, zone_ids = bundled_ec2_data(region)
@@ -348,7 +353,9 @@ def load_catalog(
             zone_ids = {}
     book = prices if prices is not None else price_book_for(session_or_clients, region, cache,
                                                             endpoint_url=endpoint_url, source=source)
+    settings = NodeSettings.from_nodeclass(nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent,
+                                           reserved_enis=reserved_enis)
     return build_instance_types(raw, offerings, book, region, nodeclass=nodeclass, zones=zones, unavailable=unavailable,
-                                zone_ids=zone_ids, estimated_available=estimated_available,
+                                zone_ids=zone_ids, estimated_available=estimated_available, settings=settings,
                                 reservations=reservations, placement_group_id=placement_group_id,
                                 placement_group_strategy=placement_group_strategy)
