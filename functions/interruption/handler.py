@@ -13,7 +13,6 @@ it is alarmed.  See docs/interruption.md.
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 
@@ -22,7 +21,7 @@ from aws_lambda_powertools import Logger, Metrics
 from karpenter_lambda.controllers import environment, runtime
 from karpenter_lambda.controllers.handlers import SqsBatch, emit_metrics, traced
 from karpenter_lambda.controllers.interrupt import Interruption, InterruptionReport
-from karpenter_lambda.controllers.interruption_messages import InterruptionMessageError, MalformedEvent, parse_message
+from karpenter_lambda.controllers.interruption_messages import InterruptionMessageError, body_parser
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "karpenter-lambda-interruption")
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "KarpenterLambda")
@@ -31,18 +30,7 @@ metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "K
 def handler(event, context):
     started = time.perf_counter()
     env = environment.get_environment()
-    invalid = itertools.count(1)
-
-    def parse(body: str):
-        try:
-            msg = parse_message(body)
-        except InterruptionMessageError as e:
-            return f"invalid#{next(invalid)}", e
-        except Exception as e:  # noqa: BLE001 - any failure to parse a body (not to act on it) can never succeed
-            return f"invalid#{next(invalid)}", MalformedEvent(f"body could not be parsed: {type(e).__name__}: {e}")
-        return msg.id, msg
-
-    batch = SqsBatch(parse, logger).process(event)
+    batch = SqsBatch(body_parser(), logger).process(event)
     messages, malformed = [], []
     for key, item in batch.items.items():
         mid = batch.records_of[key][0]

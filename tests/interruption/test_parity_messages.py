@@ -101,7 +101,8 @@ def test_a_body_that_fails_to_parse_in_any_way_is_acknowledged(iw, monkeypatch):
     def boom(body):
         raise RuntimeError("parser bug")
 
-    monkeypatch.setattr(iw.handler, "parse_message", boom)
+    from karpenter_lambda.controllers import interruption_messages
+    monkeypatch.setattr(interruption_messages, "parse_message", boom)   # what the handler's body parser calls
     iw.send_raw("{}")
     event = iw.receive(expect=1)
     assert iw.invoke(event) == {"batchItemFailures": []}

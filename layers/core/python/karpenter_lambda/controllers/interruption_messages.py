@@ -37,6 +37,7 @@ stack deploys them).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -209,6 +210,24 @@ def parse_message(body: str | None) -> InterruptionMessage:
     return parse_event(doc)
 
 
+def body_parser():
+    """The parse function of one SQS batch (``controllers.handlers.SqsBatch``): ``body -> (key, item)`` -- the
+    message's event id and :class:`InterruptionMessage` (the same event delivered twice is one key), or
+    ``invalid#<n>`` and the :class:`InterruptionMessageError` saying why the body can never be processed.  Any failure
+    to parse a body, whatever the exception, is such an error (acknowledged, never retried)."""
+    invalid = itertools.count(1)
+
+    def parse(body: str):
+        try:
+            msg = parse_message(body)
+        except InterruptionMessageError as e:
+            return f"invalid#{next(invalid)}", e
+        except Exception as e:  # noqa: BLE001 - any failure to parse a body (not to act on it) can never succeed
+            return f"invalid#{next(invalid)}", MalformedEvent(f"body could not be parsed: {type(e).__name__}: {e}")
+        return msg.id, msg
+    return parse
+
+
 __all__ = ["InterruptionMessage", "InterruptionMessageError", "MalformedEvent", "UnknownEventType", "parse_message",
-           "parse_event", "EVENT_TYPES", "EVENT_PATTERNS", "KINDS", "SPOT_INTERRUPTION", "REBALANCE_RECOMMENDATION",
+           "body_parser", "parse_event", "EVENT_TYPES", "EVENT_PATTERNS", "KINDS", "SPOT_INTERRUPTION", "REBALANCE_RECOMMENDATION",
            "STATE_CHANGE", "SCHEDULED_CHANGE", "CAPACITY_RESERVATION_INTERRUPTION", "NOOP"]
