@@ -183,18 +183,16 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
                          "pass -c besideKarpenter=true while upstream Karpenter runs in the cluster, false after")
 
     # parsed by the functions' own rules (controllers/runtime.py), so a value synth takes is one they take
-    vm = context.get("vmMemoryOverheadPercent")
-    try:
-        vm = runtime.DEFAULT_VM_MEMORY_OVERHEAD_PERCENT if vm is None or vm == "" else \
-            runtime.parse_vm_memory_overhead_percent(vm, "context parameter vmMemoryOverheadPercent")
-    except ValueError as e:
-        raise ConfigError(f"{e} (pass e.g. -c vmMemoryOverheadPercent=0.075, Karpenter's default)") from None
-    enis = context.get("reservedENIs")
-    try:
-        enis = runtime.DEFAULT_RESERVED_ENIS if enis is None or enis == "" else \
-            runtime.parse_reserved_enis(enis, "context parameter reservedENIs")
-    except ValueError as e:
-        raise ConfigError(f"{e} (pass e.g. -c reservedENIs=1)") from None
+    catalog = {}
+    for key, parse, default, example in (
+            ("vmMemoryOverheadPercent", runtime.parse_vm_memory_overhead_percent,
+             runtime.DEFAULT_VM_MEMORY_OVERHEAD_PERCENT, "0.075, Karpenter's default"),
+            ("reservedENIs", runtime.parse_reserved_enis, runtime.DEFAULT_RESERVED_ENIS, "1")):
+        raw = context.get(key)
+        try:
+            catalog[key] = default if raw is None or raw == "" else parse(raw, f"context parameter {key}")
+        except ValueError as e:
+            raise ConfigError(f"{e} (pass e.g. -c {key}={example})") from None
 
     return StackConfig(
         cluster_name=cluster,
@@ -211,7 +209,7 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
         watcher_platform=platform,
         watcher_image=image,
         beside_karpenter=beside,
-        vm_memory_overhead_percent=vm,
-        reserved_enis=enis,
+        vm_memory_overhead_percent=catalog["vmMemoryOverheadPercent"],
+        reserved_enis=catalog["reservedENIs"],
         intervals={k: v for k, v in ints.items() if k.endswith("IntervalMinutes")},
     )
