@@ -159,14 +159,26 @@ def _reservation_drift(nc, nodeclass, resolved) -> tuple[str, str] | None:
     return CAPACITY_RESERVATION_DRIFT, f"capacity reservation {rid} is no longer selected by EC2NodeClass {nodeclass.name}"
 
 
-def _instance_type_drift(nc, snap: ClusterSnapshot, nodepool) -> tuple[str, str] | None:
+def _catalog_type(snap: ClusterSnapshot, nodepool, name: str | None):
+    """(whether the NodePool's catalog was loaded, its instance type ``name`` or None), by name through an index kept
+    on the snapshot (drift asks it twice per NodeClaim, for every NodeClaim)."""
     types = snap.instance_types.get(nodepool.name)
     if types is None:
-        return None  # the catalog was not loaded for this NodePool: no evidence
+        return False, None
+    index = snap.__dict__.setdefault("_drift_types_by_name", {})
+    by_name = index.get(nodepool.name)
+    if by_name is None or by_name[0] is not types:
+        by_name = index[nodepool.name] = (types, {t.name: t for t in reversed(types)})   # the first of a name wins
+    return True, by_name[1].get(name)
+
+
+def _instance_type_drift(nc, snap: ClusterSnapshot, nodepool) -> tuple[str, str] | None:
     name, zone, ct = nc.labels.get(wk.INSTANCE_TYPE), nc.labels.get(wk.ZONE), nc.labels.get(wk.CAPACITY_TYPE)
+    loaded, it = _catalog_type(snap, nodepool, name)
+    if not loaded:
+        return None  # the catalog was not loaded for this NodePool: no evidence
     if not name:
         return None
-    it = next((t for t in types if t.name == name), None)
     if it is None:
         return INSTANCE_TYPE_NOT_FOUND, f"instance type {name} is no longer offered to NodePool {nodepool.name}"
     if zone and ct and ct != wk.CAPACITY_TYPE_RESERVED and not any(o.zone == zone and o.capacity_type == ct for o in it.offerings):
@@ -178,11 +190,9 @@ def _instance_type_labels(nc, snap: ClusterSnapshot, nodepool) -> dict | None:
     """The labels of the NodeClaim's instance type the AMI is chosen on: the catalog's type (as upstream, which asks
     ``GetInstanceTypes``); the NodeClaim's own labels (the type's, stamped at launch) when the NodePool's catalog was
     not loaded; None when the type left the catalog (upstream errors out; ``InstanceTypeNotFound`` says it)."""
-    types = snap.instance_types.get(nodepool.name)
-    if types is None:
+    loaded, it = _catalog_type(snap, nodepool, (nc.labels or {}).get(wk.INSTANCE_TYPE))
+    if not loaded:
         return dict(nc.labels or {})
-    name = (nc.labels or {}).get(wk.INSTANCE_TYPE)
-    it = next((t for t in types if t.name == name), None)
     return dict(it.labels) if it is not None else None
 
 
