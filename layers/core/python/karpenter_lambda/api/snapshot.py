@@ -46,6 +46,14 @@ class ClusterSnapshot:
     # the Namespace objects (dicts), read when a pod (anti-)affinity term has a non-empty namespaceSelector;
     # None: not read (such a selector is then ignored: scheduling.predicates.term_namespaces)
     namespaces: list[dict] | None = None
+    # the scheduler config's default topology spread constraints (api.scheduler_config.SchedulerConfig
+    # .default_constraints, the setting KARPENTER_LAMBDA_SCHEDULER_CONFIG), copied here by the loader / plan /
+    # simulate; scheduling.default_spread.apply_default_spread gives them to the pods that declare none, with a
+    # selector deduced from the Services and the workload controllers below (read only when default_spread is set)
+    default_spread: tuple = ()
+    services: list[dict] = field(default_factory=list)              # Service dicts
+    workload_controllers: list[dict] = field(default_factory=list)  # ReplicaSet / StatefulSet / ReplicationController
+                                                                    # dicts, each carrying apiVersion and kind
 
     # -- derived views (computed once) -----------------------------------------------------------
     @cached_property

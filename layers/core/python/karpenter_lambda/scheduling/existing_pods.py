@@ -45,12 +45,15 @@ def summarize(pods, namespaces: dict | None = None) -> PodsOnNode | None:
             ports |= host_ports(p.get("spec") or {})
         except (PodSpecError, ValueError, AttributeError):
             return None
-        try:
-            for con, sel, nss in T.pod_constraints(p, namespaces):
-                if con.kind == T.ANTI and con.required:
-                    anti.append((con, sel, nss))
-        except ValueError:
-            pass   # as the solver: a pod whose constraints do not parse owns none
+        # only a required pod anti-affinity is kept: a pod without one is not parsed (most pods, and those whose
+        # only constraints are topology spreads, such as the scheduler config's defaults)
+        if ((p.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity"):
+            try:
+                for con, sel, nss in T.pod_constraints(p, namespaces):
+                    if con.kind == T.ANTI and con.required:
+                        anti.append((con, sel, nss))
+            except ValueError:
+                pass   # as the solver: a pod whose constraints do not parse owns none
         meta = p.get("metadata") or {}
         ns, labels = meta.get("namespace") or "default", meta.get("labels") or {}
         lk = (ns, tuple(sorted(labels.items())))

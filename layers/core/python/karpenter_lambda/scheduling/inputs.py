@@ -25,6 +25,7 @@ from ..api.kube import is_terminating, node_allocatable, node_name_of, node_read
 from ..api.quantity import QuantityError, parse_resource_list, resource_value
 from ..api.snapshot import ClusterSnapshot
 from .collector import paused
+from .default_spread import apply_default_spread
 from .existing_pods import facts_for
 from .resources import PodSpecError, add, fits, pod_requests, subtract
 from .model import ExistingNode, NodePoolInput, SchedulingInput
@@ -263,8 +264,9 @@ def scheduling_input(snap: ClusterSnapshot, pods: list[dict], *, held: dict[str,
                      ) -> tuple[SchedulingInput, list[str]]:
     """The solver's input for ``pods`` against the snapshot; returns (input, problems of NodePools left out).
 
-    Each of ``pods`` is taken as the snapshot holds it after :func:`~.volumes.apply_volumes` (run here if nobody
-    did): what its volumes ask is in it; what keeps one from being scheduled is passed as ``pod_problems``.
+    Each of ``pods`` is taken as the snapshot holds it after :func:`~.volumes.apply_volumes` and
+    :func:`~.default_spread.apply_default_spread` (run here if nobody did): what its volumes ask and the default
+    topology spread constraints it gets are in it; what keeps one from being scheduled is passed as ``pod_problems``.
     The collector is paused meanwhile (scheduling/collector.py)."""
     with paused():
         return _scheduling_input(snap, pods, held, exclude, max_instance_types)
@@ -273,8 +275,10 @@ def scheduling_input(snap: ClusterSnapshot, pods: list[dict], *, held: dict[str,
 def _scheduling_input(snap: ClusterSnapshot, pods: list[dict], held: dict[str, str] | None,
                       exclude: set[str] | frozenset, max_instance_types: int) -> tuple[SchedulingInput, list[str]]:
     apply_volumes(snap)
+    apply_default_spread(snap)   # after the volume topology, as Karpenter's NewScheduler
     uids = [pod_uid(p) for p in pods]
-    if snap.pod_notes or snap.pod_problems or snap.pvcs:
+    # the snapshot's copies of the pods (the volume step's, the default spread's) for pods the caller took before
+    if snap.pod_notes or snap.pod_problems or snap.pvcs or snap.default_spread:
         by_uid = snap.pods_by_uid
         pods = [by_uid.get(u, p) for u, p in zip(uids, pods)]
     inputs, problems = nodepool_inputs(snap)
