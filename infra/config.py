@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from karpenter_lambda.api.roles import CLUSTER_NAME_RE, IMAGE_RE  # noqa: F401  (EKS cluster names; image references)
+from karpenter_lambda.api.scheduler_config import SCHEDULER_CONFIG_ENV, SchedulerConfig, parse_scheduler_config
 from karpenter_lambda.controllers import runtime  # the functions' own parsing of the catalog settings
 
 KUBERNETES_VERSION_RE = re.compile(r"^1\.[0-9]{1,3}$")
@@ -60,6 +61,9 @@ class StackConfig:
     # KARPENTER_LAMBDA_VM_MEMORY_OVERHEAD_PERCENT / KARPENTER_LAMBDA_RESERVED_ENIS when not at the default
     vm_memory_overhead_percent: float = runtime.DEFAULT_VM_MEMORY_OVERHEAD_PERCENT
     reserved_enis: int = runtime.DEFAULT_RESERVED_ENIS
+    # Karpenter's settings.schedulerConfig (--scheduler-config: podTopologySpread.defaultConstraints); the functions
+    # that build snapshots get KARPENTER_LAMBDA_SCHEDULER_CONFIG when it is set
+    scheduler_config: SchedulerConfig | None = None
     # every ``*IntervalMinutes`` parameter of INT_PARAMS by its context key (schedules look theirs up here)
     intervals: Mapping[str, int] = field(default_factory=dict)
 
@@ -73,6 +77,10 @@ class StackConfig:
         """The functions' variables for the catalog settings (none at the defaults: a default deploy is unchanged)."""
         return runtime.catalog_environment({"vm_memory_overhead_percent": self.vm_memory_overhead_percent,
                                             "reserved_enis": self.reserved_enis})
+
+    def scheduler_environment(self) -> dict[str, str]:
+        """``{KARPENTER_LAMBDA_SCHEDULER_CONFIG: <its JSON>}`` when ``schedulerConfig`` is set, else nothing."""
+        return {SCHEDULER_CONFIG_ENV: self.scheduler_config.to_json()} if self.scheduler_config is not None else {}
 
 
 def _parse_int(name: str, raw: Any, low: int, high: int) -> int:
@@ -89,7 +97,7 @@ def _parse_int(name: str, raw: Any, low: int, high: int) -> int:
 
 CONTEXT_KEYS = ("clusterName", "kubernetesVersion", "nodePools", "logLevel", "kubernetesAccess", "alarmTopicArn",
                 "watcherPlatform", "watcherImage", "besideKarpenter", "vmMemoryOverheadPercent", "reservedENIs",
-                *INT_PARAMS)
+                "schedulerConfig", *INT_PARAMS)
 
 
 def _parse_bool(name: str, raw: Any, hint: str) -> bool:
@@ -194,6 +202,16 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
         except ValueError as e:
             raise ConfigError(f"{e} (pass e.g. -c {key}={example})") from None
 
+    # a YAML/JSON string (-c) or a mapping (cdk.json), checked by the functions' own parser (api/scheduler_config.py)
+    raw = context.get("schedulerConfig")
+    if isinstance(raw, str) and not raw.strip():
+        raw = None
+    try:
+        scheduler = parse_scheduler_config(raw, "context parameter schedulerConfig")
+    except ValueError as e:
+        raise ConfigError(f"{e} (pass -c schedulerConfig=<a YAML/JSON document with podTopologySpread.defaultConstraints>, "
+                          "see docs/deploy.md)") from None
+
     return StackConfig(
         cluster_name=cluster,
         kubernetes_version=version,
@@ -211,5 +229,6 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
         beside_karpenter=beside,
         vm_memory_overhead_percent=catalog["vmMemoryOverheadPercent"],
         reserved_enis=catalog["reservedENIs"],
+        scheduler_config=scheduler,
         intervals={k: v for k, v in ints.items() if k.endswith("IntervalMinutes")},
     )

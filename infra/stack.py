@@ -148,13 +148,15 @@ class KarpenterLambdaStack(Stack):
         for spec in FUNCTIONS:
             reserved = getattr(config, spec.reserved_concurrency_param) if spec.reserved_concurrency_param else spec.reserved_concurrency
             role, role_policy = own_roles.get(spec.name, (self.controller_role, policy))
+            # -c schedulerConfig: the controller-role functions, which build snapshots (and may list what it needs)
+            env = {**environment, **config.scheduler_environment()} if role is self.controller_role else environment
             fn = KarpenterFunction(
                 self,
                 spec.name.capitalize(),
                 spec=spec,
                 role=role,
                 layer=self.layer.layer,
-                environment=environment,
+                environment=env,
                 log_retention=retention,
                 log_level=config.log_level,
                 reserved_concurrency=reserved,

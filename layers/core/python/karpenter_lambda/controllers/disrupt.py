@@ -136,6 +136,7 @@ class DisruptionSweep(Controller):
         out = cls(env.store, env.kube, cloud, env.claims, ledger, kind,
                   runtime.clock_proxy, logger=logger, shortcuts=shortcuts)
         out.loader.min_values_policy = env.config.min_values_policy
+        out.loader.scheduler_config = env.config.scheduler_config
         return out
 
     # -- the sweep ---------------------------------------------------------------------------------

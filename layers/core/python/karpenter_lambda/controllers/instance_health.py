@@ -47,6 +47,7 @@ class InstanceHealthChecker:
         self.store, self.kube, self.cloud, self.claims = store, kube, cloud, claims
         self.terminator, self.clock, self.decide, self.logger = terminator, clock, decide, logger
         self.describe = _describer(cloud)
+        self.loader_options: dict = {}   # the replacement solve's snapshot settings (Lifecycle.set_loader_options)
 
     def run(self, nodes: list[dict], nodeclaims: dict[str, NodeClaim], now: float, report) -> list[str]:
         """Act on the instance status checks; returns the names of the NodeClaims marked deleting (or made forceful)."""
@@ -102,7 +103,7 @@ class InstanceHealthChecker:
         scheduled change (a failure is reported; the deletion goes on and its drain is then not held)."""
         try:
             out = launch_ahead(self.store, self.kube, self.claims, self.cloud, self.clock, self.logger, [nc], now,
-                               f"instance-status/{nc.name}", self.decide, is_transient)
+                               f"instance-status/{nc.name}", self.decide, is_transient, self.loader_options)
         except Exception as e:  # noqa: BLE001
             report.errors.append(f"replacements for NodeClaim {nc.name}: {e}")
             return []

@@ -174,6 +174,7 @@ class Interruption(Controller):
     def from_environment(cls, env, logger=None) -> "Interruption":
         out = cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, runtime.clock_proxy, logger)
         out.loader.min_values_policy = env.config.min_values_policy
+        out.loader.scheduler_config = env.config.scheduler_config
         return out
 
     # -- the batch -----------------------------------------------------------------------------------------

@@ -120,9 +120,12 @@ def launch_for_leaving(snap, leaving: list[NodeClaim], launcher: Launcher, salt:
 
 
 def launch_ahead(store, kube, claims, cloud, clock: Callable[[], float], logger, going: list[NodeClaim], now: float,
-                 salt: str, decide: Callable[..., None], is_transient: Callable[[str], bool]) -> LeavingOutcome:
-    """:func:`launch_for_leaving` on a snapshot loaded here (the catalog only when a node of ``going`` has pods)."""
-    loader = SnapshotLoader(store, kube, claims, cloud, logger=logger)
+                 salt: str, decide: Callable[..., None], is_transient: Callable[[str], bool],
+                 loader_options: dict | None = None) -> LeavingOutcome:
+    """:func:`launch_for_leaving` on a snapshot loaded here (the catalog only when a node of ``going`` has pods).
+    ``loader_options``: the solve settings of the snapshot (``SnapshotLoader``'s ``min_values_policy`` and
+    ``scheduler_config``, from ``runtime.Config``), as the provisioner's."""
+    loader = SnapshotLoader(store, kube, claims, cloud, logger=logger, **(loader_options or {}))
     snap = loader.load(now, instance_types=False)
     names = {((snap.node_of_nodeclaim(nc.name) or {}).get("metadata") or {}).get("name") for nc in going}
     if not any(snap.pods_by_node.get(n) for n in names if n):

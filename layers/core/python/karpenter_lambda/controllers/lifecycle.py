@@ -173,6 +173,8 @@ class Lifecycle(Controller):
         self.nodepool_deletion = NodePoolDeletion(store, kube, self.terminator, self._decision, claims=claims,
                                                   cloud=cloud, clock=self.clock, logger=self.logger)
         self.shortcuts = shortcuts   # skip while nothing is under way and nothing changed (quiet_lifecycle)
+        # the snapshot settings of the capacity launched ahead (leaving.launch_ahead): from_environment sets them
+        self.loader_options: dict = {}
         self._replacing: dict[str, list[NodeClaim]] = {}   # the sweep's replacements_of
 
     @classmethod
@@ -183,10 +185,20 @@ class Lifecycle(Controller):
             shortcuts = QuietLifecycle(env.store, env.kube, env.claims,
                                        DisruptionLedger(env.dynamodb, env.config.cluster, env.config.state_table),
                                        SweepMarker(env.dynamodb, env.config.cluster, env.config.state_table))
-        return cls(env.store, AWSCloudProvider.from_environment(env), env.kube, env.config.cluster, claims=env.claims, clock=runtime.clock_proxy,
-                   logger=logger, registration_timeout=env.config.registration_timeout,
-                   orphan_min_age=env.config.orphan_min_age, node_repair=env.config.node_repair, shortcuts=shortcuts,
-                   instance_status_checks=env.config.instance_status_checks)
+        out = cls(env.store, AWSCloudProvider.from_environment(env), env.kube, env.config.cluster, claims=env.claims,
+                  clock=runtime.clock_proxy, logger=logger, registration_timeout=env.config.registration_timeout,
+                  orphan_min_age=env.config.orphan_min_age, node_repair=env.config.node_repair, shortcuts=shortcuts,
+                  instance_status_checks=env.config.instance_status_checks)
+        out.set_loader_options(min_values_policy=env.config.min_values_policy,
+                               scheduler_config=env.config.scheduler_config)
+        return out
+
+    def set_loader_options(self, **options) -> None:
+        """The snapshot settings (``SnapshotLoader`` keywords) of every replacement solve this function makes."""
+        self.loader_options = dict(options)
+        for part in (self.instance_health, self.nodepool_deletion):
+            if part is not None:
+                part.loader_options = self.loader_options
 
     # -- EC2 (through the cloud provider) -----------------------------------------------------------
     def _instances(self) -> dict[str, dict]:
@@ -321,7 +333,7 @@ class Lifecycle(Controller):
         launched = False
         for nc in sorted(going, key=lambda x: x.name):
             out = launch_ahead(self.store, self.kube, self.claims, self.cloud, self.clock, self.logger, [nc], now,
-                               f"deleted/{nc.name}", self._decision, is_transient)
+                               f"deleted/{nc.name}", self._decision, is_transient, self.loader_options)
             report.errors.extend(out.failures)
             if out.launched or out.duplicates:
                 report.launched_ahead.append({"nodeClaim": nc.name, "replacements": out.launched + out.duplicates})

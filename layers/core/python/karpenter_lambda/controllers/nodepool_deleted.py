@@ -35,6 +35,7 @@ class NodePoolDeletion:
         self.claims = claims
         self.cloud = cloud   # None: no capacity launched ahead (the evicted pods go through the provisioner)
         self.clock = clock
+        self.loader_options: dict = {}   # the replacement solve's snapshot settings (Lifecycle.set_loader_options)
         self.logger = logger
 
     def run(self, nodeclaims: dict[str, NodeClaim], nodepools: dict[str, NodePool], nodes: list[dict], now: float,
@@ -88,7 +89,7 @@ class NodePoolDeletion:
         try:
             salt = "nodepool-deleted/" + ",".join(sorted({nc.labels.get(wk.NODEPOOL) or "" for nc in going}))
             out = launch_ahead(self.store, self.kube, self.claims, self.cloud, self.clock or (lambda: now), self.logger,
-                               going, now, salt, self.decide, is_transient)
+                               going, now, salt, self.decide, is_transient, self.loader_options)
         except Exception as e:  # noqa: BLE001 - the deletions go on; the provisioner places what is evicted
             report.errors.append(f"capacity ahead of the NodeClaims of deleted NodePools: {e}")
             return {}

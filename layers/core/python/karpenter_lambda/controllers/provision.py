@@ -101,6 +101,7 @@ class Provisioner(Controller):
         out = cls(env.store, env.kube, AWSCloudProvider.from_environment(env), env.claims, runtime.clock_proxy,
                   logger=logger)
         out.loader.min_values_policy = env.config.min_values_policy
+        out.loader.scheduler_config = env.config.scheduler_config
         return out
 
     # -- the round ----------------------------------------------------------------------------------

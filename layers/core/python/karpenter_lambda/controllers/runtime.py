@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from ..api.scheduler_config import SCHEDULER_CONFIG_ENV, SchedulerConfig, parse_scheduler_config
 from ..api.times import format_time, to_epoch
 from ..catalog.allocatable import DEFAULT_VM_MEMORY_OVERHEAD_PERCENT
 
@@ -96,6 +97,9 @@ class Config:
     # build uses them (cloudprovider/catalog.py); read by :func:`catalog_settings`
     vm_memory_overhead_percent: float = DEFAULT_VM_MEMORY_OVERHEAD_PERCENT
     reserved_enis: int = 0
+    # Karpenter's --scheduler-config (podTopologySpread.defaultConstraints), from $KARPENTER_LAMBDA_SCHEDULER_CONFIG;
+    # None: not set (no default constraints, no extra Kubernetes call); read by the snapshot loader
+    scheduler_config: SchedulerConfig | None = None
 
     @classmethod
     def from_env(cls, env=None) -> "Config":
@@ -116,6 +120,7 @@ class Config:
             orphan_min_age=float(env.get("KARPENTER_LAMBDA_ORPHAN_MIN_AGE_SECONDS", 30)),
             **_aws_settings(env),
             **catalog_settings(env),
+            scheduler_config=read_scheduler_config(env),
         )
 
     def catalog_settings(self) -> dict:
@@ -124,6 +129,18 @@ class Config:
 
 
 MIN_VALUES_POLICIES = ("Strict", "BestEffort")
+
+
+def read_scheduler_config(env: Mapping[str, str] | None = None) -> SchedulerConfig | None:
+    """Karpenter's ``--scheduler-config`` / ``SCHEDULER_CONFIG`` from ``$KARPENTER_LAMBDA_SCHEDULER_CONFIG`` of ``env``
+    (default ``os.environ``): a YAML/JSON document ``{podTopologySpread: {defaultConstraints: [...]}}``; unset or
+    empty is None.  A bad value is a SchedulerConfigError (a ValueError) naming the variable and the field."""
+    env = os.environ if env is None else env
+    raw = (env.get(SCHEDULER_CONFIG_ENV) or "").strip()
+    if not raw:
+        return None
+    return parse_scheduler_config(raw, f"environment variable {SCHEDULER_CONFIG_ENV}")
+
 
 #: Karpenter's ``--vm-memory-overhead-percent`` / ``VM_MEMORY_OVERHEAD_PERCENT`` (a fraction, default 0.075)
 VM_MEMORY_OVERHEAD_PERCENT_ENV = "KARPENTER_LAMBDA_VM_MEMORY_OVERHEAD_PERCENT"

@@ -1,7 +1,8 @@
 """The one loader of the cluster snapshot (:class:`karpenter_lambda.api.snapshot.ClusterSnapshot`).
 
 ``SnapshotLoader(store, kube, claims, cloud).load(now) -> ClusterSnapshot``, once per invocation: NodePools,
-EC2NodeClasses and NodeClaims from the store; nodes, pods, DaemonSets and PDBs from the Kubernetes API; pod
+EC2NodeClasses and NodeClaims from the store; nodes, pods, DaemonSets and PDBs from the Kubernetes API (and, with
+Karpenter's scheduler config, the Services and workload controllers that select the pods); pod
 nominations and NodePool usage from the launch claims; each NodePool's instance types (priced, minus offerings
 marked unavailable) from the cloud provider, whose EC2NodeClass resolution is written back to the
 EC2NodeClass status when it changed, with the stored NodeOverlays applied (``catalog.overlay``: prices and extended
@@ -14,11 +15,14 @@ from __future__ import annotations
 import json
 import logging
 
+from ..adapters.kube.client import KubeError
 from ..api import labels as L
 from ..api.conditions import get_condition, make_condition, set_condition
+from ..api.kube import is_daemon_pod, is_terminal
 from ..api.objects import AWS_GROUP
 from ..api.snapshot import ClusterSnapshot
 from ..catalog.overlay import OverlayResult, apply_overlays_by_nodepool
+from ..scheduling.default_spread import apply_default_spread, controller_ref
 from ..scheduling.predicates import has_namespace_selector
 from ..scheduling.volumes import apply_volumes, has_claims
 from .cluster_state import as_dict
@@ -27,8 +31,11 @@ log = logging.getLogger(__name__)
 
 
 class SnapshotLoader:
-    def __init__(self, store, kube, claims=None, cloud=None, logger=None, min_values_policy: str = "Strict"):
+    def __init__(self, store, kube, claims=None, cloud=None, logger=None, min_values_policy: str = "Strict",
+                 scheduler_config=None):
         self.min_values_policy = min_values_policy   # runtime.Config.min_values_policy: every solve on the snapshot
+        # runtime.Config.scheduler_config (api.scheduler_config.SchedulerConfig or None): the default topology spread
+        self.scheduler_config = scheduler_config
         self.store = store
         self.kube = kube
         self.claims = claims
@@ -52,6 +59,7 @@ class SnapshotLoader:
             snap.pdbs = [as_dict(p) for p in (pre.pdbs if pre is not None else self.kube.list_pdbs())]
         self.load_namespaces(snap)
         self.load_storage(snap)
+        self.load_default_spread(snap)
         self.refresh_claims(snap)
         if instance_types and self.cloud is not None:
             self.load_instance_types(snap)
@@ -72,6 +80,45 @@ class SnapshotLoader:
             snap.storageclasses = [as_dict(x) for x in self.kube.list_storageclasses()]
             snap.csinodes = [as_dict(x) for x in self.kube.list_csinodes()]
         apply_volumes(snap)
+
+    def load_default_spread(self, snap: ClusterSnapshot) -> None:
+        """Karpenter's ``podTopologySpread.defaultConstraints`` (``scheduler_config``) on the pods that declare no
+        topologySpreadConstraints, with the selector deduced from what selects each pod
+        (``scheduling.default_spread``).  Only with the setting are Services (all namespaces) listed, and a workload
+        controller kind (ReplicaSets, StatefulSets, ReplicationControllers) only when such a pod's controller is one:
+        a cluster without the setting pays no call.  A list that fails is logged and taken as empty, as upstream
+        (scheduling goes on with the selector the other lists give)."""
+        config = self.scheduler_config
+        snap.default_spread = tuple(config.default_constraints) if config is not None else ()
+        if snap.default_spread:
+            # the pods apply_default_spread may default, and the kinds of their controllers
+            bare = [p for p in snap.pods if not (p.get("spec") or {}).get("topologySpreadConstraints")
+                    and not is_daemon_pod(p) and not is_terminal(p)]
+            owners = {ref.get("kind") for p in bare if (ref := controller_ref(p)) is not None}
+            if bare:
+                snap.services = self._selecting("Services", self.kube.list_services, "v1", "Service")
+            controllers: list[dict] = []
+            for kind, api_version, lister in (("ReplicaSet", "apps/v1", self.kube.list_replicasets),
+                                              ("StatefulSet", "apps/v1", self.kube.list_statefulsets),
+                                              ("ReplicationController", "v1", self.kube.list_replicationcontrollers)):
+                if kind in owners:
+                    controllers.extend(self._selecting(f"{kind}s", lister, api_version, kind))
+            snap.workload_controllers = controllers
+        apply_default_spread(snap)
+
+    def _selecting(self, what: str, lister, api_version: str, kind: str) -> list[dict]:
+        """``lister()``'s items with their ``apiVersion``/``kind`` (list items carry neither); a failure is logged
+        and taken as none (a 404, a resource the server does not serve, quietly)."""
+        try:
+            items = [as_dict(x) for x in lister()]
+        except KubeError as e:
+            if e.status != 404:
+                self.logger.warning(f"could not list {what} for the default topology spread constraints, "
+                                    f"deducing the pods' selectors without them: {e}")
+            return []
+        for x in items:
+            x["apiVersion"], x["kind"] = api_version, kind
+        return items
 
     def refresh_claims(self, snap: ClusterSnapshot) -> None:
         """Re-read the nominations, usage and NodeClaims (after a concurrent invocation changed them)."""

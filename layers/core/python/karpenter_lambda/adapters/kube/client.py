@@ -342,6 +342,17 @@ class KubeClient:
     def list_namespaces(self, label_selector: str | None = None) -> list[dict]:
         return self._list("LIST namespaces", _CORE, "namespaces", label_selector=label_selector)
 
+    # -- what selects a pod (the default topology spread's selector: scheduling/default_spread.py) -------
+    # All namespaces; list items carry no ``apiVersion``/``kind`` (as the API returns them).
+    def list_services(self) -> list[dict]:
+        return self._list("LIST services", _CORE, "services")
+
+    def list_replicationcontrollers(self) -> list[dict]:
+        return self._list("LIST replicationcontrollers", _CORE, "replicationcontrollers")
+
+    def list_replicasets(self) -> list[dict]:
+        return self._list("LIST replicasets", _APPS, "replicasets")
+
     # -- workloads (Deployments, StatefulSets) and their autoscalers ---------------------------
     def _workload_api(self, kind: str) -> str:
         plural = _WORKLOAD_API.get(kind)
