@@ -10,6 +10,12 @@ Generated pods get the controller's pod template (labels, annotations, spec),
 an ownerReference to the controller (so pods of one controller are recognised
 as identical), deterministic names and UIDs (uuid5 of cluster-local identity),
 and the ``PodScheduled=False/Unschedulable`` condition the watcher would see.
+
+``Workloads.controllers`` holds the controller objects the pods name as their controller owner, as the API server
+would hold them: a Deployment's ReplicaSet (the one its pods' ownerReferences name, as the Deployment controller
+creates it: ``apps/v1``, selector the Deployment's, labels the template's, owned by the Deployment) and each
+StatefulSet or ReplicaSet itself.  They are what a pod's default topology spread selector is deduced from
+(``scheduling/default_spread.py``: kube-scheduler's ``DefaultSelector`` reads the pod's ReplicaSet / StatefulSet).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ class Workloads:
     daemonsets: list[dict] = field(default_factory=list)
     issues: list[ValidationIssue] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)  # "Kind/name" of objects that are not workloads
+    # the ReplicaSets / StatefulSets the pods are owned by (a Deployment's ReplicaSet, a StatefulSet, a ReplicaSet)
+    controllers: list[dict] = field(default_factory=list)
 
 
 def _uid(*parts: str) -> str:
@@ -166,17 +174,57 @@ def expand(doc: dict, file: str = "<input>", index: int = 0, out: Workloads | No
     if kind == "Deployment":
         rs_name = f"{name}-{_short_hash(namespace, name, str(template))}"
         ref = _owner_ref("ReplicaSet", "apps/v1", namespace, rs_name)
+        out.controllers.append(deployment_replicaset(doc, rs_name, replicas))
         for i in range(replicas):
             out.pods.append(_pod_from_template(doc, template, f"{rs_name}-{_short_hash(rs_name, str(i), n=5)}", ref))
     elif kind == "StatefulSet":
         ref = _owner_ref(kind, api_version, namespace, name)
+        out.controllers.append(_controller_itself(doc, namespace))
         for i in range(replicas):
             out.pods.append(_pod_from_template(doc, template, f"{name}-{i}", ref))
     else:  # ReplicaSet, Job
         ref = _owner_ref(kind, api_version, namespace, name)
+        if kind == "ReplicaSet":
+            out.controllers.append(_controller_itself(doc, namespace))
         for i in range(replicas):
             out.pods.append(_pod_from_template(doc, template, f"{name}-{_short_hash(name, str(i), n=5)}", ref))
     return out
+
+
+def deployment_replicaset(doc: dict, rs_name: str, replicas: int) -> dict:
+    """The ReplicaSet a Deployment's pods are owned by (named ``rs_name``), as the Deployment controller creates it:
+    ``apps/v1``, the pods' owner uid, labels from the pod template, ``spec.selector`` the Deployment's, the template,
+    ``replicas``, a controller reference to the Deployment."""
+    meta = doc.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    spec = doc.get("spec") or {}
+    template = spec.get("template") or {}
+    rs = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": rs_name,
+            "namespace": namespace,
+            "uid": _uid(namespace, "ReplicaSet", rs_name),
+            "labels": copy.deepcopy((template.get("metadata") or {}).get("labels") or {}),
+            "ownerReferences": [_owner_ref("Deployment", doc.get("apiVersion") or "apps/v1", namespace, meta.get("name", ""))],
+        },
+        "spec": {"replicas": replicas, "template": copy.deepcopy(template)},
+    }
+    if spec.get("selector") is not None:
+        rs["spec"]["selector"] = copy.deepcopy(spec["selector"])
+    return rs
+
+
+def _controller_itself(doc: dict, namespace: str) -> dict:
+    """A StatefulSet or ReplicaSet as the pods' owner: the manifest, with its namespace, apiVersion and the uid the
+    pods' ownerReferences carry."""
+    obj = copy.deepcopy(doc)
+    obj.setdefault("apiVersion", "apps/v1")
+    meta = obj.setdefault("metadata", {})
+    meta["namespace"] = namespace
+    meta["uid"] = _uid(namespace, obj.get("kind", ""), meta.get("name", ""))   # the pods' ownerReferences' uid
+    return obj
 
 
 def expand_all(objects, file_of=None) -> Workloads:

@@ -34,6 +34,15 @@ the input set the price); none is ever renamed.
 
 NodeOverlays (karpenter.sh/v1alpha1) in the input apply to the catalog as the controllers apply the stored ones.
 
+Default topology spread (Karpenter v1.15's ``--scheduler-config``): ``--scheduler-config FILE`` (YAML or JSON
+``podTopologySpread: {defaultConstraints: [...]}``, the defaults the cluster's kube-scheduler is configured with;
+default ``$KARPENTER_LAMBDA_SCHEDULER_CONFIG``, the document itself, as the functions read it) gives every pending pod
+without ``topologySpreadConstraints`` of its own the defaults, with the selector kube-scheduler deduces from the
+Services (v1 ``Service`` manifests among the files) selecting it and its ReplicaSet / StatefulSet /
+ReplicationController (a Deployment's ReplicaSet as its controller would create it, ``api/workloads.py``;
+``scheduling/default_spread.py``).  ``--json`` adds ``defaultSpreadConstraints`` (the defaults, ``[]`` when none) and
+``defaultSpreadPods`` (the pods given them).
+
 Exit status: 0 every pending pod is placed; 3 some pods stay unschedulable (listed first, and in ``--json``);
 1 the input has errors; 2 usage or environment (bad flag, region without data).
 """
@@ -76,7 +85,56 @@ def register(sub) -> None:
                         "capacityReservationSelectorTerms select from it (default: asked of EC2 with --live or "
                         "--endpoint-url; none offline)")
     add_catalog_flags(p)
+    add_scheduler_config_flag(p)
     p.set_defaults(func=run)
+
+
+def add_scheduler_config_flag(p) -> None:
+    """``--scheduler-config FILE`` (plan and simulate): Karpenter's ``--scheduler-config``, the cluster's kube-scheduler
+    default topology spread constraints; default ``$KARPENTER_LAMBDA_SCHEDULER_CONFIG`` (the document itself)."""
+    p.add_argument("--scheduler-config", dest="scheduler_config", metavar="FILE", default=None,
+                   help="YAML or JSON {podTopologySpread: {defaultConstraints: [...]}}: the default topology spread "
+                        "constraints the cluster's kube-scheduler applies to pods without their own (Karpenter's "
+                        "--scheduler-config; default: the document in $KARPENTER_LAMBDA_SCHEDULER_CONFIG)")
+
+
+class SchedulerConfigFileError(Exception):
+    """``--scheduler-config FILE`` cannot be read at all (missing, a directory, not UTF-8): a usage error."""
+
+
+def scheduler_config_of(args):
+    """(the SchedulerConfig or None, where it came from: the file, the variable or None) for ``args``: the
+    ``--scheduler-config`` file, else ``$KARPENTER_LAMBDA_SCHEDULER_CONFIG``.  Raises SchedulerConfigFileError for a
+    file that cannot be read, SchedulerConfigError (a ValueError naming the file or variable and the field) for a bad
+    document."""
+    import os
+
+    from karpenter_lambda.api.scheduler_config import SCHEDULER_CONFIG_ENV, parse_scheduler_config
+
+    path = getattr(args, "scheduler_config", None)
+    if path is None:
+        raw = os.environ.get(SCHEDULER_CONFIG_ENV)
+        config = parse_scheduler_config(raw, f"environment variable {SCHEDULER_CONFIG_ENV}")
+        return config, (f"${SCHEDULER_CONFIG_ENV}" if config is not None else None)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise SchedulerConfigFileError(f"--scheduler-config {path}: no such file") from None
+    except UnicodeDecodeError as e:
+        raise SchedulerConfigFileError(f"--scheduler-config {path}: not UTF-8 text ({e.reason})") from None
+    except OSError as e:
+        raise SchedulerConfigFileError(f"--scheduler-config {path}: cannot read it: {e.strerror or e}") from None
+    from karpenter_lambda.api.scheduler_config import SchedulerConfig
+
+    # an empty file is a configuration without defaults (as an empty document), not "not set"
+    return parse_scheduler_config(text, path) or SchedulerConfig(()), path
+
+
+def describe_constraint(c: dict) -> str:
+    """One default constraint in a few words: ``topology.kubernetes.io/zone maxSkew 1 DoNotSchedule``."""
+    extra = "".join(f" {k} {c[k]}" for k in ("minDomains", "nodeAffinityPolicy", "nodeTaintsPolicy") if k in c)
+    return f"{c.get('topologyKey')} maxSkew {c.get('maxSkew')} {c.get('whenUnsatisfiable')}{extra}"
 
 
 def add_catalog_flags(p) -> None:
@@ -137,8 +195,12 @@ class PlanEnvironmentError(PlanError):
 
 def build_plan(files: list[str], region: str, endpoint_url: str | None = None, live: bool = False, progress=None,
                zones: list[str] | None = None, reservations_file: str | None = None,
-               kubernetes_version: str | None = None, catalog_settings: dict | None = None):
+               kubernetes_version: str | None = None, catalog_settings: dict | None = None, scheduler_config=None):
     """Load, expand, build the catalog and solve; returns (SchedulingResult, context dict). Raises PlanError.
+
+    ``scheduler_config``: an ``api.scheduler_config.SchedulerConfig`` (or None): its default topology spread
+    constraints go to the pending pods without their own (``scheduling/default_spread.py``), their selectors deduced
+    from the files' Services and the pods' controllers; the context's ``defaultSpreadPods`` names the pods given them.
 
     ``catalog_settings``: ``{"vm_memory_overhead_percent", "reserved_enis"}`` (``runtime.catalog_settings``); None:
     the environment's, as the functions read them (a bad value is a PlanEnvironmentError).
@@ -165,9 +227,15 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     daemonsets: list[dict] = []
     storage: dict[str, list[dict]] = {kind: [] for kind in STORAGE_KINDS}
     namespaces: list[dict] = []   # their labels: what a pod (anti-)affinity term's namespaceSelector selects
+    default_spread = tuple(getattr(scheduler_config, "default_constraints", None) or ())
+    services: list[dict] = []     # what a default spread selector is deduced from (read only with default constraints)
+    controllers: list[dict] = []  # the pods' ReplicaSets / StatefulSets (the expansion's), ReplicationControllers
     issues, ignored = [], []
     for i, obj in enumerate(loaded.objects):
         if type(obj) is not KubeObject:
+            continue
+        if default_spread and obj.doc.get("apiVersion") == "v1" and obj.doc.get("kind") in ("Service", "ReplicationController"):
+            (services if obj.doc["kind"] == "Service" else controllers).append(_with_namespace(obj.doc))
             continue
         if obj.doc.get("kind") in STORAGE_KINDS:   # what the pods' volumes ask of their nodes (scheduling/volumes.py)
             storage[obj.doc["kind"]].append(obj.doc)
@@ -179,6 +247,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
         w = expand(obj.doc, file, index)
         ignored.extend(w.ignored)
         pods.extend(w.pods)
+        controllers.extend(w.controllers)
         daemonsets.extend(w.daemonsets)
         issues.extend(ValidationIssue(x.file, x.doc_index, x.kind, x.name, x.path, x.message,
                                       x.line or loaded.line_of(i, x.path)) for x in w.issues)
@@ -243,7 +312,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     snap = ClusterSnapshot(now=time.time(), nodepools={np.name: np for np in nodepools}, nodeclasses=dict(nodeclasses),
                            pods=pods, daemonsets=daemonsets, pvcs=storage["PersistentVolumeClaim"],
                            pvs=storage["PersistentVolume"], storageclasses=storage["StorageClass"],
-                           namespaces=namespaces)   # a pod's namespace with no Namespace in the files: no labels
+                           namespaces=namespaces,   # a pod's namespace with no Namespace in the files: no labels
+                           default_spread=default_spread, services=services, workload_controllers=controllers)
     reservations = _reservations(nodeclasses, reservations_file, None if offline else clients, region, endpoint_url)
     book = None   # one price book for the region, whatever the number of EC2NodeClasses (and one fallback warning)
     for np in nodepools:
@@ -275,14 +345,26 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     t1 = time.monotonic()
     if progress:
         progress(f"scheduling {len(pending)} pods over {len(nodepools)} NodePools ...")
-    inp, _problems = scheduling_input(snap, pending)
+    own = {pod_key(p) for p in pending if (p.get("spec") or {}).get("topologySpreadConstraints")}
+    inp, _problems = scheduling_input(snap, pending)   # gives the pods the default spread (scheduling/default_spread.py)
+    defaulted = [pod_key(p) for p in inp.pods
+                 if (p.get("spec") or {}).get("topologySpreadConstraints") and pod_key(p) not in own] if default_spread else []
     result = solve(inp)
     from karpenter_lambda.catalog.reservations import allot_reservations
 
     allotted = allot_reservations(result.nodeclaims)
     t2 = time.monotonic()
     return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1, "zones": used_zones,
-                    "reservations": allotted, "overlayConflicts": overlay_conflicts, "gated": gated}
+                    "reservations": allotted, "overlayConflicts": overlay_conflicts, "gated": gated,
+                    "defaultSpread": [dict(c) for c in default_spread], "defaultSpreadPods": defaulted}
+
+
+def _with_namespace(doc: dict) -> dict:
+    """A namespaced manifest as the API server holds it: ``metadata.namespace`` set (``default`` when left out)."""
+    meta = doc.get("metadata") or {}
+    if meta.get("namespace"):
+        return doc
+    return {**doc, "metadata": {**meta, "namespace": "default"}}
 
 
 def _apply_overlays(snap, nodepools, overlays) -> dict[str, str]:
@@ -436,9 +518,17 @@ def run(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
+        sched_config, sched_source = scheduler_config_of(args)
+    except SchedulerConfigFileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:   # a bad document: an input error (the file), or the environment's (the variable)
+        print(f"error: {e}", file=sys.stderr)
+        return 2 if getattr(args, "scheduler_config", None) is None else 1
+    try:
         result, info = build_plan(args.files, region, args.endpoint_url, args.live, progress, zones=zones,
                                   reservations_file=getattr(args, "plan_reservations", None),
-                                  kubernetes_version=version, catalog_settings=settings)
+                                  kubernetes_version=version, catalog_settings=settings, scheduler_config=sched_config)
     except PlanEnvironmentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -450,6 +540,8 @@ def run(args) -> int:
         return 2
     out = plan_to_json(result, info["zones"], info.get("reservations"))
     out["gated"] = info.get("gated") or []
+    out["defaultSpreadConstraints"] = info.get("defaultSpread") or []
+    out["defaultSpreadPods"] = info.get("defaultSpreadPods") or []
     for name, why in sorted((info.get("overlayConflicts") or {}).items()):
         print(f"warning: NodeOverlay {name} not applied: {why}", file=sys.stderr)
     status = EXIT_UNSCHEDULABLE if out["unschedulable"] else 0
@@ -484,6 +576,14 @@ def run(args) -> int:
         print(f"gated: {g['pod']}: scheduling gates {', '.join(g['gates'])}: not provisioned for until they are removed "
               f"(as Karpenter)")
     print()
+    if out["defaultSpreadConstraints"]:
+        n = len(out["defaultSpreadPods"])
+        print(f"default topology spread ({sched_source}): "
+              f"{'; '.join(describe_constraint(c) for c in out['defaultSpreadConstraints'])}: given to {n} of "
+              f"{info['pods']} pending pod(s) (those without constraints of their own and selected by a Service or "
+              f"a ReplicaSet / StatefulSet)")
+    elif sched_config is not None:
+        print(f"default topology spread ({sched_source}): no default constraints")
     zone_note = "--zones" if zones is not None else "the simulator's subnets; change with --zones"
     print(f"zones: {', '.join(out['zones']) or '(none)'} ({zone_note})")
     print(f"{len(out['nodeClaims'])} new node(s), {info['pods']} pending pod(s), {len(out['unschedulable'])} unschedulable; "

@@ -9,6 +9,12 @@ safety limit).  See docs/simulator.md ("Timers, quiet stretches and when the run
 (``--kubeconfig PATH``, default ``.simulate/kubeconfig``) and serves on 127.0.0.1 (``--serve-port``) until SIGINT or
 SIGTERM (exit 0), so ``kubectl get nodes,pods -o wide`` shows the result (docs/kubeapi.md).
 
+``--scheduler-config FILE`` (as for ``plan``; default ``$KARPENTER_LAMBDA_SCHEDULER_CONFIG``, read before the run
+scrubs the shell's settings) is the cluster's kube-scheduler configuration: the simulated kube-scheduler gives pods
+without topology spread constraints its ``defaultConstraints`` (selectors deduced from the Services and the pods'
+ReplicaSets / StatefulSets in the simulated API server), and the functions get it as
+``KARPENTER_LAMBDA_SCHEDULER_CONFIG``, as a deployment configured with it (docs/simulator.md).
+
 ``--json`` prints exactly::
 
     {"nodeClaims": [{"name", "nodePool", "instanceType", "zone", "capacityType", "pricePerHour",
@@ -17,7 +23,8 @@ SIGTERM (exit 0), so ``kubectl get nodes,pods -o wide`` shows the result (docs/k
      "events": [{"time", "type", "object", "message"}]}
 
 (extra keys are added, never renamed: e.g. ``controlPlaneCost``, what the functions cost to run a month at list
-prices, sim/cost.py).  The human output is a timeline, the control plane's cost and a table of NodeClaims.
+prices, sim/cost.py; ``defaultSpreadConstraints``, the ``--scheduler-config`` defaults, when one is given).  The
+human output is a timeline, the control plane's cost and a table of NodeClaims.
 Exit 0 when every pod is bound, 1 when some stay unschedulable, 2 for bad input.
 """
 
@@ -56,9 +63,10 @@ def register(sub) -> None:
     p.add_argument("--serve-port", type=int, default=0, metavar="PORT", help="the port --serve listens on (default: a free one)")
     p.add_argument("--kubeconfig", metavar="PATH", default=None,
                    help="where --serve writes its kubeconfig (default .simulate/kubeconfig)")
-    from .plan import add_catalog_flags
+    from .plan import add_catalog_flags, add_scheduler_config_flag
 
     add_catalog_flags(p)   # the functions (and the simulated kubelets) get them as a deployment's functions would
+    add_scheduler_config_flag(p)   # the simulated kube-scheduler's defaults, and the functions' setting
     p.set_defaults(func=run)
 
 
@@ -135,11 +143,12 @@ def run(args) -> int:
                          f"{'is a directory' if Path(report).is_dir() else 'no such directory ' + str(Path(report).parent)}\n")
         return 2
     from ..controllers.runtime import catalog_environment
-    from .plan import catalog_settings_of
+    from .plan import SchedulerConfigFileError, catalog_settings_of, scheduler_config_of
 
     try:   # the shell's variables are scrubbed from the run (SimEnvironment): read here, given to the functions
         function_env = catalog_environment(catalog_settings_of(args))
-    except ValueError as e:
+        scheduler_config, _source = scheduler_config_of(args)   # given to the functions by the Simulation
+    except (ValueError, SchedulerConfigFileError) as e:
         sys.stderr.write(f"karpenter-lambda simulate: {e}\n")
         return 2
     progress = (lambda m: None) if args.quiet else (lambda m: sys.stderr.write(f"[simulate] {m}\n"))
@@ -164,7 +173,8 @@ def run(args) -> int:
 
     sim = Simulation(files, until=until, cluster=getattr(args, "cluster", None) or "sim-cluster",
                      region=args.region, join_delay=args.join_delay, ready_delay=args.ready_delay,
-                     progress=progress, on_event=on_event, function_env=function_env)
+                     progress=progress, on_event=on_event, function_env=function_env,
+                     scheduler_config=scheduler_config)
     if sim.cluster == "default":
         sim.cluster = "sim-cluster"
     try:
@@ -188,10 +198,18 @@ def run(args) -> int:
             return 2
         sys.stderr.write(f"report written to {args.report}\n")
     if args.json:
-        json.dump(result.to_dict(), sys.stdout, indent=2)
+        doc = result.to_dict()
+        if scheduler_config is not None:
+            doc["defaultSpreadConstraints"] = [dict(c) for c in scheduler_config.default_constraints]
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         out = sys.stdout
+        if scheduler_config is not None:
+            from .plan import describe_constraint
+
+            out.write(f"Default topology spread ({_source}, the kube-scheduler's and the functions'): "
+                      f"{'; '.join(describe_constraint(c) for c in scheduler_config.default_constraints) or 'none'}\n\n")
         out.write("Timeline (virtual time)\n")
         _timeline(result.events, out)
         if len(result.cost_timeline) > 0:

@@ -28,6 +28,14 @@ or terminating), highest priority first, then oldest:
   volume, and the node's CSINode attach limit per CSI driver ("node(s)
   exceed max volume count") filter nodes; binding such a pod first binds its
   claims, provisioning their volumes in the node's zone (:mod:`.storage`);
+* default topology spread (``schedule_pending(..., default_spread=...)``: the
+  ``PodTopologySpread`` plugin's ``defaultConstraints`` the cluster's
+  kube-scheduler is configured with, ``KARPENTER_LAMBDA_SCHEDULER_CONFIG``): a
+  pending pod without ``topologySpreadConstraints`` of its own gets them, with
+  the label selector kube-scheduler deduces from the stored Services selecting
+  it and its ReplicaSet / StatefulSet / ReplicationController
+  (``scheduling/default_spread.inject_default_spread``, the function the
+  provisioner's snapshot applies); the DoNotSchedule ones filter as above;
 * score: least allocated (the node with the most free cpu+memory share wins,
   ties by name), like kube-scheduler's default;
 * a pod that fits is bound (``pods/binding``); one that does not gets
@@ -219,6 +227,15 @@ class _StoreAccess:
     def namespaces(self):
         return self.store.list("namespaces", shared=True)
 
+    def services(self):
+        return self.store.list("services", shared=True)
+
+    def controllers(self):
+        """ReplicaSets, StatefulSets and ReplicationControllers (when the server keeps them), with apiVersion and kind."""
+        from .kubeapi import RESOURCES
+
+        return [o for plural in _CONTROLLER_PLURALS if plural in RESOURCES for o in self.store.list(plural, shared=True)]
+
     def bind(self, ns, name, node):
         self.store.bind(ns, name, node)
 
@@ -240,11 +257,42 @@ class _ClientAccess:
     def namespaces(self):
         return self.client.list_namespaces()
 
+    def services(self):
+        return _typed(_listed(getattr(self.client, "list_services", None)), "v1", "Service")
+
+    def controllers(self):
+        """ReplicaSets, StatefulSets and ReplicationControllers; list items carry no apiVersion or kind: added."""
+        out = []
+        for plural, (api_version, kind) in _CONTROLLER_PLURALS.items():
+            out.extend(_typed(_listed(getattr(self.client, f"list_{plural}", None)), api_version, kind))
+        return out
+
     def bind(self, ns, name, node):
         self.client.bind_pod(ns, name, node)
 
     def set_condition(self, ns, name, conds):
         self.client.patch_pod_status(ns, name, {"status": {"conditions": conds}})
+
+
+# the controllers a pod's default spread selector is deduced from (kube-scheduler's helper.DefaultSelector)
+_CONTROLLER_PLURALS = {"replicasets": ("apps/v1", "ReplicaSet"), "statefulsets": ("apps/v1", "StatefulSet"),
+                       "replicationcontrollers": ("v1", "ReplicationController")}
+
+
+def _listed(lister) -> list[dict]:
+    """``lister()``, or none when the client has no such method or the server does not serve the resource (404)."""
+    if lister is None:
+        return []
+    try:
+        return lister()
+    except Exception as e:   # the client's KubeError; only "not served" is taken as none
+        if getattr(e, "status", None) == 404:
+            return []
+        raise
+
+
+def _typed(items: list[dict], api_version: str, kind: str) -> list[dict]:
+    return [{**o, "apiVersion": o.get("apiVersion") or api_version, "kind": o.get("kind") or kind} for o in items]
 
 
 def _access(target: Any):
@@ -257,8 +305,11 @@ def _access(target: Any):
 # ----------------------------------------------------------------------------- the pass
 
 
-def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> ScheduleResult:
-    """One scheduling pass; see the module docstring.  Returns what was bound and what was not."""
+def schedule_pending(target: Any, scheduler_name: str = "default-scheduler", default_spread=()) -> ScheduleResult:
+    """One scheduling pass; see the module docstring.  Returns what was bound and what was not.
+
+    ``default_spread``: the kube-scheduler's configured default topology spread constraints (``SchedulerConfig
+    .default_constraints``); empty (the default): none, the pods are taken as they are."""
     acc = _access(target)
     result = ScheduleResult()
     nodes = [n for n in acc.nodes() if not (n.get("metadata") or {}).get("deletionTimestamp")]
@@ -296,6 +347,10 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler") -> 
                      "message": SCHEDULING_GATED_MESSAGE, "lastProbeTime": None}])
             continue
         pending.append(p)
+    if default_spread and pending:   # the PodTopologySpread plugin's defaults, on the pods without constraints
+        from karpenter_lambda.scheduling.default_spread import inject_default_spread
+
+        pending = inject_default_spread(pending, tuple(default_spread), acc.services(), acc.controllers())
     pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0), (p.get("metadata") or {}).get("creationTimestamp") or "", _key(p)))
     alloc = {n["metadata"]["name"]: {"pods": 110, **parse_resource_list((n.get("status") or {}).get("allocatable"))} for n in nodes}
     volumes = VolumeRules.load(acc.storage, placement.pods) if any(uses_claims(p) for p in pending) else None

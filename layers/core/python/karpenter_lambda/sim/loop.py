@@ -119,7 +119,7 @@ class LoopMixin:
             self.emit("WorkloadsReconciled", "workloads", f"{plural(changed, 'pod')} created or deleted to match the replicas")
 
         before = {p["metadata"]["uid"]: p for p in self.server.store.list("pods", shared=True)}
-        kubescheduler.schedule_pending(self.server)
+        kubescheduler.schedule_pending(self.server, default_spread=getattr(self, "default_spread", ()))
         self._volume_events(volumes)
         after = self.server.store.list("pods", shared=True)
         for p in after:

@@ -71,11 +71,13 @@ from .workloads import WorkloadController
 DEFAULT_MAX_TIME = 6 * 3600.0
 # other kinds the simulated API server keeps (PodDisruptionBudgets are honoured by its eviction API; storage is
 # bound and provisioned by sim/storage.py and the kube-scheduler; Namespaces' labels are what a pod (anti-)affinity
-# term's namespaceSelector selects), created in this order
+# term's namespaceSelector selects; Services select the pods a default topology spread counts, docs/simulator.md),
+# created in this order
 STORED_KINDS = {"Namespace": "namespaces", "RuntimeClass": "runtimeclasses", "LimitRange": "limitranges", "PriorityClass": "priorityclasses",
                 "StorageClass": "storageclasses",
                 "PersistentVolume": "persistentvolumes",
-                "PersistentVolumeClaim": "persistentvolumeclaims", "PodDisruptionBudget": "poddisruptionbudgets"}
+                "PersistentVolumeClaim": "persistentvolumeclaims", "PodDisruptionBudget": "poddisruptionbudgets",
+                "Service": "services"}
 
 # the names this module has always offered (tests, bench and the interruption world import some of them)
 _LambdaContext = LambdaContext
@@ -91,9 +93,18 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                  lifecycle_interval: float = 60.0, max_time: float = DEFAULT_MAX_TIME,
                  progress: Callable[[str], None] | None = None, on_event: Callable[[SimEvent], None] | None = None,
                  setup_hook: Callable[["Simulation"], None] | None = None, handler_logs: io.TextIOBase | None = None,
-                 function_env: Mapping[str, str] | None = None):
+                 function_env: Mapping[str, str] | None = None, scheduler_config=None):
         self.files = [str(f) for f in files]
         self.function_env = dict(function_env or {})   # deployment settings for the functions (SimEnvironment)
+        # the cluster's kube-scheduler configuration (api/scheduler_config.SchedulerConfig, or None): its default
+        # topology spread constraints are applied by the simulated kube-scheduler and given to the functions as
+        # KARPENTER_LAMBDA_SCHEDULER_CONFIG (set after the environment's scrub), as a deployment configures both
+        self.scheduler_config = scheduler_config
+        self.default_spread: tuple = tuple(getattr(scheduler_config, "default_constraints", None) or ())
+        if scheduler_config is not None:
+            from ..api.scheduler_config import SCHEDULER_CONFIG_ENV
+
+            self.function_env[SCHEDULER_CONFIG_ENV] = scheduler_config.to_json()
         self.until = until
         self.cluster = cluster
         self.region = region

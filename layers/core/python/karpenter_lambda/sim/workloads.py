@@ -13,8 +13,14 @@ and their ``spec.replicas`` is read from there on every reconcile: a scale throu
 one of the manifest (``add``); a template patched through the API is not rolled out.  A workload deleted through
 the API stops being reconciled and its pods are deleted (a stand-in for owner-reference garbage collection).
 ``status.replicas`` / ``readyReplicas`` / ``observedGeneration`` are written back after each reconcile that changes
-them.  ReplicaSets, Jobs, CronJobs and Pods stay in memory only.  Unlike the real controllers, the pods' owner
-references carry ``plan``'s deterministic uid, not the API object's uid.
+them.  Each Deployment also has its apps/v1 ReplicaSet in the API server (``replicasets``), the one its pods'
+ownerReferences name (:func:`karpenter_lambda.api.workloads.deployment_replicaset`: the Deployment's selector, the
+template's labels, owned by the Deployment, ``spec.replicas`` kept equal to the Deployment's), created with the pods
+and deleted with the Deployment (or when a new template gives the pods a new ReplicaSet: the old one is deleted, not
+kept at 0 replicas as the Deployment controller's revision history keeps it), so the controllers' snapshot loader
+finds it (a pod's default topology spread selector is deduced from its ReplicaSet, docs/scheduling.md).  ReplicaSets
+given as manifests, Jobs, CronJobs and Pods stay in memory only.  Unlike the real controllers, the pods' owner
+references carry ``plan``'s deterministic uid, not the API object's uid (the owner is found by name).
 
 Storage: a StatefulSet's ``spec.volumeClaimTemplates`` give each pod a volume per template whose claim is
 ``<template>-<statefulset>-<ordinal>`` (:func:`karpenter_lambda.api.workloads.add_claim_volumes`), and the claims
@@ -55,16 +61,20 @@ class WorkloadController:
         self.emit = emit or (lambda *a: None)
         self.workloads: dict[tuple[str, str, str], dict] = {}
         self.owners: dict[tuple[str, str, str], set[str]] = {}   # every owner uid a workload's pods ever had
+        self.replicasets: dict[tuple[str, str, str], set[str]] = {}   # a Deployment's ReplicaSets in the API server
 
     def add(self, doc: dict) -> None:
         """Add a workload, or replace it (an apply: the API object takes the manifest's labels, annotations, spec)."""
         key = _key(doc)
         self.workloads[key] = copy.deepcopy(doc)
-        for p in expand(doc).pods:
+        expanded = expand(doc)
+        for p in expanded.pods:
             self.owners.setdefault(key, set()).add(_owner_uid(p))
         plural = IN_API.get(key[0])
         if plural is None:
             return
+        if key[0] == "Deployment":   # its ReplicaSet is there before any of its pods is forwarded
+            self._sync_replicasets(key, expanded.controllers)
         store = self.server.store
         body = _strip(doc)
         body.setdefault("metadata", {})["namespace"] = key[1]
@@ -118,6 +128,9 @@ class WorkloadController:
         kind, ns, name = key
         self.workloads.pop(key, None)
         owners = self.owners.pop(key, set())
+        for rs in sorted(self.replicasets.pop(key, set())):   # the Deployment's ReplicaSet goes with it
+            if self.server.store.get("replicasets", rs, ns) is not None:
+                self.server.store.delete("replicasets", rs, ns)
         n = 0
         for p in self.server.store.list("pods", namespace=ns):
             if _owner_uid(p) in owners or (kind == "Pod" and p["metadata"]["name"] == name):
@@ -140,7 +153,10 @@ class WorkloadController:
                     continue
                 replicas = (obj.get("spec") or {}).get("replicas", 1)
                 doc.setdefault("spec", {})["replicas"] = replicas
-            desired = add_claim_volumes(expand(doc).pods, [doc])
+            expanded = expand(doc)
+            desired = add_claim_volumes(expanded.pods, [doc])
+            if key[0] == "Deployment":
+                self._sync_replicasets(key, expanded.controllers)
             self.owners.setdefault(key, set()).update(_owner_uid(p) for p in desired)
             owners = self.owners[key]
             want = {p["metadata"]["name"]: p for p in desired}
@@ -162,6 +178,27 @@ class WorkloadController:
                 self._write_status(key, obj, len(want), ready)
         storage.sync(self.server.store, self.region, pods)
         return changed
+
+    def _sync_replicasets(self, key: tuple[str, str, str], wanted: list[dict]) -> None:
+        """The Deployment's current ReplicaSet in the API server (created, or its ``spec.replicas`` set to the
+        Deployment's); one of an earlier template is deleted."""
+        store, ns = self.server.store, key[1]
+        names = self.replicasets.setdefault(key, set())
+        keep = set()
+        for rs in wanted:
+            name = rs["metadata"]["name"]
+            keep.add(name)
+            names.add(name)
+            cur = store.get("replicasets", name, ns)
+            replicas = rs["spec"].get("replicas", 1)
+            if cur is None:
+                store.create("replicasets", _strip(rs), ns)
+            elif (cur.get("spec") or {}).get("replicas") != replicas:
+                store.patch("replicasets", name, {"spec": {"replicas": replicas}}, ns, "merge")
+        for name in sorted(names - keep):
+            if store.get("replicasets", name, ns) is not None:
+                store.delete("replicasets", name, ns)
+            names.discard(name)
 
     def _create_claims(self, doc: dict, pods: list[dict]) -> None:
         """The claims of a StatefulSet's pods, created when missing (an existing claim is the pod's, as in Kubernetes)."""

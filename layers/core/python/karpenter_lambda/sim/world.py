@@ -48,6 +48,7 @@ class World:
         self.k8s_version = k8s_version
         self.clock = VirtualClock(start)     # start: epoch seconds of the virtual clock (default: now)
         self.logs = io.StringIO()
+        self.default_spread: tuple = ()      # the simulated kube-scheduler's default topology spread constraints
         self._stack = contextlib.ExitStack()
 
     # -- set-up / tear-down -------------------------------------------------------------------
@@ -147,8 +148,10 @@ class World:
             return mods[function].handler(event, LambdaContext(f"{self.cluster}-{function}"))
 
     def schedule(self):
+        """One pass of the simulated kube-scheduler; ``w.default_spread`` (default none): its configured default
+        topology spread constraints, as ``simulate --scheduler-config`` gives them."""
         storage.sync(self.server.store, self.region)    # the storage controllers, as before every pass of simulate
-        return kubescheduler.schedule_pending(self.server)
+        return kubescheduler.schedule_pending(self.server, default_spread=self.default_spread)
 
     # -- EC2 / nodes ------------------------------------------------------------------------------
     def instances(self, states=("pending", "running")) -> list[dict]:

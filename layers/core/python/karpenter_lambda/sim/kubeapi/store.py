@@ -61,6 +61,9 @@ def _namespace_name_label(ns: dict) -> None:
 # makes the Node its owner); a PersistentVolumeClaim's owner Pod is collected by sim/storage.py (the ephemeral
 # volume controller's claims), the rest of the garbage collector is not modelled
 _GC_DEPENDENTS = {"nodes": ("csinodes",)}
+#: plurals whose creates are numbered apart in seeded uids (``ObjectStore.create``): the workload controller's
+#: ReplicaSets, added after the runs whose figures the docs give, so the other objects keep their uids
+COUNTED_APART = ("replicasets",)
 DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
                              "storageclass.beta.kubernetes.io/is-default-class")
 
@@ -115,6 +118,9 @@ class ObjectStore:
         # (the simulator uses this so NodeClaim names, derived from pod uids, repeat run to run).
         self.uid_seed = uuid.uuid5(uuid.NAMESPACE_URL, uid_seed) if uid_seed is not None else None
         self._creates = 0
+        # the plurals of COUNTED_APART number their creates apart: objects added to the simulation later (the
+        # Deployments' ReplicaSets) leave every other object's uid as it was
+        self._creates_apart: dict[str, int] = {}
         self.history_size = max(1, int(history_size))
         self.strict_namespaces = strict_namespaces
         self.mark_bound_pods_running = True
@@ -177,11 +183,12 @@ class ObjectStore:
         dict is the whole state to restore."""
         with self.lock:
             saved = ({p: dict(objs) for p, objs in self._objects.items()}, list(self._history), self._rv,
-                     self.compacted_rv, dict(self._changed_rv), self._creates)
+                     self.compacted_rv, dict(self._changed_rv), self._creates, dict(self._creates_apart))
             try:
                 yield
             finally:
-                objects, history, self._rv, self.compacted_rv, self._changed_rv, self._creates = saved
+                (objects, history, self._rv, self.compacted_rv, self._changed_rv, self._creates,
+                 self._creates_apart) = saved
                 for p, objs in objects.items():
                     self._objects[p] = objs
                 self._history = deque(history)
@@ -227,9 +234,14 @@ class ObjectStore:
                 raise StoreError(409, "AlreadyExists", f'{plural} "{name}" already exists')
             obj["apiVersion"] = rt.api_version
             obj["kind"] = rt.kind
-            self._creates += 1
+            if plural in COUNTED_APART:
+                n = self._creates_apart[plural] = self._creates_apart.get(plural, 0) + 1
+                tag = f"{plural}{n}"
+            else:
+                self._creates += 1
+                tag = str(self._creates)
             if self.uid_seed is not None:
-                meta["uid"] = str(uuid.uuid5(self.uid_seed, f"{plural}/{meta.get('namespace', '')}/{name}#{self._creates}"))
+                meta["uid"] = str(uuid.uuid5(self.uid_seed, f"{plural}/{meta.get('namespace', '')}/{name}#{tag}"))
             else:
                 meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = self.now_str()
