@@ -86,6 +86,24 @@ def nodepools_dir(tmp_path_factory) -> Path:
     return d
 
 
+#: the settings synth's schedulerConfig (-c, a YAML string): one zone ScheduleAnyway default constraint
+SETTINGS_SCHEDULER_CONFIG = """podTopologySpread:
+  defaultConstraints:
+    - maxSkew: 1
+      topologyKey: topology.kubernetes.io/zone
+      whenUnsatisfiable: ScheduleAnyway
+"""
+#: every function setting a deployment may change from its default, in one synth (one synth is ~4 s)
+SETTINGS_CONTEXT = {"clusterName": "tuned", "vmMemoryOverheadPercent": "0.05", "reservedENIs": "1",
+                    "schedulerConfig": SETTINGS_SCHEDULER_CONFIG, "besideKarpenter": "true"}
+
+
+@pytest.fixture(scope="session")
+def settings_synth(tmp_path_factory) -> Synth:
+    """A deployment with every function setting changed (:data:`SETTINGS_CONTEXT`)."""
+    return synth_app(dict(SETTINGS_CONTEXT), tmp_path_factory.mktemp("cdk.out.settings"))
+
+
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory, nodepools_dir) -> Synth:
     """The default deployment: clusterName + a nodePools folder, every other parameter defaulted."""

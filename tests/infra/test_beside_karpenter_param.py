@@ -30,10 +30,10 @@ def _environments(synth) -> dict[str, dict]:
             if "Environment" in v["Properties"]}
 
 
-def test_every_function_gets_the_variable_and_the_runtime_reads_it(synth, synth_factory, tmp_path):
+def test_every_function_gets_the_variable_and_the_runtime_reads_it(synth, settings_synth):
     default = _environments(synth)
     assert default and all(VAR not in env for env in default.values())
-    beside = _environments(synth_factory({"clusterName": "migrating", "besideKarpenter": "true"}, tmp_path / "out"))
+    beside = _environments(settings_synth)   # besideKarpenter: true (tests/infra/conftest.py SETTINGS_CONTEXT)
     assert set(beside) == set(default)                       # the same functions, each with the variable
     assert all(env.get(VAR) == "true" for env in beside.values())
     config = runtime.Config.from_env({VAR: "true", "KARPENTER_LAMBDA_CLUSTER": "migrating"})

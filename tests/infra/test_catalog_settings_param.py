@@ -44,13 +44,13 @@ def _environments(synth) -> dict[str, dict]:
             if "Environment" in v["Properties"]}
 
 
-def test_every_function_gets_the_variables_and_the_runtime_reads_them(synth, synth_factory, tmp_path):
+def test_every_function_gets_the_variables_and_the_runtime_reads_them(synth, settings_synth):
     default = _environments(synth)
     assert default and all(VM not in env and ENIS not in env for env in default.values())
-    ctx = {"clusterName": "migrating", "vmMemoryOverheadPercent": "0.05", "reservedENIs": "1"}
-    changed = _environments(synth_factory(ctx, tmp_path / "out"))
+    # settings_synth (tests/infra/conftest.py): vmMemoryOverheadPercent 0.05, reservedENIs 1
+    changed = _environments(settings_synth)
     assert set(changed) == set(default)                       # the same functions, each with the variables
     assert all(env.get(VM) == "0.05" and env.get(ENIS) == "1" for env in changed.values())
     env = next(iter(changed.values()))
-    config = runtime.Config.from_env({VM: env[VM], ENIS: env[ENIS], "KARPENTER_LAMBDA_CLUSTER": "migrating"})
+    config = runtime.Config.from_env({VM: env[VM], ENIS: env[ENIS], "KARPENTER_LAMBDA_CLUSTER": "tuned"})
     assert (config.vm_memory_overhead_percent, config.reserved_enis) == (0.05, 1)

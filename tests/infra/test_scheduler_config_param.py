@@ -12,15 +12,11 @@ import pytest
 from infra.config import CONTEXT_KEYS, ConfigError, load_config
 from karpenter_lambda.api.scheduler_config import SCHEDULER_CONFIG_ENV
 from karpenter_lambda.controllers import runtime
+from tests.infra.conftest import SETTINGS_SCHEDULER_CONFIG
 
 ZONE = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
 DOC = {"podTopologySpread": {"defaultConstraints": [ZONE]}}
-YAML = """podTopologySpread:
-  defaultConstraints:
-    - maxSkew: 1
-      topologyKey: topology.kubernetes.io/zone
-      whenUnsatisfiable: ScheduleAnyway
-"""
+YAML = SETTINGS_SCHEDULER_CONFIG   # the settings synth's (tests/infra/conftest.py): ZONE
 SNAPSHOT_FUNCTIONS = {"provisioner", "lifecycle", "drift", "consolidation", "interruption"}
 
 
@@ -67,11 +63,11 @@ def _environments(synth) -> dict[str, dict]:
     return out
 
 
-def test_synth_passes_it_to_the_functions_that_build_snapshots(synth, synth_factory, tmp_path):
+def test_synth_passes_it_to_the_functions_that_build_snapshots(synth, settings_synth):
     default = _environments(synth)
     assert set(default) == SNAPSHOT_FUNCTIONS | {"offpeak"}
     assert all(SCHEDULER_CONFIG_ENV not in env for env in default.values())
-    changed = _environments(synth_factory({"clusterName": "spread", "schedulerConfig": YAML}, tmp_path / "out"))
+    changed = _environments(settings_synth)   # schedulerConfig: YAML
     assert set(changed) == set(default)
     assert {name for name, env in changed.items() if SCHEDULER_CONFIG_ENV in env} == SNAPSHOT_FUNCTIONS
     # what the functions get is what they read back: the same constraints
