@@ -181,3 +181,17 @@ def test_repack_empties_poorly_filled_nodes_into_free_room():
     assert sum(fill.get(one, 0) * n for _, fill, n in out) == 1
     assert sum(fill.get((500, GI, 1), 0) * n for _, fill, n in out) == 2
     assert all(t is small for t, _, _ in out)
+
+
+def test_the_bin_packer_keeps_the_vectors_apart_when_that_is_cheaper(monkeypatch):
+    """19 pods of 100m/3Gi and 5 of 250m/512Mi: the two valuations' mixed fills cost more than each shape on its own
+    exact cover (packer.apart_plan), which the packer now keeps; without that candidate the plan costs more."""
+    from karpenter_lambda.scheduling import packer
+
+    pods = ([pod(f"m-{i}", cpu="100m", memory="3Gi") for i in range(19)]
+            + [pod(f"s-{i}", cpu="250m", memory="512Mi") for i in range(5)])
+    with_apart = run(pods)
+    monkeypatch.setattr(packer, "apart_plan", lambda *a: None)
+    without = run(pods)
+    assert not with_apart.unschedulable and not without.unschedulable
+    assert with_apart.cost_per_hour < without.cost_per_hour - 1e-9, (with_apart.cost_per_hour, without.cost_per_hour)

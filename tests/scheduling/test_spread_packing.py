@@ -199,3 +199,31 @@ def test_the_second_look_counts_only_the_nodes_the_spread_filters_in():
     spread_out = SchedulingResult(existing={"a": [f"default/{moved[0]['metadata']['name']}"],
                                             "b": [f"default/{moved[1]['metadata']['name']}"]})
     assert _spread_recheck([c], [a, b, od], moved, spread_out) == {}
+
+
+# ---------------------------------------------------------------------------------------------- many spread classes
+def test_the_zone_shares_of_several_deployments_share_their_zones_nodeclaims():
+    """Four Deployments of 12 replicas, each spread over the zones (maxSkew 1, on its own app label), of four request
+    shapes: each zone's nodes take the four Deployments' shares together (place_spread_batch), so a NodeClaim holds
+    pods of several Deployments, every Deployment keeps its skew, and no more NodeClaims are made than the
+    Deployments' shares placed apart would make."""
+    shapes = [("500m", "1Gi"), ("1", "2Gi"), ("250m", "3Gi"), ("2", "1Gi")]
+    pods = []
+    for j, (cpu, mem) in enumerate(shapes):
+        pods += deployment(12, cpu=cpu, memory=mem, spread=[tsc(L.ZONE, app=f"d{j}")], app=f"d{j}", prefix=f"d{j}")
+    res = run(pods, daemonsets=[daemonset()])
+    assert not res.unschedulable
+    for j in range(len(shapes)):
+        counts = zone_counts(res, prefix=f"default/d{j}-")
+        assert sorted(counts.values()) == [4, 4, 4], (j, counts)
+    mixed = [n for n in res.nodeclaims if len({p.split("/")[1].split("-")[0] for p in n.pods}) > 1]
+    assert mixed, [(n.zone, n.pods) for n in res.nodeclaims]
+    # one NodeClaim per zone holds the four shares (each share packed on nodes of its own made 12, $2.01/h)
+    assert len(res.nodeclaims) == len(ZONES3), [(n.zone, n.instance_type, n.pods) for n in res.nodeclaims]
+    cost_apart = 0.0
+    for j, (cpu, mem) in enumerate(shapes):   # each Deployment solved alone
+        alone = run(deployment(12, cpu=cpu, memory=mem, spread=[tsc(L.ZONE, app=f"d{j}")], app=f"d{j}", prefix=f"d{j}"),
+                    daemonsets=[daemonset()])
+        cost_apart += alone.cost_per_hour
+    assert res.cost_per_hour < cost_apart
+

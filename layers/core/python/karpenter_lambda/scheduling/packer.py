@@ -25,7 +25,7 @@ from .valuation import (MergedBestFirst, TypeView, lp_duals, lp_pair, simulate, 
                         value_bounds)
 
 # the valuations live in valuation.py; their names stay importable from here
-__all__ = ["BulkPacker", "repack", "cover_plan", "lp_duals", "lp_pair", "simulate", "standalone_values",
+__all__ = ["BulkPacker", "repack", "cover_plan", "apart_plan", "lp_duals", "lp_pair", "simulate", "standalone_values",
            "value_bounds", "shrunk_price"]
 
 
@@ -124,6 +124,12 @@ class BulkPacker:
                 values = {v: u for v, u in values.items() if u > 0}
                 if values:
                     plans.append(self._plan_new(pool, view, dict(counts), values, cache))
+            if not pool.remaining:
+                # and each request vector apart on its exact cheapest cover: a plan the fills above do not always
+                # beat (pods whose cheapest home is a small type of their own, e.g. burstable types in one zone)
+                apart = apart_plan(view, counts, fit_count)
+                if apart is not None:
+                    plans.append(apart)
         if not plans:
             return
         best = min(plans, key=lambda x: (-x[1], x[2]))  # most pods placed, then cheapest
@@ -324,6 +330,15 @@ def cover_plan(view: TypeView, counts: dict, fit_count):
                 plan.append((t, {v: take}, 1))
             cost += shrunk_price(view, {v: take}, shrink)
     return plan, q, cost
+
+
+def apart_plan(view: TypeView, counts: dict, fit_count):
+    """Each request vector of ``counts`` on its own exact cheapest cover (:func:`cover_plan`), in ``_plan_new``'s
+    shape, or None when one vector has no cover."""
+    parts = [cover_plan(view, {v: k}, fit_count) for v, k in counts.items()]
+    if any(x is None for x in parts):
+        return None
+    return [e for x in parts for e in x[0]], sum(x[1] for x in parts), sum(x[2] for x in parts)
 
 
 def repack(plan: list, view: TypeView) -> list:
