@@ -1,14 +1,14 @@
 #!/usr/bin/env python
 """Default topology spread (Karpenter v1.15's scheduler config): what it costs a provisioning solve.
 
-    python bench/default_spread.py [--pods N] [--workloads W] [--runs R] [--json]
+    python bench/default_spread.py [--pods N] [--workloads W] [--runs R] [--constraints zone|system] [--json]
 
 ``N`` pending pods (default 2,000) of ``W`` Deployments (default 40; each pod owned by its Deployment's apps/v1
 ReplicaSet, half of the Deployments also selected by a Service), on the real catalog (moto's us-east-1 data, zones
 a..c).  Timed, per run, on a fresh snapshot: the injection step (``apply_default_spread``: the selector deduced per
 workload and the constraints given to every pod without its own) and ``scheduling_input`` + ``solve``, once without
-defaults and once with a zone ``DoNotSchedule`` maxSkew 1 and a hostname ``ScheduleAnyway`` maxSkew 3 default (the
-kube-scheduler's system defaults, the zone one made strict).  Reported: the medians, the pods given the defaults
+defaults and once with the defaults: ``zone`` (the default), a zone ``DoNotSchedule`` maxSkew 1; ``system``, that
+and a hostname ``ScheduleAnyway`` maxSkew 3 (the kube-scheduler's system defaults, the zone one made strict).  Reported: the medians, the pods given the defaults
 (every one), the NodeClaims and zones used with and without, and ``max_zone_skew``: over the Deployments, the largest
 difference between the pods of one Deployment in two zones (at most 1 with the zone default).
 """
@@ -37,6 +37,7 @@ from karpenter_lambda.scheduling.inputs import scheduling_input  # noqa: E402
 
 DEFAULTS = ({"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"},
             {"maxSkew": 3, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"})
+CONSTRAINTS = {"zone": DEFAULTS[:1], "system": DEFAULTS}
 CPU = ["250m", "500m", "1", "2"]
 MEM = ["512Mi", "1Gi", "2Gi", "4Gi"]
 
@@ -102,6 +103,7 @@ def main(argv=None) -> int:
     ap.add_argument("--pods", type=int, default=2000)
     ap.add_argument("--workloads", type=int, default=40)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--constraints", choices=sorted(CONSTRAINTS), default="zone")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     types = real_catalog()
@@ -109,13 +111,13 @@ def main(argv=None) -> int:
     times: dict = {"off": ([], []), "on": ([], [])}
     results = {}
     for _ in range(a.runs):
-        for name, defaults in (("off", ()), ("on", DEFAULTS)):
+        for name, defaults in (("off", ()), ("on", CONSTRAINTS[a.constraints])):
             inject, solve_s, res, given = run(types, a.pods, a.workloads, defaults)
             times[name][0].append(inject)
             times[name][1].append(solve_s)
             results[name] = (res, given)
     off, on = results["off"][0], results["on"][0]
-    row = {"benchmark": "default_spread", "pods": a.pods, "workloads": a.workloads, "runs": a.runs,
+    row = {"benchmark": "default_spread", "constraints": a.constraints, "pods": a.pods, "workloads": a.workloads, "runs": a.runs,
            "instance_types": len(types),
            "inject_ms": round(statistics.median(times["on"][0]) * 1000, 2),
            "solve_seconds_without_defaults": round(statistics.median(times["off"][1]), 4),
