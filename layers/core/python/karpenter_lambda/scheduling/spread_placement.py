@@ -145,22 +145,10 @@ class SpreadShares:
         pinned to the domain, the spread constraint is met by the shares, so one NodeClaim (or the bin packer's
         nodes) takes the whole share instead of one pod each.  What a domain cannot take is left to the pod-by-pod
         path, which checks the skew as the counts then stand."""
-        left = c.limit - c.placed
-        sk = self._spread_key(c) if left > 1 else None
-        if sk is None:
+        got = self._shares_of(c)
+        if got is None:
             return
-        key, cons = sk
-        rules = []
-        domains: set | None = None
-        for con in cons:
-            g = self.topology.groups[con.group_key]
-            elig = self.topology.eligible_domains(c, con)
-            rules.append(SpreadRule(dict(g.counts), con.max_skew, set(elig), con.min_domains, g in c.member))
-            domains = set(elig) if domains is None else domains & elig
-        hosts = [d for d in sorted(domains or ()) if self._domain_hosts(c, key, d)]
-        shares = domain_shares(left, hosts, rules)
-        if sum(shares.values()) < 2:
-            return
+        key, cons, shares = got
         saved = (c.reqs, c.sig, c.dropped, c.limit, c.simple)
         idx = {i for i, (con, _, _) in enumerate(c.cons) if con in cons}
         c.dropped = set(c.dropped) | idx
