@@ -124,7 +124,7 @@ class BulkPacker:
                 values = {v: u for v, u in values.items() if u > 0}
                 if values:
                     plans.append(self._plan_new(pool, view, dict(counts), values, cache))
-            if not pool.remaining:
+            if not pool.remaining and _apart_may_win(plans, counts, standalone_values(types, counts, cache, view)):
                 # and each request vector apart on its exact cheapest cover: a plan the fills above do not always
                 # beat (pods whose cheapest home is a small type of their own, e.g. burstable types in one zone)
                 apart = apart_plan(view, counts, fit_count)
@@ -330,6 +330,17 @@ def cover_plan(view: TypeView, counts: dict, fit_count):
                 plan.append((t, {v: take}, 1))
             cost += shrunk_price(view, {v: take}, shrink)
     return plan, q, cost
+
+
+def _apart_may_win(plans: list, counts: dict, alone: dict) -> bool:
+    """Could :func:`apart_plan` be kept over ``plans``?  Not when a plan places every pod at no more than the
+    vectors' lower bound apart: each pod at least its standalone value (``alone``: the lowest price per pod of a
+    node holding that vector alone, which no cover of it beats)."""
+    total = sum(counts.values())
+    full = [cost for _plan, placed, cost in plans if placed >= total]
+    if not full or any(v not in alone for v in counts):
+        return True
+    return sum(k * alone[v] for v, k in counts.items()) < min(full) - 1e-9
 
 
 def apart_plan(view: TypeView, counts: dict, fit_count):

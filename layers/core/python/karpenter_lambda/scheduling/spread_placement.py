@@ -67,11 +67,13 @@ class SpreadShares:
                 return True
         return False
 
-    def _shares_of(self, c: PodClass):
-        """(key, constraints, {domain: share}) of ``c``'s remaining pods (``place_spread_shares``), or None."""
+    def _shares_of(self, c: PodClass, sk: tuple | None = None):
+        """(key, constraints, {domain: share}) of ``c``'s remaining pods (``place_spread_shares``), or None;
+        ``sk``: ``_spread_key(c)`` when the caller has it."""
         left = c.limit - c.placed
-        sk = self._spread_key(c) if left > 1 else None
         if sk is None:
+            sk = self._spread_key(c) if left > 1 else None
+        if sk is None or left <= 1:
             return None
         key, cons = sk
         rules = []
@@ -99,20 +101,22 @@ class SpreadShares:
         picked = []
         owners: dict = {}   # topology group key -> the batch class counting it (a group two classes count is left out)
         for c in classes:
-            got = self._shares_of(c)
-            if got is None:
+            # the cheap checks first: the shares (eligible domains, the NodePools' types) only for a candidate
+            sk = self._spread_key(c) if c.limit - c.placed > 1 else None
+            if sk is None or c.inv or any(g.kind in (T.AFFINITY, T.ANTI) for g in c.member):
                 continue
-            key, cons, shares = got
-            idx = {i for i, (con, _, _) in enumerate(c.cons) if con in cons}
+            idx = {i for i, (con, _, _) in enumerate(c.cons) if con in sk[1]}
             dropped = set(c.dropped) | idx
-            rest = [con for i, (con, _, _) in enumerate(c.cons) if i not in dropped]
-            if rest or c.inv or any(g.kind in (T.AFFINITY, T.ANTI) for g in c.member):
+            if any(i not in dropped for i in range(len(c.cons))):
                 continue   # something else constrains it: place_spread_shares places it on its own
             groups = {id(g) for g in c.member}
             if any(gk in owners for gk in groups):
                 continue   # its pods count in a group an earlier class of the batch counts: its shares would move
+            got = self._shares_of(c, sk)
+            if got is None:
+                continue
             owners.update(dict.fromkeys(groups, c))
-            picked.append((c, key, shares, dropped))
+            picked.append((c, got[0], got[2], dropped))
         if len(picked) < 2:
             return   # one class: place_spread_shares does the same
         saved = {id(c): (c.reqs, c.sig, c.dropped, c.limit, c.simple) for c, *_ in picked}
