@@ -63,6 +63,7 @@ from karpenter_lambda.api.kube import pod_key as _key
 from karpenter_lambda.api.kube import SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE, scheduling_gates
 from karpenter_lambda.api.quantity import parse_resource_list
 from karpenter_lambda.scheduling import predicates as P
+from karpenter_lambda.scheduling.default_spread import inject_default_spread
 from karpenter_lambda.scheduling.resources import add as _add
 from karpenter_lambda.scheduling.resources import pod_requests as _pod_requests
 
@@ -348,8 +349,6 @@ def schedule_pending(target: Any, scheduler_name: str = "default-scheduler", def
             continue
         pending.append(p)
     if default_spread and pending:   # the PodTopologySpread plugin's defaults, on the pods without constraints
-        from karpenter_lambda.scheduling.default_spread import inject_default_spread
-
         pending = inject_default_spread(pending, tuple(default_spread), acc.services(), acc.controllers())
     pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0), (p.get("metadata") or {}).get("creationTimestamp") or "", _key(p)))
     alloc = {n["metadata"]["name"]: {"pods": 110, **parse_resource_list((n.get("status") or {}).get("allocatable"))} for n in nodes}
