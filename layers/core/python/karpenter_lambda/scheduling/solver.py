@@ -125,15 +125,13 @@ class _Solver(Placement, SpreadShares, BulkPacker, Finalizer):
         if self.classes:
             self.min_vec = [min(c.vec[i] for c in self.classes) for i in range(len(self.rindex))]
         pending = list(self.classes)
+        # first the zone shares of the classes spreading over themselves, bin-packed together per zone
+        self.place_spread_batch([c for c in pending if not c.simple])
         progress = True
-        first = True
         while pending and progress:
             progress = False
             hard = [c for c in pending if not c.simple]
             simple = [c for c in pending if c.simple]
-            if first:   # the zone shares of the classes spreading over themselves, bin-packed together per zone
-                self.place_spread_batch(hard)
-                first = False
             for c in hard:
                 before = c.placed
                 self.place_spread_shares(c)
