@@ -226,3 +226,12 @@ def test_the_bundled_catalog_knows_the_current_families():
     assert {"m5.large", "c7g.xlarge", "g6.12xlarge"} <= values["node.kubernetes.io/instance-type"]
     assert {"c", "m", "r", "g", "p", "t"} <= values["karpenter.k8s.aws/instance-category"]
     assert {"medium", "large", "metal"} <= values["karpenter.k8s.aws/instance-size"]
+
+
+def test_dra_resource_claims_are_a_warning_that_they_are_not_read():
+    spec = {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+            "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}]}
+    hints = pod_spec_hints(spec, "spec.template.spec")
+    assert [h.path for h in hints] == ["spec.template.spec.resourceClaims"]
+    assert "--ignore-dra-requests" in hints[0].message
+    assert pod_spec_hints({"containers": [{"name": "c", "image": "x"}]}, "spec") == []

@@ -195,3 +195,15 @@ def test_the_bin_packer_keeps_the_vectors_apart_when_that_is_cheaper(monkeypatch
     without = run(pods)
     assert not with_apart.unschedulable and not without.unschedulable
     assert with_apart.cost_per_hour < without.cost_per_hour - 1e-9, (with_apart.cost_per_hour, without.cost_per_hour)
+
+
+def test_a_pods_dra_resource_claims_are_not_read():
+    """Karpenter's default --ignore-dra-requests=true: a pod asking for a GPU through a DRA claim is scheduled on its
+    CPU and memory alone (the same NodeClaim as without the claim), not left unschedulable."""
+    plain = pod("dra-0", cpu="1", memory="1Gi")
+    claimed = pod("dra-0", cpu="1", memory="1Gi")
+    claimed["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}]
+    claimed["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    a, b = run([plain]), run([claimed])
+    assert not b.unschedulable
+    assert [(n.instance_type, n.pods) for n in b.nodeclaims] == [(n.instance_type, n.pods) for n in a.nodeclaims]

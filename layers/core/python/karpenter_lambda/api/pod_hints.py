@@ -163,4 +163,10 @@ def pod_spec_hints(spec, path: str, labels: dict | None = None, catalog: dict | 
                                   f"topologySpreadConstraints[{i}].labelSelector {sel} selects none of this "
                                   f"workload's own pods (labels {own}): only other pods are counted, its own "
                                   f"replicas are not spread (a typo?)"))
+    claims = spec.get("resourceClaims")
+    if isinstance(claims, list) and claims:
+        out.append(FieldError(f"{path}.resourceClaims",
+                              "dynamic resource allocation claims are not read when sizing nodes (as Karpenter's "
+                              "default --ignore-dra-requests=true): the node is chosen for the pod's CPU, memory and "
+                              "extended resources only, and a device the claim needs may not be on it"))
     return out
