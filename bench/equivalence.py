@@ -16,13 +16,10 @@ commit 65e50bd before the issue-22 refactor; ``bench/baselines/equivalence-2026-
 commit that added it: the same plans and consolidation decisions, the demo's ``DisruptionBlocked`` count 21 where the
 issue-22 one has 17, explanations made more specific; ``bench/baselines/equivalence-2026-12-07b.json``, after
 consolidation took Karpenter v1.14's savings-ratio order (the 200x3 run ends at 151 nodes, $44.3634/h, instead of
-148, $44.9146/h; plans and the demo unchanged); ``bench/baselines/equivalence-2026-12-07c.json``,
-after ``a1.*`` left AL2023 catalogs (Karpenter's compatibility check): only the off-peak set's plan
-differs, its a1.2xlarge NodeClaim becoming a t4g.xlarge one, $0.8256/h -> $0.8318/h;
-``bench/baselines/equivalence-2026-12-07d.json``, which ``make bench`` compares with, after the bin packer also keeps
-each request vector on its exact cover when cheaper and the zone shares of several spread classes are packed
-together: only the 200x3 consolidation run differs, ending at 156 nodes, $43.7780/h instead of 151, $44.3634/h; or one
-made on a worktree of any commit)
+148, $44.9146/h; plans and the demo unchanged); ``bench/baselines/equivalence-2026-12-07c.json``, which ``make bench``
+compares with, after ``a1.*`` left AL2023 catalogs (Karpenter's compatibility check): only the off-peak set's plan
+differs, its a1.2xlarge NodeClaim becoming a t4g.xlarge one, $0.8256/h -> $0.8318/h; or one made on a worktree of any
+commit)
 and exits 1 naming every difference.  The CLI runs with this checkout's package first on ``PYTHONPATH``, so the
 script measures the code beside it even where another checkout is installed in the venv.
 """

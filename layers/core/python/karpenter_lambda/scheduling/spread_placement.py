@@ -17,7 +17,13 @@ from .requirements import Requirement, Requirements
 from .spread import SpreadRule, domain_shares
 from .taints import untolerated
 
-__all__ = ["SpreadShares"]
+__all__ = ["SpreadShares", "BATCH_MIN_PODS"]
+
+#: a class joins the zone-share batch (``place_spread_batch``) with at least this many pods left: a smaller one's
+#: shares (a pod or two per zone) fill the room the nodes planned before them leave, pod by pod, for less
+#: (``bench/scheduling.py --json``, Karpenter's mix: $2,418.21/h at 10,000 pods and $4,828.87/h at 20,000 with every
+#: class in the batch, $2,410.03/h and $4,823.20/h with this; the spread mix and ``bench/default_spread.py`` the same)
+BATCH_MIN_PODS = 8
 
 
 class SpreadShares:
@@ -102,7 +108,7 @@ class SpreadShares:
         owners: dict = {}   # topology group key -> the batch class counting it (a group two classes count is left out)
         for c in classes:
             # the cheap checks first: the shares (eligible domains, the NodePools' types) only for a candidate
-            sk = self._spread_key(c) if c.limit - c.placed > 1 else None
+            sk = self._spread_key(c) if c.limit - c.placed >= BATCH_MIN_PODS else None
             if sk is None or c.inv or any(g.kind in (T.AFFINITY, T.ANTI) for g in c.member):
                 continue
             idx = {i for i, (con, _, _) in enumerate(c.cons) if con in sk[1]}
