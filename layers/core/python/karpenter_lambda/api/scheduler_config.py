@@ -58,7 +58,11 @@ _SPREAD_FIELDS = ("defaultConstraints",)
 class SchedulerConfigError(ValueError):
     """The setting does not decode or validate; the message names where it came from and the field path:
     ``environment variable KARPENTER_LAMBDA_SCHEDULER_CONFIG: podTopologySpread.defaultConstraints[0].maxSkew: must
-    be greater than 0``."""
+    be greater than 0``.  ``problems``: each problem alone (``field.path: message``), without the origin."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = list(problems) if problems is not None else [message]
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ def parse_scheduler_config(raw: Any, origin: str = "scheduler config") -> Schedu
     errors: list[str] = []
     constraints = _decode(doc, errors)
     if errors:
-        raise SchedulerConfigError(f"{origin}: " + "; ".join(errors))
+        raise SchedulerConfigError(f"{origin}: " + "; ".join(errors), errors)
     return SchedulerConfig(tuple(constraints))
 
 
@@ -142,14 +146,15 @@ def _load(text: str, origin: str) -> Any:
         return json.loads(text, object_pairs_hook=_no_duplicates)
     except ValueError as e:
         if "duplicate key" in str(e):
-            raise SchedulerConfigError(f"{origin}: not valid JSON: {e}") from None
+            raise SchedulerConfigError(f"{origin}: not valid JSON: {e}", [f"not valid JSON: {e}"]) from None
     try:
         return yaml.load(text, Loader=_StrictLoader)   # noqa: S506 -- a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(e, "problem", None) or str(e)
-        raise SchedulerConfigError(f"{origin}: not valid YAML or JSON{where}: {problem}") from None
+        what = f"not valid YAML or JSON{where}: {problem}"
+        raise SchedulerConfigError(f"{origin}: {what}", [what]) from None
 
 
 def _unknown(obj: dict, allowed: tuple, path: str, errors: list[str]) -> None:

@@ -249,6 +249,26 @@ def print_warnings(result: LoadResult, out=None) -> None:
         out.write(format_issue(w, "warning") + "\n")
 
 
+def scheduler_config_issues(path: str, result: LoadResult) -> str | None:
+    """``--scheduler-config FILE`` checked as the functions read ``KARPENTER_LAMBDA_SCHEDULER_CONFIG``
+    (``api/scheduler_config.py``): each problem one error of ``result`` (``FILE:0: SchedulerConfig/-: field:
+    message``).  Returns a usage problem (the file cannot be read), else None."""
+    from ..api.scheduler_config import SchedulerConfigError, parse_scheduler_config
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as e:
+        return f"--scheduler-config {path}: cannot read it: {getattr(e, 'strerror', None) or e}"
+    try:
+        parse_scheduler_config(text, path)
+    except SchedulerConfigError as e:
+        for p in e.problems:
+            field, _, message = p.partition(": ") if ": " in p and not p.startswith("not valid") else ("", "", p)
+            result.issues.append(ValidationIssue(path, 0, "SchedulerConfig", "-", field, message or p))
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     args.files = list(args.files or []) + list(getattr(args, "more_files", None) or [])
     if not args.files:
@@ -262,6 +282,11 @@ def run(args: argparse.Namespace) -> int:
     result.issues.extend(content_issues(result))
     result.issues.extend(empty_inputs(args.files, result))
     result.warnings.extend(input_warnings(result))
+    if getattr(args, "scheduler_config", None):
+        problem = scheduler_config_issues(args.scheduler_config, result)
+        if problem is not None:
+            sys.stderr.write(f"validate: {problem}\n")
+            return 2
     cluster = known_cluster(args)  # its stack passes one node role: EC2NodeClasses naming another never launch
     if cluster:
         result.warnings.extend(node_role_warnings(result, cluster))
@@ -296,4 +321,8 @@ def register(subparsers) -> None:
     p.add_argument("--kubernetes-version", metavar="MAJOR.MINOR", default=None,
                    help=f"check Kubernetes objects as this version's API server does (env {KUBERNETES_VERSION_ENV}; "
                         f"default {KUBERNETES_VERSION}, the simulated cluster's)")
+    p.add_argument("--scheduler-config", dest="scheduler_config", metavar="FILE", default=None,
+                   help="also check this scheduler config (YAML or JSON {podTopologySpread: {defaultConstraints: "
+                        "[...]}}) as the functions read $KARPENTER_LAMBDA_SCHEDULER_CONFIG and plan/simulate "
+                        "--scheduler-config")
     p.set_defaults(func=run)
