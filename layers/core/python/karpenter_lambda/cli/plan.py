@@ -116,19 +116,25 @@ def scheduler_config_of(args):
         raw = os.environ.get(SCHEDULER_CONFIG_ENV)
         config = parse_scheduler_config(raw, f"environment variable {SCHEDULER_CONFIG_ENV}")
         return config, (f"${SCHEDULER_CONFIG_ENV}" if config is not None else None)
+    text = read_scheduler_config_file(path)
+    from karpenter_lambda.api.scheduler_config import SchedulerConfig
+
+    # an empty file is a configuration without defaults (as an empty document), not "not set"
+    return parse_scheduler_config(text, path) or SchedulerConfig(()), path
+
+
+def read_scheduler_config_file(path: str) -> str:
+    """The text of ``--scheduler-config FILE`` (plan, simulate, validate); SchedulerConfigFileError when it cannot
+    be read."""
     try:
         with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+            return fh.read()
     except FileNotFoundError:
         raise SchedulerConfigFileError(f"--scheduler-config {path}: no such file") from None
     except UnicodeDecodeError as e:
         raise SchedulerConfigFileError(f"--scheduler-config {path}: not UTF-8 text ({e.reason})") from None
     except OSError as e:
         raise SchedulerConfigFileError(f"--scheduler-config {path}: cannot read it: {e.strerror or e}") from None
-    from karpenter_lambda.api.scheduler_config import SchedulerConfig
-
-    # an empty file is a configuration without defaults (as an empty document), not "not set"
-    return parse_scheduler_config(text, path) or SchedulerConfig(()), path
 
 
 def describe_constraint(c: dict) -> str:

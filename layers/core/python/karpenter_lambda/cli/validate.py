@@ -254,12 +254,12 @@ def scheduler_config_issues(path: str, result: LoadResult) -> str | None:
     (``api/scheduler_config.py``): each problem one error of ``result`` (``FILE:0: SchedulerConfig/-: field:
     message``).  Returns a usage problem (the file cannot be read), else None."""
     from ..api.scheduler_config import SchedulerConfigError, parse_scheduler_config
+    from .plan import SchedulerConfigFileError, read_scheduler_config_file
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as e:
-        return f"--scheduler-config {path}: cannot read it: {getattr(e, 'strerror', None) or e}"
+        text = read_scheduler_config_file(path)
+    except SchedulerConfigFileError as e:
+        return str(e)
     try:
         parse_scheduler_config(text, path)
     except SchedulerConfigError as e:
