@@ -59,6 +59,7 @@ from karpenter_lambda.api.manifests import CAPACITY_BUFFER_HINT, load_files
 from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodeOverlay, NodePool
 from karpenter_lambda.api.workloads import add_claim_volumes, claim_templates, expand, stateful_claims
 from karpenter_lambda.cli.validate import InputError, format_issue, input_warnings, kubernetes_version, print_warnings
+from karpenter_lambda.cli.validate import SchedulerConfigFileError, read_scheduler_config_file  # noqa: F401 (simulate)
 
 from .table import render_table
 
@@ -98,10 +99,6 @@ def add_scheduler_config_flag(p) -> None:
                         "--scheduler-config; default: the document in $KARPENTER_LAMBDA_SCHEDULER_CONFIG)")
 
 
-class SchedulerConfigFileError(Exception):
-    """``--scheduler-config FILE`` cannot be read at all (missing, a directory, not UTF-8): a usage error."""
-
-
 def scheduler_config_of(args):
     """(the SchedulerConfig or None, where it came from: the file, the variable or None) for ``args``: the
     ``--scheduler-config`` file, else ``$KARPENTER_LAMBDA_SCHEDULER_CONFIG``.  Raises SchedulerConfigFileError for a
@@ -121,20 +118,6 @@ def scheduler_config_of(args):
 
     # an empty file is a configuration without defaults (as an empty document), not "not set"
     return parse_scheduler_config(text, path) or SchedulerConfig(()), path
-
-
-def read_scheduler_config_file(path: str) -> str:
-    """The text of ``--scheduler-config FILE`` (plan, simulate, validate); SchedulerConfigFileError when it cannot
-    be read."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise SchedulerConfigFileError(f"--scheduler-config {path}: no such file") from None
-    except UnicodeDecodeError as e:
-        raise SchedulerConfigFileError(f"--scheduler-config {path}: not UTF-8 text ({e.reason})") from None
-    except OSError as e:
-        raise SchedulerConfigFileError(f"--scheduler-config {path}: cannot read it: {e.strerror or e}") from None
 
 
 def describe_constraint(c: dict) -> str:

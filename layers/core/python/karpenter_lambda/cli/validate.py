@@ -249,12 +249,29 @@ def print_warnings(result: LoadResult, out=None) -> None:
         out.write(format_issue(w, "warning") + "\n")
 
 
+class SchedulerConfigFileError(Exception):
+    """``--scheduler-config FILE`` cannot be read at all (missing, a directory, not UTF-8): a usage error."""
+
+
+def read_scheduler_config_file(path: str) -> str:
+    """The text of ``--scheduler-config FILE`` (validate, plan, simulate); SchedulerConfigFileError when it cannot
+    be read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise SchedulerConfigFileError(f"--scheduler-config {path}: no such file") from None
+    except UnicodeDecodeError as e:
+        raise SchedulerConfigFileError(f"--scheduler-config {path}: not UTF-8 text ({e.reason})") from None
+    except OSError as e:
+        raise SchedulerConfigFileError(f"--scheduler-config {path}: cannot read it: {e.strerror or e}") from None
+
+
 def scheduler_config_issues(path: str, result: LoadResult) -> str | None:
     """``--scheduler-config FILE`` checked as the functions read ``KARPENTER_LAMBDA_SCHEDULER_CONFIG``
     (``api/scheduler_config.py``): each problem one error of ``result`` (``FILE:0: SchedulerConfig/-: field:
     message``).  Returns a usage problem (the file cannot be read), else None."""
     from ..api.scheduler_config import SchedulerConfigError, parse_scheduler_config
-    from .plan import SchedulerConfigFileError, read_scheduler_config_file
 
     try:
         text = read_scheduler_config_file(path)
