@@ -207,3 +207,33 @@ def test_a_pods_dra_resource_claims_are_not_read():
     a, b = run([plain]), run([claimed])
     assert not b.unschedulable
     assert [(n.instance_type, n.pods) for n in b.nodeclaims] == [(n.instance_type, n.pods) for n in a.nodeclaims]
+
+
+def test_the_exact_cover_reads_one_type_per_allocatable_vector():
+    """packer.cover_plan takes each allocatable vector's cheapest type only (the others hold as many pods for more):
+    its plan costs what the cover over every type costs, and never uses a dearer twin of a vector."""
+    import random
+    from dataclasses import dataclass
+
+    from karpenter_lambda.scheduling.cover import min_cost_cover
+    from karpenter_lambda.scheduling.model import fit_count
+    from karpenter_lambda.scheduling.packer import cover_plan
+    from karpenter_lambda.scheduling.valuation import TypeView
+
+    @dataclass(frozen=True)
+    class Opt:
+        name: str
+        avail: tuple
+
+    rng = random.Random(7)
+    vecs = [(1000 * c, GI * m, 110) for c in (1, 2, 4, 8) for m in (2, 4, 8, 16)]
+    types = sorted(((round(rng.uniform(0.01, 0.9), 4), Opt(f"t{i}", rng.choice(vecs))) for i in range(60)),
+                   key=lambda x: x[0])
+    view = TypeView(types)
+    for v, q in (((500, GI, 1), 37), ((1500, 3 * GI, 1), 11), ((250, 5 * GI, 1), 64)):
+        every = min_cost_cover([(fit_count(v, t.avail, [0, 0, 0]), p) for p, t in types], q)
+        best = sum(n * p for n, (p, _) in zip(every, types))
+        plan, placed, _ = cover_plan(view, {v: q}, fit_count)
+        assert placed == q and sum(k[v] * n for _, k, n in plan) == q
+        assert abs(sum(view.cheapest[t.avail] * n for t, _, n in plan) - best) < 1e-9
+        assert all(view.cheapest[t.avail] == p for p, t in types if any(t is x for x, _, _ in plan))

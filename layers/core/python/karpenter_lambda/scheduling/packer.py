@@ -21,7 +21,7 @@ from .model import INF, SimNode, fit_count
 from .nodeclaim import InstanceTypeOption, NodeClaimTemplate
 from .podfacts import PodClass
 from .taints import untolerated
-from .valuation import (MergedBestFirst, TypeView, lp_duals, lp_pair, simulate, standalone_values,
+from .valuation import (VIEW_MEMO, MergedBestFirst, TypeView, lp_duals, lp_pair, simulate, standalone_values,
                         value_bounds)
 
 # the valuations live in valuation.py; their names stay importable from here
@@ -309,10 +309,17 @@ def shrunk_price(view: TypeView, taken: dict, cache: dict) -> float:
 def cover_plan(view: TypeView, counts: dict, fit_count):
     """The exact cheapest nodes of ``view``'s types for one request vector (``cover.min_cost_cover``) in
     ``_plan_new``'s shape: ([(type, {vector: pods per node}, nodes)], pods placed, cost), or None."""
-    types = view.types
+    # one option per allocatable vector, its first (cheapest) type: the types sharing a vector hold as many pods, and
+    # the cover keeps the cheapest option of each fit (the first of equal prices), which is that type
+    types = [view.types[m[0]] for m in view.members]
     (v, q), = counts.items()
-    zero = [0] * len(v)
-    fits = [fit_count(v, t.avail, zero) for _, t in types]
+    memo = view.cover_fits
+    fits = memo.get(v)
+    if fits is None:
+        if len(memo) > VIEW_MEMO:
+            memo.clear()
+        zero = [0] * len(v)
+        fits = memo[v] = [fit_count(v, a, zero) for a in view.avails]
     sol = min_cost_cover([(f, p) for f, (p, _) in zip(fits, types)], q)
     if sol is None:
         return None

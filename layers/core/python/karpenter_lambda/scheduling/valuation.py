@@ -21,7 +21,7 @@ from itertools import compress, count, repeat
 from .model import INF
 
 #: a view's memo of standalone values / fitting vectors is cleared past this many entries (bounded memory)
-_VIEW_MEMO = 512
+VIEW_MEMO = 512
 #: a view's fitting sets (a list of its vectors' positions per request-vector tuple) are cleared past this many
 _FITS_MEMO = 256
 
@@ -36,7 +36,8 @@ class TypeView:
     price, CPU and memory; a type with the same vector and a higher price is dominated and never on the LP's Pareto
     frontier; every type when none qualifies, so :func:`lp_pair`'s fallback is unchanged)."""
 
-    __slots__ = ("types", "avails", "index", "cheapest", "lp_items", "members", "alone", "fits", "_front", "_firsts")
+    __slots__ = ("types", "avails", "index", "cheapest", "lp_items", "members", "alone", "fits", "cover_fits", "_front",
+                 "_firsts")
 
     def __init__(self, types: list):
         self.types = types
@@ -69,6 +70,8 @@ class TypeView:
         # the template cache keeps it): per request vector its standalone value, per vector tuple which fit
         self.alone: dict = {}
         self.fits: dict = {}
+        # per request vector, how many of it one node of each vector in ``avails`` holds (``packer.cover_plan``)
+        self.cover_fits: dict = {}
         # lp_pair sorts its points stably: the representatives keep the types' order
         self.lp_items = ([e for _, e in sorted(lp.values(), key=lambda x: x[0])] if lp
                          else [(t, t.avail[0], t.avail[1], p) for p, t in types])
@@ -227,7 +230,7 @@ def standalone_values(types: list, counts: dict, cache: dict | None = None, view
     against packing each vector apart.  ``types``: [(price, type)]; ``view``: their :class:`TypeView`."""
     if view is not None:
         memo = view.alone
-        if len(memo) > _VIEW_MEMO:
+        if len(memo) > VIEW_MEMO:
             memo.clear()
     else:
         view, memo = TypeView(types), None
