@@ -3,6 +3,7 @@ and a failure at each step finished by the next invocation with no instance left
 
 import pytest
 
+from karpenter_lambda.sim import nodes as simnodes
 from karpenter_lambda.controllers.termination import Terminator
 from karpenter_lambda.disruption.eviction import eviction_group, next_step
 
@@ -104,9 +105,12 @@ def test_a_failure_at_each_step_is_finished_by_the_next_sweep(make_world, step, 
 
 
 def test_a_terminated_instance_skips_the_drain(make_world):
+    """Instance gone and Node NotReady (its kubelet stopped with it): nothing to drain (tests/termination has the
+    Ready case, which is drained)."""
     d = make_world(consolidate_after="Never")
     (a,) = d.nodes_with_pods([2])
     d.w.ec2.terminate_instances(InstanceIds=[a["iid"]])
+    simnodes.set_node_ready(d.w.server, a["nodeName"], False)
     _request_deletion(d, a["name"])
     r = d.w.sweep()
     assert r["evicted"] == [] and d.w.store.get("NodeClaim", a["name"]) is None

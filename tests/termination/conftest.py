@@ -9,6 +9,7 @@ import pytest
 import manifests as shared
 from karpenter_lambda.cloudprovider import AWSCloudProvider
 from karpenter_lambda.controllers.termination import Terminator
+from karpenter_lambda.sim import nodes as simnodes
 from karpenter_lambda.sim.world import World, make_pod
 
 def manifests(tgp: str | None = None) -> str:
@@ -99,6 +100,10 @@ class TerminationWorld:
     def terminator(self) -> Terminator:
         return Terminator(self.w.store, self.w.env.kube, self.cloud, self.w.env.claims, None,
                           lambda decision, message, **f: self.decisions.append((decision, message, f)))
+
+    def not_ready(self, x: dict) -> None:
+        """The kubelet stopped posting status: the Node's Ready condition turns False (the node lifecycle controller)."""
+        simnodes.set_node_ready(self.server, x["node"], False)
 
     def request(self, x: dict, reason: str = "test") -> None:
         self.terminator().request(self.w.store.get("NodeClaim", x["name"]), reason)

@@ -74,10 +74,11 @@ def test_the_lifecycle_sweep_finishes_a_drain(make_world):
     assert d.w.store.get("NodeClaim", x["name"]) is None and d.running() == set()
 
 
-def test_an_already_terminated_instance_skips_the_drain(make_world):
+def test_an_already_terminated_instance_skips_the_drain_once_its_node_is_not_ready(make_world):
     d = make_world()
     x = d.node_with_pods(2)
     d.w.ec2.terminate_instances(InstanceIds=[x["iid"]])
+    d.not_ready(x)
     before = len(d.server.requests("PATCH", r"/nodes/"))
     d.request(x)
     assert d.finalize(x) == "deleted"
@@ -86,11 +87,44 @@ def test_an_already_terminated_instance_skips_the_drain(make_world):
     assert d.server.requests("PATCH", r"/nodes/")[before:] == []      # not even tainted
 
 
+def test_a_terminated_instance_whose_node_is_still_ready_is_drained_until_the_node_turns_not_ready(make_world):
+    """Karpenter's termination controller skips the drain only when the instance is gone AND the Node is not Ready: a
+    Ready condition means a kubelet still reports, whatever EC2 says.  So the pods are evicted with their PDBs
+    honoured, and no TerminateInstances; once the Node turns NotReady the next call deletes Node and record without
+    waiting on the pods."""
+    d = make_world()
+    x = d.node_with_pods(2)
+    d.pdb("hold", "app", max_unavailable=0)
+    d.w.ec2.terminate_instances(InstanceIds=[x["iid"]])
+    d.request(x)
+    assert d.finalize(x) == "draining"
+    assert d.evictions() == [] and len(d.evictions(ok_only=False)) >= 1     # tried, refused by the PDB (429)
+    assert d.cloud.terminated == [] and d.names_on(x["node"]) == {"app-0", "app-1"}
+    d.w.clock.advance(60)
+    assert d.finalize(x) == "draining"                            # still Ready: the PDB is still honoured
+    d.not_ready(x)
+    assert d.finalize(x) == "deleted"
+    assert d.server.store.get("nodes", x["node"]) is None and d.w.store.get("NodeClaim", x["name"]) is None
+    assert d.cloud.terminated == [] and d.evictions() == []
+
+
+def test_a_terminated_instance_whose_node_is_still_ready_has_its_pods_evicted(make_world):
+    d = make_world()
+    x = d.node_with_pods(2)
+    d.w.ec2.terminate_instances(InstanceIds=[x["iid"]])
+    d.request(x)
+    assert d.finalize(x) == "deleted"
+    assert sorted(d.evictions()) == ["app-0", "app-1"] and d.cloud.terminated == []
+    assert d.server.store.get("nodes", x["node"]) is None and d.w.store.get("NodeClaim", x["name"]) is None
+
+
 def test_a_registered_nodeclaim_whose_instance_ec2_does_not_know_skips_the_drain(make_world):
     """Missing from the caller's listing is not enough: the instance is asked for by id, and only NotFound (EC2 does
-    not know the id) skips the drain (Karpenter: cloudProvider.Get says NodeClaimNotFound)."""
+    not know the id) with a Node no longer Ready skips the drain (Karpenter: cloudProvider.Get says
+    NodeClaimNotFound and the Ready condition is not True)."""
     d = make_world()
     x = d.node_with_pods(1)
+    d.not_ready(x)
     d.request(x)
     d.cloud.describe = lambda ids: {}                  # InvalidInstanceID.NotFound for every id
     t = d.terminator()

@@ -21,8 +21,9 @@
      ``terminationGracePeriod`` deadline minus a pod's own grace period the pod is deleted instead.  Returns
      ``"draining"`` while pods remain.  An instance missing from the caller's listing is looked up by id first
      (a registered one too: a tag-filtered listing misses an instance whose tags changed).  An instance gone
-     (terminated, or NotFound by id) skips the drain: its pods cannot run any more; a shutting-down one is drained
-     unless this flow drained it already (Karpenter's cloudProvider.Get still finds it);
+     (terminated, or NotFound by id) skips the drain once its Node is not Ready: its pods cannot run any more (a Node
+     still Ready is drained until it turns NotReady, as Karpenter's termination controller); a shutting-down one is
+     drained unless this flow drained it already (Karpenter's cloudProvider.Get still finds it);
   2. terminate the instance, once per NodeClaim (the time is recorded; not a shutting-down one, as Karpenter's
      Delete); ``"terminating"`` until EC2 reports it terminated or NotFound -- while it is shutting down the record,
      the Node and the launch claim stay (it still counts against its NodePool's limits), as Karpenter's finalizers
@@ -49,7 +50,7 @@ from typing import Callable
 from ..adapters.store.errors import NotFound
 from ..api import labels as wk
 from ..api.durations import DurationError, parse_duration
-from ..api.kube import instance_id_of, is_terminating, pod_key, pod_uid
+from ..api.kube import instance_id_of, is_terminating, node_ready, pod_key, pod_uid
 from ..api.labels import (  # noqa: F401  (re-exported: interruption imports DELETION_REASON_ANNOTATION from here)
     DELETION_REASON_ANNOTATION,
     DISRUPTED_TAINT,
@@ -182,10 +183,12 @@ class Terminator:
         gone = not iid or instance_gone(instance)            # NotFound or terminated
         running = not gone and instance_state(instance) not in GONE_STATES
         drained = bool((nodeclaim.status.get(TERMINATION_STATUS) or {}).get("drainedAt"))
-        # The drain is skipped once the instance is gone (its pods cannot run any more).  A shutting-down instance
-        # still exists (Karpenter's cloudProvider.Get finds it): its node is drained as any other unless it was
-        # drained already (this flow drained it before TerminateInstances).
-        if node is not None and not gone and (running or not drained):
+        # The drain is skipped once the instance is gone and its Node is no longer Ready (its pods cannot run any
+        # more).  As Karpenter's termination controller: a Node still Ready has a running kubelet whatever EC2 says
+        # (eventual consistency, or a Ready condition not yet expired), so it is drained until it turns NotReady.  A
+        # shutting-down instance still exists (Karpenter's cloudProvider.Get finds it): its node is drained as any
+        # other unless it was drained already (this flow drained it before TerminateInstances).
+        if node is not None and (not gone or node_ready(node)) and (running or not drained):
             try:
                 if running and wait_for and self.hold(nodeclaim, node, list(wait_for)):
                     return "draining"
