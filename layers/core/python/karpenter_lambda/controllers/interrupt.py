@@ -15,8 +15,7 @@ from :mod:`.interruption_messages`.  Per kind (docs/interruption.md), as Karpent
   Karpenter's provisioner counts a deleting node's pods as pending), then request deletion, then taint (in that
   order, so a sweep's stale-taint cleanup never sees the taint on a NodeClaim not yet deleting); the lifecycle sweep
   drains; ``terminated``: the NodeClaim is removed at once (``Terminator.finalize``, which first drains a Node still
-  Ready); other states are acknowledged
-  and ignored.
+  Ready); other states are acknowledged and ignored.
 * **RebalanceRecommendation** -- recorded (``rebalance``; the handler's ``RebalanceRecommendations`` metric) and
   nothing else, unless the NodePool carries ``karpenter-lambda.io/rebalance-replace: "true"``: then, within the
   NodePool's disruption budget, replacement first, then deletion.  The budget is taken through the sweeps' ledger
