@@ -3,12 +3,13 @@ changes, capacity reservation interruptions, AWS Health scheduled changes) -> In
 
 Every body is parsed first (Powertools BatchProcessor through :class:`SqsBatch`; the same event delivered twice in a
 batch is handled once).  A malformed body or an unknown detail-type -- any failure to parse a body, whatever the
-exception -- can never succeed: it is logged with its message id, counted (``InterruptionMessagesMalformed``) and
-acknowledged, so it never fails the other records nor clogs the DLQ (Karpenter deletes every message it cannot
-parse).  A record whose action failed (throttling, a Kubernetes 429/5xx, any error while acting) is returned in
-``batchItemFailures``: SQS redelivers it (the controller is idempotent) and after ``maxReceiveCount`` it lands in the
-DLQ.  ``InterruptionErrors`` counts the records whose action failed (every valid one when the whole batch failed);
-it is alarmed.  See docs/interruption.md.
+exception -- can never succeed: it is logged with its message id and the problem, counted once
+(``InterruptionMessagesMalformed``, at its first receive) and returned in ``batchItemFailures`` alone, so it never
+fails the other records and after the queue's ``maxReceiveCount`` it is kept in the DLQ for inspection (Karpenter
+deletes such a message; here nothing is lost).  A record whose action failed (throttling, a Kubernetes 429/5xx, any
+error while acting) is returned the same way: SQS redelivers it (the controller is idempotent).
+``InterruptionErrors`` counts the records whose action failed (every valid one when the whole batch failed); it is
+alarmed.  See docs/interruption.md.
 """
 
 from __future__ import annotations
@@ -35,13 +36,18 @@ def handler(event, context):
     for key, item in batch.items.items():
         mid = batch.records_of[key][0]
         if isinstance(item, InterruptionMessageError):
-            logger.error("interruption message dropped: it can never be processed",
-                         extra={"messageId": mid, "problem": str(item), "errorClass": type(item).__name__})
-            malformed.append({"messageId": mid, "error": str(item), "errorClass": type(item).__name__})
+            receives = batch.receives.get(mid, 1)
+            logger.error("interruption message cannot be processed: returned to the queue (the DLQ keeps it after the "
+                         "queue's maxReceiveCount)", extra={"messageId": mid, "problem": str(item),
+                                                            "errorClass": type(item).__name__, "receiveCount": receives})
+            batch.failed.add(mid)
+            if receives <= 1:   # counted once, not at every redelivery
+                malformed.append({"messageId": mid, "error": str(item), "errorClass": type(item).__name__})
         else:
-            for problem in item.skipped:   # unusable affected entities: the rest of the event is still acted on
-                logger.warning("interruption event entity skipped", extra={"messageId": mid, "eventId": item.id,
-                                                                           "problem": problem})
+            for problem in item.skipped:   # unusable parts (entities, optional fields): the rest is still acted on
+                logger.warning("interruption event entity skipped" if problem.startswith("detail.affectedEntities")
+                               else "interruption event field not read", extra={"messageId": mid, "eventId": item.id,
+                                                                                "problem": problem})
             messages.append(item.with_message_ids(batch.records_of[key]))
     report, failed = InterruptionReport(), 0
     try:

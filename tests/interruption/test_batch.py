@@ -1,11 +1,13 @@
-"""Batch behaviour: bad bodies are logged and acknowledged without failing the others; a record whose action failed
-for a transient reason (EC2 throttling, Kubernetes 429) is returned in batchItemFailures, redelivered by SQS, and
-after maxReceiveCount lands in the DLQ."""
+"""Batch behaviour: a bad body is logged and fails alone (never the others), counted once, and after maxReceiveCount
+is kept in the DLQ; a record whose action failed for a transient reason (EC2 throttling, Kubernetes 429) is returned
+in batchItemFailures, redelivered by SQS, and after maxReceiveCount lands in the DLQ."""
 
+import contextlib
 import json
 
 from botocore.exceptions import ClientError
 from karpenter_lambda.api.labels import has_disrupted_taint
+from karpenter_lambda.controllers import runtime
 
 from .interruption_world import spot_warning, state_change
 
@@ -31,7 +33,8 @@ def test_malformed_and_unknown_bodies_never_fail_the_good_record(iw):
     event = iw.receive(expect=3)
     ids = {json.loads(r["body"]).get("detail-type") if r["body"].startswith("{\"") else "bad": r["messageId"]
            for r in event["Records"]}
-    assert iw.invoke(event) == {"batchItemFailures": []}
+    bad = sorted([ids["bad"], ids["EC2 Instance Launch Successful"]])
+    assert iw.invoke(event) == {"batchItemFailures": [{"itemIdentifier": i} for i in bad]}
     r = iw.report
     assert [(d["nodeClaim"], d["reason"]) for d in r.disrupted] == [(a["nodeClaim"].name, "InstanceStopped")]
     assert sorted((m["messageId"], m["errorClass"]) for m in r.malformed) == \
@@ -39,8 +42,15 @@ def test_malformed_and_unknown_bodies_never_fail_the_good_record(iw):
     assert r.metric_counts()["InterruptionMessagesMalformed"] == 2
     logs = w.logs.getvalue()
     assert ids["bad"] in logs and ids["EC2 Instance Launch Successful"] in logs and "body is not JSON" in logs
-    # nothing lost, nothing stuck: the good record acted, the bad ones are acknowledged (they can never succeed)
-    assert iw.queue_depth() == 0 and iw.queue_depth(iw.dlq_url) == 0
+    # nothing lost: the good record acted and is gone; the bad ones are redelivered (counted once, not again) and
+    # after the queue's maxReceiveCount (3) SQS moves them to the DLQ, where an operator can read them
+    for receive in (2, 3):
+        again = iw.receive(expect=2)
+        assert {x["attributes"]["ApproximateReceiveCount"] for x in again["Records"]} == {str(receive)}
+        assert iw.invoke(again) == {"batchItemFailures": [{"itemIdentifier": i} for i in bad]}
+        assert iw.report.malformed == []
+    iw.receive(expect=0)                                     # the 4th receive: SQS has moved them
+    assert iw.queue_depth() == 0 and iw.queue_depth(iw.dlq_url) == 2
 
 
 def test_throttling_is_retried_then_dead_lettered(iw):
@@ -132,5 +142,94 @@ def test_a_failing_controller_returns_every_valid_record(iw):
     iw.put(state_change(a["instance"]["InstanceId"], "stopping", w.clock.isoformat()))
     event = iw.receive(expect=2)
     good = [r["messageId"] for r in event["Records"] if r["body"] != "not json"]
-    assert iw.invoke(event) == {"batchItemFailures": [{"itemIdentifier": good[0]}]}
+    bad = [r["messageId"] for r in event["Records"] if r["body"] == "not json"]
+    assert iw.invoke(event) == {"batchItemFailures": [{"itemIdentifier": i} for i in sorted(good + bad)]}
     assert len(iw.report.malformed) == 1
+
+
+def test_a_throttled_ec2nodeclass_read_retries_the_record_and_the_node_still_goes(iw):
+    """DescribeSubnets throttled while the replacement is worked out: the EC2NodeClass is not "not ready" (nothing is
+    decided on it, no pod called unschedulable); the record comes back for the replacement, and the instance's
+    deletion and taint are not held back."""
+    w = iw.w
+    (a,) = iw.nodes_with_pods([2])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    w.clock.advance(600)                                   # past the resolver's cache: subnets are read again
+    stop = throttle(w.ec2, "DescribeSubnets")
+    iw.put(spot_warning(iid, w.clock.isoformat()))
+    event = iw.receive(expect=1)
+    assert iw.invoke(event) == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+    r = iw.report
+    (err,) = r.errors
+    assert err["transient"] is True and "EC2NodeClass default could not be resolved" in err["error"]
+    assert [(d["reason"], d["replacements"], d["unschedulable"]) for d in r.disrupted] == [("SpotInterrupted", [], [])]
+    assert w.store.get("NodeClaim", name).metadata.get("deletionTimestamp")
+    assert has_disrupted_taint(w.server.store.get("nodes", a["node"]["metadata"]["name"]))
+    stop()
+    assert iw.invoke(iw.receive(expect=1)) == {"batchItemFailures": []}   # the redelivery launches the replacement
+    (ignored,) = iw.report.ignored
+    assert ignored["reason"] == "NodeClaim already deleting" and len(ignored["replacements"]) == 1
+
+
+def test_a_failure_working_out_the_replacement_does_not_hold_back_the_deletion(iw):
+    """Reading the unavailable offerings (a DynamoDB Query) fails: an exception, not a failed launch.  The NodeClaim
+    is still marked deleting and tainted now; the record comes back for the replacement."""
+    w = iw.w
+    (a,) = iw.nodes_with_pods([2])
+    iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
+    cache = w.env.unavailable
+
+    def hook(params=None, **kw):
+        body = params.get("body")
+        if cache.table_name in (body.decode() if isinstance(body, bytes) else str(body)):   # that table's reads only
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"},
+                               "ResponseMetadata": {"HTTPStatusCode": 400}}, "Query")
+
+    cache.client.meta.events.register("before-call.dynamodb.Query", hook)
+    iw.put(spot_warning(iid, w.clock.isoformat()))
+    event = iw.receive(expect=1)
+    assert iw.invoke(event) == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+    (err,) = iw.report.errors
+    assert err["transient"] is True and "ProvisionedThroughputExceededException" in err["error"]
+    assert w.store.get("NodeClaim", name).metadata.get("deletionTimestamp")
+    assert has_disrupted_taint(w.server.store.get("nodes", a["node"]["metadata"]["name"]))
+    cache.client.meta.events.unregister("before-call.dynamodb.Query", hook)
+    assert iw.invoke(iw.receive(expect=1)) == {"batchItemFailures": []}
+    assert len(w.instances()) == 2                         # the replacement, on the redelivery
+
+
+def test_an_event_id_never_collides_with_a_bad_body(iw):
+    """A hand-sent event whose id is ``invalid#1`` next to a bad body: both are handled (the bad body's key cannot be
+    an event id): the event acts, the bad body alone fails."""
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    ev = state_change(a["instance"]["InstanceId"], "stopping", w.clock.isoformat())
+    ev["id"] = "invalid#1"
+    iw.send_raw(json.dumps(ev), "{garbage")
+    event = iw.receive(expect=2)
+    bad = next(r["messageId"] for r in event["Records"] if r["body"] == "{garbage")
+    assert iw.invoke(event) == {"batchItemFailures": [{"itemIdentifier": bad}]}
+    r = iw.report
+    assert [(d["nodeClaim"], d["reason"]) for d in r.disrupted] == [(a["nodeClaim"].name, "InstanceStopped")]
+    assert [m["messageId"] for m in r.malformed] == [bad]
+
+
+def test_a_record_without_a_message_id_is_left_out_and_the_others_proceed(iw):
+    """Lambda's SQS event source always sets messageId; a record without one cannot be named in batchItemFailures.
+    It is logged and left out instead of failing the whole batch with a KeyError."""
+    w = iw.w
+    (a,) = iw.nodes_with_pods([1])
+    iw.put(state_change(a["instance"]["InstanceId"], "stopping", w.clock.isoformat()))
+    event = iw.receive(expect=1)
+    event["Records"] += [{"body": "{}", "eventSource": "aws:sqs"}, "not a record"]
+    hook = lambda kind, r: iw.reports.append(r) if kind == "interruption" else None  # noqa: E731
+    runtime.REPORT_HOOKS.append(hook)
+    try:
+        with contextlib.redirect_stdout(w.logs):
+            resp = iw.handler.handler(event, None)
+    finally:
+        runtime.REPORT_HOOKS.remove(hook)
+    assert resp == {"batchItemFailures": []}
+    assert [(d["nodeClaim"], d["reason"]) for d in iw.report.disrupted] == [(a["nodeClaim"].name, "InstanceStopped")]
+    logs = w.logs.getvalue()
+    assert logs.count("SQS record skipped: not an object with a messageId") == 2

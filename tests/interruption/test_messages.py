@@ -46,7 +46,6 @@ def test_account_is_not_required_and_health_events_of_other_services_are_noop():
     (lambda d: d["detail"].pop("instance-id"), "detail.instance-id: required string missing"),
     (lambda d: d["detail"].__setitem__("instance-id", 7), "detail.instance-id: must be a string, got int"),
     (lambda d: d["detail"].__setitem__("instance-id", "vol-0123"), "detail.instance-id: 'vol-0123' is not an EC2"),
-    (lambda d: d["detail"].__setitem__("instance-action", ["terminate"]), "detail.instance-action: must be a string"),
 ])
 def test_a_bad_field_is_named(mutate, field):
     doc = spot_warning("i-0abc123", T)
@@ -113,3 +112,36 @@ def test_a_scheduled_changes_start_time_is_read_when_readable():
         assert (m.kind, m.instance_ids, m.start) == ("ScheduledChange", ("i-01",), None), unreadable
     del doc["detail"]["startTime"]
     assert parse_message(json.dumps(doc)).start is None
+
+
+def test_a_mistyped_optional_field_is_not_read_and_the_event_still_acts():
+    """``time``, ``instance-action`` and a Health ``eventTypeCode`` are optional: of the wrong type they are not read
+    (listed in ``skipped``, which the handler logs), and the event still names its instance -- a spot warning is never
+    dropped for its timestamp."""
+    doc = spot_warning("i-0abc123", T)
+    doc["time"], doc["detail"]["instance-action"] = 1780000000, ["terminate"]
+    m = parse_message(json.dumps(doc))
+    assert (m.kind, m.instance_ids, m.time, m.action) == ("SpotInterruption", ("i-0abc123",), None, None)
+    assert m.skipped == ("time: must be a string, got int (not read)",
+                         "detail.instance-action: must be a string, got list (not read)")
+    doc = health_scheduled_change(["i-01"], T)
+    doc["detail"]["eventTypeCode"] = 7
+    m = parse_message(json.dumps(doc))
+    assert (m.kind, m.instance_ids, m.event_type_code) == ("ScheduledChange", ("i-01",), None)
+    assert m.skipped == ("detail.eventTypeCode: must be a string, got int (not read)",)
+
+
+def test_another_services_health_event_without_a_category_is_a_noop_and_a_wrong_source_is_named():
+    doc = health_scheduled_change(["i-01"], T, service="RDS")
+    del doc["detail"]["eventTypeCategory"]
+    m = parse_message(json.dumps(doc))
+    assert m.kind == "NoOp" and "RDS" in m.note
+    doc = health_scheduled_change(["i-01"], T)
+    del doc["detail"]["eventTypeCategory"]          # EC2's own event must say what it is
+    with pytest.raises(MalformedEvent, match="^detail.eventTypeCategory: required string missing"):
+        parse_message(json.dumps(doc))
+    doc = spot_warning("i-0abc123", T)
+    doc["source"] = "my.app"
+    with pytest.raises(UnknownEventType, match="^source: 'my.app' does not send 'EC2 Spot Instance Interruption "
+                                               "Warning' events \\(expected 'aws.ec2'\\)"):
+        parse_message(json.dumps(doc))

@@ -44,3 +44,25 @@ def test_malformed(raw, problem):
     with pytest.raises(MalformedMessage, match=None) as e:
         parse_body(raw, "c1")
     assert problem in str(e.value)
+
+
+@pytest.mark.parametrize("pod_or_doc, problem", [
+    ({"type": ["pod"]}, r"type: unsupported message type \['pod'\]"),
+    ({"metadata": {"name": "x", "uid": "u", "namespace": 7}}, "pod.metadata.namespace: must be a non-empty string"),
+    ({"metadata": {"name": "x", "uid": "u"}, "spec": {"initContainers": 3}}, "pod.spec.initContainers: must be a list"),
+    ({"metadata": {"name": "x", "uid": "u"}, "spec": {"containers": [{"name": "c", "resources": ["cpu"]}]}},
+     r"pod.spec.containers\[0\].resources: must be an object, got list"),
+    ({"metadata": {"name": "x", "uid": "u"}, "spec": {"containers": [{"name": "c", "resources": {"requests": [1]}}]}},
+     r"pod.spec.containers\[0\].resources.requests: must be an object, got list"),
+    ({"metadata": {"name": "x", "uid": "u"}, "spec": {"containers": [{"name": "c",
+                                                                       "resources": {"requests": {"cpu": "-1"}}}]}},
+     r"pod.spec.containers\[0\].resources.requests.cpu: must be greater than or equal to 0"),
+])
+def test_every_shape_error_is_a_malformed_message_naming_the_field(pod_or_doc, problem):
+    """Whatever the shape, the parser raises MalformedMessage (the handler logs it with the message id), never an
+    AttributeError or TypeError from deep inside."""
+    doc = pod_or_doc if "type" in pod_or_doc else {"type": "pod", "pod": pod_or_doc}
+    with pytest.raises(MalformedMessage, match=f"^{problem}"):
+        parse_body(json.dumps(doc), "c1")
+    with pytest.raises(MalformedMessage, match="^body is not decodable JSON"):
+        parse_body("[" * 100_000, "c1")

@@ -61,20 +61,28 @@ def run_sweep(kind: str, build: Callable[[Any], Any], metrics, counts: Callable[
 
 
 class SqsBatch:
-    """Parse every record with ``parse(body) -> (key, item) | None``; items are kept by key (the latest wins)."""
+    """Parse every record with ``parse(body) -> (key, item) | None``; items are kept by key (the latest wins).
 
-    def __init__(self, parse: Callable[[str], tuple[str, Any] | None], logger):
+    A record whose body fails to parse -- whatever the exception -- fails alone, logged with its message id and the
+    problem (SQS redelivers it and after the queue's ``maxReceiveCount`` moves it to the DLQ).  ``receives``: each
+    record's ``ApproximateReceiveCount`` (1 when absent).  A record that is not an object or has no ``messageId``
+    cannot be reported in ``batchItemFailures`` (Lambda's SQS event source always sets one): it is logged and left
+    out rather than failing the whole batch."""
+
+    def __init__(self, parse: Callable[[str], tuple[Any, Any] | None], logger):
         self.parse = parse
         self.logger = logger
-        self.items: dict[str, Any] = {}
-        self.records_of: dict[str, list[str]] = {}
+        self.items: dict[Any, Any] = {}
+        self.records_of: dict[Any, list[str]] = {}
         self.failed: set[str] = set()
+        self.receives: dict[str, int] = {}
 
     def _record(self, record):
         try:
             got = self.parse(record.body)
-        except ValueError as e:
-            self.logger.error("malformed SQS message", extra={"messageId": record.message_id, "problem": str(e)})
+        except Exception as e:
+            problem = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+            self.logger.error("malformed SQS message", extra={"messageId": record.message_id, "problem": problem})
             raise
         if got is None:
             return "ignored"
@@ -84,8 +92,19 @@ class SqsBatch:
         return key
 
     def process(self, event: dict) -> "SqsBatch":
+        records = (event or {}).get("Records") if isinstance(event, dict) else None
+        usable = []
+        for i, r in enumerate(records if isinstance(records, list) else []):
+            if not isinstance(r, dict) or not isinstance(r.get("messageId"), str) or not r.get("messageId"):
+                self.logger.error("SQS record skipped: not an object with a messageId (Lambda's SQS event source "
+                                  "always sets one)", extra={"record": i})
+                continue
+            usable.append(r)
+            attrs = r.get("attributes") if isinstance(r.get("attributes"), dict) else {}
+            count = str(attrs.get("ApproximateReceiveCount") or "1")
+            self.receives[r["messageId"]] = int(count) if count.isdigit() else 1
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-        with processor(records=(event or {}).get("Records") or [], handler=self._record):
+        with processor(records=usable, handler=self._record):
             processor.process()
         self.failed = {f["itemIdentifier"] for f in processor.response().get("batchItemFailures", [])}
         return self

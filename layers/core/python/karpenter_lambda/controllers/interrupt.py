@@ -39,7 +39,6 @@ handler returns those records in ``batchItemFailures``).
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -57,6 +56,7 @@ from .launcher import Launcher
 from .leaving import launch_for_leaving
 from .snapshot import SnapshotLoader
 from .termination import TERMINATION_STATUS, Terminator, holds_for_replacements
+from .transient import TRANSIENT_CODES, is_transient  # noqa: F401  (importable from here, as before)
 
 RESERVED = "reserved"
 INTERRUPTION_SWEEP = "interruption"   # Entry.sweep of the ledger slots this handler takes (rebalance replacements)
@@ -71,37 +71,7 @@ REASONS = {im.SPOT_INTERRUPTION: "SpotInterrupted", im.SCHEDULED_CHANGE: "Schedu
            im.CAPACITY_RESERVATION_INTERRUPTION: "CapacityReservationInterrupted",
            im.REBALANCE_RECOMMENDATION: "RebalanceRecommendation"}
 INTERRUPTION_REASONS = frozenset(REASONS.values()) | frozenset(ACTED_STATES.values())
-TRANSIENT_CODES = ("Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
-                   "ProvisionedThroughputExceededException", "RequestThrottled", "RequestThrottledException",
-                   "SlowDown", "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable",
-                   "TransactionInProgressException", "RequestTimeout", "RequestTimeoutException")
-_TRANSIENT_TEXT = re.compile(r"\b(" + "|".join(TRANSIENT_CODES) + r")\b|\b(429|50[0-4]) ")
 log = logging.getLogger(__name__)
-
-
-def is_transient(exc: BaseException | str | None) -> bool:
-    """Throttling, a 5xx or a connection failure anywhere in the exception chain (or in an error text)."""
-    seen = 0
-    while exc is not None and seen < 10:
-        seen += 1
-        if isinstance(exc, str):
-            return bool(_TRANSIENT_TEXT.search(exc))
-        resp = getattr(exc, "response", None)
-        if isinstance(resp, dict):  # botocore ClientError
-            code = (resp.get("Error") or {}).get("Code", "")
-            status = (resp.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0
-            if code in TRANSIENT_CODES or status == 429 or status >= 500:
-                return True
-        status = getattr(exc, "status", None)  # adapters.kube.KubeError (after its own retries)
-        if isinstance(status, int) and type(exc).__name__ in ("KubeError", "Conflict") and (status in (0, 429) or status >= 500):
-            return True
-        if type(exc).__name__ in ("EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError",
-                                  "ConnectTimeoutError", "StoreUnavailable"):
-            return True
-        if _TRANSIENT_TEXT.search(str(exc)):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 def release_stale_reservations(ledger: DisruptionLedger, store, now: float, entries: dict | None = None,
@@ -270,7 +240,13 @@ class Interruption(Controller):
         replaced, unschedulable = [], []
         errors = len(report.errors)
         if not mark_failed and (not deleting or ours):
-            replaced, unschedulable = self._replace(m, iid, nc, snap, report)
+            try:
+                replaced, unschedulable = self._replace(m, iid, nc, snap, report)
+            except Exception as e:  # noqa: BLE001 - the instance goes anyway: its deletion is not held back
+                # working the replacement out failed (the catalog, the unavailable offerings' cache, a simulation):
+                # reported as a failed launch is (the event is retried, the redelivery launches what is missing)
+                self._error(report, m, iid, e)
+                self._catalog = False   # the redelivery, or the next instance of this batch, loads it again
         # a spot warning's drain starts now, unless a replacement launch failed: then with the redelivery that
         # retries it (draining first would leave that retry nothing to replace)
         drain = len(report.errors) == errors

@@ -96,7 +96,7 @@ class InterruptionMessage:
     event_type_code: str | None = None     # Health: e.g. AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED
     start: float | None = None             # Health: the change's ``startTime`` (epoch seconds; None when absent or unreadable)
     note: str | None = None                # NoOp (or an event naming no instance): why nothing is to be done
-    skipped: tuple[str, ...] = ()          # Health: the affected entities skipped as unusable (no entityValue ...)
+    skipped: tuple[str, ...] = ()          # what was not read: unusable Health entities, mistyped optional fields
     message_ids: tuple[str, ...] = field(default=(), compare=False)  # the SQS records that carried it
 
     @property
@@ -118,6 +118,16 @@ def _string(doc: dict, key: str, where: str, required: bool = True) -> str | Non
     return value
 
 
+def _optional(doc: dict, key: str, where: str, skipped: list) -> str | None:
+    """An optional string field: None when absent, and when of another type -- then the event is still acted on and
+    ``skipped`` says which field was not read (a spot warning with a numeric ``time`` still names its instance)."""
+    value = doc.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    skipped.append(f"{where}{key}: must be a string, got {type(value).__name__} (not read)")
+    return None
+
+
 def _instance_id(detail: dict) -> str:
     iid = _string(detail, "instance-id", "detail.")
     if not INSTANCE_ID.match(iid):
@@ -125,19 +135,22 @@ def _instance_id(detail: dict) -> str:
     return iid
 
 
-def _health(detail: dict, base: dict) -> InterruptionMessage:
+def _health(detail: dict, base: dict, skipped: list) -> InterruptionMessage:
     service = _string(detail, "service", "detail.")
-    category = _string(detail, "eventTypeCategory", "detail.")
-    code = _string(detail, "eventTypeCode", "detail.", required=False)
+    # the category is read only for EC2: another service's event is a no-op whatever it carries
+    category = _string(detail, "eventTypeCategory", "detail.") if service == HEALTH_SERVICE else \
+        _optional(detail, "eventTypeCategory", "detail.", [])
+    code = _optional(detail, "eventTypeCode", "detail.", skipped)
     if service != HEALTH_SERVICE or category != HEALTH_CATEGORY:
         return InterruptionMessage(kind=NOOP, instance_ids=(), event_type_code=code,
                                    note=f"AWS Health event for service {service}, category {category}: only "
-                                        f"{HEALTH_SERVICE} {HEALTH_CATEGORY} is acted on", **base)
+                                        f"{HEALTH_SERVICE} {HEALTH_CATEGORY} is acted on", skipped=tuple(skipped),
+                                   **base)
     entities = detail.get("affectedEntities")
     if not isinstance(entities, list):
         raise MalformedEvent("detail.affectedEntities: required list missing" if entities is None
                              else f"detail.affectedEntities: must be a list, got {type(entities).__name__}")
-    ids, skipped = [], []
+    ids = []
     for i, entity in enumerate(entities):
         # One unusable entity does not drop the event: Karpenter reads a missing entityValue as "", which matches no
         # instance, and still acts on the others.  Each is skipped and reported (``skipped``; the handler logs it).
@@ -177,24 +190,29 @@ def parse_event(doc) -> InterruptionMessage:
     source = _string(doc, "source", "")
     kind = EVENT_TYPES.get((source, detail_type))
     if kind is None:
+        sources = sorted({s for s, dt in EVENT_TYPES if dt == detail_type})
+        if sources:   # a known detail-type from another source: the source is what is wrong
+            raise UnknownEventType(f"source: {source!r} does not send {detail_type!r} events (expected "
+                                   f"{' or '.join(map(repr, sources))}): not an interruption event")
         raise UnknownEventType(f"detail-type: {detail_type!r} from source {source!r} is not an interruption event "
                                f"(expected one of {sorted(dt for _s, dt in EVENT_TYPES)})")
-    base = {"id": _string(doc, "id", ""), "time": _string(doc, "time", "", required=False), "source": source,
+    skipped: list[str] = []
+    base = {"id": _string(doc, "id", ""), "time": _optional(doc, "time", "", skipped), "source": source,
             "detail_type": detail_type}
     detail = doc.get("detail")
     if not isinstance(detail, dict):
         raise MalformedEvent("detail: required object missing" if detail is None
                              else f"detail: must be an object, got {type(detail).__name__}")
     if kind == SCHEDULED_CHANGE:
-        return _health(detail, base)
+        return _health(detail, base, skipped)
     iid = _instance_id(detail)
     if kind == STATE_CHANGE:
         return InterruptionMessage(kind=kind, instance_ids=(iid,), state=_string(detail, "state", "detail.").lower(),
-                                   **base)
+                                   skipped=tuple(skipped), **base)
     action = None
     if kind in (SPOT_INTERRUPTION, CAPACITY_RESERVATION_INTERRUPTION):
-        action = _string(detail, "instance-action", "detail.", required=False)
-    return InterruptionMessage(kind=kind, instance_ids=(iid,), action=action, **base)
+        action = _optional(detail, "instance-action", "detail.", skipped)
+    return InterruptionMessage(kind=kind, instance_ids=(iid,), action=action, skipped=tuple(skipped), **base)
 
 
 def parse_message(body: str | None) -> InterruptionMessage:
@@ -213,17 +231,18 @@ def parse_message(body: str | None) -> InterruptionMessage:
 def body_parser():
     """The parse function of one SQS batch (``controllers.handlers.SqsBatch``): ``body -> (key, item)`` -- the
     message's event id and :class:`InterruptionMessage` (the same event delivered twice is one key), or
-    ``invalid#<n>`` and the :class:`InterruptionMessageError` saying why the body can never be processed.  Any failure
-    to parse a body, whatever the exception, is such an error (acknowledged, never retried)."""
+    ``("invalid", n)`` (a key no event id can equal) and the :class:`InterruptionMessageError` saying why the body can
+    never be processed.  Any failure to parse a body, whatever the exception, is such an error (the handler fails
+    the record: after the queue's ``maxReceiveCount`` it is in the DLQ)."""
     invalid = itertools.count(1)
 
     def parse(body: str):
         try:
             msg = parse_message(body)
         except InterruptionMessageError as e:
-            return f"invalid#{next(invalid)}", e
+            return ("invalid", next(invalid)), e
         except Exception as e:  # noqa: BLE001 - any failure to parse a body (not to act on it) can never succeed
-            return f"invalid#{next(invalid)}", MalformedEvent(f"body could not be parsed: {type(e).__name__}: {e}")
+            return ("invalid", next(invalid)), MalformedEvent(f"body could not be parsed: {type(e).__name__}: {e}")
         return msg.id, msg
     return parse
 

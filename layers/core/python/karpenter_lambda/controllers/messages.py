@@ -44,10 +44,12 @@ def parse_body(body: str | None, cluster: str | None = None) -> PodMessage | Non
         doc = json.loads(body)
     except (TypeError, ValueError) as e:
         raise MalformedMessage(f"body is not JSON: {e}") from None
+    except RecursionError as e:   # e.g. 100,000 nested '[': the body can never be decoded
+        raise MalformedMessage(f"body is not decodable JSON: {e}") from None
     if not isinstance(doc, dict):
         raise MalformedMessage(f"body must be a JSON object, got {type(doc).__name__}")
     mtype = doc.get("type")
-    if mtype not in KNOWN_TYPES:
+    if not isinstance(mtype, str) or mtype not in KNOWN_TYPES:
         raise MalformedMessage(f"type: unsupported message type {mtype!r} (expected one of {sorted(KNOWN_TYPES)})")
     msg_cluster = doc.get("cluster")
     if cluster and msg_cluster and msg_cluster != cluster:
@@ -63,7 +65,10 @@ def parse_body(body: str | None, cluster: str | None = None) -> PodMessage | Non
     for f in ("name", "uid"):
         if not isinstance(meta.get(f), str) or not meta.get(f):
             raise MalformedMessage(f"pod.metadata.{f}: required string missing")
-    meta.setdefault("namespace", "default")
+    if meta.get("namespace") is None:
+        meta["namespace"] = "default"
+    elif not isinstance(meta["namespace"], str) or not meta["namespace"]:
+        raise MalformedMessage(f"pod.metadata.namespace: must be a non-empty string, got {meta['namespace']!r}")
     spec = pod.get("spec")
     if spec is None:
         pod["spec"] = spec = {}
@@ -72,15 +77,29 @@ def parse_body(body: str | None, cluster: str | None = None) -> PodMessage | Non
     containers = spec.get("containers", [])
     if not isinstance(containers, list):
         raise MalformedMessage("pod.spec.containers: must be a list")
-    # quantities must parse, or the scheduler would fail the whole batch later
+    # quantities must parse (and not be negative), or the scheduler would fail the whole batch later
     for field_name in ("containers", "initContainers"):
-        for i, c in enumerate(spec.get(field_name) or []):
+        items = spec.get(field_name) or []
+        if not isinstance(items, list):
+            raise MalformedMessage(f"pod.spec.{field_name}: must be a list, got {type(items).__name__}")
+        for i, c in enumerate(items):
             if not isinstance(c, dict):
                 raise MalformedMessage(f"pod.spec.{field_name}[{i}]: must be an object")
+            resources = c.get("resources") or {}
+            if not isinstance(resources, dict):
+                raise MalformedMessage(f"pod.spec.{field_name}[{i}].resources: must be an object, "
+                                       f"got {type(resources).__name__}")
             for kind in ("requests", "limits"):
-                for res, q in ((c.get("resources") or {}).get(kind) or {}).items():
+                values = resources.get(kind) or {}
+                if not isinstance(values, dict):
+                    raise MalformedMessage(f"pod.spec.{field_name}[{i}].resources.{kind}: must be an object, "
+                                           f"got {type(values).__name__}")
+                for res, q in values.items():
+                    where = f"pod.spec.{field_name}[{i}].resources.{kind}.{res}"
                     try:
-                        parse_quantity(q)
+                        v = parse_quantity(q)
                     except QuantityError as e:
-                        raise MalformedMessage(f"pod.spec.{field_name}[{i}].resources.{kind}.{res}: {e}") from None
+                        raise MalformedMessage(f"{where}: {e}") from None
+                    if v < 0:
+                        raise MalformedMessage(f"{where}: must be greater than or equal to 0, got {q!r}")
     return PodMessage(pod=pod, cluster=msg_cluster, sent_at=doc.get("sentAt"))

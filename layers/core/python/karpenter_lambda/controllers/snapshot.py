@@ -26,6 +26,7 @@ from ..scheduling.default_spread import apply_default_spread, controller_ref
 from ..scheduling.predicates import has_namespace_selector
 from ..scheduling.volumes import apply_volumes, has_claims
 from .cluster_state import as_dict
+from .transient import TransientError, is_transient
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,11 @@ class SnapshotLoader:
         if hit is not None:
             return hit
         resolved, problem = self.cloud.resolve(nodeclass)
+        if resolved is None and problem and is_transient(problem):
+            # throttled or a 5xx while reading subnets, security groups, AMIs: the EC2NodeClass is not known to be
+            # broken, so nothing is decided on it (not "not ready", no unschedulable pods): the caller's record or
+            # sweep is retried (not remembered either: the next call asks again)
+            raise TransientError(f"EC2NodeClass {nodeclass.name} could not be resolved: {problem}")
         if resolved is not None:
             status = resolved.status_patch()
             try:
