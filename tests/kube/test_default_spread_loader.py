@@ -179,3 +179,30 @@ def test_the_sweeps_prefetched_lists_get_the_defaults_too(server, kc, store, clu
     assert len(server.requests("GET", r"/pods(\?|$)")) == 0                 # the pods were not read again
     assert _list_requests(server)["services"] == 1
     assert all("topologySpreadConstraints" not in p["spec"] for p in pre.pods if p["metadata"]["name"] != "own-0")
+
+
+def test_the_quiet_consolidation_sweep_sees_a_selector_change_only_with_the_setting(server, kc, store, cluster):
+    """The consolidation shortcut's fingerprint (sweep_shortcuts.QuietSweeps) covers what the default constraints are
+    deduced from when the setting is on: a Service's new selector is a change (the sweep runs in full), a ReplicaSet's
+    status is not; without the setting neither is read (not one list request more)."""
+    import boto3
+
+    from karpenter_lambda.adapters.store.ledger import DisruptionLedger
+    from karpenter_lambda.controllers.sweep_shortcuts import QuietSweeps, SweepMarker
+
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    ledger, marker = DisruptionLedger(ddb, "test-cluster", "state-test"), SweepMarker(ddb, "test-cluster", "state-test")
+    on = QuietSweeps(store, kc, ledger, marker, default_spread=True)
+    off = QuietSweeps(store, kc, ledger, marker)
+    first, plain = on.observe().fingerprint, off.observe().fingerprint
+    rs = server.store.get("replicasets", "web-" + HASH, "shop")
+    rs["status"] = {"replicas": 3, "readyReplicas": 2}
+    server.store.update("replicasets", rs)
+    assert on.observe().fingerprint == first                      # a status change: nothing to deduce anew
+    svc = server.store.get("services", "web", "shop")
+    svc["spec"]["selector"] = {"app": "web", "tier": "front"}
+    server.store.update("services", svc)
+    assert on.observe().fingerprint != first                      # the selector a default constraint is built from
+    server.request_log.clear()
+    assert off.observe().fingerprint == plain
+    assert all(n == 0 for n in _list_requests(server).values())

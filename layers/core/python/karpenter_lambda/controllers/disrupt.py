@@ -131,7 +131,10 @@ class DisruptionSweep(Controller):
         shortcuts = None
         if shortcuts_enabled():
             marker = SweepMarker(env.dynamodb, env.config.cluster, env.config.state_table)
-            shortcuts = (QuietSweeps(env.store, env.kube, ledger, marker, kind) if kind == "consolidation" else
+            config = env.config.scheduler_config
+            shortcuts = (QuietSweeps(env.store, env.kube, ledger, marker, kind,
+                                     default_spread=bool(config is not None and config.default_constraints))
+                         if kind == "consolidation" else
                          QuietDrift(env.store, env.kube, ledger, marker, cloud))
         out = cls(env.store, env.kube, cloud, env.claims, ledger, kind,
                   runtime.clock_proxy, logger=logger, shortcuts=shortcuts)

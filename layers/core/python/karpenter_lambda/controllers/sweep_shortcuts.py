@@ -5,8 +5,9 @@ becoming available, a price -- is looked at again).
 
 ``QuietSweeps(store, kube, ledger, marker).observe()`` reads what a consolidation decision depends on and that can
 change without the clock: NodePools, EC2NodeClasses and NodeClaims (their ``resourceVersion``), the disruption
-ledger, nodes, pods, DaemonSets, PDBs (and the storage objects when a pod uses a claim), and the sweep's
-:class:`SweepMarker`.  With nothing in flight, no pod waiting for a node, and the same fingerprint as the marker
+ledger, nodes, pods, DaemonSets, PDBs (and the storage objects when a pod uses a claim; and, with the default topology
+spread of a scheduler config, ``default_spread``, the selectors of Services, ReplicaSets, StatefulSets and
+ReplicationControllers, from which a pod's default constraints are deduced), and the sweep's :class:`SweepMarker`.  With nothing in flight, no pod waiting for a node, and the same fingerprint as the marker
 recorded before its ``validUntil``, the sweep ends there: five DynamoDB calls (three Queries of the store, one of the
 ledger, one GetItem) and no EC2/SSM/IAM call.  Otherwise the sweep runs in full on the same reads
 (:meth:`Observed.prefetched` feeds the snapshot loader, so nothing is read twice).
@@ -39,6 +40,7 @@ from ..api.wallclock import budget_edges
 from ..disruption.candidates import make_candidate
 from ..disruption.emptiness import consolidatable_in
 from ..scheduling.volumes import has_claims
+from .cluster_state import as_dict
 
 SHORTCUTS_ENV = "KARPENTER_LAMBDA_SWEEP_SHORTCUTS"
 CONSOLIDATION_TTL = 300.0          # Karpenter's ConsolidationState resets after 5 minutes
@@ -110,8 +112,11 @@ class SweepMarker:
 class QuietSweeps:
     """The consolidation sweep's shortcut (see the module doc)."""
 
-    def __init__(self, store, kube, ledger, marker: SweepMarker, kind: str = "consolidation"):
+    def __init__(self, store, kube, ledger, marker: SweepMarker, kind: str = "consolidation",
+                 default_spread: bool = False):
         self.store, self.kube, self.ledger, self.marker, self.kind = store, kube, ledger, marker, kind
+        # the scheduler config gives pods default topology spread constraints: what selects them is read too
+        self.default_spread = default_spread
 
     def observe(self) -> Observed:
         pre = Prefetched.from_store(self.store)
@@ -130,6 +135,10 @@ class QuietSweeps:
         if any(has_claims(p) for p in pre.pods):
             for lister in (self.kube.list_pvcs, self.kube.list_pvs, self.kube.list_storageclasses, self.kube.list_csinodes):
                 facts.append(sorted(_version(x) for x in lister()))
+        if self.default_spread:
+            for lister in (self.kube.list_services, self.kube.list_replicasets, self.kube.list_statefulsets,
+                           self.kube.list_replicationcontrollers):
+                facts.append(_selectors(lister))
         digest = hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
         pending = any(not (p.get("spec") or {}).get("nodeName") and not is_terminal(p) for p in pre.pods)
         return Observed(digest, pre, entries, pending, self.marker.get(self.kind))
@@ -200,6 +209,21 @@ def _pod_facts(pod: dict) -> tuple:
 def _generation(obj: dict) -> tuple:
     meta = obj.get("metadata") or {}
     return (meta.get("uid") or meta.get("name"), meta.get("generation"), _dump(meta.get("labels")))
+
+
+def _selectors(lister) -> list:
+    """(uid, selector) of every object ``lister()`` returns -- what a default spread selector is deduced from; their
+    status (a ReplicaSet's replica counts) changes nothing.  A list that fails is a fact of its own (the loader then
+    deduces without it, as upstream): the marker recorded with it does not match a sweep that reads the list."""
+    try:
+        items = list(lister())
+    except Exception as e:  # noqa: BLE001 - the full sweep logs it; here it only must not match a successful read
+        return [["unlisted", type(e).__name__, str(getattr(e, "status", ""))]]
+    out = []
+    for x in map(as_dict, items):
+        meta, spec = x.get("metadata") or {}, x.get("spec") or {}
+        out.append((meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}", _dump(spec.get("selector"))))
+    return sorted(out)
 
 
 def _version(obj: dict) -> tuple:
