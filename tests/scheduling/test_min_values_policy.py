@@ -101,3 +101,36 @@ def test_instance_type_list_with_unknown_types_as_karpenters_e2e():
     it_req = next(r for r in plan.to_dict()["requirements"] if r["key"] == L.INSTANCE_TYPE)
     assert it_req == {"key": L.INSTANCE_TYPE, "operator": "In", "values": ["c5.large"], "minValues": 1}
     assert plan.annotations()[L.NODECLAIM_MIN_VALUES_RELAXED] == "true"
+
+
+def _limited(limits, pods):
+    np_ = nodepool(requirements=FAMILIES_3, limits=limits)
+    return solve(SchedulingInput(pods=pods, nodepools=[NodePoolInput(np_, catalog())]))
+
+
+def _charge(plan, key):
+    return max(it.capacity.get(key, 0) for it in plan.instance_types)
+
+
+def test_limits_never_trim_a_nodeclaim_below_its_min_values():
+    """A limited NodePool keeps each NodeClaim's options near what it counts against the limits; with minValues those
+    options still span the values asked (here three families), and what the NodeClaim counts is the largest of them."""
+    res = _limited({"cpu": "1000", "memory": "1000Gi"}, [pod("p", cpu="1", memory="1Gi")])
+    (plan,) = res.nodeclaims
+    assert len({it.labels[L.INSTANCE_FAMILY] for it in plan.instance_types}) >= 3
+    assert _min_values(plan, L.INSTANCE_FAMILY) == 3
+    assert "counts against NodePool default's limits" in plan.reason
+
+
+def test_min_values_under_limits_are_met_within_what_the_limits_leave_or_the_pod_waits():
+    """Karpenter filters the types by the remaining limits first, then checks minValues: with room for only two of the
+    three families' smallest fitting types the pod stays pending, naming the limits."""
+    one = [pod("p", cpu="1", memory="1Gi")]
+    # c5.large (4Gi) and m5.large (8Gi) fit in 10Gi; r5.large (16Gi) does not: two families left
+    res = _limited({"memory": "10Gi"}, one)
+    assert res.nodeclaims == [] and [u.pod for u in res.unschedulable] == ["default/p"]
+    assert "minValues 3" in res.unschedulable[0].reason and "within the NodePool's limits" in res.unschedulable[0].reason
+    # with room for the three, one NodeClaim, counted as its largest option, and the next pod waits (no room left)
+    res = _limited({"memory": "20Gi"}, one + [pod("q", cpu="1", memory="1Gi")])
+    assert len(res.nodeclaims) == 1
+    assert _charge(res.nodeclaims[0], "memory") <= 20 * 2**30

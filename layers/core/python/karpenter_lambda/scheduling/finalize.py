@@ -68,6 +68,8 @@ class Finalizer:
         (what Karpenter subtracts, and what the provisioner reserves) still fits in the limits."""
         if not node.limit_snapshot:
             return None
+        if node.charge:   # a minValues NodeClaim: charged the largest of the types its minValues need
+            return dict(node.charge)
         cap = node.target.cap
         return {k: (1 if k == "nodes" else cap.get(k, 0)) for k in node.limit_snapshot}
 
@@ -165,6 +167,8 @@ class Finalizer:
         reason = (f"cheapest compatible offering: {t0.name} {o.capacity_type} in {o.zone} at ${o.price:.4f}/h; "
                   f"{len(keep)} of {len(pool.types)} instance types in NodePool {pool.name} fit {req_text} "
                   f"({vals.get('pods', 0)} pods incl. daemonsets)")
+        if node.limit_snapshot:   # the options were trimmed to what the NodeClaim counts against the limits
+            reason += f"; options kept within what it counts against NodePool {pool.name}'s limits"
         labels = dict(pool.np.template_labels)
         labels.update(final_reqs.labels())
         return NodeClaimPlan(

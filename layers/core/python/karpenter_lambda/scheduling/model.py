@@ -194,7 +194,7 @@ class SimNode:
     """An existing / in-flight node (fixed) or a NodeClaim planned in this round."""
 
     __slots__ = ("id", "fixed", "pool", "reqs", "labels", "taints", "cap", "used", "pods", "target", "ports",
-                 "limit_snapshot", "existing", "order", "keys", "dcache", "launch", "block", "fit")
+                 "limit_snapshot", "charge", "existing", "order", "keys", "dcache", "launch", "block", "fit")
 
     def __init__(self, id_, fixed, pool, reqs, labels, taints, cap, used):
         self.id = id_
@@ -210,6 +210,9 @@ class SimNode:
         self.target: InstanceTypeOption | None = None  # a planned node: the type it is sized on
         self.ports: set = set()
         self.limit_snapshot: dict = {}
+        # a planned node of a NodePool with limits and minValues: what it was charged against the limits (per limited
+        # resource, ``nodes`` 1), the largest of the types its minValues need; None: its sizing type's capacity
+        self.charge: dict | None = None
         self.existing = None
         self.order = 0
         self.dcache = None

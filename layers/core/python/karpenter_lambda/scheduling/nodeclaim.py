@@ -425,16 +425,28 @@ class NodeClaimTemplate:
             self.fit_cache[key] = hit
         return hit
 
-    def min_values_error(self, reqs: Requirements, used) -> str | None:
+    def min_values_error(self, reqs: Requirements, used, within: dict | None = None) -> str | None:
         """Why the types compatible with ``reqs`` that hold ``used`` (a vector) no longer meet a minValues
-        requirement, or None."""
-        types = [t for t in self.compat_types(reqs) if all(a >= u for a, u in zip(t.avail, used))]
+        requirement, or None.  ``within``: only types counting no more than that against the NodePool's limits (a
+        limited NodeClaim's charge, or what the limits leave)."""
+        types = [t for t in self.compat_types(reqs)
+                 if all(a >= u for a, u in zip(t.avail, used))
+                 and (not within or all((1 if k == "nodes" else t.cap.get(k, 0)) <= v for k, v in within.items()))]
         for r in reqs:
             if r.min_values:
                 vals = {t.reqs.get(r.key).any_value() for t in types} - {None}
                 if len(vals) < r.min_values:
-                    return f"minValues {r.min_values} for {r.key} not met ({len(vals)} values left)"
+                    why = " within the NodePool's limits" if within else ""
+                    return f"minValues {r.min_values} for {r.key} not met{why} ({len(vals)} values left)"
         return None
+
+    def min_values_charge(self, reqs: Requirements, fitting: list, sizing: InstanceTypeOption) -> dict:
+        """What a new NodeClaim of this limited NodePool counts against its limits: per limited resource (``nodes``
+        1) the largest capacity among ``sizing`` and the cheapest types of ``fitting`` (price order) that meet every
+        minValues requirement -- as Karpenter charges a NodeClaim its largest option, and a minValues NodeClaim keeps
+        options of several values (trimmed to its sizing type alone it would offer one)."""
+        keep = truncate(fitting, reqs, 1) + [sizing]
+        return {k: (1 if k == "nodes" else max(t.cap.get(k, 0) for t in keep)) for k in self.remaining}
 
     @classmethod
     def for_nodepool(cls, npi: NodePoolInput, daemonsets=(), usage: dict | None = None) -> "NodeClaimTemplate":

@@ -114,7 +114,7 @@ class Placement:
         n = min(n, remaining)
         if not node.fixed and node.pool.has_min_values and not self.relax_min_values:
             used = [u + v * n for u, v in zip(node.used, c.vec)]
-            if node.pool.min_values_error(new_reqs or node.reqs, used) is not None:
+            if node.pool.min_values_error(new_reqs or node.reqs, used, within=node.charge) is not None:
                 return 0
         if over is not None:
             fr = new_reqs if new_reqs is not None else node.reqs
@@ -193,7 +193,8 @@ class Placement:
                 return 0
             fitting = within
         if pool.has_min_values and not self.relax_min_values:   # BestEffort: finalize lowers minValues instead
-            err = pool.min_values_error(reqs, vec)
+            # under limits, among the types the limits leave (Karpenter filters by the remaining resources first)
+            err = pool.min_values_error(reqs, vec, within=pool.remaining if limited else None)
             if err:
                 why.append(f"NodePool {pool.name}: {err}")
                 return 0
@@ -245,8 +246,10 @@ class Placement:
         node.target = best
         node.cap = best.avail
         node.limit_snapshot = dict(pool.remaining)
+        if limited and pool.has_min_values:
+            node.charge = pool.min_values_charge(node.reqs, fitting, best)
         for lk in pool.remaining:
-            pool.remaining[lk] -= 1 if lk == "nodes" else best.cap.get(lk, 0)
+            pool.remaining[lk] -= node.charge[lk] if node.charge else (1 if lk == "nodes" else best.cap.get(lk, 0))
         n = min(fit_count(vec, best.avail, node.used), k)
         self.place(c, node, n)
         self.add_planned(node)
