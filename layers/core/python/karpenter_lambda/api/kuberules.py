@@ -38,6 +38,14 @@ def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def key_text(key) -> str:
+    """A mapping key as the API server reads it: YAML's ``1:`` or ``true:`` key becomes the JSON string ``"1"`` /
+    ``"true"`` on the way (``sigs.k8s.io/yaml``)."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "null" if key is None else str(key)
+
+
 def _str_field(obj: dict, name: str) -> str:
     """The field when it is a string (the schema check reports any other type)."""
     v = obj.get(name)
@@ -49,6 +57,7 @@ def resource_list(value, path: str, errors: Errors, nonneg: bool = True) -> dict
     """Check a ResourceList (``{cpu: 500m}``): each value a quantity, not negative; returns the parsed ones."""
     out = {}
     for name, q in _dict(value).items():
+        name = key_text(name)
         where = f"{path}[{name}]" if "/" in name or "." in name else f"{path}.{name}"
         problem = quantity_problem(q)
         if problem:
@@ -102,8 +111,8 @@ def resources(value, path: str, errors: Errors) -> None:
     such as ``nvidia.com/gpu``, huge pages) requested only with an equal limit."""
     res = _dict(value)
     for part in ("limits", "requests"):
-        for name in _dict(res.get(part)):
-            problem = container_resource_name_problem(name) if isinstance(name, str) else None
+        for name in map(key_text, _dict(res.get(part))):
+            problem = container_resource_name_problem(name)
             if problem:
                 errors.append(FieldError(f"{path}.{part}[{name}]", problem))
     requests = resource_list(res.get("requests"), f"{path}.requests", errors)
@@ -120,6 +129,16 @@ def resources(value, path: str, errors: Errors) -> None:
         elif req > limits[name][0]:
             errors.append(FieldError(where, f"Invalid value: {json.dumps(raw)}: must be less than or equal to "
                                             f"{name} limit of {limits[name][1]}"))
+
+
+def overhead(value, path: str, errors: Errors) -> None:
+    """A pod's ``spec.overhead`` or a RuntimeClass's ``overhead.podFixed``: the API server checks it as a container's
+    limits (``validateOverhead``: resource names, quantities not negative); named here where it is written."""
+    for name in map(key_text, _dict(value)):
+        problem = container_resource_name_problem(name)
+        if problem:
+            errors.append(FieldError(f"{path}[{name}]", problem))
+    resource_list(value, path, errors)
 
 
 # -- selectors --------------------------------------------------------------------------------------------------
@@ -147,6 +166,7 @@ def label_key(key, path: str, errors: Errors) -> None:
 def labels(value, path: str, errors: Errors) -> None:
     """Label keys and values (metadata.labels, a selector's matchLabels)."""
     for k, v in _dict(value).items():
+        k = key_text(k)
         where = f"{path}[{k}]" if "/" in k or "." in k else f"{path}.{k}"
         label_key(k, where, errors)
         problem = label_value_problem(v) if isinstance(v, str) else None
@@ -289,22 +309,59 @@ def topology_spread(value, path: str, errors: Errors) -> None:
         label_selector(c.get("labelSelector"), f"{where}.labelSelector", errors)
 
 
+# -- ports ------------------------------------------------------------------------------------------------------
+PROTOCOLS = ("SCTP", "TCP", "UDP")
+
+
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def ports(value, path: str, host_network: bool, errors: Errors) -> None:
+    """A container's ``ports`` (``validateContainerPorts``, ``validateHostNetwork``): port numbers 1-65535 (a
+    ``hostPort`` of 0 is unset), a known protocol, and with ``hostNetwork: true`` a ``hostPort`` equal to the
+    ``containerPort`` when set (the container listens on the node's own port: the API server defaults an unset one
+    to it, :func:`.workloads.default_host_network_ports`)."""
+    for j, port in enumerate(_list(value)):
+        where, port = f"{path}[{j}]", _dict(port)
+        container_port, host_port = port.get("containerPort"), port.get("hostPort")
+        if _int(container_port) and container_port == 0:
+            errors.append(FieldError(f"{where}.containerPort", "Required value"))
+        elif _int(container_port) and not 1 <= container_port <= 65535:
+            errors.append(FieldError(f"{where}.containerPort", f"Invalid value: {container_port}: must be between 1 and "
+                                                               "65535, inclusive"))
+        if _int(host_port) and host_port != 0 and not 1 <= host_port <= 65535:
+            errors.append(FieldError(f"{where}.hostPort", f"Invalid value: {host_port}: must be between 1 and 65535, "
+                                                          "inclusive"))
+        protocol = _str_field(port, "protocol")
+        if protocol and protocol not in PROTOCOLS:
+            errors.append(unsupported(f"{where}.protocol", protocol, PROTOCOLS))
+        if host_network and _int(host_port) and _int(container_port) and host_port not in (0, container_port):
+            errors.append(FieldError(f"{where}.containerPort", f"Invalid value: {container_port}: must match `hostPort` "
+                                                               "when `hostNetwork` is true"))
+
+
 # -- the pod spec -----------------------------------------------------------------------------------------------
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
 
 def pod_spec(value, path: str, errors: Errors, restart_policies: tuple[str, ...] = RESTART_POLICIES) -> None:
-    """Every rule above on one pod spec (``path`` is where it sits: ``spec``, ``spec.template.spec``)."""
+    """Every rule above on one pod spec (``path`` is where it sits: ``spec``, ``spec.template.spec``), which must have
+    a container (``validateContainers``: a pod without ``spec``, with ``spec:`` empty or ``containers: []`` is refused
+    with ``spec.containers: Required value``)."""
     spec = _dict(value)
+    if not spec.get("containers"):
+        errors.append(FieldError(f"{path}.containers", "Required value"))
     for group in ("initContainers", "containers"):
         for i, c in enumerate(_list(spec.get(group))):
             where, c = f"{path}.{group}[{i}]", _dict(c)
             resources(c.get("resources"), f"{where}.resources", errors)
+            ports(c.get("ports"), f"{where}.ports", spec.get("hostNetwork") is True, errors)
             pull = _str_field(c, "imagePullPolicy")
             if pull and pull not in PULL_POLICIES:
                 errors.append(unsupported(f"{where}.imagePullPolicy", pull, PULL_POLICIES))
-    resource_list(spec.get("overhead"), f"{path}.overhead", errors)
+    overhead(spec.get("overhead"), f"{path}.overhead", errors)
     restart = _str_field(spec, "restartPolicy")
     if restart and restart not in restart_policies:
         errors.append(unsupported(f"{path}.restartPolicy", restart, restart_policies))

@@ -16,7 +16,7 @@ from . import kuberules as R
 from .errors import FieldError
 from .kubeschema import KUBERNETES_VERSION, schema_errors
 from .kuberules_volumes import volume_errors
-from .selectors import Selector
+from .selectors import OPERATORS as SELECTOR_OPERATORS, Selector
 from .validators import DNS1123_SUBDOMAIN_RE
 
 Errors = list[FieldError]
@@ -47,13 +47,76 @@ def get(doc, path: str):
     return cur
 
 
+#: the built-in kinds that are not namespaced (the API server ignores a ``metadata.namespace`` they carry)
+CLUSTER_SCOPED = frozenset((
+    "Namespace", "Node", "PersistentVolume", "ComponentStatus", "StorageClass", "CSIDriver", "CSINode",
+    "VolumeAttachment", "VolumeAttributesClass", "RuntimeClass", "PriorityClass", "ClusterRole", "ClusterRoleBinding",
+    "CustomResourceDefinition", "APIService", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding", "CertificateSigningRequest", "ClusterTrustBundle", "IngressClass", "FlowSchema",
+    "PriorityLevelConfiguration", "IPAddress", "ServiceCIDR", "StorageVersion", "StorageVersionMigration",
+    "DeviceClass", "ResourceSlice", "DeviceTaintRule", "TokenReview", "SubjectAccessReview",
+    "SelfSubjectAccessReview", "SelfSubjectRulesReview", "SelfSubjectReview"))
+#: kinds the API server never stores (requests, answers, lists): no name of their own is required
+_NOT_STORED = frozenset(("Status", "DeleteOptions", "WatchEvent", "APIGroup", "APIGroupList", "APIResourceList",
+                         "APIVersions", "TokenRequest", "Eviction", "Binding", "Scale", "TokenReview",
+                         "SubjectAccessReview", "SelfSubjectAccessReview", "SelfSubjectRulesReview",
+                         "SelfSubjectReview", "LocalSubjectAccessReview"))
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+                     "start and end with an alphanumeric character")
+DNS1035_LABEL_MSG = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                     "alphabetic character, and end with an alphanumeric character")
+DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                         "and must start and end with an alphanumeric character")
+
+
+def _dns_label_problem(value: str, pattern=_DNS1123_LABEL, message: str = DNS1123_LABEL_MSG) -> str | None:
+    if len(value) > 63:
+        return f"Invalid value: {json.dumps(value)}: must be no more than 63 characters"
+    if not pattern.match(value):
+        return f"Invalid value: {json.dumps(value)}: {message}"
+    return None
+
+
+def _name_problem(kind: str, name: str) -> str | None:
+    """The API server's rule for the name of a ``kind`` (``NameIsDNSSubdomain`` for most; a Namespace's is a DNS-1123
+    label, a Service's a DNS-1035 label, RBAC objects' a path segment such as ``system:controller:x``)."""
+    if kind == "Namespace":
+        return _dns_label_problem(name)
+    if kind == "Service":
+        return _dns_label_problem(name, _DNS1035_LABEL, DNS1035_LABEL_MSG)
+    if kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "FlowSchema", "PriorityLevelConfiguration"):
+        if name in (".", ".."):
+            return f"Invalid value: {json.dumps(name)}: may not be '{name}'"
+        bad = next((c for c in ("/", "%") if c in name), None)
+        return f"Invalid value: {json.dumps(name)}: may not contain '{bad}'" if bad else None
+    if len(name) > 253:
+        return f"Invalid value: {json.dumps(name)}: must be no more than 253 characters"
+    if not DNS1123_SUBDOMAIN_RE.match(name):
+        return f"Invalid value: {json.dumps(name)}: {DNS1123_SUBDOMAIN_MSG}"
+    return None
+
+
 def _metadata(doc: dict, errors: Errors) -> None:
+    """``ValidateObjectMeta``: a name (or a ``generateName``) of the kind's syntax, a namespaced kind's namespace a
+    DNS-1123 label, label syntax."""
+    kind = doc.get("kind") if isinstance(doc.get("kind"), str) else ""
     meta = R._dict(doc.get("metadata"))
     name = meta.get("name")
-    if isinstance(name, str) and name and (len(name) > 253 or not DNS1123_SUBDOMAIN_RE.match(name)):
-        errors.append(FieldError("metadata.name", f"Invalid value: {json.dumps(name)}: a lowercase RFC 1123 subdomain must "
-                                                  "consist of lower case alphanumeric characters, '-' or '.', and must start "
-                                                  "and end with an alphanumeric character"))
+    stored = kind not in _NOT_STORED and not (kind.endswith("List") and "items" in doc)
+    if stored and (name is None or name == "") and not meta.get("generateName"):
+        errors.append(FieldError("metadata.name", "Required value: name or generateName is required"))
+    elif isinstance(name, str) and name:
+        problem = _name_problem(kind, name)
+        if problem:
+            errors.append(FieldError("metadata.name", problem))
+    namespace = meta.get("namespace")
+    if stored and kind not in CLUSTER_SCOPED and isinstance(namespace, str) and namespace:
+        problem = _dns_label_problem(namespace)
+        if problem:
+            errors.append(FieldError("metadata.namespace", problem))
     R.labels(meta.get("labels"), "metadata.labels", errors)
 
 
@@ -73,9 +136,11 @@ def _workload(doc: dict, kind: str, errors: Errors) -> None:
             if not selector.get("matchLabels") and not selector.get("matchExpressions"):
                 errors.append(FieldError("spec.selector", "Invalid value: {}: empty selector is invalid for deployment"
                                          if kind == "Deployment" else "Required value: a non-empty selector"))
-            elif len(errors) == before:
-                template_labels = R._dict(get(doc, "spec.template.metadata.labels"))
-                if not Selector(selector).matches(template_labels):
+            elif len(errors) == before and _well_formed(selector):
+                template_labels = {R.key_text(k): v for k, v in R._dict(get(doc, "spec.template.metadata.labels")).items()}
+                # (a label value that is not a string is the schema's error: nothing to match)
+                read = {**selector, "matchLabels": {R.key_text(k): v for k, v in R._dict(selector.get("matchLabels")).items()}}
+                if all(isinstance(v, str) for v in template_labels.values()) and not Selector(read).matches(template_labels):
                     errors.append(FieldError("spec.template.metadata.labels",
                                              f"Invalid value: {json.dumps(template_labels, sort_keys=True)}: `selector` does not "
                                              "match template `labels`"))
@@ -88,6 +153,17 @@ def _workload(doc: dict, kind: str, errors: Errors) -> None:
         _volumes(doc, kind, errors)
     if kind == "StatefulSet":
         _claim_templates(doc, errors)
+
+
+def _well_formed(selector: dict) -> bool:
+    """A label selector of the shape :class:`.selectors.Selector` reads (the schema and :func:`.kuberules.label_selector`
+    report any other shape: a ``matchLabels: app=web`` string, an expression without a key or an operator)."""
+    labels, exprs = selector.get("matchLabels"), selector.get("matchExpressions")
+    if not (labels is None or isinstance(labels, dict)) or not (exprs is None or isinstance(exprs, list)):
+        return False
+    return all(isinstance(e, dict) and isinstance(e.get("key"), str) and e.get("operator") in SELECTOR_OPERATORS
+               and isinstance(e.get("values") or [], list) and all(isinstance(v, str) for v in e.get("values") or [])
+               for e in exprs or ())
 
 
 def _volumes(doc: dict, kind: str, errors: Errors) -> None:
@@ -205,7 +281,24 @@ def _storage_class(doc: dict, errors: Errors) -> None:
                 errors.append(FieldError(f"{where}.values", "Required value: must specify as least one value"))
 
 
-_BY_KIND = {"PodDisruptionBudget": _pdb, "PersistentVolumeClaim": _pvc, "PersistentVolume": _pv, "StorageClass": _storage_class}
+def _runtime_class(doc: dict, errors: Errors) -> None:
+    """``ValidateRuntimeClass``: ``handler`` a DNS-1123 label; ``overhead.podFixed`` checked as a container's limits
+    (resource names, quantities not negative: the overhead is added to every pod of the class); ``scheduling``'s node
+    selector labels and tolerations.  The API server names an overhead error ``overhead.limits[cpu]``; here it is
+    named where it is written, ``overhead.podFixed.cpu``."""
+    handler = doc.get("handler")
+    if isinstance(handler, str) and handler:
+        problem = _dns_label_problem(handler)
+        if problem:
+            errors.append(FieldError("handler", problem))
+    R.overhead(R._dict(doc.get("overhead")).get("podFixed"), "overhead.podFixed", errors)
+    scheduling = R._dict(doc.get("scheduling"))
+    R.labels(scheduling.get("nodeSelector"), "scheduling.nodeSelector", errors)
+    R.tolerations(scheduling.get("tolerations"), "scheduling.tolerations", errors)
+
+
+_BY_KIND = {"PodDisruptionBudget": _pdb, "PersistentVolumeClaim": _pvc, "PersistentVolume": _pv, "StorageClass": _storage_class,
+            "RuntimeClass": _runtime_class}
 
 
 def rule_errors(doc: dict) -> list[FieldError]:

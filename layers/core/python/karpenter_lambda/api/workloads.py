@@ -3,8 +3,18 @@
 `plan` and `simulate` take ordinary Kubernetes manifests.  A Pod stands for
 itself; a Deployment, ReplicaSet or StatefulSet stands for ``spec.replicas``
 pods (default 1); a Job for ``spec.parallelism`` pods (default 1, never more
-than ``completions``); a CronJob for one run of its job template.  DaemonSets
+than ``completions``); a CronJob for one run of its job template.  A suspended
+Job or CronJob (``spec.suspend: true``, or a CronJob whose job template is
+suspended) stands for no pod: its controller creates none.  DaemonSets
 are returned separately: they are not pending pods but per-node overhead.
+
+Every pod built here (a Pod, or a controller's) is defaulted as the API server
+defaults a created pod where it changes scheduling: with ``spec.hostNetwork:
+true``, each container port without a ``hostPort`` gets ``hostPort =
+containerPort`` (:func:`default_host_network_ports`; ``SetDefaults_Pod``), so two
+such pods listening on one port are never put on one node (kube-scheduler's
+NodePorts filter).  Since Kubernetes 1.28 the API server no longer does this to
+pod templates, only to pods: a DaemonSet is returned as it is.
 
 Generated pods get the controller's pod template (labels, annotations, spec),
 an ownerReference to the controller (so pods of one controller are recognised
@@ -60,10 +70,30 @@ def unschedulable_condition(pod: dict | None = None) -> dict:
     return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes are available"}
 
 
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def default_host_network_ports(spec) -> None:
+    """What the API server does to a pod it creates with ``hostNetwork: true`` (``SetDefaults_Pod``,
+    ``defaultHostNetworkPorts``): every container's and init container's port without a ``hostPort`` (or with 0) gets
+    ``hostPort = containerPort``, since the container listens on the node's own network.  In place; an explicit
+    ``hostPort`` is kept, and anything malformed (refused by ``validate``) is left alone."""
+    if not isinstance(spec, dict) or spec.get("hostNetwork") is not True:
+        return
+    for group in ("containers", "initContainers"):
+        containers = spec.get(group)
+        for c in containers if isinstance(containers, list) else ():
+            ports = c.get("ports") if isinstance(c, dict) else None
+            for port in ports if isinstance(ports, list) else ():
+                if isinstance(port, dict) and not port.get("hostPort") and port.get("containerPort") is not None:
+                    port["hostPort"] = port["containerPort"]
+
+
 def _pod_from_template(owner: dict, template: dict, name: str, owner_ref: dict) -> dict:
-    meta = owner.get("metadata") or {}
+    meta = _dict(owner.get("metadata"))
     namespace = meta.get("namespace") or "default"
-    tmeta = copy.deepcopy(template.get("metadata") or {})
+    tmeta = copy.deepcopy(_dict(template.get("metadata")))
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -75,9 +105,10 @@ def _pod_from_template(owner: dict, template: dict, name: str, owner_ref: dict) 
             "annotations": tmeta.get("annotations") or {},
             "ownerReferences": [owner_ref],
         },
-        "spec": copy.deepcopy(template.get("spec") or {}),
+        "spec": copy.deepcopy(_dict(template.get("spec"))),
         "status": {"phase": "Pending"},
     }
+    default_host_network_ports(pod["spec"])
     pod["status"]["conditions"] = [unschedulable_condition(pod)]
     return pod
 
@@ -98,13 +129,16 @@ def _owner_ref(kind: str, api_version: str, namespace: str, name: str) -> dict:
 MAX_PODS_PER_WORKLOAD = 100_000
 
 
-def _int_field(doc: dict, path: str, default: int, issues: list, where: tuple) -> int:
+def _int_field(doc: dict, path: str, default: int, issues: list, where: tuple, prefix: str = "") -> int:
+    """The count at ``path`` in ``doc`` (``default`` when absent); an issue (named ``prefix.path``) and 0 when it is
+    not a non-negative integer, or more pods than one workload may expand to."""
     cur = doc
     for part in path.split("."):
         cur = cur.get(part) if isinstance(cur, dict) else None
         if cur is None:
             return default
     file, index, kind, name = where
+    path = f"{prefix}.{path}" if prefix else path
     if isinstance(cur, bool) or not isinstance(cur, int) or cur < 0:
         issues.append(ValidationIssue(file, index, kind, name, path, f"must be a non-negative integer, got {cur!r}"))
         return 0
@@ -116,11 +150,26 @@ def _int_field(doc: dict, path: str, default: int, issues: list, where: tuple) -
     return cur
 
 
+def _suspended(spec) -> bool:
+    """A Job spec (or a CronJob's) with ``suspend: true``: its controller creates no pod."""
+    return isinstance(spec, dict) and spec.get("suspend") is True
+
+
+def _job_pods(job_spec: dict, path: str, issues: list, where: tuple) -> int:
+    """How many pods a Job spec (at ``path``: ``spec``, ``spec.jobTemplate.spec``) runs at once: ``parallelism``
+    (default 1), never more than ``completions``."""
+    replicas = _int_field(job_spec, "parallelism", 1, issues, where, path)
+    comp = job_spec.get("completions")
+    if isinstance(comp, int) and not isinstance(comp, bool) and comp >= 0:
+        replicas = min(replicas, comp)
+    return replicas
+
+
 def expand(doc: dict, file: str = "<input>", index: int = 0, out: Workloads | None = None) -> Workloads:
     """Expand one manifest dict into ``out`` (created when None) and return it."""
     out = out if out is not None else Workloads()
     kind = doc.get("kind", "")
-    meta = doc.get("metadata") or {}
+    meta = _dict(doc.get("metadata"))
     name = meta.get("name", "")
     namespace = meta.get("namespace") or "default"
     where = (file, index, kind, name)
@@ -132,29 +181,38 @@ def expand(doc: dict, file: str = "<input>", index: int = 0, out: Workloads | No
         return out
     if kind == "Pod":
         pod = copy.deepcopy(doc)
-        pmeta = pod.setdefault("metadata", {})
-        pmeta.setdefault("namespace", "default")
+        if not isinstance(pod.get("metadata"), dict):
+            pod["metadata"] = {}
+        pmeta = pod["metadata"]
+        if not pmeta.get("namespace"):
+            pmeta["namespace"] = "default"
         pmeta.setdefault("uid", _uid(namespace, "Pod", name))
-        if not pod.get("spec", {}).get("nodeName"):
-            pod.setdefault("status", {}).setdefault("conditions", [unschedulable_condition(pod)])
+        if not isinstance(pod.get("spec"), dict):
+            pod["spec"] = {}
+        default_host_network_ports(pod["spec"])
+        if not pod["spec"].get("nodeName"):
+            if not isinstance(pod.get("status"), dict):
+                pod["status"] = {}
+            pod["status"].setdefault("conditions", [unschedulable_condition(pod)])
             pod["status"].setdefault("phase", "Pending")
         out.pods.append(pod)
         return out
     if kind == "DaemonSet":
         ds = copy.deepcopy(doc)
-        ds.setdefault("metadata", {}).setdefault("namespace", "default")
+        if not isinstance(ds.get("metadata"), dict):
+            ds["metadata"] = {}
+        ds["metadata"].setdefault("namespace", "default")
         ds["metadata"].setdefault("uid", _uid(namespace, "DaemonSet", name))
         out.daemonsets.append(ds)
         return out
-    spec = doc.get("spec") or {}
+    spec = _dict(doc.get("spec"))
     api_version = doc.get("apiVersion", "apps/v1")
     if kind == "CronJob":
-        job_spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
-        template = job_spec.get("template") or {}
-        replicas = _int_field(job_spec, "parallelism", 1, out.issues, where)
-        comp = job_spec.get("completions")
-        if isinstance(comp, int) and not isinstance(comp, bool) and comp >= 0:
-            replicas = min(replicas, comp)
+        job_spec = _dict(_dict(spec.get("jobTemplate")).get("spec"))
+        template = _dict(job_spec.get("template"))
+        replicas = _job_pods(job_spec, "spec.jobTemplate.spec", out.issues, where)
+        if _suspended(spec) or _suspended(job_spec):
+            return out   # no Job is created (a suspended CronJob), or each one it creates is suspended: no pod
         job_name = f"{name}-{_short_hash(namespace, name, n=8)}"
         ref = _owner_ref("Job", "batch/v1", namespace, job_name)
         for i in range(replicas):
@@ -165,10 +223,9 @@ def expand(doc: dict, file: str = "<input>", index: int = 0, out: Workloads | No
         out.issues.append(ValidationIssue(file, index, kind, name, "spec.template", "Required value: a pod template"))
         return out
     if kind == "Job":
-        replicas = _int_field(doc, "spec.parallelism", 1, out.issues, where)
-        comp = spec.get("completions")
-        if isinstance(comp, int) and not isinstance(comp, bool) and comp >= 0:
-            replicas = min(replicas, comp)
+        replicas = _job_pods(spec, "spec", out.issues, where)
+        if _suspended(spec):
+            replicas = 0   # the Job controller creates no pod while the Job is suspended
     else:
         replicas = _int_field(doc, "spec.replicas", 1, out.issues, where)
     if kind == "Deployment":
