@@ -31,6 +31,9 @@ kind: ConfigMap
 metadata:
   name: cm
 """
+# A kind nobody knows (a typo of ConfigMap): an error in validate, plan and simulate alike.  A ConfigMap itself is a
+# built-in kind nothing reads: a "not read" warning there, an error only where only Karpenter's kinds are taken (apply).
+UNKNOWN_KIND = UNSUPPORTED_KIND.replace("kind: ConfigMap", "kind: ConfigMapp")
 BAD_YAML = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: [oops\n"
 
 

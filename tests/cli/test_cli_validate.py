@@ -5,7 +5,7 @@ import json
 
 import yaml
 
-from cli_manifests import BAD_YAML, UNSUPPORTED_KIND, nodepool, pair
+from cli_manifests import BAD_YAML, UNKNOWN_KIND, UNSUPPORTED_KIND, nodepool, pair
 
 
 def test_valid_files_exit_0(cli, manifests):
@@ -18,13 +18,13 @@ def test_valid_files_exit_0(cli, manifests):
 
 
 def test_invalid_exit_1_every_issue_in_file_doc_kind_name_path_format(cli, manifests):
-    f = manifests("bad.yaml", pair() + "---\n" + UNSUPPORTED_KIND)
+    f = manifests("bad.yaml", pair() + "---\n" + UNKNOWN_KIND)
     g = manifests("broken.yaml", BAD_YAML)
     rc, out, err = cli("validate", f, g)
     assert rc == 1
     assert out == ""
     lines = err.splitlines()
-    assert lines[0].startswith(f"{f}:2: ConfigMap/cm: kind: unsupported kind v1/ConfigMap")
+    assert lines[0].startswith(f"{f}:2: ConfigMapp/cm: kind: unsupported kind v1/ConfigMapp (did you mean ConfigMap?)")
     assert lines[1].startswith(f"{g}:0: ?/?: invalid YAML (line ")
     assert lines[-1] == "invalid: 2 errors in 2 files (2 valid objects)"
     assert len(lines) == 3
@@ -45,15 +45,15 @@ def test_no_arguments_is_usage_error_2(cli):
 
 def test_files_may_also_be_given_with_f_as_for_plan_and_kubectl(cli, manifests):
     ok = manifests("ok.yaml", pair())
-    bad = manifests("bad.yaml", UNSUPPORTED_KIND)
+    bad = manifests("bad.yaml", UNKNOWN_KIND)
     rc, out, err = cli("validate", "-f", ok)
     assert rc == 0 and out.strip() == "valid: 2 objects in 1 file"
     rc, out, err = cli("validate", ok, "--filename", bad)
-    assert rc == 1 and f"{bad}:0: ConfigMap/cm: kind: unsupported kind v1/ConfigMap" in err
+    assert rc == 1 and f"{bad}:0: ConfigMapp/cm: kind: unsupported kind v1/ConfigMapp" in err
 
 
 def test_json_report(cli, manifests):
-    f = manifests("mixed.yaml", pair() + "---\n" + UNSUPPORTED_KIND)
+    f = manifests("mixed.yaml", pair() + "---\n" + UNKNOWN_KIND)
     rc, out, err = cli("validate", "--json", f)
     assert rc == 1
     doc = json.loads(out)
@@ -62,7 +62,7 @@ def test_json_report(cli, manifests):
                               {"kind": "NodePool", "name": "default", "file": f}]
     assert len(doc["errors"]) == 1
     e = doc["errors"][0]
-    assert (e["file"], e["docIndex"], e["kind"], e["name"], e["path"]) == (f, 2, "ConfigMap", "cm", "kind")
+    assert (e["file"], e["docIndex"], e["kind"], e["name"], e["path"]) == (f, 2, "ConfigMapp", "cm", "kind")
     assert "unsupported kind" in e["message"]
 
     rc, out, _ = cli("validate", "--json", manifests("good.yaml", pair()))
@@ -76,9 +76,9 @@ def test_directory_and_stdin(cli, manifests, monkeypatch, tmp_path):
     rc, out, _ = cli("validate", str(tmp_path))
     assert (rc, out) == (0, "valid: 3 objects in 2 files\n")
 
-    monkeypatch.setattr("sys.stdin", io.StringIO(UNSUPPORTED_KIND))
+    monkeypatch.setattr("sys.stdin", io.StringIO(UNKNOWN_KIND))
     rc, _, err = cli("validate", "-")
-    assert rc == 1 and err.startswith("<stdin>:0: ConfigMap/cm: kind: ")
+    assert rc == 1 and err.startswith("<stdin>:0: ConfigMapp/cm: kind: ")
 
 
 def test_unknown_field_and_bad_values_are_reported_with_paths(cli, manifests):
@@ -129,8 +129,8 @@ def test_another_providers_node_class_is_skipped_not_an_error(cli, manifests):
     assert [(s["kind"], s["docIndex"]) for s in doc["skipped"]] == [("KWOKNodeClass", 1)]
     assert doc["objects"] == [{"kind": "NodePool", "name": "default", "file": f}]
 
-    rc, _, err = cli("validate", manifests("both.yaml", KWOK_PAIR + "---\n" + UNSUPPORTED_KIND))
-    assert rc == 1 and "ConfigMap/cm: kind: unsupported kind" in err
+    rc, _, err = cli("validate", manifests("both.yaml", KWOK_PAIR + "---\n" + UNKNOWN_KIND))
+    assert rc == 1 and "ConfigMapp/cm: kind: unsupported kind" in err
     # a look-alike in our own groups is not skipped
     rc, _, err = cli("validate", manifests("typo.yaml", KWOK_PAIR.replace("karpenter.kwok.sh/v1alpha1", "karpenter.k8s.aws/v1")))
     assert rc == 1 and "unsupported kind karpenter.k8s.aws/v1/KWOKNodeClass" in err

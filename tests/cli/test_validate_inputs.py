@@ -96,11 +96,14 @@ def test_workloads_and_pdbs_are_accepted(cli, manifests):
         "EC2NodeClass", "NodePool", "Deployment", "StatefulSet", "Job", "DaemonSet", "Pod", "PodDisruptionBudget"]
 
 
-def test_a_configmap_is_still_an_error_naming_what_is_accepted(cli, manifests):
+def test_a_configmap_is_not_read_and_a_kind_nobody_knows_is_an_error_naming_what_is_accepted(cli, manifests):
     f = manifests("cm.yaml", UNSUPPORTED_KIND)
-    rc, _, err = cli("validate", f)
+    rc, out, err = cli("validate", f)
+    assert rc == 0 and err.startswith(f"{f}:0: ConfigMap/cm: warning: not read: v1 ConfigMap (a Kubernetes kind) is left out")
+    g = manifests("typo.yaml", UNSUPPORTED_KIND.replace("kind: ConfigMap", "kind: ConfigMapp"))
+    rc, _, err = cli("validate", g)
     assert rc == 1
-    assert err.startswith(f"{f}:0: ConfigMap/cm: kind: unsupported kind v1/ConfigMap: expected ")
+    assert err.startswith(f"{g}:0: ConfigMapp/cm: kind: unsupported kind v1/ConfigMapp (did you mean ConfigMap?): ")
     assert "Deployment" in err and "Scenario" in err and "PodDisruptionBudget" in err
 
 

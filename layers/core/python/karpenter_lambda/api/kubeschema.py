@@ -112,6 +112,23 @@ def _kinds(version: str) -> dict[str, tuple[str, ...]]:
     return {k: tuple(sorted(set(v))) for k, v in out.items()}
 
 
+@functools.lru_cache(maxsize=8)
+def builtin_kinds(version: str | None = None) -> dict[str, dict[str, tuple[str, ...]]]:
+    """API group ("" for the core group) -> {kind: the versions serving it} of the built-in Kubernetes kinds of
+    ``version`` (default: the simulated cluster's); {} when no schemas are installed."""
+    try:
+        if not available():
+            return {}
+        defs = (_read(schema_version(version or KUBERNETES_VERSION), "_definitions.json") or {}).get("$defs", {})
+    except (ImportError, ValueError, OSError):   # no schema to tell: nothing is known built in
+        return {}
+    found: dict[str, dict[str, set]] = {}
+    for d in defs.values():
+        for gvk in d.get("x-kubernetes-group-version-kind") or ():
+            found.setdefault(gvk.get("group") or "", {}).setdefault(gvk["kind"], set()).add(gvk["version"])
+    return {g: {k: tuple(sorted(v)) for k, v in kinds.items()} for g, kinds in found.items()}
+
+
 def known_kind(kind: str, version: str = KUBERNETES_VERSION) -> bool:
     """Whether ``kind`` is a built-in Kubernetes kind (in any API version) of the cluster's version."""
     return available() and kind.lower() in _kinds(schema_version(version))
@@ -158,7 +175,8 @@ def _messages(error) -> Iterator[FieldError]:
     kind = error.validator
     if kind == "additionalProperties" and isinstance(error.instance, dict):
         known = list(error.schema.get("properties") or {})
-        for key in sorted(k for k in error.instance if k not in known):
+        for key in sorted((k for k in error.instance if k not in known), key=str):
+            key = key if isinstance(key, str) else json.dumps(key)
             near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
             hint = f' (did you mean "{near[0]}"?)' if near else ""
             yield FieldError(join_path(path + [key]), f'unknown field "{key}"{hint}')
@@ -202,7 +220,44 @@ def schema_errors(doc: dict, version: str = KUBERNETES_VERSION) -> list[FieldErr
             return []
         return [FieldError("apiVersion", f"Unsupported value: {json.dumps(api_version)}: Kubernetes {version} serves "
                                          f"{kind} as {', '.join(served)}")]
+    found = [(list(e.absolute_path), list(_messages(e))) for e in validator.iter_errors(doc)]
+    defs = (_read(used, "_definitions.json") or {}).get("$defs", {})
+    found += [(p, [FieldError(join_path(p), "Invalid value: null: must be an object")])
+              for p in _null_items(doc, validator.schema, [], defs)]
     out: list[FieldError] = []
-    for error in sorted(validator.iter_errors(doc), key=lambda e: [(0, p) if isinstance(p, int) else (1, p) for p in e.absolute_path]):
-        out.extend(_messages(error))
+    for _, errors in sorted(found, key=lambda f: [(0, p) if isinstance(p, int) else (1, p) for p in f[0]]):
+        out.extend(errors)
     return out
+
+
+def _resolve(schema, defs: dict) -> dict:
+    """``schema`` with its ``$ref`` (into the definitions) followed."""
+    for _ in range(8):
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if not isinstance(ref, str) or "#/$defs/" not in ref:
+            break
+        schema = defs.get(ref.split("#/$defs/", 1)[1], {})
+    return schema if isinstance(schema, dict) else {}
+
+
+def _null_items(value, schema, path: list, defs: dict) -> Iterator[list]:
+    """The paths of null items in lists of objects (``containers:`` followed by a lone ``-``).  The schemas the package
+    ships let every object be null, so jsonschema takes them; the API server decodes one as an empty object that
+    its validation then refuses (``name: Required value``, ``containerPort: Required value``...), and kubectl's
+    client-side validation refused it as ``got "null", expected "map"``: an error here, said once, at the item."""
+    schema = _resolve(schema, defs)
+    if isinstance(value, dict):
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        extra = schema.get("additionalProperties")
+        for key, sub in value.items():
+            child = props.get(key, extra if isinstance(extra, dict) else None)
+            if child is not None and isinstance(sub, (dict, list)):
+                yield from _null_items(sub, child, path + [key], defs)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        items = _resolve(schema["items"], defs)
+        is_object = "object" in _types(items) or "properties" in items
+        for i, item in enumerate(value):
+            if item is None and is_object:
+                yield path + [i]
+            elif isinstance(item, (dict, list)):
+                yield from _null_items(item, items, path + [i], defs)

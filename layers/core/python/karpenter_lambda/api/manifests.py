@@ -15,6 +15,7 @@ found in the YAML, else of the document's first line (0 when unknown).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import yaml
 
 from .errors import FieldError, ManifestError, ValidationIssue
 from .objects import KIND_BY_NAME, KINDS, KubeObject
+from .text import did_you_mean, near
 
 
 @dataclass
@@ -34,6 +36,10 @@ class LoadResult:
     skipped: list[ValidationIssue] = field(default_factory=list)
     # Notes that are not errors: one per v1beta1 object converted to v1 (path "", message "converted from ...").
     warnings: list[ValidationIssue] = field(default_factory=list)
+    # Documents of a built-in Kubernetes kind that nothing here reads (a ConfigMap, a Secret, a Role: `helm template`
+    # output), checked as the API server checks them and left out with one note each (path "kind", "not read: ...");
+    # only when ``accept_kinds`` is given (with ``allow_other_kinds`` they are kept as KubeObjects).
+    unread: list[ValidationIssue] = field(default_factory=list)
     # Per object in ``objects`` (same order, when loaded here): (file, doc_index) it came from; see line_of.
     origins: list[tuple[str, int]] = field(default_factory=list)
     _docs: list = field(default_factory=list, repr=False, compare=False)
@@ -59,12 +65,29 @@ class LoadResult:
         self.issues.extend(other.issues)
         self.skipped.extend(other.skipped)
         self.warnings.extend(other.warnings)
+        self.unread.extend(other.unread)
         self.origins.extend(other.origins)
         self._docs.extend(other._docs)
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that keeps timestamps and "yes"/"on" style strings out of the way (YAML 1.1 quirks)."""
+    """SafeLoader that keeps timestamps and "yes"/"on" style strings out of the way (YAML 1.1 quirks), and notes every
+    key a mapping sets twice (YAML keeps the last silently; the API server's strict field validation refuses it)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.repeated: list[tuple[yaml.Node, yaml.Node]] = []   # (the key set again, where it was first set)
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], yaml.Node] = {}
+            for key_node, _ in node.value:   # the keys written here, before a merge (<<) adds its own
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                seen = first.setdefault((key_node.tag, key_node.value), key_node)
+                if seen is not key_node:
+                    self.repeated.append((key_node, seen))
+        return super().construct_mapping(node, deep=deep)
 
 
 # Do not turn 2026-01-01 into a date: Kubernetes fields are strings.
@@ -74,20 +97,47 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-def parse_documents(text: str, filename: str = "<input>") -> tuple[list[tuple[int, object]], list[ValidationIssue]]:
-    """Split text into (doc_index, data) pairs; empty documents are skipped but keep their index."""
+def _parse(text: str, filename: str):
+    """(the (doc_index, data) pairs, the invalid-YAML issues, {doc_index: [(key set again, first one), ...]})."""
     docs: list[tuple[int, object]] = []
+    repeated: dict[int, list[tuple[yaml.Node, yaml.Node]]] = {}
+    loader = _Loader(text)
     try:
-        for i, data in enumerate(yaml.load_all(text, Loader=_Loader)):
-            if data is None:
-                continue
-            docs.append((i, data))
+        i = 0
+        while loader.check_data():
+            loader.repeated = []
+            data = loader.get_data()
+            if loader.repeated:
+                repeated[i] = loader.repeated
+            if data is not None:
+                docs.append((i, data))
+            i += 1
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(e, "problem", None) or str(e)
-        return docs, [ValidationIssue(filename, len(docs), "", "", "", f"invalid YAML{where}: {problem}", mark.line + 1 if mark else 0)]
-    return docs, []
+        return docs, [ValidationIssue(filename, len(docs), "", "", "", f"invalid YAML{where}: {problem}", mark.line + 1 if mark else 0)], repeated
+    finally:
+        loader.dispose()
+    return docs, [], repeated
+
+
+def _repeated_message(key: yaml.Node, first: yaml.Node, top_level: bool) -> str:
+    hint = ""
+    if top_level and key.value in ("apiVersion", "kind"):
+        hint = " (two documents without a --- line between them?)"
+    return (f"duplicate field {json.dumps(key.value)} (first on line {first.start_mark.line + 1}){hint}: the API server "
+            f"refuses it (strict field validation); YAML would silently keep the last")
+
+
+def parse_documents(text: str, filename: str = "<input>") -> tuple[list[tuple[int, object]], list[ValidationIssue]]:
+    """Split text into (doc_index, data) pairs; empty documents are skipped but keep their index.  The issues: invalid
+    YAML, and each key a mapping sets twice (``duplicate field "containers"``, at the line it is set again)."""
+    docs, issues, repeated = _parse(text, filename)
+    for index, pairs in sorted(repeated.items()):
+        issues += [ValidationIssue(filename, index, "", "", "", _repeated_message(k, f, False), k.start_mark.line + 1)
+                   for k, f in pairs]
+    return docs, issues
 
 
 KARPENTER_GROUPS = ("karpenter.sh", "karpenter.k8s.aws")
@@ -186,6 +236,36 @@ class _Source:
             node = nxt
         return line
 
+    def key_path(self, index: int, key: yaml.Node) -> str:
+        """The dotted path (``spec.containers``, ``metadata.labels[app.kubernetes.io/name]``) of the mapping key
+        written where ``key`` starts, in document ``index``; "" when not found."""
+        roots = self._nodes()
+        if not 0 <= index < len(roots) or roots[index] is None:
+            return ""
+        at = (key.start_mark.line, key.start_mark.column)
+
+        def walk(node, path: str) -> str | None:
+            if isinstance(node, yaml.MappingNode):
+                for k, v in node.value:
+                    name = k.value if isinstance(k, yaml.ScalarNode) else "?"
+                    here = (f"{path}.{name}" if path else name) if _PLAIN_KEY.match(name) else f"{path}[{name}]"
+                    if (k.start_mark.line, k.start_mark.column) == at:
+                        return here
+                    found = walk(v, here)
+                    if found is not None:
+                        return found
+            elif isinstance(node, yaml.SequenceNode):
+                for i, v in enumerate(node.value):
+                    found = walk(v, f"{path}[{i}]")
+                    if found is not None:
+                        return found
+            return None
+
+        return walk(roots[index], "") or ""
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
 
 _PATH_TOKEN = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
 
@@ -220,15 +300,37 @@ class _Doc:
 
 def _documents(text: str, filename: str, result: LoadResult) -> list[_Doc]:
     source = _Source(filename, text)
-    docs, issues = parse_documents(text, filename)
+    docs, issues, repeated = _parse(text, filename)
     result.issues.extend(issues)  # invalid YAML: its line is in the message
     out: list[_Doc] = []
     for index, data in docs:
         if isinstance(data, dict) and data.get("kind") == "List" and isinstance(data.get("items"), list):
-            out += [_Doc(source, index, item, f"items[{i}].") for i, item in enumerate(data["items"])]
+            found = [_Doc(source, index, item, f"items[{i}].") for i, item in enumerate(data["items"])]
         else:
-            out.append(_Doc(source, index, data))
+            found = [_Doc(source, index, data)]
+        out += _without_repeated_keys(found, repeated.get(index, ()), result)
     return out
+
+
+def _without_repeated_keys(docs: list[_Doc], pairs, result: LoadResult) -> list[_Doc]:
+    """The documents (a List's items: each its own) of one YAML document without those setting a key twice: one
+    error per key set again (``spec.containers: duplicate field "containers" (first on line 4) ...``), at the line
+    it is set again; such an object is not loaded (the API server refuses it whole)."""
+    bad: set[int] = set()
+    for key, first in pairs:
+        path = docs[0].source.key_path(docs[0].index, key) if docs else ""
+        owner = next((i for i, d in enumerate(docs) if d.prefix and path.startswith(d.prefix)), None)
+        targets = [owner] if owner is not None else list(range(len(docs)))
+        d = docs[targets[0]] if docs else None
+        if d is None:
+            continue
+        bad.update(targets)
+        kind, name = _meta(d.data) if isinstance(d.data, dict) else ("", "")
+        relative = path[len(d.prefix):] if d.prefix and path.startswith(d.prefix) else path
+        result.issues.append(ValidationIssue(d.source.filename, d.index, kind, name, relative,
+                                             _repeated_message(key, first, "." not in relative and "[" not in relative),
+                                             key.start_mark.line + 1))
+    return [d for i, d in enumerate(docs) if i not in bad]
 
 
 def _meta(data: dict) -> tuple[str, str]:
@@ -264,11 +366,12 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
             result.issues.append(d.issue("", "", "", f"expected a mapping (a Kubernetes object), got {type(data).__name__}"))
             continue
         kind, name = _meta(data)
-        if not data.get("apiVersion") or not kind:
-            missing = "apiVersion" if not data.get("apiVersion") else "kind"
-            result.issues.append(d.issue(kind, name, missing, "Required value"))
+        shape = _shape_error(data)
+        if shape is not None:
+            result.issues.append(d.issue(kind, name, *shape))
             continue
         origin = (d.source.filename, d.index)
+        api_version = data["apiVersion"]
         if kind in KIND_BY_NAME:
             obj, errors = object_from_dict(data)
             note = " (in the v1 form converted from v1beta1)" if pos in conversion.converted else ""
@@ -278,7 +381,23 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
                 result.objects.append(obj)
                 result.origins.append(origin)
                 result._docs.append(d)
-        elif allow_other_kinds or (accept_kinds is not None and kind in accept_kinds):
+            continue
+        accepted = accept_kinds is not None and kind in accept_kinds
+        if not accepted and not foreign_node_class(data) and not _buffer_kind(api_version, kind):
+            real, why = _other_kind(api_version, kind, kubernetes_version) if (allow_other_kinds or accept_kinds) \
+                else (None, "")
+            if real is False:    # a kind nobody knows: a typo, whatever the command
+                result.issues.append(d.issue(kind, name, "kind", _unsupported(api_version, kind, why, accept_kinds,
+                                                                              allow_other_kinds, kubernetes_version)))
+                continue
+            if real and not allow_other_kinds:   # a built-in kind nothing here reads: checked as the API server would, left out
+                errors = _kube_errors(data, kubernetes_version)
+                result.issues += sorted((d.issue(kind, name, err.path, err.message) for err in errors), key=lambda i: i.line)
+                if not errors:
+                    result.unread.append(d.issue(kind, name, "kind", f"not read: {api_version} {kind} ({why}) is left "
+                                                                     f"out: validate, plan and simulate do not use it"))
+                continue
+        if allow_other_kinds or accepted:
             errors = _kube_errors(data, kubernetes_version)
             # in the order of the file (the schema's and the rules' errors mixed)
             result.issues += sorted((d.issue(kind, name, err.path, err.message) for err in errors), key=lambda i: i.line)
@@ -289,19 +408,91 @@ def _load_documents(docs: list[_Doc], result: LoadResult, allow_other_kinds: boo
             result._docs.append(d)
         elif foreign_node_class(data):
             result.skipped.append(
-                d.issue(kind, name, "apiVersion", f"skipped: {data.get('apiVersion')} {kind} is another Karpenter provider's node class (only karpenter.k8s.aws/v1 EC2NodeClass is used here)")
+                d.issue(kind, name, "apiVersion", f"skipped: {api_version} {kind} is another Karpenter provider's node class (only karpenter.k8s.aws/v1 EC2NodeClass is used here)")
             )
         else:
-            expected = ("karpenter.sh/v1 NodePool or NodeClaim, karpenter.k8s.aws/v1 EC2NodeClass, karpenter.sh/v1alpha1 NodeOverlay, "
-                        "or karpenter-lambda.io/v1alpha1 OffPeakSchedule")
-            if accept_kinds:
-                expected += f", or one of {', '.join(sorted(accept_kinds))}"
-            if kind == "CapacityBuffer":
-                expected = CAPACITY_BUFFER_HINT   # what to use instead says more than the list of kinds
-            else:
-                expected = f"expected {expected}{_version_hint(data.get('apiVersion'), kind)}"
-            result.issues.append(d.issue(kind, name, "kind", f"unsupported kind {data.get('apiVersion')}/{kind}: {expected}"))
-    _scenario_steps(result, kubernetes_version)
+            result.issues.append(d.issue(kind, name, "kind", _unsupported(api_version, kind, "", accept_kinds, False,
+                                                                          kubernetes_version)))
+    _scenario_steps(result, kubernetes_version, [d.data for d in docs])
+
+
+def _shape_error(data: dict) -> tuple[str, str] | None:
+    """(path, message) when the object's apiVersion, kind or metadata is missing or of the wrong type, else None."""
+    for field in ("apiVersion", "kind"):
+        value = data.get(field)
+        if value is None or value == "":
+            return field, "Required value"
+        if not isinstance(value, str):
+            return field, f"Invalid value: must be a string (such as {'apps/v1' if field == 'apiVersion' else 'Deployment'}), got {_type_name(value)}"
+    meta = data.get("metadata")
+    if "metadata" in data and not isinstance(meta, dict):
+        return "metadata", f"Invalid value: must be an object (with a name), got {_type_name(meta)}"
+    return None
+
+
+def _type_name(value) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+#: API groups whose every kind is known here (Karpenter's and karpenter-lambda's): another kind of theirs is a mistake
+OWN_GROUPS = KARPENTER_GROUPS + ("karpenter-lambda.io",)
+_CORE_KINDS = ("NodePool", "EC2NodeClass", "NodeClaim", "NodeOverlay", "OffPeakSchedule", "Scenario")
+
+
+def _builtin_kinds(version: str | None = None) -> dict[str, dict[str, tuple[str, ...]]]:
+    """:func:`.kubeschema.builtin_kinds` (imported when a kind is looked up: the schemas are not read otherwise)."""
+    from .kubeschema import builtin_kinds
+
+    return builtin_kinds(version)
+
+
+def _other_kind(api_version: str, kind: str, version: str | None) -> tuple[bool | None, str]:
+    """A kind none of Karpenter's: (True, what it is) for a built-in Kubernetes kind (a ConfigMap, a Secret: read by
+    nothing here, it is "not read"), (False, why) for a kind nobody here knows (a typo of a built-in or Karpenter kind,
+    an API group Kubernetes does not have, another project's custom resource), (None, "") when it cannot be told (no
+    schemas installed)."""
+    group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+    if group in OWN_GROUPS:   # simulate's Scenario is the one kind of ours without a class
+        return (True, "simulate's Scenario") if kind == "Scenario" else (False, "")
+    kinds = _builtin_kinds(version)
+    if not kinds:
+        return None, ""
+    if group in kinds:
+        if kind in kinds[group]:
+            return True, "a Kubernetes kind"
+        return False, f"Kubernetes has no kind {kind} in {'the core API group (v1)' if not group else 'API group ' + group}"
+    served = sorted(f"{g}/{v}" if g else v for g, ks in kinds.items() if kind in ks for v in ks[kind])
+    if served:
+        return False, f"Kubernetes serves {kind} as {', '.join(served)}"
+    if "." in group:   # another project's custom resource: its schema is not known here, nor what it would do
+        return False, f"karpenter-lambda does not know the kind {kind} of {group} (a custom resource)"
+    return False, f"Kubernetes has no API group {group!r} (a custom resource's group has a dot)"
+
+
+def _near_kinds(kind: str, accept_kinds, version: str | None) -> list[str]:
+    """The known kinds one typo (or only letter case) away from ``kind``."""
+    known = set(_CORE_KINDS) | set(accept_kinds or ()) | {k for ks in _builtin_kinds(version).values() for k in ks}
+    return sorted(set(near(kind, known)) | {k for k in known if k.lower() == kind.lower() and k != kind})
+
+
+def _unsupported(api_version: str, kind: str, why: str, accept_kinds, allow_other_kinds: bool,
+                 version: str | None) -> str:
+    """The error of a kind nothing here takes: why, what was meant (did you mean), what is taken."""
+    head = f"unsupported kind {api_version}/{kind}"
+    if kind == "CapacityBuffer":
+        return f"{head}: {CAPACITY_BUFFER_HINT}"   # what to use instead says more than the list of kinds
+    if _buffer_kind(api_version, kind):
+        hint = ""
+    else:
+        hint = did_you_mean(_near_kinds(kind, accept_kinds, version))
+    if allow_other_kinds and why:
+        return f"{head}{hint}: {why}"
+    expected = ("karpenter.sh/v1 NodePool or NodeClaim, karpenter.k8s.aws/v1 EC2NodeClass, karpenter.sh/v1alpha1 NodeOverlay, "
+                "or karpenter-lambda.io/v1alpha1 OffPeakSchedule")
+    if accept_kinds:
+        expected += f", or one of {', '.join(sorted(accept_kinds))}"
+    return f"{head}{hint}: {why + '; ' if why else ''}expected {expected}{_version_hint(api_version, kind)}"
 
 
 def _kube_errors(data: dict, kubernetes_version: str | None) -> list[FieldError]:
@@ -331,18 +522,27 @@ def _applied_errors(scenario: dict, kubernetes_version: str | None) -> list[Fiel
     return out
 
 
-def _scenario_steps(result: LoadResult, kubernetes_version: str | None = None) -> None:
-    """Scenario steps naming NodePools checked against the NodePools of this load (see :mod:`.crosscheck`), and the
-    manifests its ``apply`` steps will load."""
-    from .crosscheck import scenario_step_errors
+def _scenario_steps(result: LoadResult, kubernetes_version: str | None = None, given=()) -> None:
+    """Scenario steps naming NodePools checked against the NodePools of this load (see :mod:`.crosscheck`), steps
+    naming workloads and EC2NodeClasses against the documents ``given`` (:func:`.scenario.workload_step_errors`; a
+    document with errors counts: its own errors say what is wrong), and the manifests its ``apply`` steps will load.
+    A Scenario loaded without any NodePool or workload (validated on its own) is checked against nothing."""
+    from .crosscheck import identity, scenario_step_errors
+    from .scenario import workload_step_errors
+    from .workloads import WORKLOAD_KINDS
 
     scenarios = [i for i, o in enumerate(result.objects) if o.kind == "Scenario" and i < len(result._docs)]
     if not scenarios:
         return
     pools = {o.name: o.to_dict() for o in result.objects if o.kind == "NodePool"}
+    present = {(key[1], key[2], key[3]) for key in map(identity, given) if key is not None}
+    with_manifests = any(kind in WORKLOAD_KINDS or kind == "NodePool" for kind, _, _ in present)
     for i in scenarios:
         d, obj = result._docs[i], result.objects[i]
-        for err in _applied_errors(obj.doc, kubernetes_version) + scenario_step_errors(obj.doc, pools):
+        found = _applied_errors(obj.doc, kubernetes_version) + scenario_step_errors(obj.doc, pools)
+        if with_manifests:
+            found += workload_step_errors(obj.doc, present)
+        for err in found:
             result.issues.append(d.issue(obj.kind, obj.name, err.path, err.message))
 
 
@@ -364,20 +564,32 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8-sig")
 
 
-def load_files(paths, allow_other_kinds: bool = False, accept_kinds=None, kubernetes_version: str | None = None) -> LoadResult:
-    """Load every file (``-`` is not handled here); a directory loads its *.yaml/*.yml/*.json files sorted by name.
-    A file named twice (itself and its directory) is read once.
+#: the name issues give a document read from standard input (FILE ``-``)
+STDIN = "<stdin>"
+
+
+def load_files(paths, allow_other_kinds: bool = False, accept_kinds=None, kubernetes_version: str | None = None,
+               stdin: str | None = None) -> LoadResult:
+    """Load every file; a directory loads its *.yaml/*.yml/*.json files sorted by name; ``-`` is ``stdin``, the text
+    the caller read from standard input (named ``<stdin>``; read once however often ``-`` is given).  A file named
+    twice (itself and its directory) is read once.
 
     The documents of all files are converted from v1beta1 together (a NodePool's kubelet to its EC2NodeClass), after
-    the duplicates are left out (each one error); ``kubernetes_version`` as in :func:`load_text`."""
+    the duplicates are left out (each one error, across files and stdin alike); ``kubernetes_version`` as in
+    :func:`load_text`."""
     result = LoadResult()
     docs: list[_Doc] = []
     read: dict[str, None] = {}  # file names in the order read
     for p in paths:
+        if str(p) == "-":
+            if STDIN not in read:
+                read.setdefault(STDIN, None)
+                docs += _documents(stdin or "", STDIN, result)
+            continue
         path = Path(p)
         files = sorted(f for f in path.iterdir() if f.suffix in (".yaml", ".yml", ".json")) if path.is_dir() else [path]
         for f in files:
-            if str(f) in read or any(f.resolve() == Path(r).resolve() for r in read):
+            if str(f) in read or any(r != STDIN and f.resolve() == Path(r).resolve() for r in read):
                 continue
             read.setdefault(str(f), None)
             try:

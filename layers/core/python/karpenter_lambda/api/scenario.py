@@ -29,9 +29,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .errors import FieldError
 from .labels import PROJECT_API_VERSION
+from .text import did_you_mean, near
 from .times import to_datetime, to_epoch
-from .workloads import MAX_PODS_PER_WORKLOAD
+from .workloads import MAX_PODS_PER_WORKLOAD, WORKLOAD_KINDS
 
 API_VERSION = PROJECT_API_VERSION          # the old name, kept
 KIND = "Scenario"
@@ -39,6 +41,11 @@ _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
 SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
 DELETABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob", "Pod", "DaemonSet", "NodePool",
                    "EC2NodeClass")
+#: what an ``apply`` step may apply (``sim/loop.py`` ``_apply``): a DaemonSet or any other kind stops the run there
+APPLICABLE_KINDS = ("NodePool", "EC2NodeClass") + tuple(sorted(WORKLOAD_KINDS - {"DaemonSet"}))
+#: the latest ``startTime`` and the latest step ``at`` (100 years): the virtual clock's dates end in the year 9999
+LATEST_START = "9000-01-01T00:00:00Z"
+MAX_AT_SECONDS = 100 * 365 * 24 * 3600.0
 AMI_FAMILIES = ("al2", "al2023", "bottlerocket", "windows2019", "windows2022", "windows2025")
 
 
@@ -128,8 +135,11 @@ def _delete(args, where):
 
 
 def _apply(args, where):
-    if not isinstance(args, dict) or not args.get("kind") or not (args.get("metadata") or {}).get("name"):
+    meta = args.get("metadata") if isinstance(args, dict) else None
+    if not isinstance(args, dict) or not args.get("kind") or not isinstance(meta, dict) or not meta.get("name"):
         return [f"{where}: must be a whole manifest with kind and metadata.name"]
+    if args["kind"] not in APPLICABLE_KINDS:
+        return [f"{where}.kind: simulate applies only {', '.join(APPLICABLE_KINDS)} in a step, got {args['kind']!r}"]
     return []
 
 
@@ -186,6 +196,9 @@ def _node_unhealthy(args, where):
         problems.append(f"{where}.status: must be one of {', '.join(CONDITION_STATUSES)} (quoted), got {args.get('status')!r}")
     if "duration" in args and parse_duration(args["duration"]) is None:
         problems.append(f"{where}.duration: must be a duration like 90s, 10m or 1h30m, got {args['duration']!r}")
+    elif "duration" in args and not parse_duration(args["duration"]) <= MAX_AT_SECONDS:
+        problems.append(f"{where}.duration: {args['duration']} is more than the largest value accepted, "
+                        f"{int(MAX_AT_SECONDS // 3600)}h (100 years)")
     known = {"nodePool", "node", "count", "condition", "status", "duration"}
     problems += [f"{where}.{k}: unknown field" for k in sorted(set(args) - known)]
     return problems
@@ -203,7 +216,9 @@ ACTIONS: dict[str, Callable[[object, str], list[str]]] = {
 
 
 def parse_scenario(doc: dict, file: str = "<input>", index: int = 0) -> Scenario:
-    name = ((doc.get("metadata") or {}).get("name")) or ""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    name = meta.get("name") or ""
+    name = name if isinstance(name, str) else ""
     prefix = f"{file}:{index}: {KIND}/{name or '<unnamed>'}: "
     problems: list[str] = []
     if doc.get("apiVersion") != API_VERSION:
@@ -219,6 +234,10 @@ def parse_scenario(doc: dict, file: str = "<input>", index: int = 0) -> Scenario
         start = to_epoch(to_datetime(str(spec["startTime"])))     # text only (a bare number is not a time)
         if start is None:
             problems.append(f"spec.startTime: not an RFC 3339 time: {spec['startTime']!r}")
+        elif start >= to_epoch(to_datetime(LATEST_START)):
+            problems.append(f"spec.startTime: {spec['startTime']} is too late: at most {LATEST_START} (the virtual "
+                            f"clock's dates end in the year 9999)")
+            start = None
     steps_in = spec.get("steps") or []
     if not isinstance(steps_in, list):
         problems.append("spec.steps: must be a list")
@@ -233,6 +252,10 @@ def parse_scenario(doc: dict, file: str = "<input>", index: int = 0) -> Scenario
         at = parse_duration(raw.get("at"))
         if at is None:
             problems.append(f"{where}.at: must be a duration like 90s, 10m or 1h30m, got {raw.get('at')!r}")
+        elif not at <= MAX_AT_SECONDS:
+            problems.append(f"{where}.at: {raw.get('at')} is more than the largest value accepted, "
+                            f"{int(MAX_AT_SECONDS // 3600)}h (100 years)")
+            at = None
         actions = [k for k in raw if k != "at"]
         unknown = [k for k in actions if k not in ACTIONS]
         for k in unknown:
@@ -253,3 +276,69 @@ def parse_scenario(doc: dict, file: str = "<input>", index: int = 0) -> Scenario
     if problems:
         raise ScenarioError("\n".join(prefix + p for p in problems))
     return Scenario(name=name, start_time=start, steps=steps)
+
+
+# -- workloads named by steps ------------------------------------------------------------------------------------
+def workload_step_errors(scenario: dict, given: set[tuple[str, str, str]]) -> list[FieldError]:
+    """Each ``scale`` or ``delete`` step naming a workload (or an EC2NodeClass) that does not exist at that step:
+    (kind, namespace, name; namespace "" for an EC2NodeClass) neither among the manifests given (``given``) nor applied
+    by an earlier step, or deleted by one since -- the run would stop there (``Scenario step 0 (...): Deployment
+    default/nosuch does not exist``).  A Pod or DaemonSet given
+    in the files cannot be deleted by a step (the run's workload controller holds only the workloads it manages and
+    those applied by steps), so such a step is refused too."""
+    steps = ((scenario.get("spec") or {}) if isinstance(scenario.get("spec"), dict) else {}).get("steps")
+    exists = {key for key in given if key[0] in WORKLOAD_KINDS or key[0] == "EC2NodeClass"}
+    by_step: set[tuple[str, str, str]] = set()   # applied by a step (a Pod, a DaemonSet: deletable then)
+    errors: list[FieldError] = []
+    for i, raw in enumerate(steps if isinstance(steps, list) else []):
+        if not isinstance(raw, dict):
+            continue
+        action = next((a for a in ("scale", "delete", "apply") if isinstance(raw.get(a), dict)), None)
+        if action is None:
+            continue
+        args = raw[action]
+        if action == "apply":
+            meta = args.get("metadata") if isinstance(args.get("metadata"), dict) else {}
+            kind = args.get("kind") if isinstance(args.get("kind"), str) else ""
+            key = (kind, "" if kind == "EC2NodeClass" else meta.get("namespace") or "default", meta.get("name"))
+            if (kind in WORKLOAD_KINDS or kind == "EC2NodeClass") and isinstance(key[1], str) and isinstance(key[2], str):
+                exists.add(key)
+                by_step.add(key)
+            continue
+        kind, name, namespace = args.get("kind"), args.get("name"), args.get("namespace") or "default"
+        if not isinstance(kind, str):
+            continue   # parse_scenario reports it
+        if kind == "EC2NodeClass":
+            namespace = ""
+        elif kind not in WORKLOAD_KINDS:
+            continue   # a NodePool: checked against the NodePools (crosscheck.scenario_step_errors)
+        if not isinstance(name, str) or not name or not isinstance(namespace, str):
+            continue   # parse_scenario reports it
+        key, where = (kind, namespace, name), f"spec.steps[{i}].{action}.name"
+        step = f"step {i} ({action} at {raw.get('at')})"
+        if kind == "EC2NodeClass" and key not in exists:
+            known = sorted(n for k, _, n in exists if k == kind)
+            errors.append(FieldError(where, f"{step}: EC2NodeClass {name!r} does not exist at this step "
+                                            f"(EC2NodeClasses: {', '.join(known) or 'none'}){did_you_mean(near(name, known))}"))
+        elif key not in exists:
+            errors.append(FieldError(where, f"{step}: {kind} {namespace}/{name} does not exist at this step "
+                                            f"{_others(kind, namespace, name, exists)}"))
+        elif action == "delete" and kind in ("Pod", "DaemonSet") and key not in by_step:
+            errors.append(FieldError(where, f"{step}: simulate cannot delete the {kind} {namespace}/{name} given in "
+                                            f"the files (only a {kind} an earlier apply step made)"))
+        elif action == "delete":
+            exists.discard(key)
+            by_step.discard(key)
+    return errors
+
+
+def _others(kind: str, namespace: str, name: str, exists: set[tuple[str, str, str]]) -> str:
+    """What there is instead: the same name as another kind or in another namespace, else the kind's names there."""
+    elsewhere = sorted(f"{k} {ns}/{n}" for k, ns, n in exists if n == name and (k, ns) != (kind, namespace))
+    if elsewhere:
+        return f"(there is {' and '.join(elsewhere)})"
+    names = sorted(n for k, ns, n in exists if (k, ns) == (kind, namespace))
+    many = "s" if not kind.endswith("s") else "es"
+    listed = f"({kind}{many} in {namespace}: {', '.join(names[:10])}{', ...' if len(names) > 10 else ''})" if names \
+        else f"(no {kind} in namespace {namespace} among the manifests given)"
+    return listed + did_you_mean(near(name, names))

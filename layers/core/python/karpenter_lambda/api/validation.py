@@ -457,7 +457,15 @@ def _key_in(allowed: tuple[str, ...], field: str):
 
 
 def _eviction_threshold(value, path, errors):
-    if not isinstance(value, str) or value == "" or _PERCENT_RE.match(value):
+    """A percentage or a quantity, as the CRD's pattern says.  That pattern has an empty alternative (``%||``) and so
+    lets "" through, but Karpenter's allocatable computation (``resource.MustParse``) and the kubelet both fail on it:
+    refused here."""
+    if not isinstance(value, str) or _PERCENT_RE.match(value):
+        return
+    if value == "":
+        errors.append(FieldError(path, "invalid eviction threshold '': must be a percentage (e.g. 10%) or a quantity "
+                                       "(e.g. 100Mi); Karpenter's CRD pattern lets an empty value through, but its "
+                                       "allocatable computation and the kubelet both fail on it"))
         return
     try:
         parse_quantity(value)

@@ -56,9 +56,10 @@ import time
 from karpenter_lambda.api.errors import ValidationIssue
 from karpenter_lambda.api.kube import pod_key, scheduling_gates
 from karpenter_lambda.api.manifests import CAPACITY_BUFFER_HINT, load_files
-from karpenter_lambda.api.objects import EC2NodeClass, KubeObject, NodeOverlay, NodePool
+from karpenter_lambda.api.objects import AWS_GROUP, EC2NodeClass, KubeObject, NodeOverlay, NodePool
 from karpenter_lambda.api.workloads import add_claim_volumes, claim_templates, expand, stateful_claims
-from karpenter_lambda.cli.validate import InputError, format_issue, input_warnings, kubernetes_version, print_warnings
+from karpenter_lambda.cli.validate import (InputError, empty_inputs, format_issue, input_warnings, kubernetes_version,
+                                           print_warnings, read_stdin)
 from karpenter_lambda.cli.validate import SchedulerConfigFileError, read_scheduler_config_file  # noqa: F401 (simulate)
 
 from .table import render_table
@@ -68,7 +69,7 @@ def register(sub) -> None:
     p = sub.add_parser("plan", help="one provisioning round, dry run, over manifests (offline by default)",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="FILE",
-                   help="manifest file or directory (repeatable): NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, "
+                   help="manifest file or directory, or - for stdin (repeatable): NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, "
                         "StatefulSet, Job, DaemonSet, PersistentVolumeClaim, PersistentVolume, StorageClass")
     p.add_argument("more_files", nargs="*", metavar="FILE",
                    help="more manifest files or directories, as for validate and simulate (added after the -f ones)")
@@ -184,8 +185,12 @@ class PlanEnvironmentError(PlanError):
 
 def build_plan(files: list[str], region: str, endpoint_url: str | None = None, live: bool = False, progress=None,
                zones: list[str] | None = None, reservations_file: str | None = None,
-               kubernetes_version: str | None = None, catalog_settings: dict | None = None, scheduler_config=None):
+               kubernetes_version: str | None = None, catalog_settings: dict | None = None, scheduler_config=None,
+               stdin: str | None = None):
     """Load, expand, build the catalog and solve; returns (SchedulingResult, context dict). Raises PlanError.
+
+    ``files``: files and directories, and ``-`` for ``stdin`` (the text read from standard input), loaded together
+    as ``validate`` loads them; a file or directory that gives nothing is an error, as in ``validate``.
 
     ``scheduler_config``: an ``api.scheduler_config.SchedulerConfig`` (or None): its default topology spread
     constraints go to the pending pods without their own (``scheduling/default_spread.py``), their selectors deduced
@@ -203,7 +208,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     from karpenter_lambda.scheduling import solve
     from karpenter_lambda.scheduling.inputs import scheduling_input
 
-    loaded = load_files(files, allow_other_kinds=True, kubernetes_version=kubernetes_version)
+    loaded = load_files(files, allow_other_kinds=True, kubernetes_version=kubernetes_version, stdin=stdin)
+    loaded.issues.extend(empty_inputs(files, loaded))   # an empty file or directory: validate's words
     loaded.warnings.extend(input_warnings(loaded))   # what is valid but cannot do what it says
     print_warnings(loaded)  # v1beta1 objects converted to v1, and those: one line each on stderr
     if loaded.issues:   # what validate refuses, in its words (with line numbers)
@@ -261,7 +267,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     problems = []
     for np in nodepools:
         ref = np.node_class_ref
-        if ref.get("kind") != "EC2NodeClass" or ref.get("group") != "karpenter.k8s.aws":
+        group = str(ref.get("group", "")).split("/", 1)[0]   # validation lets "karpenter.k8s.aws/v1" through
+        if ref.get("kind") != "EC2NodeClass" or group != AWS_GROUP:
             problems.append(f"NodePool {np.name}: nodeClassRef {ref.get('group')}/{ref.get('kind')} is not an EC2NodeClass (karpenter.k8s.aws); plan only knows EC2")
         elif ref.get("name") not in nodeclasses:
             problems.append(f"NodePool {np.name}: nodeClassRef EC2NodeClass {ref.get('name')!r} is not in the given files; add it with -f")
@@ -476,7 +483,7 @@ def run(args) -> int:
         print("error: plan: no manifest given: pass files or directories (plan FILE... or plan -f FILE ...)",
               file=sys.stderr)
         return 2
-    missing = [f for f in args.files if not Path(f).exists()]
+    missing = [f for f in args.files if f != "-" and not Path(f).exists()]
     if missing:
         for f in missing:
             print(f"error: {f}: no such file or directory", file=sys.stderr)
@@ -514,10 +521,12 @@ def run(args) -> int:
     except ValueError as e:   # a bad document: an input error (the file), or the environment's (the variable)
         print(f"error: {e}", file=sys.stderr)
         return 2 if getattr(args, "scheduler_config", None) is None else 1
+    stdin = read_stdin() if "-" in args.files else None   # FILE - (or -f -): the manifests on standard input
     try:
         result, info = build_plan(args.files, region, args.endpoint_url, args.live, progress, zones=zones,
                                   reservations_file=getattr(args, "plan_reservations", None),
-                                  kubernetes_version=version, catalog_settings=settings, scheduler_config=sched_config)
+                                  kubernetes_version=version, catalog_settings=settings, scheduler_config=sched_config,
+                                  stdin=stdin)
     except PlanEnvironmentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -126,16 +126,22 @@ def run(args) -> int:
         return 2
     from pathlib import Path
 
-    from ..api.manifests import load_files
-    from .validate import input_warnings, print_warnings
-
-    loaded = load_files([f for f in files if Path(f).exists()], allow_other_kinds=True)
-    loaded.warnings.extend(input_warnings(loaded))   # what is valid but cannot do what it says
-    print_warnings(loaded)  # v1beta1 objects converted to v1, and those: one line each on stderr
+    missing = [f for f in files if f != "-" and not Path(f).exists()]
+    if missing:
+        for f in missing:
+            sys.stderr.write(f"karpenter-lambda simulate: {f}: no such file or directory\n")
+        return 2
     try:
-        until = parse_duration(args.until) if args.until else None
+        until = parse_until(args.until)
     except ValueError as e:
         sys.stderr.write(f"karpenter-lambda simulate: --until: {e}\n")
+        return 2
+    loaded, problems = preflight(files)
+    if problems:
+        for line in problems:
+            sys.stderr.write(line + "\n")
+        sys.stderr.write(f"karpenter-lambda simulate: invalid manifests: {len(problems)} error{'s' if len(problems) != 1 else ''} "
+                         f"(as validate reports them); nothing simulated\n")
         return 2
     report = getattr(args, "report", None)
     if report and not (Path(report).resolve().parent.is_dir() and not Path(report).is_dir()):
@@ -174,7 +180,7 @@ def run(args) -> int:
     sim = Simulation(files, until=until, cluster=getattr(args, "cluster", None) or "sim-cluster",
                      region=args.region, join_delay=args.join_delay, ready_delay=args.ready_delay,
                      progress=progress, on_event=on_event, function_env=function_env,
-                     scheduler_config=scheduler_config)
+                     scheduler_config=scheduler_config, loaded=loaded)
     if sim.cluster == "default":
         sim.cluster = "sim-cluster"
     try:
@@ -246,6 +252,54 @@ def run(args) -> int:
     if getattr(args, "serve", False):
         return _serve(sim, args)
     return 1 if result.unschedulable else 0
+
+
+#: the largest ``--until``: 100 years of virtual time (the clock's dates end in the year 9999; a Scenario starts before
+#: 9000 and its steps are at most 100 years in: api/scenario.py)
+MAX_UNTIL_SECONDS = 100 * 365 * 24 * 3600.0
+MAX_UNTIL_TEXT = f"{int(MAX_UNTIL_SECONDS // 3600)}h (100 years)"
+
+
+def parse_until(text: str | None) -> float | None:
+    """``--until`` in seconds (None when not given); ValueError naming the value and the largest accepted one."""
+    if not text:
+        return None
+    until = parse_duration(text)
+    if not until < float("inf") or until > MAX_UNTIL_SECONDS:
+        raise ValueError(f"{text} is more than the largest value accepted, {MAX_UNTIL_TEXT} of virtual time")
+    return until
+
+
+def preflight(files: list[str]):
+    """Load the inputs as ``validate`` does (``-`` is stdin, read once) and return (the load, the error lines):
+    everything ``validate`` refuses, each as its ``FILE:DOC: Kind/name: field: message (line N)`` line, and more than
+    one Scenario.  Warnings (``validate``'s, and the kinds not read) and the skipped node classes of other providers
+    are printed on stderr."""
+    from ..api.errors import ValidationIssue
+    from ..api.manifests import load_files
+    from ..api.scenario import KIND as SCENARIO
+    from .validate import (content_issues, empty_inputs, format_issue, input_warnings, note_unread, print_warnings,
+                           read_stdin, simulate_kinds)
+
+    stdin = read_stdin() if "-" in files else None
+    # Karpenter's alpha CapacityBuffer and a v1 PodTemplate (its pod shape) go on to the Simulation, which refuses
+    # them by name before the run, with what to use instead
+    loaded = load_files(files, accept_kinds=simulate_kinds() | {"CapacityBuffer", "PodTemplate"}, stdin=stdin)
+    issues = list(loaded.issues) + content_issues(loaded) + empty_inputs(files, loaded)
+    scenarios = [i for i, o in enumerate(loaded.objects) if o.kind == SCENARIO]
+    for i in scenarios[1:]:
+        file, index = loaded.origins[i]
+        first = "%s:%s" % loaded.origins[scenarios[0]]
+        issues.append(ValidationIssue(file, index, SCENARIO, loaded.objects[i].name, "",
+                                      f"only one Scenario document per simulation ({first} is the first)",
+                                      loaded.line_of(i)))
+    if not issues:
+        note_unread(loaded)
+        loaded.warnings.extend(input_warnings(loaded))   # what is valid but cannot do what it says
+        print_warnings(loaded)
+        for x in loaded.skipped:
+            sys.stderr.write(format_issue(x) + "\n")
+    return loaded, [format_issue(x) for x in issues]
 
 
 def _serve(sim, args) -> int:

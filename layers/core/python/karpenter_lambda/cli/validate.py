@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..api.errors import ValidationIssue
 from ..api.kubeschema import KUBERNETES_VERSION, schema_version
-from ..api.manifests import LoadResult, load_files, load_text
+from ..api.manifests import LoadResult, load_files
 from ..api.roles import node_role_warnings
 from ..api.text import plural
 from .watcher import known_cluster
@@ -53,11 +53,14 @@ def kubernetes_version(args: argparse.Namespace | None = None) -> str:
     """The Kubernetes version manifests are checked against: ``--kubernetes-version``, else the environment's
     ``KARPENTER_LAMBDA_KUBERNETES_VERSION``, else the simulated cluster's.  Raises :class:`InputError` (exit 2)
     for a value that is not a version the schemas cover."""
-    value = getattr(args, "kubernetes_version", None) or os.environ.get(KUBERNETES_VERSION_ENV) or KUBERNETES_VERSION
+    flag = getattr(args, "kubernetes_version", None)
+    value = flag or os.environ.get(KUBERNETES_VERSION_ENV) or KUBERNETES_VERSION
+    source = "--kubernetes-version" if flag else (f"environment variable {KUBERNETES_VERSION_ENV}"
+                                                  if os.environ.get(KUBERNETES_VERSION_ENV) else "--kubernetes-version")
     try:
         schema_version(value)
     except ValueError as e:
-        raise InputError(f"--kubernetes-version: {e}") from None
+        raise InputError(f"{source}: {e}") from None
     except ImportError:  # no schemas installed: the rules beyond the schema still apply
         pass
     return value
@@ -65,28 +68,29 @@ def kubernetes_version(args: argparse.Namespace | None = None) -> str:
 
 def load_inputs(paths: list[str], allow_other_kinds: bool = False, accept_kinds=None,
                 version: str | None = None) -> tuple[LoadResult, list[str]]:
-    """Load every FILE (a file, a directory of *.yaml/*.yml/*.json, or ``-`` for stdin).
+    """Load every FILE (a file, a directory of *.yaml/*.yml/*.json, or ``-`` for stdin, read once).
 
-    Returns the load result and, per object in order, the file it came from.  The files are loaded together
-    (a v1beta1 NodePool's kubelet reaches its EC2NodeClass in another file); stdin comes last.
-    Raises :class:`InputError` naming every missing path.
+    Returns the load result and, per object in order, the file it came from.  The files and stdin are loaded together,
+    in the order given (a v1beta1 NodePool's kubelet reaches its EC2NodeClass in another file; the same object on stdin
+    and in a file is a duplicate).  Raises :class:`InputError` naming every missing path.
     """
     missing = [p for p in paths if p != "-" and not Path(p).exists()]
     if missing:
         raise InputError("; ".join(f"{p}: no such file or directory" for p in missing))
-    on_disk = [p for p in paths if p != "-"]
-    result = load_files(on_disk, allow_other_kinds, accept_kinds, version) if on_disk else LoadResult()
-    files = [f for f, _ in result.origins]
-    if "-" in paths:
-        sub = load_text(sys.stdin.read(), "<stdin>", allow_other_kinds, accept_kinds, version)
-        result.extend(sub)
-        files += ["<stdin>"] * len(sub.objects)
-    return result, files
+    stdin = read_stdin() if "-" in paths else None
+    result = load_files(paths, allow_other_kinds, accept_kinds, version, stdin=stdin) if paths else LoadResult()
+    return result, [f for f, _ in result.origins]
+
+
+def read_stdin() -> str:
+    """Standard input as text (FILE ``-``), a byte-order mark dropped as for files."""
+    text = sys.stdin.read()
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def empty_inputs(paths: list[str], result: LoadResult) -> list[ValidationIssue]:
     """One issue per FILE argument that gave nothing at all: an empty file, a directory without manifests."""
-    seen = {i.file for i in result.issues + result.skipped + result.warnings} | {f for f, _ in result.origins}
+    seen = {i.file for i in result.issues + result.skipped + result.warnings + result.unread} | {f for f, _ in result.origins}
     out = []
     for p in paths:
         if p == "-":
@@ -122,7 +126,8 @@ def content_issues(result: LoadResult) -> list[ValidationIssue]:
             try:
                 parse_scenario(obj.doc, file, index)
             except ScenarioError as e:
-                prefix = f"{file}:{index}: {SCENARIO}/{obj.name or '<unnamed>'}: "
+                name = (obj.doc.get("metadata") or {}).get("name") if isinstance(obj.doc.get("metadata"), dict) else ""
+                prefix = f"{file}:{index}: {SCENARIO}/{name if isinstance(name, str) and name else '<unnamed>'}: "
                 for line in str(e).splitlines():
                     text = line[len(prefix):] if line.startswith(prefix) else line
                     path, sep, message = text.partition(": ")
@@ -154,6 +159,9 @@ def summary(result: LoadResult, files: list[str]) -> str:
     line = f"valid: {plural(len(result.objects), 'object')} in {plural(len(set(files)), 'file')}"
     if result.skipped:
         line += f" ({len(result.skipped)} skipped: another provider's node class)"
+    if result.unread:
+        line += f" ({len(result.unread)} not read: {', '.join(f'{i.kind}/{i.name or chr(63)}' for i in result.unread[:3])}" \
+                f"{', ...' if len(result.unread) > 3 else ''})"
     converted = sum(1 for w in result.warnings if w.message.startswith("converted from "))
     if converted:
         line += f" ({converted} converted from v1beta1)"
@@ -242,11 +250,17 @@ def input_warnings(result: LoadResult) -> list[ValidationIssue]:
 
 
 def print_warnings(result: LoadResult, out=None) -> None:
-    """One line per warning (a v1beta1 object converted to v1, :func:`input_warnings`) on stderr:
+    """One line per warning (a v1beta1 object converted to v1, :func:`input_warnings`, a kind not read) on stderr:
     ``FILE:DOC: Kind/name: warning: ... (line N)``."""
     out = out or sys.stderr
     for w in result.warnings:
         out.write(format_issue(w, "warning") + "\n")
+
+
+def note_unread(result: LoadResult) -> None:
+    """The documents of a real API group's kind that nothing reads (a ConfigMap, a Secret, another project's custom
+    resource) become warnings (``kind: not read: ... left out``), printed and listed in ``--json`` with the others."""
+    result.warnings.extend(result.unread)
 
 
 class SchedulerConfigFileError(Exception):
@@ -298,6 +312,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     result.issues.extend(content_issues(result))
     result.issues.extend(empty_inputs(args.files, result))
+    note_unread(result)
     result.warnings.extend(input_warnings(result))
     if getattr(args, "scheduler_config", None):
         problem = scheduler_config_issues(args.scheduler_config, result)

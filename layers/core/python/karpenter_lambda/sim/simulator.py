@@ -93,8 +93,11 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                  lifecycle_interval: float = 60.0, max_time: float = DEFAULT_MAX_TIME,
                  progress: Callable[[str], None] | None = None, on_event: Callable[[SimEvent], None] | None = None,
                  setup_hook: Callable[["Simulation"], None] | None = None, handler_logs: io.TextIOBase | None = None,
-                 function_env: Mapping[str, str] | None = None, scheduler_config=None):
+                 function_env: Mapping[str, str] | None = None, scheduler_config=None, loaded=None):
         self.files = [str(f) for f in files]
+        # ``loaded``: the files as the CLI already loaded them (api.manifests.LoadResult: stdin included, the kinds
+        # nothing reads left out); None: ``files`` are loaded here
+        self.loaded = loaded
         self.function_env = dict(function_env or {})   # deployment settings for the functions (SimEnvironment)
         # the cluster's kube-scheduler configuration (api/scheduler_config.SchedulerConfig, or None): its default
         # topology spread constraints are applied by the simulated kube-scheduler and given to the functions as
@@ -153,25 +156,27 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
 
     # -- set-up ---------------------------------------------------------------------------------
     def _load(self):
-        for f in self.files:
-            if not Path(f).exists():
-                raise SimulationError(f"{f}: no such file")
-        res = load_files(self.files, allow_other_kinds=True)
+        res = self.loaded
+        if res is None:
+            for f in self.files:
+                if not Path(f).exists():
+                    raise SimulationError(f"{f}: no such file")
+            res = load_files(self.files, allow_other_kinds=True)
         if res.issues:
             raise SimulationError("invalid manifests:\n" + "\n".join(str(i) for i in res.issues))
         self.scenario = None
         problems = []
-        for f in self.files:  # per file, so a Scenario's errors name its file and document
-            for i, obj in enumerate(load_files([f], allow_other_kinds=True).objects):
-                if obj.kind != SCENARIO:
-                    continue
-                if self.scenario is not None:
-                    problems.append(f"{f}:{i}: Scenario/{obj.name}: only one Scenario document per simulation")
-                    continue
-                try:
-                    self.scenario = parse_scenario(obj.doc, f, i)
-                except ScenarioError as e:
-                    problems.append(str(e))
+        for i, obj in enumerate(res.objects):   # a Scenario's errors name its file and document
+            if obj.kind != SCENARIO:
+                continue
+            f, index = res.origins[i] if i < len(res.origins) else ("<input>", i)
+            if self.scenario is not None:
+                problems.append(f"{f}:{index}: Scenario/{obj.name}: only one Scenario document per simulation")
+                continue
+            try:
+                self.scenario = parse_scenario(obj.doc, f, index)
+            except ScenarioError as e:
+                problems.append(str(e))
         known = set(WORKLOAD_KINDS) | {"NodePool", "EC2NodeClass", "NodeClaim", "OffPeakSchedule", "NodeOverlay", SCENARIO} | set(STORED_KINDS)
         for o in res.objects:
             if o.kind == "CapacityBuffer":

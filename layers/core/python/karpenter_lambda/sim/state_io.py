@@ -33,6 +33,7 @@ import binascii
 import contextlib
 import json
 import os
+import re
 from pathlib import Path
 
 import boto3
@@ -45,6 +46,7 @@ from . import moto_ec2
 from .aws import SimAccount
 from .clock import VirtualClock
 from .kubeapi import RESOURCES, KubeAPIServer
+from .kubeapi.resources import StoreError
 
 FILES = ("state.json", "kube.json", "ec2.json")
 WORLD_KEYS = ("vpcs", "subnets", "securityGroups", "images", "ssmParameters")   # ec2.json: saved by this version
@@ -289,7 +291,73 @@ def load_docs(directory: str | os.PathLike) -> dict[str, dict]:
                                 f"(write one with `simulate --save-state DIR`)") from None
         except (OSError, ValueError) as e:
             raise StateDirError(f"--state {directory}: cannot read {name}: {e}") from None
+    for name, problem in _shape_problems(docs):
+        raise StateDirError(f"--state {directory}: {name}: {problem}: not a saved simulation "
+                            f"(write one with `simulate --save-state DIR`)")
     return docs
+
+
+_DDB_TYPES = {"S", "N", "B", "SS", "NS", "BS", "M", "L", "NULL", "BOOL"}
+
+
+def _type(value) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _shape_problems(docs: dict[str, object]):
+    """(file, what is wrong) for each saved file that is JSON of another shape than :func:`save_state` writes."""
+    state, kube, world = docs.get("state.json"), docs.get("kube.json"), docs.get("ec2.json")
+    if not isinstance(state, dict):
+        yield "state.json", f"expected an object {{\"cluster\", \"region\", \"items\", ...}}, got {_type(state)}"
+    else:
+        for key in ("cluster", "region"):
+            if not isinstance(state.get(key), str) or not state.get(key):
+                yield "state.json", (f"{key!r} missing" if key not in state else f"{key!r} must be a non-empty string, "
+                                                                                 f"got {_type(state[key])}")
+        for key in ("items", "cacheItems"):
+            value = state.get(key)
+            if value is not None and (not isinstance(value, list) or not all(isinstance(i, dict) for i in value)):
+                yield "state.json", f"{key!r} must be a list of DynamoDB items (objects), got {_type(value)}"
+                continue
+            for i, item in enumerate(value or ()):
+                bad = next((k for k, v in item.items() if not (isinstance(v, dict) and len(v) == 1 and set(v) <= _DDB_TYPES)),
+                           None)
+                if bad is not None:
+                    yield "state.json", (f"{key}[{i}].{bad} must be a DynamoDB-typed value such as {{\"S\": \"...\"}}, "
+                                         f"got {json.dumps(item[bad])[:60]}")
+                    break
+        for key in ("k8sVersion", "stateTable", "cacheTable"):
+            if state.get(key) is not None and not isinstance(state[key], str):
+                yield "state.json", f"{key!r} must be a string, got {_type(state[key])}"
+        if isinstance(state.get("k8sVersion"), str) and not re.match(r"^\d+\.\d+", state["k8sVersion"]):
+            yield "state.json", f"'k8sVersion' must be a Kubernetes version such as 1.31, got {state['k8sVersion']!r}"
+        if state.get("time") is not None and (isinstance(state["time"], bool) or not isinstance(state["time"], (int, float))):
+            yield "state.json", f"'time' must be a number (epoch seconds), got {_type(state['time'])}"
+        env = state.get("functionEnv")
+        if env is not None and (not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values())):
+            yield "state.json", "'functionEnv' must be an object of strings"
+    if not isinstance(kube, dict):
+        yield "kube.json", f"expected an object {{plural: [object, ...]}}, got {_type(kube)}"
+    else:
+        for plural, objs in kube.items():
+            if not isinstance(objs, list):
+                yield "kube.json", f"{plural!r} must be a list of objects, got {_type(objs)}"
+                continue
+            for i, obj in enumerate(objs):
+                meta = obj.get("metadata") if isinstance(obj, dict) else None
+                if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+                    yield "kube.json", f"{plural}[{i}] must be an object with metadata.name"
+                    break
+    if not isinstance(world, dict):
+        yield "ec2.json", f"expected an object {{\"instances\", \"vpcs\", \"subnets\", ...}}, got {_type(world)}"
+    else:
+        for key, value in world.items():
+            if key == "ids":
+                if not isinstance(value, dict):
+                    yield "ec2.json", f"'ids' must be an object, got {_type(value)}"
+            elif not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+                yield "ec2.json", f"{key!r} must be a list of objects, got {_type(value)}"
 
 
 @contextlib.contextmanager
@@ -318,28 +386,11 @@ def serve_state(directory: str | os.PathLike):
         with mock_aws():
             server = KubeAPIServer(clock=clock, k8s_version=state.get("k8sVersion") or "1.31")
             url = server.start()
-            order = ["namespaces"] + [p for p in kube if p != "namespaces"]
-            for plural in order:
-                if plural not in RESOURCES:
-                    continue
-                rt = RESOURCES[plural]
-                for obj in kube.get(plural, []):
-                    ns = (obj.get("metadata") or {}).get("namespace")
-                    if plural == "namespaces" and server.store.get("namespaces", obj["metadata"]["name"]) is not None:
-                        continue
-                    server.store.create(plural, obj, ns)
-                    # keep the saved object as it was (uid, creationTimestamp, status): the commands read ages and phases
-                    with server.store.lock:
-                        server.store._objects[plural][server.store._key(rt, obj["metadata"]["name"], ns)] = obj
-            if all(k in world for k in WORLD_KEYS):
-                account = _restore_world(state, world, url)
-            else:
-                account = _seed_like_simulate(state, docs, url)
-            ddb = boto3.client("dynamodb", region_name=state["region"])
-            for item in _items_in(state.get("items", [])):
-                ddb.put_item(TableName=account.state_table, Item=item)
-            for item in _items_in(state.get("cacheItems") or []):
-                ddb.put_item(TableName=account.cache_table, Item=item)
+            try:
+                account = _seed(server, url, state, kube, world, docs)
+            except _SeedError as e:
+                raise StateDirError(f"--state {directory}: {e}: not a saved simulation (write one with "
+                                    f"`simulate --save-state DIR`)") from None
             os.environ.update(account.environment())
             os.environ.update(state.get("functionEnv") or {})   # the run's catalog settings: the same catalogs
             os.environ["KARPENTER_LAMBDA_KUBE_ENDPOINT"] = url
@@ -353,3 +404,45 @@ def serve_state(directory: str | os.PathLike):
         environment.reset()
         os.environ.clear()
         os.environ.update(saved_env)
+
+
+class _SeedError(Exception):
+    """One saved entry that cannot be loaded: ``FILE: what``."""
+
+
+def _seed(server, url: str, state: dict, kube: dict, world: dict, docs: dict) -> SimAccount:
+    """The local Kubernetes API, moto's EC2/SSM/IAM world and the DynamoDB tables seeded from the saved files; an
+    entry that cannot be loaded is a :class:`_SeedError` naming its file."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    order = ["namespaces"] + [p for p in kube if p != "namespaces"]
+    for plural in order:
+        if plural not in RESOURCES:
+            continue
+        rt = RESOURCES[plural]
+        for i, obj in enumerate(kube.get(plural, [])):
+            ns = (obj.get("metadata") or {}).get("namespace")
+            if plural == "namespaces" and server.store.get("namespaces", obj["metadata"]["name"]) is not None:
+                continue
+            try:
+                server.store.create(plural, obj, ns)
+            except (StoreError, KeyError, TypeError, AttributeError, ValueError) as e:   # refused, or malformed
+                raise _SeedError(f"kube.json: {plural}[{i}] cannot be created: {e}") from None
+            # keep the saved object as it was (uid, creationTimestamp, status): the commands read ages and phases
+            with server.store.lock:
+                server.store._objects[plural][server.store._key(rt, obj["metadata"]["name"], ns)] = obj
+    try:
+        if all(k in world for k in WORLD_KEYS):
+            account = _restore_world(state, world, url)
+        else:
+            account = _seed_like_simulate(state, docs, url)
+    except (KeyError, TypeError, AttributeError, ValueError, BotoCoreError, ClientError) as e:
+        raise _SeedError(f"ec2.json: cannot be loaded ({type(e).__name__}: {e})") from None
+    ddb = boto3.client("dynamodb", region_name=state["region"])
+    for key, table in (("items", account.state_table), ("cacheItems", account.cache_table)):
+        for i, item in enumerate(_items_in(state.get(key) or [])):
+            try:
+                ddb.put_item(TableName=table, Item=item)
+            except (BotoCoreError, ClientError, TypeError, AttributeError) as e:
+                raise _SeedError(f"state.json: {key}[{i}] is not a DynamoDB item ({type(e).__name__}: {e})") from None
+    return account
