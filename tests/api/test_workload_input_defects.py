@@ -232,3 +232,16 @@ def test_host_network_ports_must_match_and_ports_must_be_valid():
         'spec.containers[0].ports[4].protocol: Unsupported value: "tcp": supported values: "SCTP", "TCP", "UDP"']
     # without hostNetwork a hostPort may differ from the containerPort
     assert _errors(_pod("a", {"containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 53, "hostPort": 5353}]}]})) == []
+
+
+def test_non_string_mapping_keys_load_as_kubectl_writes_them():
+    """kubectl's YAML-to-JSON step writes ``1:`` and ``true:`` keys as "1" and "true": a nodeSelector ``{1: a}`` asks for
+    label "1", and ``1`` and ``true`` stay two keys (Python would merge them, 1 == True)."""
+    from karpenter_lambda.api.manifests import load_text
+
+    text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {1: a, true: b}}\n"
+            "spec: {nodeSelector: {1: a}, containers: [{name: c, image: x}]}\n")
+    res = load_text(text, "k.yaml", allow_other_kinds=True)
+    assert res.issues == []
+    (pod,) = res.objects
+    assert pod.doc["metadata"]["labels"] == {"1": "a", "true": "b"} and pod.doc["spec"]["nodeSelector"] == {"1": "a"}

@@ -79,16 +79,18 @@ def test_steps_follow_what_earlier_steps_apply_and_delete(cli, manifests):
              {"at": "2m", "scale": {"kind": "Deployment", "name": "api", "replicas": 1}},   # applied: fine
              {"at": "3m", "delete": {"kind": "Deployment", "name": "api"}},
              {"at": "4m", "scale": {"kind": "Deployment", "name": "api", "replicas": 2}},   # deleted since
-             {"at": "5m", "delete": {"kind": "Pod", "name": "p1"}},                          # given: simulate cannot
+             {"at": "5m", "delete": {"kind": "DaemonSet", "name": "node-agent"}},            # given: simulate cannot
              {"at": "6m", "apply": daemonset},                                              # not applicable
              {"at": "7m", "delete": {"kind": "EC2NodeClass", "name": "defualt"}})
-    f = manifests("s.yaml", pair() + "---\n" + POD + "---\n" + scenario(*steps))
+    given_ds = yaml.safe_dump({**daemonset, "metadata": {"name": "node-agent"}})
+    f = manifests("s.yaml", pair() + "---\n" + POD + "---\n" + given_ds + "---\n" + scenario(*steps))
     rc, _, err = cli("validate", f)
     assert rc == 1
     assert sorted(line.split(": ", 3)[2] for line in err.splitlines()[:-1]) == [
         "spec.steps[3].scale.name", "spec.steps[4].delete.name", "spec.steps[5].apply.kind", "spec.steps[6].delete.name"]
     assert "Deployment default/api does not exist at this step" in err
-    assert "simulate cannot delete the Pod default/p1 given in the files (only a Pod an earlier apply step made)" in err
+    assert "simulate cannot delete the DaemonSet default/node-agent given in the files (only a DaemonSet an earlier " \
+           "apply step made)" in err
     assert "simulate applies only NodePool, EC2NodeClass, CronJob, Deployment, Job, Pod, ReplicaSet, StatefulSet in " \
            "a step, got 'DaemonSet'" in err
     assert "EC2NodeClass 'defualt' does not exist at this step (EC2NodeClasses: default) (did you mean default?)" in err

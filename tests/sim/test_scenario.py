@@ -185,3 +185,19 @@ def test_interrupt_step_parses():
     (step,) = sc.steps
     assert step.action == "interrupt" and step.args["count"] == 2
     assert step.describe() == "StateChange (terminated) for the 2 oldest NodeClaim(s) of NodePool default"
+
+
+def test_a_step_deletes_a_pod_given_in_the_files(tmp_path):
+    """A bare Pod of the manifests is held by the run's workload controller like the others: a ``delete`` step removes
+    it (its node then empties), instead of stopping the run with "does not exist"."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "solo", "namespace": "default"},
+           "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+    work = tmp_path / "work.yaml"
+    work.write_text(json.dumps(pod))
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(json.dumps(_doc([{"at": "3m", "delete": {"kind": "Pod", "namespace": "default", "name": "solo"}}])))
+    sim = Simulation([REPO / "examples" / "default.yaml", work, scenario], until=240.0, progress=lambda m: None)
+    result = sim.run()
+    steps = [e for e in result.to_dict()["events"] if e["type"] == "ScenarioStep"]
+    assert [e["object"] for e in steps] == ["step/0"]
+    assert sim.server.store.get("pods", "solo", "default") is None

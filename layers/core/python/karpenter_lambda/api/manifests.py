@@ -87,7 +87,32 @@ class _Loader(yaml.SafeLoader):
                 seen = first.setdefault((key_node.tag, key_node.value), key_node)
                 if seen is not key_node:
                     self.repeated.append((key_node, seen))
-        return super().construct_mapping(node, deep=deep)
+        if not isinstance(node, yaml.MappingNode):
+            return super().construct_mapping(node, deep=deep)   # (PyYAML's error)
+        self.flatten_mapping(node)   # a merge (<<) brings its keys in, as SafeLoader does
+        mapping = {}
+        for key_node, value_node in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            # keys are strings in Kubernetes objects: kubectl's YAML-to-JSON step writes ``1:`` / ``true:`` as "1" /
+            # "true" (a nodeSelector {1: a} would otherwise match no label, silently; and 1 and true one key)
+            if not isinstance(key, str):
+                try:
+                    hash(key)
+                except TypeError:
+                    raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
+                                                            "found unhashable key", key_node.start_mark) from None
+                key = _key_text(key)
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+
+def _key_text(key) -> object:
+    """A mapping key as JSON writes it: booleans ``true``/``false``, null ``null``, numbers as written by str."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    return str(key) if isinstance(key, (int, float)) else key
 
 
 # Do not turn 2026-01-01 into a date: Kubernetes fields are strings.

@@ -283,12 +283,11 @@ def workload_step_errors(scenario: dict, given: set[tuple[str, str, str]]) -> li
     """Each ``scale`` or ``delete`` step naming a workload (or an EC2NodeClass) that does not exist at that step:
     (kind, namespace, name; namespace "" for an EC2NodeClass) neither among the manifests given (``given``) nor applied
     by an earlier step, or deleted by one since -- the run would stop there (``Scenario step 0 (...): Deployment
-    default/nosuch does not exist``).  A Pod or DaemonSet given
-    in the files cannot be deleted by a step (the run's workload controller holds only the workloads it manages and
-    those applied by steps), so such a step is refused too."""
+    default/nosuch does not exist``).  A DaemonSet given in the files cannot be deleted by a step (its pods are the
+    simulator's, per node), so such a step is refused too."""
     steps = ((scenario.get("spec") or {}) if isinstance(scenario.get("spec"), dict) else {}).get("steps")
     exists = {key for key in given if key[0] in WORKLOAD_KINDS or key[0] == "EC2NodeClass"}
-    by_step: set[tuple[str, str, str]] = set()   # applied by a step (a Pod, a DaemonSet: deletable then)
+    by_step: set[tuple[str, str, str]] = set()   # applied by a step (a DaemonSet: deletable then)
     errors: list[FieldError] = []
     for i, raw in enumerate(steps if isinstance(steps, list) else []):
         if not isinstance(raw, dict):
@@ -323,7 +322,7 @@ def workload_step_errors(scenario: dict, given: set[tuple[str, str, str]]) -> li
         elif key not in exists:
             errors.append(FieldError(where, f"{step}: {kind} {namespace}/{name} does not exist at this step "
                                             f"{_others(kind, namespace, name, exists)}"))
-        elif action == "delete" and kind in ("Pod", "DaemonSet") and key not in by_step:
+        elif action == "delete" and kind == "DaemonSet" and key not in by_step:
             errors.append(FieldError(where, f"{step}: simulate cannot delete the {kind} {namespace}/{name} given in "
                                             f"the files (only a {kind} an earlier apply step made)"))
         elif action == "delete":

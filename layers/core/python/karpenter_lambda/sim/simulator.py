@@ -259,7 +259,9 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                     server.store.create(STORED_KINDS[obj.kind], _strip(obj.doc), obj.metadata.get("namespace") or "default")
             self.workload_controller = WorkloadController(server, region=self.region)
             for doc in self.workload_docs:
-                if doc.get("kind") not in ("DaemonSet", "Pod"):
+                # a Pod given in the files is held too (a step may delete it; nothing recreates a bare Pod); a
+                # DaemonSet's pods are the loop's, per node
+                if doc.get("kind") != "DaemonSet":
                     self.workload_controller.add(doc)
             for step in (self.scenario.steps if self.scenario is not None else []):
                 self._schedule(step.at, "step", {"step": step})
