@@ -144,6 +144,9 @@ def test_drift_and_expiration_the_same_with_and_without_the_shortcuts(tmp_path, 
     kinds = {e["message"].split("(")[-1].split(")")[0] for e in without
              if e["type"] == "NodeClaimDisrupted" and e.get("reason") == "Drifted"}
     assert {"NodePoolDrifted", "AMIDrift"} <= kinds, kinds   # the template change, then the AMI release
+    # every replacement launch names what it replaces for (an expiration's too: docs/simulator.md event guarantees)
+    replacing = [e for e in without if e["type"] == "NodeClaimLaunched" and e.get("replaces")]
+    assert {e.get("reason") for e in replacing} >= {"Expired"} and all(e.get("reason") for e in replacing), replacing
     assert with_ == without
     # the drift and lifecycle sweeps were skipped in the quiet stretches (and never without the shortcuts)
     assert logs_on.count(DRIFT_SKIPPED) >= 3

@@ -142,7 +142,7 @@ class Executor:
             e.state, e.replacements, e.since = REPLACING, names, snap.now
             self.s.ledger.advance(e)
         report.replacing.append({"nodeClaim": lead.nodeclaim, "nodeClaims": [e.nodeclaim for e in group],
-                                 "replacements": names})
+                                 "replacements": names, "reason": lead.reason})
         for e in group:
             self._node_event(e, snap, report, ev.DISRUPTION_LAUNCHING, ev.disruption_launching_message(e.reason))
         self.s._decision("replace", f"{', '.join(e.nodeclaim for e in group)}: launched replacements "
@@ -240,7 +240,7 @@ class Executor:
             e.replacements = names
             self.s.ledger.advance(e)
         report.replacing.append({"nodeClaim": lead.nodeclaim, "nodeClaims": [e.nodeclaim for e in group],
-                                 "replacements": added})
+                                 "replacements": added, "reason": lead.reason})
         self.s._decision("replace", f"{', '.join(e.nodeclaim for e in group)}: pods without a place since the plan; "
                                     f"launched {', '.join(added)}; draining once they are initialized",
                          nodeclaims=[e.nodeclaim for e in group], replacements=added)

@@ -172,7 +172,7 @@ class ReportEventsMixin:
             self._disruption_reasons[p["nodeClaim"]] = p["reason"]
         for r in report.replacing:
             lead = r["nodeClaim"]
-            reason = self._disruption_reasons.get(lead) or next(
+            reason = r.get("reason") or self._disruption_reasons.get(lead) or next(
                 (self._disruption_reasons[n] for n in r.get("nodeClaims") or [] if n in self._disruption_reasons), None)
             for name in r["replacements"]:
                 self._announce_launch(name, list(r.get("nodeClaims") or [lead]), reason)
