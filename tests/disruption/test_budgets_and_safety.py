@@ -122,7 +122,8 @@ def test_a_pdb_holds_a_drift_until_the_termination_grace_period(make_world):
     assert out["drift"]["disrupted"]
     deleted_at = datetime.fromisoformat(d.w.store.get("NodeClaim", a["name"]).metadata["deletionTimestamp"].replace("Z", "+00:00")).timestamp()
     pod = a["pods"][0]["metadata"]["name"]
-    while d.w.clock.now() < deleted_at + 600 - 30 - 60:     # the PDB refuses every eviction (429), retried
+    # the PDB refuses every eviction (429), retried, until a sweep before the pod's delete time (deadline - its 30 s)
+    while d.w.clock.now() < deleted_at + 600 - 30 - 2 * 60:
         out = d.tick(60, "drift")
         assert d.w.server.store.get("pods", pod, "default") is not None
         assert a["name"] in out["lifecycle"]["draining"]

@@ -107,9 +107,11 @@ def test_pdb_blocks_until_the_termination_grace_period_then_the_pod_is_deleted(m
     assert list(blocked.values()) == ["PDB default/hold (429)"]
     assert [k for k, _m, _f in d.decisions].count("evict-blocked") == 5
     assert d.running() == {x["iid"]}
-    d.w.clock.advance(600 - 120 - 60)               # 58 min: deadline (60 min) - the pod's 120 s not reached yet
+    # the pod's delete time is the deadline (60 min) minus its 120 s: 58 min; the drain deletes it at its last look
+    # before that (eviction.DELETE_LEAD, the sweep's period), so that it gets its whole grace period
+    d.w.clock.advance(600 - 120 - 60 - 1)           # 56m59s: its delete time is more than a sweep away
     assert d.finalize(x) == "draining" and d.pod_deletes() == []
-    d.w.clock.advance(61)                           # now >= deadline - 120 s: deleted, whatever the PDB says
+    d.w.clock.advance(2)                            # 57m01s: due before the next look: deleted, whatever the PDB says
     d.cloud.lag = 1
     assert d.finalize(x) == "terminating"
     assert d.pod_deletes() == ["guarded"] and "guarded" not in d.names_on(x["node"])
@@ -138,9 +140,9 @@ def test_do_not_disrupt_waits_for_the_deadline(make_world):
     assert d.finalize(x) == "draining"
     assert d.evictions() == ["app-0"]
     assert list(d.status(x)["blocked"].values()) == ["do-not-disrupt"]
-    d.w.clock.advance(9 * 60)
+    d.w.clock.advance(8 * 60)
     assert d.finalize(x) == "draining" and d.evictions() == ["app-0"] and d.pod_deletes() == []
-    d.w.clock.advance(30)                           # 9m30s = deadline - 30 s
+    d.w.clock.advance(31)                           # 8m31s: its delete time (deadline - 30 s) is before the next look
     assert d.finalize(x) == "deleted"
     assert d.pod_deletes() == ["busy"] and d.evictions() == ["app-0"]
 
@@ -196,3 +198,22 @@ def test_a_pod_recorded_as_evicted_is_not_evicted_again(make_world):
     d.w.store.update("NodeClaim", x["name"], mutate)
     assert d.finalize(x) == "draining"
     assert d.evictions() == ["app-0"] and "other" in d.names_on(x["node"])
+
+
+def test_a_pod_gets_its_whole_grace_period_before_the_deadline_with_a_sweep_a_minute():
+    """Karpenter deletes a pod at the node's deadline minus the pod's terminationGracePeriodSeconds so that it gets all
+    of it.  Looked at once a minute, the drain deletes it at its last look before that time (at most a minute early),
+    never after it (which left a 30 s pod about a second)."""
+    from karpenter_lambda.disruption.eviction import DELETE_LEAD, next_step
+
+    pod = {"metadata": {"name": "p", "namespace": "default", "uid": "p",
+                        "annotations": {"karpenter.sh/do-not-disrupt": "true"}},
+           "spec": {"terminationGracePeriodSeconds": 30}, "status": {"phase": "Running"}}
+    deadline = 1000.0
+    for now in (900.0, 900.0 + 10.0):   # delete time 970: more than a look away, then within one
+        step = next_step([pod], now, deadline, lead=DELETE_LEAD)
+        assert [p["metadata"]["name"] for p in step.delete] == ([] if now + DELETE_LEAD < 970 else ["p"])
+    # and every look from when it is due to the deadline gives it at least its 30 s
+    for now in range(int(970 - DELETE_LEAD), 971, 10):
+        step = next_step([pod], float(now), deadline, lead=DELETE_LEAD)
+        assert step.delete and deadline - now >= 30

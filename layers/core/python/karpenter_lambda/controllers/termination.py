@@ -323,7 +323,7 @@ class Terminator:
         prev_group = None
         for _ in range(len(eviction.GROUPS) + 1):   # pods that go at once let the next group start in this call
             pods = [as_dict(p) for p in self.kube.list_pods_on_node(name)]
-            step = eviction.next_step(pods, now, deadline, deleted=deleted, evicted=evicted)
+            step = eviction.next_step(pods, now, deadline, deleted=deleted, evicted=evicted, lead=eviction.DELETE_LEAD)
             if step.done:
                 self._record(nodeclaim.name, {"drainedAt": format_time(now), "blocked": {}})
                 self.decide("drained", f"node {name} drained", nodeclaim=nodeclaim.name, node=name)

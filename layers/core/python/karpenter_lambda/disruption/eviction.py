@@ -116,6 +116,10 @@ def do_not_disrupt_active(pod: dict, now: float) -> bool:
     return True if start is None else now - start < d
 
 
+#: the lifecycle sweep's period (the drain's next look): a pod due for deletion before then is deleted now
+DELETE_LEAD = 60.0
+
+
 def delete_at(pod: dict, deadline: float | None) -> float | None:
     """When the pod is deleted instead of evicted: ``deadline - terminationGracePeriodSeconds`` (None: never)."""
     return None if deadline is None else deadline - pod_grace(pod)
@@ -160,8 +164,12 @@ def _uids(already: Mapping | Iterable[str] | None, key: str) -> set[str]:
 
 
 def next_step(pods: list[dict], now: float, deadline: float | None,
-              deleted: Iterable[str] = frozenset(), evicted: Iterable[str] = frozenset()) -> DrainStep:
-    """What to do with the node's pods now.  ``deleted`` / ``evicted``: uids already deleted / evicted earlier."""
+              deleted: Iterable[str] = frozenset(), evicted: Iterable[str] = frozenset(),
+              lead: float = 0.0) -> DrainStep:
+    """What to do with the node's pods now.  ``deleted`` / ``evicted``: uids already deleted / evicted earlier.
+    ``lead``: how long until the drain is looked at again (:data:`DELETE_LEAD`): a pod whose delete time falls before
+    then is deleted now, with its whole grace period, rather than then with less (Karpenter deletes it at
+    ``deadline - terminationGracePeriodSeconds`` to give it the full grace)."""
     deleted, evicted = set(deleted), set(evicted)
     step = DrainStep()
     left = [p for p in pods if drainable(p, now)]
@@ -171,7 +179,7 @@ def next_step(pods: list[dict], now: float, deadline: float | None,
     for p in left:
         uid = pod_uid(p)
         at = delete_at(p, deadline)
-        if at is not None and now >= at and uid not in deleted and (
+        if at is not None and now + lead >= at and uid not in deleted and (
                 not is_terminating(p) or ends_after_deadline(p, deadline)):
             step.delete.append(p)      # the deadline: whatever group, PDB or do-not-disrupt
             continue
