@@ -10,6 +10,8 @@ local API server, a virtual clock).  The decisions themselves are tested on snap
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from karpenter_lambda.api import labels as L
 
 
@@ -116,3 +118,41 @@ def test_a_pod_that_lost_its_room_before_the_drain_gets_another_replacement_firs
     (ev,) = out["drift"]["disrupted"]
     assert ev["nodeClaim"] == old["name"] and ev["replacements"] == [rep, more]
     assert out["lifecycle"]["evicted"]
+
+
+def test_an_expiration_keeps_karpenters_maximum_lifetime_expire_after_plus_termination_grace_period(make_world):
+    """With a terminationGracePeriod, Karpenter's node lives at most expireAfter + terminationGracePeriod.  Replacement
+    first still holds, but a replacement that never initializes does not keep the node (it expires without it, the
+    replacement kept), and the deletion's deadline is that bound, not the deletion time + the grace period."""
+    d = make_world(consolidate_after="Never", expire_after="30m", tgp="5m")
+    (old,) = d.nodes_with_pods([1])
+    nc = d.w.store.get("NodeClaim", old["name"])
+    born = datetime.fromisoformat(nc.metadata["creationTimestamp"].replace("Z", "+00:00")).timestamp()
+    d.w.clock.advance(31 * 60)
+    out = d.w.invoke("drift")                      # no lifecycle sweep, no join: the replacement stays pending
+    (rep,) = out["replacing"][0]["replacements"]
+    d.w.clock.advance(11 * 60)
+    out = d.w.invoke("drift")
+    assert out["failed"] == []
+    (ev,) = out["disrupted"]
+    assert ev["nodeClaim"] == old["name"] and ev["reason"] == "Expired" and ev["replacements"] == [rep]
+    nc = d.w.store.get("NodeClaim", old["name"])
+    assert nc.metadata.get("deletionTimestamp")
+    stamped = datetime.fromisoformat(nc.annotations["karpenter.sh/nodeclaim-termination-timestamp"]
+                                     .replace("Z", "+00:00")).timestamp()
+    assert stamped == born + 30 * 60 + 5 * 60      # expiry + terminationGracePeriod, before deletion time + 5m
+    assert d.w.store.get("NodeClaim", rep) is not None
+
+
+def test_without_a_termination_grace_period_an_expirations_deadline_is_not_set(make_world):
+    d = make_world(consolidate_after="Never", expire_after="30m")
+    (old,) = d.nodes_with_pods([1])
+    d.w.clock.advance(31 * 60)
+    d.w.invoke("drift")
+    d.w.join_all(ready=True)
+    d.w.sweep()
+    out = d.w.invoke("drift")
+    (ev,) = out["disrupted"]
+    assert ev["reason"] == "Expired"
+    nc = d.w.store.get("NodeClaim", old["name"])
+    assert nc is None or "karpenter.sh/nodeclaim-termination-timestamp" not in (nc.annotations or {})

@@ -10,7 +10,11 @@ Initialized, and the last look finds a place for every pod, :meth:`Executor._bef
 candidate's deletion -> ``deleting`` (the lifecycle sweep drains and terminates; the entry is released once its
 NodeClaim is gone).  Expiration enters at :meth:`Executor.carry` in the sweep that decided it (no budget, no 15 s
 wait).  A replacement that fails to launch or is deleted before it
-initializes: the taints are removed, the nodes kept, the launched replacements abandoned, the reason recorded.
+initializes: the taints are removed, the nodes kept, the launched replacements abandoned, the reason recorded --
+except for an expiration whose NodeClaim has a ``terminationGracePeriod``: Karpenter's maximum node lifetime is
+``expireAfter + terminationGracePeriod`` (it deletes the NodeClaim at expiry), so its deletion is requested anyway,
+and every expiration's deletion carries that bound as its deadline (``karpenter.sh/nodeclaim-termination-timestamp``,
+:func:`lifetime_deadline`): waiting for the replacements never pushes the node past it.
 
 No path leaves a candidate tainted without an in-flight entry: a cancellation on re-validation removes the taint (a
 crashed earlier step may have set it); an exception while tainting or launching removes it before the error goes up
@@ -30,7 +34,9 @@ from ..api import events as ev
 from ..api.labels import DISRUPTED_TAINT, REPLACES_ANNOTATION, encode_replaces, has_disrupted_taint
 from ..api.times import format_time
 from ..disruption.candidates import make_candidate
+from ..api.durations import DurationError, parse_duration
 from ..disruption.context import SnapshotCaches, SweepContext
+from ..disruption.expiration import expires_at
 from ..disruption.plan import revalidate
 from ..disruption.replace import removal_plan
 from ..disruption.types import DRIFTED, EXPIRED
@@ -285,6 +291,20 @@ class Executor:
         return removed
 
     def _fail(self, group: list[Entry], snap, launched: list[str], why: str, report) -> None:
+        if group[0].reason == EXPIRED and all(
+                (nc := snap.nodeclaims.get(e.nodeclaim)) is not None and lifetime_deadline(nc, snap) is not None
+                for e in group):
+            # the lifetime bound (expireAfter + terminationGracePeriod) stands: expiring without the replacements (those
+            # launched stay: they may still come up, and the pods need a place), as Karpenter expires without any
+            self.s._decision("replacement-failed", f"{group[0].reason} of {', '.join(e.nodeclaim for e in group)}: "
+                                                   f"{why}; expiring anyway (expireAfter + terminationGracePeriod is "
+                                                   f"the node's maximum lifetime)", reason=group[0].reason)
+            for e in group:
+                kept = [r for r in e.replacements if r in snap.nodeclaims
+                        and not snap.nodeclaims[r].metadata.get("deletionTimestamp")]
+                e.replacements = list(dict.fromkeys(kept + list(launched)))
+            self._start_deletion(group, snap, report)
+            return
         self._untaint(group, snap)
         for name in launched:   # a partial set of replacements is not kept
             nc = self.s.store.get("NodeClaim", name)
@@ -300,7 +320,8 @@ class Executor:
         for e in group:
             nc = snap.nodeclaims.get(e.nodeclaim)
             if nc is not None and not nc.metadata.get("deletionTimestamp"):
-                self.s.terminator.request(nc, f"{e.reason}: {e.detail}" if e.detail else e.reason)
+                deadline = lifetime_deadline(nc, snap) if e.reason == EXPIRED else None
+                self.s.terminator.request(nc, f"{e.reason}: {e.detail}" if e.detail else e.reason, deadline=deadline)
             if e.state != DELETING:
                 self._deleting(e, snap, report)
 
@@ -335,3 +356,17 @@ class Executor:
             self.s.kube.patch_node_taints(node_name, add=[dict(DISRUPTED_TAINT)])
         else:
             self.s.kube.patch_node_taints(node_name, remove=[dict(DISRUPTED_TAINT)])
+
+
+def lifetime_deadline(nc, snap) -> float | None:
+    """An expiring NodeClaim's forced end: its expiry (creation + ``expireAfter``) + its ``terminationGracePeriod``,
+    Karpenter's maximum node lifetime ("the sum of the two fields"); None without either (no bound)."""
+    tgp = nc.spec.get("terminationGracePeriod")
+    pool = snap.nodepools.get(nc.nodepool_name)
+    expiry = expires_at(nc, pool) if pool is not None else None
+    if not tgp or expiry is None:
+        return None
+    try:
+        return expiry + parse_duration(tgp)
+    except DurationError:
+        return None
