@@ -155,3 +155,27 @@ def test_a_sweep_that_fails_mid_decision_is_finished_by_the_next(make_world):
     (rep,) = out["drift"]["replacing"][0]["replacements"]
     _tick_until(d, lambda o: not d.w.store.get("NodeClaim", old["name"]))
     assert d.nodeclaims() == {rep} and d.running() == {d.nodeclaim_of_name(rep)}
+
+
+@pytest.mark.parametrize("budget,at_once", [('[{nodes: "100%"}]', 3), ('[{nodes: "1"}]', 1)])
+def test_drift_rolls_as_many_nodes_at_once_as_the_budget_allows(make_world, budget, at_once):
+    """Karpenter's drift makes one command per pass and starts the next pass at once, the drifts in flight counting
+    against the budget: the budget sets the pace, not a one-at-a-time rule.  Three drifted nodes, each with a pod:
+    all three proposed in one sweep with 100% (each with its own replacement), one at a time with a budget of one."""
+    d = make_world(consolidate_after="Never", budgets=budget)
+    old = {x["name"] for x in d.nodes_with_pods([1, 1, 1])}
+    _change_nodepool(d, lambda s: s["template"].setdefault("metadata", {}).setdefault("labels", {}).update(team="b"))
+    out = d.tick(30, "drift")
+    assert len(out["drift"]["proposed"]) == at_once
+    if at_once == 3:
+        out = d.tick(30, "drift")                              # re-validated: launched, each its own replacement
+        assert len({r for x in out["drift"]["replacing"] for r in x["replacements"]}) == 3
+    for _ in range(20):                                        # every node replaced, never more than the budget at once
+        in_flight = {e for e in old if e in d.nodeclaims()
+                     and d.w.store.get("NodeClaim", e).metadata.get("deletionTimestamp")}
+        assert len(in_flight) <= at_once
+        if not old & d.nodeclaims():
+            break
+        d.tick(30, "drift")
+    assert not old & d.nodeclaims()
+    assert all(p["spec"].get("nodeName") for p in d.w.server.store.list("pods"))

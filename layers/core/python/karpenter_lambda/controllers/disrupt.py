@@ -33,7 +33,7 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 
-from ..adapters.store.ledger import DELETING, DisruptionLedger, Entry
+from ..adapters.store.ledger import DisruptionLedger, Entry
 from ..api import events as ev
 from ..api import labels as wk
 from ..api.conditions import make_condition, set_condition
@@ -48,7 +48,7 @@ from ..disruption.emptiness import Emptiness, consolidatable_in
 from ..disruption.expiration import Expiration
 from ..disruption.plan import plan_sweep
 from ..disruption.repack import Repack
-from ..disruption.types import DRIFTED, EMPTY, EXPIRED, UNDERUTILIZED, Command
+from ..disruption.types import EMPTY, EXPIRED, UNDERUTILIZED, Command
 from ..disruption.underutilized import MultiNodeConsolidation, SingleNodeConsolidation
 from . import runtime
 from .base import Controller
@@ -192,10 +192,6 @@ class DisruptionSweep(Controller):
             report.errors.append(f"removing stale disrupted taints: {ex}")
             self.logger.exception("removing stale disrupted taints failed")
         budgets = SweepContext(snap, {n: e.nodepool for n, e in live.items()}, caches=caches)
-        # a NodePool with a drift in flight that launches (or, re-validated, may launch) replacements: one at a time
-        budgets.busy_nodepools = {e.nodepool for e in live.values()
-                                  if e.reason == DRIFTED and e.state != DELETING
-                                  and (e.planned_price is not None or e.replacements)}
         plan = plan_sweep(snap, self.methods, budgets)
         batch = hashlib.sha256(f"{self.kind}:{snap.now}".encode()).hexdigest()[:10] if plan.sequential else ""
         for i, cmd in enumerate(plan.commands):

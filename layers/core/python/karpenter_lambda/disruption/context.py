@@ -11,9 +11,8 @@ receives a :class:`SweepContext`:
 * ``caches``: per-snapshot answers (:class:`SnapshotCaches`: consolidateAfter windows, consolidatable verdicts, the
   PDB index) and ``memo``: per-sweep answers (:class:`SweepMemo`: groups and prefixes found invalid, pod requests,
   bin types);
-* ``exclude`` (NodeClaims already being disrupted: neither candidates nor capacity), ``leaving`` (those whose pods
-  are placed before the candidates', :mod:`.replace`; None: ``exclude``) and ``busy_nodepools`` (drift:
-  NodePools with a non-empty replacement in flight).
+* ``exclude`` (NodeClaims already being disrupted: neither candidates nor capacity) and ``leaving`` (those whose pods
+  are placed before the candidates', :mod:`.replace`; None: ``exclude``).
 
 :meth:`SweepContext.derive` is the context after a consolidation option is carried out (``apply_option``): a new
 snapshot, the same budgets, counters and memo, and the caches that still hold (the PDB index: pods only move;
@@ -152,15 +151,13 @@ class SweepContext:
     def __init__(self, snap: ClusterSnapshot, inflight: dict[str, str] | None = None, *,
                  caches: SnapshotCaches | None = None, budgets: AllowanceView | None = None,
                  counters: Evaluations | None = None, memo: SweepMemo | None = None,
-                 exclude: set[str] | None = None, busy_nodepools: set[str] | None = None,
-                 leaving: set[str] | None = None):
+                 exclude: set[str] | None = None, leaving: set[str] | None = None):
         self.snapshot = snap
         self.budgets = budgets if budgets is not None else AllowanceView(snap, inflight)
         self.counters = counters if counters is not None else Evaluations()
         self.caches = caches if caches is not None else SnapshotCaches()
         self.memo = memo if memo is not None else SweepMemo()
         self.exclude: set[str] = set(self.budgets.inflight) if exclude is None else exclude
-        self.busy_nodepools: set[str] = set() if busy_nodepools is None else busy_nodepools
         # NodeClaims whose pods are placed before the candidates' (replace.leaving_of); None: ``exclude``
         self.leaving: set[str] | None = leaving
 
@@ -169,7 +166,7 @@ class SweepContext:
         and the SAME budgets, counters, memo, exclusions (what this sweep took stays taken)."""
         applied = carry_out(self.snapshot, option)
         return SweepContext(applied.snapshot, caches=self.caches.derive(self.snapshot, applied), budgets=self.budgets, counters=self.counters, memo=self.memo, exclude=self.exclude,
-                            busy_nodepools=self.busy_nodepools, leaving=self.leaving)
+                            leaving=self.leaving)
 
     def caches_for(self, snap: ClusterSnapshot) -> SnapshotCaches:
         """This context's caches when ``snap`` is its snapshot; otherwise fresh ones (answers about another snapshot

@@ -21,9 +21,10 @@ Karpenter's checks, in its order (pkg/controllers/nodeclaim/disruption/drift.go,
 9. ``InstanceTypeNotFound``: its instance type left the catalog, or has no offering in its zone and capacity type.
 
 The cloud-side checks (3-8) run only when the EC2NodeClass resolved in this snapshot (an unresolved one says
-nothing about drift).  :class:`Drift` is the method: eventual class, replacement first, empty nodes first, then one
-non-empty node per NodePool per sweep, earliest drift first; a node whose pods cannot all be rescheduled is skipped
-for the next one.  A node's pods are never counted on room that is already spoken for (:mod:`.replace`): not on an
+nothing about drift).  :class:`Drift` is the method: eventual class, replacement first, empty nodes first, then the
+non-empty nodes earliest drift first, as many as the NodePool's budget allows (in-flight ones count against it: as
+Karpenter, whose drift command per pass is followed at once by the next, the budget sets the pace); a node whose pods
+cannot all be rescheduled is skipped for the next one.  A node's pods are never counted on room that is already spoken for (:mod:`.replace`): not on an
 empty drifted node removed in the same sweep, not on a replacement launched for another node's pods, not on room
 the pods of an earlier command (in flight, or planned earlier in this sweep) will take.
 """
@@ -231,7 +232,6 @@ class Drift(MethodBase):
         commands: list[Command] = []
         blocked: list[Blocked] = []
         ordered = sorted(candidates, key=lambda c: (bool(c.reschedulable), c.drifted_since or snap.now, c.name))
-        busy: set[str] = set(ctx.busy_nodepools)   # one non-empty drift per NodePool
         budgets = ctx.budgets
         emptied: set[str] = set()                   # empty drifted nodes removed in this sweep: no capacity
         moving: set[str] = set()                    # earlier non-empty commands of this sweep: their pods go first
@@ -239,8 +239,6 @@ class Drift(MethodBase):
             why = graceful_blockers(c, snap, eventual=True, ctx=ctx)
             if why:
                 blocked.append(Blocked(c.name, why[0][0], why[0][1], DRIFTED))
-                continue
-            if c.reschedulable and c.nodepool_name in busy:
                 continue
             if not budgets.available(c.nodepool_name, DRIFTED):
                 blocked.append(Blocked(c.name, "budget", budgets.message(c.nodepool_name, DRIFTED), DRIFTED))
@@ -258,7 +256,6 @@ class Drift(MethodBase):
                 blocked.append(Blocked(c.name, BLOCK_PODS_WOULD_NOT_FIT, f"pod {pod}: {why_not}", DRIFTED))
                 continue
             budgets.take(c.nodepool_name, DRIFTED)
-            busy.add(c.nodepool_name)
             moving.add(c.name)
             commands.append(Command(DRIFTED, [c], replacements=list(result.new_nodeclaims), detail=detail,
                                     savings_per_hour=round(c.price - result.price, 6)))
