@@ -19,10 +19,12 @@ consolidation took Karpenter v1.14's savings-ratio order (the 200x3 run ends at 
 148, $44.9146/h; plans and the demo unchanged); ``bench/baselines/equivalence-2026-12-07c.json``, which ``make bench``
 compares with, after ``a1.*`` left AL2023 catalogs (Karpenter's compatibility check): only the off-peak set's plan
 differs, its a1.2xlarge NodeClaim becoming a t4g.xlarge one, $0.8256/h -> $0.8318/h; ``bench/baselines/
-equivalence-2026-12-07e.json``, which ``make bench`` compares with now, after a limited NodePool's NodeClaims kept
-options spanning their minValues: only ``plans.spot-and-on-demand`` differs, its three r7a.medium NodeClaims listing
-56 options of 54 families instead of 2 for ``minValues: 5``, the same types launched and the same $0.2518/h; or one
-made on a worktree of any commit)
+equivalence-2026-12-07e.json``, after a limited NodePool's NodeClaims kept options spanning their minValues: only
+``plans.spot-and-on-demand`` differs, its three r7a.medium NodeClaims listing 56 options of 54 families instead of 2
+for ``minValues: 5``, the same types launched and the same $0.2518/h; ``bench/baselines/equivalence-2026-12-07f.json``,
+which ``make bench`` compares with now, after a block is told once per disruption reason and cause (it was once per
+cause): the demo's ``DisruptionBlocked`` count 27 instead of 21 (the drift sweep's budget blocks of nodes whose budget
+block consolidation had told), nothing else; or one made on a worktree of any commit)
 and exits 1 naming every difference.  The CLI runs with this checkout's package first on ``PYTHONPATH``, so the
 script measures the code beside it even where another checkout is installed in the venv.
 """

@@ -40,7 +40,7 @@ VARIANTS = {
     # issue 22 onward: the decisions are the ones recorded before the redesign (0 differences); compared now with
     # the behaviour as of 2026-12-07 (the issue-22 baseline differs from it only in the demo's DisruptionBlocked
     # count, 17 -> 21: explanations made more specific that day, every decision the same)
-    "equivalence": [["--quick", "--compare", os.path.join(HERE, "baselines", "equivalence-2026-12-07e.json")]],
+    "equivalence": [["--quick", "--compare", os.path.join(HERE, "baselines", "equivalence-2026-12-07f.json")]],
 }
 
 

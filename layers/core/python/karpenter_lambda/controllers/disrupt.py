@@ -401,10 +401,15 @@ class DisruptionSweep(Controller):
         if nc is None:
             return
         prev = nc.status.get(BLOCKED_STATUS) or {}
-        seen = list(prev.get("causes") or [])
-        if b["cause"] in seen:   # at most once per node and cause
+        causes = list(prev.get("causes") or [])
+        # at most once per node, disruption reason and cause: a PDB told for Underutilized is told again for Drifted
+        # (another method, another sweep), not at every sweep
+        told = list(prev.get("seen") or [f"{prev.get('reason')}/{c}" for c in causes])
+        key = f"{b['reason']}/{b['cause']}"
+        if key in told:
             return
-        entry = {**b, "at": format_time(snap.now), "causes": seen + [b["cause"]]}
+        entry = {**b, "at": format_time(snap.now), "causes": causes + [c for c in [b["cause"]] if c not in causes],
+                 "seen": told + [key]}
         entry.pop("nodeClaim", None)
 
         def mutate(obj):
