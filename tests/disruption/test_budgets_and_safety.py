@@ -162,3 +162,27 @@ def test_two_concurrent_sweeps_stay_within_one_budget(make_world):
     ledger = DisruptionLedger(d.w.env.dynamodb, d.w.cluster, d.w.env.config.state_table).entries()
     assert len(ledger) == 2, ledger
     assert len({n for n in ledger}) == 2
+
+
+def test_a_cause_told_for_one_disruption_reason_is_told_again_for_another(make_world):
+    """A PDB holding a node is explained once per reason: told for Underutilized by the consolidation sweep, it is
+    told again when it holds the node's drift (status.disruptionBlocked.seen keeps the reason/cause pairs), and not
+    again at the next sweep of either."""
+    d = make_world(policy="WhenEmptyOrUnderutilized", consolidate_after="0s")
+    (a, _b) = d.nodes_with_pods([1, 1])
+    _ready(d, a["pods"])
+    _pdb(d)
+    out = d.tick(30, "consolidation")
+    told = [(x["reason"], x["cause"]) for x in out["consolidation"]["blocked"] if x["nodeClaim"] == a["name"]]
+    assert ("Underutilized", "PDB") in told
+
+    def mutate(np):
+        np.doc["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})["team"] = "z"
+    d.w.store.update("NodePool", "default", mutate)
+    out = d.tick(30, "drift")
+    assert [(x["reason"], x["cause"]) for x in out["drift"]["blocked"] if x["nodeClaim"] == a["name"]] == \
+        [("Drifted", "PDB")]
+    status = d.w.store.get("NodeClaim", a["name"]).status["disruptionBlocked"]
+    assert {"Underutilized/PDB", "Drifted/PDB"} <= set(status["seen"]) and status["causes"].count("PDB") == 1
+    out = d.tick(30, "consolidation", "drift")
+    assert not [x for s in ("consolidation", "drift") for x in out[s]["blocked"] if x["nodeClaim"] == a["name"]]
