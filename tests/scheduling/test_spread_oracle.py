@@ -90,3 +90,29 @@ def test_random_spread_workloads_are_legal_and_cost_little_more_than_unspread(se
     check_legal(spread, spread_pods, rules, types, ds)
     check_legal(plain, plain_pods, {}, types, ds)
     assert spread.cost_per_hour <= 1.15 * plain.cost_per_hour, (spread.cost_per_hour, plain.cost_per_hour, rules.keys())
+
+
+def test_a_spread_counts_the_pods_of_another_workload_it_selects_placed_before_it():
+    """Karpenter's queue places larger pods first and records each: a DoNotSchedule zone spread over ``app=web``
+    counts the pods of another Deployment it selects (with no constraints of its own) wherever they went.  Three 1-CPU
+    ``web-a`` pods pinned to zone a come first; the three 400m spreading ``web-c`` pods then keep every placement's skew
+    within 1 -- none in zone a (before, the unconstrained class was bulk-packed last: a=4, b=1, c=1)."""
+    from karpenter_lambda.api import labels as L
+
+    from .helpers import node_of, pod, run
+
+    zone_a = [pod(f"web-a-{i}", cpu="1", memory="1Gi", labels={"app": "web", "version": "a"}, owner="web-a",
+                  nodeSelector={L.ZONE: "us-east-1a"}) for i in range(3)]
+    spread = {"maxSkew": 1, "topologyKey": L.ZONE, "whenUnsatisfiable": "DoNotSchedule",
+              "labelSelector": {"matchLabels": {"app": "web"}}}
+    web_c = [pod(f"web-c-{i}", cpu="400m", memory="512Mi", labels={"app": "web", "version": "c"}, owner="web-c",
+                 topologySpreadConstraints=[spread]) for i in range(3)]
+    res = run(zone_a + web_c)
+    assert not res.unschedulable
+    zones = {}
+    for p in zone_a + web_c:
+        key = f"default/{p['metadata']['name']}"
+        zones[key] = node_of(res, key).zone
+    assert {zones[f"default/web-a-{i}"] for i in range(3)} == {"us-east-1a"}
+    c_zones = [zones[f"default/web-c-{i}"] for i in range(3)]
+    assert "us-east-1a" not in c_zones and sorted(c_zones).count("us-east-1b") + sorted(c_zones).count("us-east-1c") == 3

@@ -99,10 +99,11 @@ class TopologyTracker:
                     [g for g in maybe if g.kind != INV and g.matches(c.ns, c.labels)],
                     [g for g in maybe if g.kind == INV and g.matches(c.ns, c.labels)])
             c.member, c.inv = hit
-            # a class some pod's (anti-)affinity selects is placed in queue order (not bulk-packed after the
-            # constrained classes), so a smaller pod that prefers or refuses its node finds it already placed
+            # a class some pod's (anti-)affinity or topology spread selects is placed in queue order (not bulk-packed
+            # after the constrained classes), so a smaller pod that prefers or refuses its node, or spreads over it,
+            # finds it already placed and counted (Karpenter's queue: larger pods first, each recorded as placed)
             c.simple = not c.cons and not c.ports and not c.inv and not any(
-                g.kind in (T.AFFINITY, T.ANTI) for g in c.member)
+                g.kind in (T.AFFINITY, T.ANTI, T.SPREAD) for g in c.member)
             c.spread_eligible = {}
         # counts from existing pods; the groups a pod belongs to depend only on its namespace and labels, so they
         # are computed once per distinct (namespace, labels) and only among the groups whose first matchLabels
