@@ -156,3 +156,19 @@ def test_daemonset_host_port_only_blocks_where_the_daemonset_runs():
     assert not res.unschedulable and res.nodeclaims[0].instance_type == "m5.large"
     assert template(amd_only, [arm_exporter]).daemon_ports == frozenset()
     assert template(arch_catalog(), [arm_exporter]).daemon_ports == {("0.0.0.0", "TCP", 9100)}
+
+
+def test_a_daemonsets_host_port_keeps_a_pod_only_off_the_types_it_runs_on():
+    """Karpenter drops only the daemon overhead groups whose host ports conflict: a DaemonSet on amd64 types holding
+    hostPort 9100 keeps a pod wanting 9100 off amd64 (an instance-type NotIn on its NodeClaim), not off the NodePool;
+    a DaemonSet holding it on every type keeps it off the NodePool, naming the port."""
+    port = [{"containerPort": 9100, "hostPort": 9100}]
+    amd_exporter = daemonset("exporter", "100m", node_selector={L.ARCH: "amd64"}, ports=port)
+    wants = pod("wants9100", cpu="500m", memory="512Mi", ports=port)
+    res = run([wants], pools=[nodepool(requirements=BOTH_ARCHES)], types=arch_catalog(), daemonsets=[amd_exporter])
+    assert not res.unschedulable
+    (nc,) = res.nodeclaims
+    assert {it.labels[L.ARCH] for it in nc.instance_types} == {"arm64"} and nc.instance_type == "c6g.large"
+    everywhere = daemonset("exporter", "100m", ports=port)
+    res = run([wants], pools=[nodepool(requirements=BOTH_ARCHES)], types=arch_catalog(), daemonsets=[everywhere])
+    assert res.nodeclaims == [] and "host port 9100/TCP is used by a DaemonSet" in res.unschedulable[0].reason

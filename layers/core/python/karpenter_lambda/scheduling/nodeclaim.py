@@ -28,7 +28,7 @@ from ..api.quantity import resource_value
 from ..catalog.types import InstanceType, Offering
 from . import template_cache
 from .model import EXOTIC_RESOURCES, INF, RESERVATION_KEYS, TYPE_KEYS, NodePoolInput, SchedulingError, imply_reserved
-from .predicates import host_ports, labels_match, node_terms
+from .predicates import host_ports, labels_match, node_terms, ports_conflict
 from .requirements import IN, Requirement, RequirementError, Requirements
 from .resources import pod_requests
 from .taints import untolerated
@@ -258,11 +258,13 @@ class NodeClaimTemplate:
             t.daemon_key = key
             types.append((o.price, t.name, t, o))
         # what every node of the pool carries (the least overhead of its types: Karpenter's addDaemonRequests) and
-        # every host port a DaemonSet holds on some type of it (a pod wanting one is kept off the whole pool)
+        # every host port a DaemonSet holds on some type of it (a pod wanting one is kept off those types)
         kept = {x[2].daemon_key for x in types}
         self.daemon: dict[str, int] = min_overhead([groups[k][0] for k in kept])
         self.daemon_ports: frozenset = frozenset().union(*(groups[k][2] for k in kept))
         self.daemon_groups = len(kept)
+        self._group_ports = {k: groups[k][2] for k in kept}   # daemon group key -> the host ports its DaemonSets hold
+        self._port_clash: dict = {}
         types.sort(key=lambda x: (x[0], x[1]))
         self.types = [x[2] for x in types]
         # signature -> the compatible types, and each one's cheapest allowed offering; the pool's own are known
@@ -398,6 +400,19 @@ class NodeClaimTemplate:
         if hit is None:
             hit = {t.name: p for p, _, t in self.priced(reqs)}
             self._price_of[sig] = hit
+        return hit
+
+    def daemon_port_clash(self, ports) -> tuple[frozenset, frozenset]:
+        """For a pod wanting host ``ports`` (a frozenset, ``predicates.host_ports``): (the names of the types whose
+        DaemonSets hold one of them, the host ports the DaemonSets of the other types hold).  As Karpenter, which
+        drops only the daemon overhead groups whose host ports conflict (``filterInstanceTypesByRequirements``): a
+        DaemonSet that runs on some types only keeps the pod off those types, not off the NodePool."""
+        hit = self._port_clash.get(ports)
+        if hit is None:
+            bad = {k for k, held in self._group_ports.items() if held and ports_conflict(held, ports)}
+            names = frozenset(t.name for t in self.types if t.daemon_key in bad)
+            left = frozenset().union(*(held for k, held in self._group_ports.items() if k not in bad))
+            hit = self._port_clash[ports] = (names, left)
         return hit
 
     def limit_ok(self, t: InstanceTypeOption) -> str | None:

@@ -160,11 +160,16 @@ class Placement:
         if c.hostname_blocks():
             why.append(f"NodePool {pool.name}: {c.reqs.get(L.HOSTNAME)}: a new node's hostname is not known in advance")
             return 0
+        clashing, daemon_ports = frozenset(), pool.daemon_ports
         if c.ports and pool.daemon_ports:
             clash = ports_conflict(pool.daemon_ports, c.ports)
             if clash:
-                why.append(f"NodePool {pool.name}: host port {clash[2]}/{clash[1]} is used by a DaemonSet")
-                return 0
+                # only the types a DaemonSet holding the port runs on are kept from the pod (Karpenter drops those
+                # daemon groups), by an instance-type NotIn requirement on the NodeClaim
+                clashing, daemon_ports = pool.daemon_port_clash(c.ports)
+                if len(clashing) >= len(pool.types):
+                    why.append(f"NodePool {pool.name}: host port {clash[2]}/{clash[1]} is used by a DaemonSet")
+                    return 0
         if len(c.reqs):
             err = pool.reqs.compatible(c.reqs)
             if err is not None:
@@ -173,6 +178,9 @@ class Placement:
             reqs = pool.reqs.intersection(c.reqs)
         else:
             reqs = pool.reqs
+        if clashing:
+            reqs = reqs.copy()
+            reqs.add(Requirement(L.INSTANCE_TYPE, True, clashing))
         vec = c.vec
         fitting, union, best_cache = pool.fitting(reqs, c.vec, c.wants_exotic())
         if not fitting:
@@ -199,7 +207,7 @@ class Placement:
                 why.append(f"NodePool {pool.name}: {err}")
                 return 0
         node = SimNode(f"{pool.name}#{self.counter}", False, pool, reqs, {}, pool.taints, None, [0] * len(vec))
-        node.ports = set(pool.daemon_ports)
+        node.ports = set(daemon_ports)
         remaining = c.limit - c.placed
         allow = INF
         if c.cons or c.inv:
