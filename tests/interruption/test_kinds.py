@@ -131,7 +131,7 @@ def test_rebalance_without_opt_in_is_only_recorded(iw):
     assert iw.deliver(rebalance(iid, w.clock.isoformat())) == {"batchItemFailures": []}
     r = iw.report
     assert r.rebalance == [{"messageId": r.received[0]["messageId"], "instanceId": iid, "nodeClaim": name,
-                            "nodePool": "spot", "replace": False}]
+                            "nodePool": "spot", "replace": False, "optedIn": False}]
     assert r.metric_counts()["RebalanceRecommendations"] == 1
     assert r.disrupted == [] and r.unavailable == [] and "does not opt in" in r.ignored[0]["reason"]
     assert deleting_reason(w, name) is None and not tainted(w, a["node"]["metadata"]["name"])
@@ -227,3 +227,26 @@ def test_a_scheduled_changes_start_is_its_drains_deadline(iw):
     nc = w.store.get("NodeClaim", b["nodeClaim"].name)
     assert deleting_reason(w, nc.name) == "ScheduledChange"
     assert wk.NODECLAIM_TERMINATION_TIMESTAMP_ANNOTATION not in nc.annotations
+
+
+def test_rebalance_replacement_is_held_by_a_do_not_disrupt_pod_and_holds_its_drain(iw_factory):
+    """A rebalance recommendation is advice: its opt-in replacement is a voluntary disruption, so a do-not-disrupt pod
+    holds it (no deletion that could never drain); and the deletion it does request waits for the replacement to
+    initialize before evicting (termination.HOLD_FOR_REPLACEMENTS), as a scheduled change does."""
+    from karpenter_lambda.controllers.termination import holds_for_replacements
+
+    iw = iw_factory(rebalance_replace=True)
+    w = iw.w
+    a, b = iw.nodes_with_pods([1, 1], cpu="1500m")
+    pod = next(p for p in w.server.store.list("pods") if (p.get("spec") or {}).get("nodeName") == a["node"]["metadata"]["name"])
+    w.server.store.patch("pods", pod["metadata"]["name"], {"metadata": {"annotations": {
+        "karpenter.sh/do-not-disrupt": "true"}}}, namespace="default")
+    iw.deliver(rebalance(a["instance"]["InstanceId"], w.clock.isoformat()),
+               rebalance(b["instance"]["InstanceId"], w.clock.isoformat()))
+    r = iw.report
+    assert [d["nodeClaim"] for d in r.disrupted] == [b["nodeClaim"].name]
+    (held,) = [x for x in r.ignored if x["nodeClaim"] == a["nodeClaim"].name]
+    assert "rebalance replacement blocked" in held["reason"] and "do-not-disrupt" in held["reason"]
+    assert {x["nodeClaim"]: x["replace"] for x in r.rebalance} == {a["nodeClaim"].name: False, b["nodeClaim"].name: True}
+    assert deleting_reason(w, a["nodeClaim"].name) is None
+    assert holds_for_replacements(deleting_reason(w, b["nodeClaim"].name))

@@ -37,6 +37,14 @@ def test_the_night_scales_down_consolidates_and_comes_back(night):
     night_costs = [c["costPerHour"] for c in d["costTimeline"] if started["time"] < c["time"] < ended["time"]]
     assert night_costs and min(night_costs) < 0.25 * d["costTimeline"][1]["costPerHour"]
     assert _events(d, "NodeClaimDrained") and _events(d, "NodeClaimDisrupted")
+    # every drained NodeClaim is a disruption as any other: exactly one NodeClaimDisrupted, reason OffPeakDrain, and
+    # every deleted NodeClaim had one (docs/simulator.md's event guarantee)
+    disrupted = [e["object"] for e in _events(d, "NodeClaimDisrupted")]
+    assert len(disrupted) == len(set(disrupted))
+    drained = {e["object"] for e in _events(d, "NodeClaimDrained")}
+    assert drained and {e["object"] for e in _events(d, "NodeClaimDisrupted")
+                        if e.get("reason") == "OffPeakDrain"} == drained
+    assert {e["object"] for e in _events(d, "NodeClaimDeleted")} <= set(disrupted)
     (summary,) = d["offpeak"]
     assert summary["schedule"] == "nights" and summary["simulatedToEnd"] is True
     assert summary["lowestCostPerHour"] == min(night_costs)

@@ -76,3 +76,42 @@ def test_a_scheduled_change_drains_only_onto_the_initialized_replacement(tmp_pat
     assert sorted(zones.values()) == ["us-east-1a", "us-east-1b", "us-east-1c"]
     assert d["pods"] == {"total": 3, "bound": 3} and len(d["nodeClaims"]) == 3
     assert sorted(c["zone"] for c in d["nodeClaims"]) == ["us-east-1a", "us-east-1b", "us-east-1c"]
+
+
+def _deployment(name: str, capacity_type: str) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"nodeSelector": {"karpenter.sh/capacity-type": capacity_type},
+                                           "containers": [{"name": "c", "image": "nginx",
+                                                           "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}}
+
+
+def test_interrupt_steps_hit_what_ec2_would_and_a_terminated_instance_is_gone(tmp_path):
+    """A SpotInterruption step reaches only the NodePool's spot NodeClaims (EC2 warns no other), however many it
+    asks for; a StateChange ``terminated`` terminates the instance and its Node turns NotReady, so the NodeClaim goes
+    although a PodDisruptionBudget refuses every eviction (before, the instance kept running, its Node Ready and
+    tainted, billed to the end); a step with nothing left to hit is skipped with an event, the run goes on."""
+    pool = yaml.safe_load_all((REPO / "examples" / "default.yaml").read_text())
+    docs = [_deployment("od", "on-demand"), _deployment("sp", "spot"),
+            {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "od", "namespace": "default"},
+             "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "od"}}}},
+            {"apiVersion": "karpenter-lambda.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "hits"},
+             "spec": {"steps": [
+                 {"at": "0s", "interrupt": {"kind": "SpotInterruption", "nodePool": "default"}},
+                 {"at": "3m", "interrupt": {"kind": "SpotInterruption", "nodePool": "default", "count": 5}},
+                 {"at": "4m", "interrupt": {"kind": "StateChange", "state": "terminated", "nodePool": "default",
+                                            "count": 1}}]}}]
+    (tmp_path / "work.yaml").write_text(yaml.safe_dump_all(list(pool) + docs))
+    d = Simulation([tmp_path / "work.yaml"], until=20 * 60.0, progress=lambda m: None).run().to_dict()
+    ev = d["events"]
+    first = {e["object"]: e for e in ev if e["type"] == "NodeClaimLaunched" and e["time"] < 120}
+    kind = {o: ("spot" if " spot " in e["message"] else "on-demand") for o, e in first.items()}
+    spot_warned = [e["object"] for e in ev if e["type"] == "InterruptionReceived" and e["kind"] == "SpotInterruption"]
+    assert spot_warned and all(kind.get(o) == "spot" for o in spot_warned)
+    (ended,) = [e for e in ev if e["type"] == "NodeClaimDisrupted" and e["reason"] == "InstanceTerminated"]
+    assert kind[ended["object"]] == "on-demand"
+    assert ended["object"] in {e["object"] for e in ev if e["type"] == "NodeClaimDeleted"}
+    assert ended["object"].split("/")[1] not in {c["name"] for c in d["nodeClaims"]}
+    assert [(e["kind"], e["time"]) for e in ev if e["type"] == "InterruptionSkipped"] == [("SpotInterruption", 0.0)]
+    assert d["pods"] == {"total": 2, "bound": 2}

@@ -47,6 +47,7 @@ from ..api import labels as wk
 from ..api.kube import instance_id_of
 from ..api.labels import DELETION_REASON_ANNOTATION, DISRUPTED_TAINT, REBALANCE_ANNOTATION, REPLACES_ANNOTATION, has_disrupted_taint
 from ..disruption.budgets import count_nodes, nodepool_allowance, reservation_limit
+from ..disruption.candidates import graceful_blockers, make_candidate
 from ..disruption.context import SweepContext
 from . import interruption_messages as im
 from . import runtime
@@ -269,13 +270,20 @@ class Interruption(Controller):
         np = snap.nodepools.get(pool)
         opted = np is not None and str((np.annotations or {}).get(REBALANCE_ANNOTATION, "")).lower() == "true"
         report.rebalance.append({"messageId": m.message_id, "instanceId": iid, "nodeClaim": nc.name, "nodePool": pool,
-                                 "replace": opted and not deleting})
+                                 "replace": opted and not deleting, "optedIn": opted})
         if not opted:
             self._ignore(report, m, iid, nc, f"rebalance recommendation recorded; NodePool {pool} does not opt in "
                                              f"({REBALANCE_ANNOTATION}: \"true\")")
             return
         if deleting:
             self._ignore(report, m, iid, nc, "NodeClaim already deleting")
+            return
+        # a rebalance recommendation is advice, not a notice: the replacement is a voluntary disruption, held by what
+        # holds the others (a do-not-disrupt node or pod; with a terminationGracePeriod the drain honours the pods)
+        blockers = graceful_blockers(make_candidate(snap, nc, snap.node_of_nodeclaim(nc.name), np), snap, eventual=True)
+        if blockers:
+            report.rebalance[-1]["replace"] = False
+            self._ignore(report, m, iid, nc, f"rebalance replacement blocked: {blockers[0][1]}")
             return
         entry, why = self._reserve_budget(nc, np, snap, m)
         if entry is None:

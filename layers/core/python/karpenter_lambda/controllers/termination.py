@@ -81,7 +81,7 @@ USER_DELETED = "deleted by the user (karpenter-lambda delete nodeclaim)"   # the
 # instance is not going away on its own soon (an AWS Health scheduled change is days ahead), so the pods move once,
 # onto a Ready node, instead of waiting Pending for it.  Beyond Karpenter, which drains these at once (its provisioner
 # launches for the pods as they go).  A spot warning, a stop and a shutdown drain at once: the instance is going.
-HOLD_FOR_REPLACEMENTS = frozenset({"ScheduledChange", "NodePoolDeleted", USER_DELETED})
+HOLD_FOR_REPLACEMENTS = frozenset({"ScheduledChange", "RebalanceRecommendation", "NodePoolDeleted", USER_DELETED})
 
 
 def holds_for_replacements(reason: str | None) -> bool:

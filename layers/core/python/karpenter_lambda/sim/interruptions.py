@@ -13,6 +13,9 @@ from .feeds import sqs_record
 from .interruption_events import events_for
 
 SPOT_WARNING_SECONDS = 120.0   # EC2 reclaims a spot instance two minutes after the interruption warning
+# the capacity type an interruption kind is sent for (EC2 warns spot instances of a reclaim, reserved ones of a
+# reservation's end); the other kinds reach any instance
+CAPACITY_OF_KIND = {"SpotInterruption": "spot", "CapacityReservationInterruption": "reserved"}
 
 
 class InterruptionsMixin:
@@ -23,14 +26,23 @@ class InterruptionsMixin:
         handler; a spot instance is reclaimed by EC2 two minutes after its warning, drained or not."""
         if self.interruption is None:
             raise KeyError("functions/registry.json has no function reading the interruption queue")
+        # EC2 sends a spot warning only to spot instances, a reservation's only to reserved ones
+        wanted = CAPACITY_OF_KIND.get(a["kind"])
         claims = [nc for nc in self.store.list("NodeClaim")
                   if nc.labels.get("karpenter.sh/nodepool") == a["nodePool"] and nc.status.get("providerID")
-                  and not nc.metadata.get("deletionTimestamp")]
-        claims.sort(key=lambda nc: (nc.metadata.get("creationTimestamp") or "", nc.name))
+                  and (wanted is None or nc.labels.get("karpenter.sh/capacity-type") == wanted)]
+        # the N oldest, those not being deleted first (a node already draining may still get the notice)
+        claims.sort(key=lambda nc: (bool(nc.metadata.get("deletionTimestamp")),
+                                    nc.metadata.get("creationTimestamp") or "", nc.name))
         chosen = claims[: a.get("count", 1)]
-        if not chosen:
-            raise KeyError(f"NodePool {a['nodePool']} has no running NodeClaim to interrupt")
+        if not chosen:   # nothing of that NodePool runs now: the step has nothing to hit (the run goes on)
+            self.emit("InterruptionSkipped", f"nodepool/{a['nodePool']}",
+                      f"{a['kind']}: NodePool {a['nodePool']} has no running "
+                      f"{wanted + ' ' if wanted else ''}NodeClaim to interrupt", kind=a["kind"])
+            return
         iids = {instance_id_of(nc.status["providerID"]): nc for nc in chosen}
+        if a["kind"] == "StateChange":
+            self._change_state(list(iids), a.get("state") or "")
         sqs = boto3.client("sqs", region_name=self.region)
         url = self.account.interruption_queue_url
         for nc in chosen:
@@ -60,6 +72,20 @@ class InterruptionsMixin:
         if a["kind"] == "SpotInterruption":
             for iid in iids:
                 self._schedule(self.clock.elapsed + SPOT_WARNING_SECONDS, "reclaim", {"instance": iid})
+
+    def _change_state(self, iids: list[str], state: str) -> None:
+        """What the notification reports has happened (EC2 sends it as the state changes): the instances stop or
+        terminate, and their kubelets with them (the Nodes turn NotReady)."""
+        ec2 = boto3.client("ec2", region_name=self.region)
+        if state in ("stopping", "stopped"):
+            ec2.stop_instances(InstanceIds=iids)
+        elif state in ("shutting-down", "terminated"):
+            ec2.terminate_instances(InstanceIds=iids)
+        else:
+            return   # pending / running: nothing changes
+        for n in self.server.store.list("nodes"):
+            if (n.get("spec") or {}).get("providerID", "").rsplit("/", 1)[-1] in iids:
+                simnodes.set_node_ready(self.server, n["metadata"]["name"], False)
 
     def _reclaim(self, iid: str) -> None:
         """EC2 takes the spot instance back: terminated, its kubelet gone (the Node turns NotReady)."""

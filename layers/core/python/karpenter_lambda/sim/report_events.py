@@ -138,7 +138,10 @@ class ReportEventsMixin:
                 self._emit_disrupted(d["nodeClaim"], f"{d['reason']}: removed at once", reason=d["reason"],
                                      replacements=[], savingsPerHour=0.0)
         for r in report.rebalance:
-            self.emit("RebalanceRecommended", f"nodeclaim/{r.get('nodeClaim')}", "recorded (the NodePool does not opt in)")
+            self.emit("RebalanceRecommended", f"nodeclaim/{r.get('nodeClaim')}",
+                      "recorded; replaced ahead (the NodePool opts in)" if r.get("replace") else
+                      "recorded, not replaced (see InterruptionIgnored)" if r.get("optedIn") else
+                      "recorded (the NodePool does not opt in)", replace=bool(r.get("replace")))
         for x in report.ignored:
             self.emit("InterruptionIgnored", f"instance/{x.get('instanceId')}", x.get("reason", ""))
         for e in report.errors:
@@ -158,6 +161,17 @@ class ReportEventsMixin:
                       f"{n['action']}: {json.dumps(n['to'], sort_keys=True)}", action=n["action"])
         for name in report.drained:
             self.emit("NodeClaimDrained", f"nodeclaim/{name}", "off-peak: the NodePool is held at zero")
+            nc = self.store.get("NodeClaim", name)
+            if nc is not None:   # a disruption as any other: its one NodeClaimDisrupted (docs/simulator.md)
+                labels = nc.labels
+                self._emit_disrupted(name, f"OffPeakDrain: {labels.get('node.kubernetes.io/instance-type')} "
+                                           f"{labels.get('karpenter.sh/capacity-type')} in "
+                                           f"{labels.get('topology.kubernetes.io/zone')} (off-peak window)",
+                                     reason="OffPeakDrain", nodePool=labels.get("karpenter.sh/nodepool"),
+                                     instanceType=labels.get("node.kubernetes.io/instance-type"),
+                                     zone=labels.get("topology.kubernetes.io/zone"),
+                                     capacityType=labels.get("karpenter.sh/capacity-type"), replacements=[],
+                                     savingsPerHour=0.0)
         if report.handed_off:
             self.emit("PodsHandedOff", "offpeak", f"{report.handed_off} pending pods sent to the pod queue "
                       "(the watcher may have been on a drained node)", pods=report.handed_off)
