@@ -237,7 +237,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
             env.callback(stop.set)     # the watcher stops before the API server it watches
             server = self.server = env.server
             account = self.account = env.account
-            store = Store(self.cluster, table_name=account.state_table, region=self.region)
+            store = Store(self.cluster, table_name=account.state_table, region=self.region, clock=self.clock.datetime)
             self.store = store
             for obj in list(nodeclasses) + list(nodepools) + list(self.offpeak_schedules) + list(self.overlays):
                 store.put(obj)
