@@ -114,6 +114,7 @@ class FaultRun(SpotInterruptions):
         self.budget_overruns = 0
         self.overrun_detail: list = []
         self.interrupted: set[str] = set()        # instances AWS takes back (their nodes are not disruption's)
+        self.planted_taints: set[str] = set()     # nodes a run tainted itself (a fault, not a disruption)
         self.reclaims: list[tuple[float, str, bool]] = []   # (due, iid, lose the state-change event)
         self.errors: Counter = Counter()
         self.settled = False
@@ -408,11 +409,13 @@ class FaultRun(SpotInterruptions):
 
     # -- observation and counters ------------------------------------------------------------------------------
     def _observe(self, after: str) -> None:
-        """Budget check after every invocation: nodes of the NodePool tainted for disruption (not AWS's reclaims)."""
+        """Budget check after every invocation: nodes of the NodePool tainted for disruption (not AWS's reclaims, not
+        a taint the run planted itself: a stale taint is the stranded-taint invariant's, not a disruption)."""
         n = 0
         names = []
         for node in self.w.server.store.list("nodes"):
-            if _iid((node.get("spec") or {}).get("providerID")) in self.interrupted:
+            if _iid((node.get("spec") or {}).get("providerID")) in self.interrupted \
+                    or node["metadata"]["name"] in self.planted_taints:
                 continue
             if has_disrupted_taint(node):
                 n += 1

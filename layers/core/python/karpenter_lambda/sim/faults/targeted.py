@@ -151,6 +151,7 @@ class TargetedRun(FaultRun):
         node = nodes[0]
         self.w.server.store.patch("nodes", node["metadata"]["name"], {"spec": {"taints": (node["spec"].get("taints") or []) + [
             dict(DISRUPTED_TAINT)]}})
+        self.planted_taints.add(node["metadata"]["name"])
         self.event("planted")
 
 
