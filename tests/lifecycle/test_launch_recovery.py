@@ -229,3 +229,16 @@ def test_a_node_is_not_initialized_while_a_known_ephemeral_taint_remains(world):
     world.server.store.patch("nodes", name, {"spec": {"taints": left}})
     world.sweep()
     assert world.store.get("NodeClaim", nc.name).is_true("Initialized")
+
+
+def test_a_taint_of_an_ephemeral_key_with_another_effect_does_not_hold_initialization(world):
+    """Karpenter matches its KnownEphemeralTaints on key and effect (corev1 MatchTaint): the uninitialized key with
+    PreferNoSchedule is an ordinary taint, so the Ready node initializes (before, any taint of the key held it)."""
+    inst, nc = launch_one(world)
+    node = world.join(inst, ready=True)
+    name = node["metadata"]["name"]
+    taints = list(node["spec"].get("taints") or []) + [
+        {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "false", "effect": "PreferNoSchedule"}]
+    world.server.store.patch("nodes", name, {"spec": {"taints": taints}})
+    world.sweep()
+    assert world.store.get("NodeClaim", nc.name).is_true("Initialized")

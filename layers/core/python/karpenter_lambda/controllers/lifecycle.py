@@ -596,7 +596,7 @@ class Lifecycle(Controller):
             return
         # ... nor a known ephemeral taint (not-ready, the cloud provider's uninitialized, the Node Readiness
         # Controller's readiness.k8s.io/*): Karpenter's KnownEphemeralTaintsRemoved
-        if any(is_ephemeral_taint(t.get("key")) for t in taints):
+        if any(is_ephemeral_taint(t) for t in taints if isinstance(t, dict)):
             return
         # Karpenter's RequestedResourcesRegistered: every resource the NodeClaim requests (non-zero) is non-zero in
         # the Node's allocatable (a device plugin registers an extended resource after the kubelet; hugepages need

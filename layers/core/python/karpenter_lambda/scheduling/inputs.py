@@ -42,20 +42,28 @@ PRICE_ANNOTATION = wk.PRICE_ANNOTATION
 REPLACES_ANNOTATION = wk.REPLACES_ANNOTATION
 
 # Taints a node carries only while it comes up (Karpenter ignores them, and the NodeClaim's startup taints,
-# when it simulates scheduling onto a managed node that is not initialized yet).
-EPHEMERAL_TAINT_KEYS = frozenset({
-    "node.kubernetes.io/not-ready",
-    "node.kubernetes.io/unreachable",
-    "node.cloudprovider.kubernetes.io/uninitialized",
-    "karpenter.sh/unregistered",
+# when it simulates scheduling onto a managed node that is not initialized yet, and waits for them to go before the
+# NodeClaim is Initialized): Karpenter's KnownEphemeralTaints, matched as corev1's MatchTaint does, on key and effect
+# (the value is not compared): a taint of one of these keys with another effect (unreachable:NoExecute, an
+# uninitialized:PreferNoSchedule) is an ordinary taint
+EPHEMERAL_TAINTS = frozenset({
+    ("node.kubernetes.io/not-ready", "NoSchedule"),
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoSchedule"),
+    ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+    ("karpenter.sh/unregistered", "NoExecute"),
 })
-# ... and the taints of these key prefixes (Karpenter's KnownEphemeralTaintKeyPrefixes: the Node Readiness Controller
-# adds readiness.k8s.io/<rule> taints until the node meets its readiness rules)
+EPHEMERAL_TAINT_KEYS = frozenset(k for k, _ in EPHEMERAL_TAINTS)
+# ... and the taints of these key prefixes, any effect (Karpenter's KnownEphemeralTaintKeyPrefixes: the Node Readiness
+# Controller adds readiness.k8s.io/<rule> taints until the node meets its readiness rules)
 EPHEMERAL_TAINT_PREFIXES = ("readiness.k8s.io/",)
 
 
-def is_ephemeral_taint(key) -> bool:
-    return key in EPHEMERAL_TAINT_KEYS or (isinstance(key, str) and key.startswith(EPHEMERAL_TAINT_PREFIXES))
+def is_ephemeral_taint(taint: dict) -> bool:
+    """Whether ``taint`` (a Node's taint) is one a node carries only while it comes up (above)."""
+    key = taint.get("key")
+    return (key, taint.get("effect")) in EPHEMERAL_TAINTS or (isinstance(key, str)
+                                                              and key.startswith(EPHEMERAL_TAINT_PREFIXES))
 
 
 def scheduling_taints(node: dict, nodeclaim=None) -> list[dict]:
@@ -69,7 +77,7 @@ def scheduling_taints(node: dict, nodeclaim=None) -> list[dict]:
     if nodeclaim is None or nodeclaim.is_true("Initialized"):
         return taints
     startup = {(t.get("key"), t.get("effect")) for t in (nodeclaim.spec.get("startupTaints") or [])}
-    return [t for t in taints if not is_ephemeral_taint(t.get("key")) and (t.get("key"), t.get("effect")) not in startup]
+    return [t for t in taints if not is_ephemeral_taint(t) and (t.get("key"), t.get("effect")) not in startup]
 
 
 def limits_of(nodepool) -> dict[str, int]:
