@@ -121,6 +121,13 @@ NORMALIZED = {
 }
 
 
+def in_karpenter_domain(key: str) -> bool:
+    """Whether ``key``'s domain (what precedes the first '/') is Karpenter's: ``karpenter.sh`` or
+    ``karpenter.k8s.aws`` (or a subdomain of either)."""
+    domain = key.split("/", 1)[0]
+    return domain.endswith(("karpenter.sh", "karpenter.k8s.aws"))
+
+
 def normalize_key(key: str) -> str:
     return NORMALIZED.get(key, key)
 

@@ -151,7 +151,7 @@ def nodeclaim_doc(name: str, plan, nodepool, nodeclass, keys: list[str], uids: l
                   annotations: dict | None = None) -> dict:
     labels = dict(nodepool.template_labels)
     try:
-        labels.update({k: v for k, v in plan.requirements.labels().items() if not k.startswith(wk.AWS) or k in wk.AWS_WELL_KNOWN})
+        labels.update({k: v for k, v in plan.requirements.node_labels().items() if not k.startswith(wk.AWS) or k in wk.AWS_WELL_KNOWN})
     except Exception:
         pass
     labels[wk.NODEPOOL] = nodepool.name

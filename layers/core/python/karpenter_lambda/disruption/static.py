@@ -149,7 +149,7 @@ def static_nodeclaim_plan(np: NodePool, instance_types: list, name: str, daemons
         return None
     reqs = template.reqs.copy()
     labels = dict(np.template_labels)
-    labels.update(reqs.labels())
+    labels.update(reqs.node_labels())
     reason = (f"static NodePool {np.name} (replicas {replicas_of(np)}): cheapest of {len(types)} instance types "
               f"its requirements allow: {first.name} {offer.capacity_type} in {offer.zone} at ${offer.price:.4f}/h")
     return NodeClaimPlan(name=name, nodepool=np.name, requirements=reqs, instance_types=[t.it for t in types],

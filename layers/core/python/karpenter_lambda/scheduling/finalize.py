@@ -170,7 +170,7 @@ class Finalizer:
         if node.limit_snapshot:   # the options were trimmed to what the NodeClaim counts against the limits
             reason += f"; options kept within what it counts against NodePool {pool.name}'s limits"
         labels = dict(pool.np.template_labels)
-        labels.update(final_reqs.labels())
+        labels.update(final_reqs.node_labels())
         return NodeClaimPlan(
             name=f"{pool.name}-{h}", nodepool=pool.name, requirements=final_reqs, instance_types=[t.it for t in keep],
             instance_type=t0.name, zone=o.zone, capacity_type=o.capacity_type, price=o.price, pods=list(node.pods),

@@ -134,6 +134,18 @@ class Requirement:
             return None
         return min(self.values)
 
+    def label_value(self) -> str | None:
+        """The value a node labelled for this requirement gets (Karpenter's ``Requirement.Any``): an In set's first
+        value (sorted: Karpenter takes any), for Exists / NotIn / Gt / Lt an integer within the bounds (Karpenter picks
+        one at random; here the smallest not excluded, so a plan is the same every time), None for DoesNotExist or an
+        empty range."""
+        if not self.complement:
+            return min(self.values) if self.values else None
+        n = 0 if self.gt is None else max(0, self.gt + 1)
+        while str(n) in self.values:
+            n += 1
+        return None if self.lt is not None and n >= self.lt else str(n)
+
     @property
     def operator(self) -> str:
         if self.complement:
@@ -279,6 +291,22 @@ class Requirements:
         for k, r in self._reqs.items():
             if not r.complement and len(r.values) == 1:
                 out[k] = next(iter(r.values))
+        return out
+
+    def node_labels(self) -> dict[str, str]:
+        """The labels a NodeClaim of these requirements carries: :meth:`labels`, and for every other key that is not
+        well known (the launch resolves those: zone, instance type, ...) nor in the karpenter.sh domain or the
+        hostname, a value it allows (:meth:`Requirement.label_value`) -- Karpenter's
+        ``resolveCustomLabelsFromRequirements``: a NodePool's ``team In [a, b]`` or ``tier Exists`` labels the node
+        ``team=a`` / ``tier=0``, so it meets its own NodePool's requirements (without, drift found it
+        RequirementsDrifted and replaced it over and over)."""
+        out = self.labels()
+        for k, r in self._reqs.items():
+            if k in out or k in L.WELL_KNOWN or k == L.HOSTNAME or L.in_karpenter_domain(k):
+                continue
+            v = r.label_value()
+            if v is not None:
+                out[k] = v
         return out
 
     def to_list(self) -> list[dict]:
