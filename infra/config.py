@@ -57,6 +57,9 @@ class StackConfig:
     watcher_image: str | None = None   # an image you built and pushed yourself: no DockerImageAsset (no Docker at deploy)
     # upstream Karpenter runs in the same cluster (a migration): the functions get KARPENTER_LAMBDA_BESIDE_KARPENTER=true
     beside_karpenter: bool = False
+    # Karpenter's SpotToSpotConsolidation feature gate (on here, off in Karpenter): false gives the functions
+    # KARPENTER_LAMBDA_SPOT_TO_SPOT_CONSOLIDATION=false
+    spot_to_spot_consolidation: bool = True
     # Karpenter's catalog settings (Helm settings.vmMemoryOverheadPercent, settings.reservedENIs): the functions get
     # KARPENTER_LAMBDA_VM_MEMORY_OVERHEAD_PERCENT / KARPENTER_LAMBDA_RESERVED_ENIS when not at the default
     vm_memory_overhead_percent: float = runtime.DEFAULT_VM_MEMORY_OVERHEAD_PERCENT
@@ -96,7 +99,7 @@ def _parse_int(name: str, raw: Any, low: int, high: int) -> int:
 
 
 CONTEXT_KEYS = ("clusterName", "kubernetesVersion", "nodePools", "logLevel", "kubernetesAccess", "alarmTopicArn",
-                "watcherPlatform", "watcherImage", "besideKarpenter", "vmMemoryOverheadPercent", "reservedENIs",
+                "watcherPlatform", "watcherImage", "besideKarpenter", "spotToSpotConsolidation", "vmMemoryOverheadPercent", "reservedENIs",
                 "schedulerConfig", *INT_PARAMS)
 
 
@@ -190,6 +193,11 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
     beside = _parse_bool("besideKarpenter", context.get("besideKarpenter"),
                          "pass -c besideKarpenter=true while upstream Karpenter runs in the cluster, false after")
 
+    raw = context.get("spotToSpotConsolidation")
+    spot_to_spot = True if raw is None or raw == "" else _parse_bool(
+        "spotToSpotConsolidation", raw, "pass -c spotToSpotConsolidation=false to keep spot nodes from being replaced "
+        "by spot nodes, as Karpenter's default SpotToSpotConsolidation=false")
+
     # parsed by the functions' own rules (controllers/runtime.py), so a value synth takes is one they take
     catalog = {}
     for key, parse, default, example in (
@@ -227,6 +235,7 @@ def load_config(context: Mapping[str, Any], base_dir: Path | None = None) -> Sta
         watcher_platform=platform,
         watcher_image=image,
         beside_karpenter=beside,
+        spot_to_spot_consolidation=spot_to_spot,
         vm_memory_overhead_percent=catalog["vmMemoryOverheadPercent"],
         reserved_enis=catalog["reservedENIs"],
         scheduler_config=scheduler,

@@ -141,6 +141,8 @@ class KarpenterLambdaStack(Stack):
             environment["KARPENTER_LAMBDA_KUBERNETES_VERSION"] = config.kubernetes_version
         if config.beside_karpenter:   # -c besideKarpenter=true: a migration from Karpenter (docs/migration.md)
             environment["KARPENTER_LAMBDA_BESIDE_KARPENTER"] = "true"
+        if not config.spot_to_spot_consolidation:   # -c spotToSpotConsolidation=false (Karpenter's default gate)
+            environment["KARPENTER_LAMBDA_SPOT_TO_SPOT_CONSOLIDATION"] = "false"
         # -c vmMemoryOverheadPercent / -c reservedENIs (Karpenter's Helm settings of those names): only when not the default
         environment.update(config.catalog_environment())
 

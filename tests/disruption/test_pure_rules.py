@@ -205,3 +205,58 @@ def test_consolidation_orders_by_savings_ratio_and_single_node_takes_the_nodepoo
     assert [x.name for x in interleaved(cands)] == ["a", "c", "b", "d"]
     only_b = [x for x in cands if x.name != "c"]
     assert [x.name for x in interleaved(only_b)] == ["a", "d", "b"]
+
+
+def _spot_and_od_types(n: int = 20):
+    from karpenter_lambda.api import labels as L
+    from karpenter_lambda.catalog.types import InstanceType, Offering
+    return [InstanceType(name=f"c{i}.xlarge", labels={L.INSTANCE_TYPE: f"c{i}.xlarge"}, capacity={"cpu": 4000},
+                         offerings=[Offering("us-east-1a", "on-demand", 0.20 + i / 100),
+                                    Offering("us-east-1a", "spot", 0.05 + i / 100)]) for i in range(n)]
+
+
+def test_an_on_demand_node_replaced_where_spot_is_allowed_gets_a_spot_only_replacement():
+    """Karpenter's computeConsolidation: the replacement is priced at spot prices, so it is made spot only (an
+    on-demand fallback when spot runs out would cost as much as the node, and be replaced again and again); the
+    capacity-type requirement says so and the plan's offering is the spot one."""
+    from types import SimpleNamespace
+
+    from karpenter_lambda.api import labels as L
+    from karpenter_lambda.disruption.consolidation import _cheaper_plan
+    from karpenter_lambda.scheduling.requirements import Requirement, Requirements
+
+    reqs = Requirements([Requirement.new(L.CAPACITY_TYPE, "In", ["on-demand", "spot"]),
+                         Requirement.new(L.ZONE, "In", ["us-east-1a"])])
+    plan = SimpleNamespace(instance_types=_spot_and_od_types(), requirements=reqs, capacity_type="spot",
+                           zone="us-east-1a", labels={})
+    od = SimpleNamespace(capacity_type="on-demand", price=0.20, instance_type="m5.xlarge")
+    new, _, why = _cheaper_plan(plan, 0.20, [od])
+    assert why == ""
+    assert sorted(new.requirements.get(L.CAPACITY_TYPE).values) == ["spot"]
+    assert new.capacity_type == "spot" and new.price == 0.05 and new.labels[L.CAPACITY_TYPE] == "spot"
+    assert sorted(plan.requirements.get(L.CAPACITY_TYPE).values) == ["on-demand", "spot"]   # the input is unchanged
+
+
+def test_spot_nodes_replaced_where_both_are_allowed_are_priced_and_launched_as_spot_only():
+    """All candidates spot and the replacement allows spot (and on-demand): Karpenter's spot-to-spot path, spot only;
+    on-demand types cheaper than the node do not count, nor can the launch fall back to them."""
+    from types import SimpleNamespace
+
+    from karpenter_lambda.api import labels as L
+    from karpenter_lambda.disruption.consolidation import _cheaper_plan
+    from karpenter_lambda.scheduling.requirements import Requirement, Requirements
+
+    reqs = Requirements([Requirement.new(L.CAPACITY_TYPE, "In", ["on-demand", "spot"]),
+                         Requirement.new(L.ZONE, "In", ["us-east-1a"])])
+    plan = SimpleNamespace(instance_types=_spot_and_od_types(), requirements=reqs, capacity_type="on-demand",
+                           zone="us-east-1a", labels={})
+    spot = SimpleNamespace(capacity_type="spot", price=0.30, instance_type="m5.2xlarge")
+    new, _, why = _cheaper_plan(plan, 0.30, [spot])
+    assert why == "" and sorted(new.requirements.get(L.CAPACITY_TYPE).values) == ["spot"]
+    assert len(new.instance_types) == 15 and new.capacity_type == "spot"   # the 15 cheapest spot types
+    new, _, why = _cheaper_plan(plan, 0.30, [spot], spot_to_spot=False)
+    assert new is None and why == "SpotToSpotConsolidation is disabled: a spot node is not replaced by a spot node"
+    # an on-demand node in the same NodePool is still replaced (by spot) with the gate off
+    od = SimpleNamespace(capacity_type="on-demand", price=0.30, instance_type="m5.2xlarge")
+    new, _, why = _cheaper_plan(plan, 0.30, [od], spot_to_spot=False)
+    assert why == "" and new.capacity_type == "spot"

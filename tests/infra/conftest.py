@@ -95,7 +95,8 @@ SETTINGS_SCHEDULER_CONFIG = """podTopologySpread:
 """
 #: every function setting a deployment may change from its default, in one synth (one synth is ~4 s)
 SETTINGS_CONTEXT = {"clusterName": "tuned", "vmMemoryOverheadPercent": "0.05", "reservedENIs": "1",
-                    "schedulerConfig": SETTINGS_SCHEDULER_CONFIG, "besideKarpenter": "true"}
+                    "schedulerConfig": SETTINGS_SCHEDULER_CONFIG, "besideKarpenter": "true",
+                    "spotToSpotConsolidation": "false"}
 
 
 @pytest.fixture(scope="session")

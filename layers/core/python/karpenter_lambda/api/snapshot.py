@@ -43,6 +43,9 @@ class ClusterSnapshot:
     # Karpenter's --min-values-policy (Strict | BestEffort: scheduling.MIN_VALUES_POLICIES), the setting
     # KARPENTER_LAMBDA_MIN_VALUES_POLICY the loader copies here: every solve on this snapshot uses it
     min_values_policy: str = "Strict"
+    # Karpenter's SpotToSpotConsolidation feature gate (KARPENTER_LAMBDA_SPOT_TO_SPOT_CONSOLIDATION, set by the sweep):
+    # whether consolidation may replace spot nodes by a spot node; on by default here, off in Karpenter
+    spot_to_spot_consolidation: bool = True
     # the Namespace objects (dicts), read when a pod (anti-)affinity term has a non-empty namespaceSelector;
     # None: not read (such a selector is then ignored: scheduling.predicates.term_namespaces)
     namespaces: list[dict] | None = None

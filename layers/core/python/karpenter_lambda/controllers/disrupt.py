@@ -121,6 +121,8 @@ class DisruptionSweep(Controller):
         self.launcher = Launcher(store, claims, cloud, self.clock, self._decision)
         self.method_by_reason = METHOD_BY_REASON
         self.executor = Executor(self)
+        # Karpenter's SpotToSpotConsolidation feature gate (runtime.Config.spot_to_spot_consolidation)
+        self.spot_to_spot = True
         # skip while nothing changed since a quiet sweep: consolidation (sweep_shortcuts), drift (quiet_drift)
         self.shortcuts: QuietSweeps | QuietDrift | None = shortcuts
 
@@ -140,6 +142,7 @@ class DisruptionSweep(Controller):
                   runtime.clock_proxy, logger=logger, shortcuts=shortcuts)
         out.loader.min_values_policy = env.config.min_values_policy
         out.loader.scheduler_config = env.config.scheduler_config
+        out.spot_to_spot = env.config.spot_to_spot_consolidation
         return out
 
     # -- the sweep ---------------------------------------------------------------------------------
@@ -153,6 +156,7 @@ class DisruptionSweep(Controller):
         if observed is not None:
             self.shortcuts.complete(observed)
         snap = self.loader.load(now, pdbs=True, prefetched=observed.prefetched if observed is not None else None)
+        snap.spot_to_spot_consolidation = self.spot_to_spot
         wrote = 0
         if self.kind == "drift":
             self._mark_drift(snap, report)
@@ -226,6 +230,7 @@ class DisruptionSweep(Controller):
         """What the next drift and consolidation sweeps would decide, per NodeClaim, and why; writes nothing."""
         now = self.clock() if now is None else now
         snap = self.loader.load(now, pdbs=True)
+        snap.spot_to_spot_consolidation = self.spot_to_spot
         live = {n: e for n, e in self.ledger.entries().items() if n in snap.nodeclaims}
         rows: dict[str, dict] = {}
         for n, e in live.items():

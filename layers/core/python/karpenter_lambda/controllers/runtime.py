@@ -88,6 +88,9 @@ class Config:
     beside_karpenter: bool = False
     # node repair (Karpenter's NodeRepair feature gate): unhealthy nodes past their toleration are replaced
     node_repair: bool = True
+    # Karpenter's SpotToSpotConsolidation feature gate (off in Karpenter, on here: docs/disruption.md): consolidation
+    # may replace spot nodes by a spot node; KARPENTER_LAMBDA_SPOT_TO_SPOT_CONSOLIDATION=false turns it off
+    spot_to_spot_consolidation: bool = True
     # EC2 instance status checks (Karpenter's instance status controller): impaired instances and scheduled events
     instance_status_checks: bool = True
     # minValues when the instance types left cannot meet it: "Strict" (Karpenter's default: not launched) or
@@ -217,14 +220,15 @@ def catalog_environment(settings: Mapping) -> dict[str, str]:
 
 
 def _aws_settings(env) -> dict:
-    """``KARPENTER_LAMBDA_BESIDE_KARPENTER``, ``KARPENTER_LAMBDA_NODE_REPAIR`` and
-    ``KARPENTER_LAMBDA_INSTANCE_STATUS_CHECKS`` (true | false),
+    """``KARPENTER_LAMBDA_BESIDE_KARPENTER``, ``KARPENTER_LAMBDA_NODE_REPAIR``,
+    ``KARPENTER_LAMBDA_SPOT_TO_SPOT_CONSOLIDATION`` and ``KARPENTER_LAMBDA_INSTANCE_STATUS_CHECKS`` (true | false),
     ``KARPENTER_LAMBDA_MIN_VALUES_POLICY`` (Strict | BestEffort), and the botocore settings from
     ``KARPENTER_LAMBDA_AWS_RETRY_MODE`` (standard | adaptive), ``KARPENTER_LAMBDA_AWS_MAX_ATTEMPTS``, ``KARPENTER_LAMBDA_AWS_CONNECT_TIMEOUT_SECONDS``,
     ``KARPENTER_LAMBDA_AWS_READ_TIMEOUT_SECONDS``; a bad value is an error naming the variable."""
     out: dict = {}
     for var, key in (("KARPENTER_LAMBDA_BESIDE_KARPENTER", "beside_karpenter"), ("KARPENTER_LAMBDA_NODE_REPAIR", "node_repair"),
-                     ("KARPENTER_LAMBDA_INSTANCE_STATUS_CHECKS", "instance_status_checks")):
+                     ("KARPENTER_LAMBDA_INSTANCE_STATUS_CHECKS", "instance_status_checks"),
+                     ("KARPENTER_LAMBDA_SPOT_TO_SPOT_CONSOLIDATION", "spot_to_spot_consolidation")):
         flag = (env.get(var) or "").strip().lower()
         if flag:
             if flag not in ("true", "false"):

@@ -10,8 +10,10 @@ Shared by multi-node and single-node consolidation (Karpenter's pkg/controllers/
   **at most one** new NodeClaim (never one node into several).  No new NodeClaim: a **delete**.  One: a
   **replace**, only with instance types strictly cheaper than the candidates together; spot -> spot needs at least
   15 cheaper spot types and offers the 15 cheapest when one spot node is replaced (Karpenter's rule; several spot
-  nodes merged into one need neither, as Karpenter's multi-node); on-demand -> spot where the
-  NodePool allows spot; a requirement's ``minValues`` must still hold after the price filter;
+  nodes merged into one need neither, as Karpenter's multi-node), and only with ``snap.spot_to_spot_consolidation``
+  (Karpenter's SpotToSpotConsolidation gate); on-demand -> spot where the NodePool allows spot; a replacement that
+  may be spot is spot only (no on-demand fallback at a price the saving did not count); a requirement's
+  ``minValues`` must still hold after the price filter;
 * ``Balanced`` NodePools: a valid option is also scored (:func:`.balanced.judge`); under the threshold it is not
   valid, its reason gives the score;
 * nodes still inside their own ``consolidateAfter`` window are not destinations (a synthetic NoSchedule taint in
@@ -81,10 +83,10 @@ def window_nodes(snap: ClusterSnapshot, ctx=None) -> set[str]:
     return out
 
 
-def _offering_price(it, reqs) -> float | None:
+def _cheapest_offering(it, reqs):
     zones, cts = reqs.get(wk.ZONE), reqs.get(wk.CAPACITY_TYPE)
-    prices = [o.price for o in it.offerings if o.available and zones.has(o.zone) and cts.has(o.capacity_type)]
-    return min(prices) if prices else None
+    return min((o for o in it.offerings if o.available and zones.has(o.zone) and cts.has(o.capacity_type)),
+               key=lambda o: o.price, default=None)
 
 
 def _type_values(priced: list, key: str) -> set | None:
@@ -114,13 +116,31 @@ def _prefix_meeting_min_values(priced: list, reqs) -> int:
     return len(priced)
 
 
-def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
+def _cheaper_plan(plan, limit: float, candidates: list[Candidate], spot_to_spot: bool = True):
     """(the plan restricted to strictly cheaper instance types, its price, why not).
 
     With several candidates, when one of them runs an instance type the replacement could use, the replacement must
     also be cheaper than that node (Karpenter's multi-node ``filterOutSameType``): otherwise keeping that node and
-    deleting the others is the same saving with fewer pods moved, which single-node consolidation finds."""
-    priced = [(p, it) for it in plan.instance_types for p in [_offering_price(it, plan.requirements)] if p is not None]
+    deleting the others is the same saving with fewer pods moved, which single-node consolidation finds.
+
+    A replacement that may be spot is made spot only (Karpenter's ``computeConsolidation`` /
+    ``computeSpotToSpotConsolidation``): it is priced at spot prices, so an on-demand fallback when spot capacity runs
+    out would cost as much or more than the node it replaces, and be replaced again and again; with ``capacity-type
+    In [spot]`` the launch fails instead and the node is kept.  Spot candidates replaced by spot:
+    ``spot_to_spot`` (Karpenter's ``SpotToSpotConsolidation`` feature gate) must be on."""
+    reqs = plan.requirements
+    ct = reqs.get(wk.CAPACITY_TYPE)
+    all_spot = all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates)
+    # (a plan into reserved capacity is that capacity's: Karpenter's scheduler has narrowed it to reserved already)
+    may_spot = ct.has(wk.CAPACITY_TYPE_SPOT) and plan.capacity_type != wk.CAPACITY_TYPE_RESERVED
+    to_spot = all_spot and may_spot
+    if to_spot and not spot_to_spot:
+        return None, None, "SpotToSpotConsolidation is disabled: a spot node is not replaced by a spot node"
+    if may_spot and (to_spot or ct.has(wk.CAPACITY_TYPE_ON_DEMAND)) and len(ct) > 1:
+        reqs = reqs.copy()
+        reqs.add(Requirement(wk.CAPACITY_TYPE, False, (wk.CAPACITY_TYPE_SPOT,)))
+    offers = [(o, it) for it in plan.instance_types for o in [_cheapest_offering(it, reqs)] if o is not None]
+    priced = [(o.price, it) for o, it in offers]
     if len(candidates) > 1:
         options = {it.name for _, it in priced}
         same = [c.price for c in candidates if c.instance_type in options and c.price > 0]
@@ -131,11 +151,7 @@ def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
     if not cheaper:
         return None, cheapest, (f"no cheaper replacement (cheapest possible ${cheapest:.4f}/h vs ${limit:.4f}/h)"
                                 if cheapest is not None else "no replacement offering")
-    all_spot = all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates)
-    reqs = plan.requirements
-    replacement_spot = reqs.get(wk.CAPACITY_TYPE).has(wk.CAPACITY_TYPE_SPOT) and \
-        not reqs.get(wk.CAPACITY_TYPE).has(wk.CAPACITY_TYPE_ON_DEMAND)
-    if all_spot and (replacement_spot or plan.capacity_type == wk.CAPACITY_TYPE_SPOT) and len(candidates) == 1:
+    if to_spot and len(candidates) == 1:
         # single-node spot -> spot (Karpenter's computeSpotToSpotConsolidation): 15 cheaper types at least, and only
         # the 15 cheapest offered (or as many of the cheapest as the minValues need, the larger), so the launched
         # type is always among them and the node is not replaced again at once.  Several spot candidates merged
@@ -143,7 +159,7 @@ def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
         if len(cheaper) < SPOT_TO_SPOT_MIN_TYPES:
             return None, cheapest, (f"spot to spot needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot instance types, "
                                     f"{len(cheaper)} possible")
-        cheaper = cheaper[:max(SPOT_TO_SPOT_MIN_TYPES, _prefix_meeting_min_values(cheaper, plan.requirements))]
+        cheaper = cheaper[:max(SPOT_TO_SPOT_MIN_TYPES, _prefix_meeting_min_values(cheaper, reqs))]
     req = reqs.get(wk.INSTANCE_TYPE) if reqs.has(wk.INSTANCE_TYPE) else None
     min_values = req.min_values if req is not None else None
     if min_values and len(cheaper) < min_values:
@@ -158,8 +174,13 @@ def _cheaper_plan(plan, limit: float, candidates: list[Candidate]):
                                         f"instance types ({len(values)} values)")
     new = copy.copy(plan)
     new.instance_types = [it for _, it in cheaper]
-    new.price = cheaper[0][0]
-    new.instance_type = cheaper[0][1].name
+    first = _cheapest_offering(cheaper[0][1], reqs)
+    new.price, new.instance_type = first.price, cheaper[0][1].name
+    new.zone, new.capacity_type = first.zone, first.capacity_type
+    if reqs is not plan.requirements:   # narrowed to spot
+        new.requirements = reqs
+        if isinstance(getattr(plan, "labels", None), dict):
+            new.labels = {**plan.labels, wk.CAPACITY_TYPE: wk.CAPACITY_TYPE_SPOT}
     return new, cheapest, ""
 
 
@@ -196,7 +217,7 @@ def _option(snap: ClusterSnapshot, candidates: list[Candidate], ctx=None, *,
             if merged is None:
                 opt.reason = "would need more than one new node (consolidation never turns nodes into more)"
                 return opt
-            return _priced(opt, merged, total, candidates)
+            return _priced(opt, merged, total, candidates, snap)
     if ctx is not None:
         ctx.count_evaluation()
     result, _ = removal_plan(snap, candidates, ctx, extra_taints={n: [WINDOW_TAINT] for n in (window or ())})
@@ -213,17 +234,17 @@ def _option(snap: ClusterSnapshot, candidates: list[Candidate], ctx=None, *,
         if merged is None:
             opt.reason = f"would need {len(result.new_nodeclaims)} new nodes (consolidation never turns nodes into more)"
             return opt
-        return _priced(opt, merged, total, candidates)
-    return _priced(opt, result, total, candidates)
+        return _priced(opt, merged, total, candidates, snap)
+    return _priced(opt, result, total, candidates, snap)
 
 
-def _priced(opt: Option, result, total: float, candidates: list[Candidate]) -> Option:
+def _priced(opt: Option, result, total: float, candidates: list[Candidate], snap: ClusterSnapshot) -> Option:
     """The option from a simulation that placed every pod on the remaining nodes and at most one new node."""
     opt.placements, opt.usage = dict(result.placements), result.usage
     if not result.new_nodeclaims:
         opt.savings = round(total, 6)
         return opt
-    plan, cheapest, why = _cheaper_plan(result.new_nodeclaims[0], total, candidates)
+    plan, cheapest, why = _cheaper_plan(result.new_nodeclaims[0], total, candidates, snap.spot_to_spot_consolidation)
     opt.cheapest_possible = cheapest
     if plan is None:
         opt.reason = why
