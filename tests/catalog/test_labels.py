@@ -1,10 +1,14 @@
 """Well-known labels computed from moto's real instance descriptions."""
 
+import json
+
 import pytest
 
 from karpenter_lambda.api import labels as L
 from karpenter_lambda.api.objects import EC2NodeClass
 from karpenter_lambda.catalog import PriceBook, build_instance_types
+from karpenter_lambda.catalog.instancetypes import compute_labels
+from karpenter_lambda.cli.main import main
 
 REGION = "us-east-1"
 
@@ -152,3 +156,51 @@ def test_region_label(moto_ec2_data, region):
     raw_types, offerings = moto_ec2_data
     types = build_instance_types(raw_types[:50], offerings, PriceBook.from_bundled(region), region)
     assert types and all(it.labels[L.REGION] == region for it in types)
+
+
+def test_sustained_clock_speed_is_zero_without_a_figure():
+    """Karpenter's computeRequirements: ``"0"`` when ProcessorInfo gives no SustainedClockSpeedInGhz (c1, m1, m2,
+    t1.micro), nothing without ProcessorInfo."""
+    old = {"InstanceType": "c1.medium", "VCpuInfo": {"DefaultVCpus": 2}, "MemoryInfo": {"SizeInMiB": 1740},
+           "ProcessorInfo": {"Manufacturer": "Intel", "SupportedArchitectures": ["i386", "x86_64"]}}
+    assert compute_labels(old, REGION, L.ARCH_AMD64)[L.INSTANCE_CPU_SUSTAINED_CLOCK] == "0"
+    new = {**old, "ProcessorInfo": {**old["ProcessorInfo"], "SustainedClockSpeedInGhz": 2.2}}
+    assert compute_labels(new, REGION, L.ARCH_AMD64)[L.INSTANCE_CPU_SUSTAINED_CLOCK] == "2200"
+    bare = {k: v for k, v in old.items() if k != "ProcessorInfo"}
+    assert L.INSTANCE_CPU_SUSTAINED_CLOCK not in compute_labels(bare, REGION, L.ARCH_AMD64)
+
+
+def test_plan_selects_old_types_by_their_zero_clock_speed(tmp_path, capsys):
+    (tmp_path / "all.yaml").write_text("""
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: slowclock}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz, operator: Lt, values: ["1000"]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-test
+  amiSelectorTerms: [{alias: al2@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: test}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: app, namespace: default}
+spec:
+  containers: [{name: c, image: nginx, resources: {requests: {cpu: 100m, memory: 100Mi}}}]
+""")
+    assert main(["plan", "--json", "-f", str(tmp_path / "all.yaml")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    [nc] = out["nodeClaims"]
+    assert nc["instanceType"] == "t1.micro" and set(nc["instanceTypes"]) <= {"c1.medium", "c1.xlarge", "m1.small", "m1.medium",
+                                                                           "m1.large", "m1.xlarge", "m2.xlarge", "m2.2xlarge",
+                                                                           "m2.4xlarge", "t1.micro"}

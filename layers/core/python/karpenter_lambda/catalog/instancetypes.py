@@ -7,12 +7,18 @@ entries, plus a :class:`~karpenter_lambda.catalog.pricing.PriceBook`.
 Skipped types (as Karpenter, which asks EC2 only for ``hvm`` types with ``x86_64``/``arm64``):
 no ``hvm`` virtualisation; no x86_64/arm64 architecture (i386-only, ``*_mac``); arm64 under a
 Windows AMI family (Karpenter gives them an empty OS requirement, so nothing can use them).
-We also drop a type that ends up with **no offering at all** (not offered in any allowed zone, or
-no price for any of its capacity types): Karpenter keeps it with unavailable offerings, which the
-scheduler never picks, so the result is the same and the list is shorter.  Bare-metal types are
-kept (the scheduler treats them as exotic).  A type incompatible with the EC2NodeClass (Karpenter's
-``compatibility.IsCompatibleWithNodeClass``, see :func:`incompatibility`) is dropped too: Karpenter marks its
-offerings unavailable.  Pass ``skipped={}`` to learn why each type was dropped.
+We also drop a type that ends up with **no offering at all** (not offered in any allowed zone):
+Karpenter keeps it with unavailable offerings, which the scheduler never picks, so the result is the
+same and the list is shorter.  Bare-metal types are kept (the scheduler treats them as exotic).  A type
+incompatible with the EC2NodeClass (Karpenter's ``compatibility.IsCompatibleWithNodeClass``, see
+:func:`incompatibility`) is dropped too: Karpenter marks its offerings unavailable.
+
+Two kinds of type are left out of the list but **held** (``InstanceTypes.held``), because a NodeOverlay may
+still make them usable (``catalog/overlay.py``): one with no price for any of its offerings (an overlay's
+``price`` gives them one, Karpenter's ``GetOverlayPrice``), and one with an allocatable resource below zero
+(Karpenter keeps it, but its ``resources.Fits`` fits nothing on it; an overlay's hugepages floor memory at 0):
+Windows t2/t3/t3a nano and micro and t1.micro; Bottlerocket with ``maxPods: 110`` those and t4g nano and micro.
+Pass ``skipped={}`` (or read ``InstanceTypes.skipped``) to learn why each type was left out.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from ..api import labels as L
 from .allocatable import NodeSettings, compute_capacity, compute_overhead, volume_limits
 from .pricing import PriceBook
 from .reservations import CapacityReservation, capacity_type_unavailable, reserved_offerings
-from .types import InstanceType, Offering
+from .types import InstanceType, InstanceTypes, Offering
 
 __all__ = ["build_instance_types", "compute_labels", "zones_by_type", "KUBE_ARCH", "label_values_of_names", "incompatibility"]
 
@@ -120,11 +126,12 @@ def compute_labels(info: Mapping, region: str, arch: str, os_name: str = "linux"
         labels[L.INSTANCE_ACCELERATOR_NAME] = _kabob(str(d.get("Name") or ""))
         labels[L.INSTANCE_ACCELERATOR_MANUFACTURER] = "aws"
         labels[L.INSTANCE_ACCELERATOR_COUNT] = str(int(d.get("Count") or 0))
-    proc = info.get("ProcessorInfo") or {}
-    if proc.get("Manufacturer"):
-        labels[L.INSTANCE_CPU_MANUFACTURER] = _kabob(str(proc["Manufacturer"]))
-    if proc.get("SustainedClockSpeedInGhz") is not None:
-        labels[L.INSTANCE_CPU_SUSTAINED_CLOCK] = str(int(round(float(proc["SustainedClockSpeedInGhz"]) * 1000)))
+    proc = info.get("ProcessorInfo")
+    if proc is not None:
+        if proc.get("Manufacturer"):
+            labels[L.INSTANCE_CPU_MANUFACTURER] = _kabob(str(proc["Manufacturer"]))
+        # as Karpenter: "0" when the description gives no sustained clock speed (c1, m1, m2, t1.micro)
+        labels[L.INSTANCE_CPU_SUSTAINED_CLOCK] = str(int(round(float(proc.get("SustainedClockSpeedInGhz") or 0) * 1000)))
     ebs = info.get("EbsInfo") or {}
     if ebs.get("EbsOptimizedSupport") == "default" and (ebs.get("EbsOptimizedInfo") or {}).get("MaximumBandwidthInMbps") is not None:
         labels[L.INSTANCE_EBS_BANDWIDTH] = str(int(ebs["EbsOptimizedInfo"]["MaximumBandwidthInMbps"]))
@@ -189,8 +196,9 @@ def build_instance_types(
     reservations: Iterable[CapacityReservation] = (),
     placement_group_id: str | None = None,
     placement_group_strategy: str | None = None,
-) -> list[InstanceType]:
-    """Build the catalog, sorted by name.
+) -> InstanceTypes:
+    """Build the catalog, sorted by name (an :class:`~.types.InstanceTypes`: a list, plus the types held back and
+    why each type was left out).
 
     ``nodeclass`` (an ``EC2NodeClass``, its manifest dict, or None for the defaults: AL2023, 20Gi
     root volume, no kubelet overrides) changes capacity and overhead; ``settings`` overrides it.
@@ -226,9 +234,12 @@ def build_instance_types(
     reservations = list(reservations or ())
     reserved_types = {r.instance_type for r in reservations}
     result: list[InstanceType] = []
+    held: list[InstanceType] = []
+    reasons: dict[str, str] = {}
     seen: set[str] = set()
 
     def skip(name: str, why: str) -> None:
+        reasons[name] = why
         if skipped is not None:
             skipped[name] = why
 
@@ -259,20 +270,23 @@ def build_instance_types(
         if allowed is not None:
             type_zones = type_zones & allowed
         offs: list[Offering] = []
+        unpriced: list[Offering] = []
         for zone in sorted(type_zones):
             for ct in _CAPACITY_TYPES:
                 if ct not in usage:
                     continue
+                available = (name, zone, ct) not in unavailable and ct not in gone_types
                 hit = prices.on_demand(name) if ct == L.CAPACITY_TYPE_ON_DEMAND else prices.spot(name, zone)
-                if hit is None:
+                if hit is None:   # Karpenter: unavailable for want of a price, unless a NodeOverlay prices it
+                    unpriced.append(Offering(zone=zone, capacity_type=ct, price=0.0, available=available,
+                                             zone_id=zone_ids.get(zone)))
                     continue
                 offs.append(
                     Offering(
                         zone=zone,
                         capacity_type=ct,
                         price=hit[0],
-                        available=(name, zone, ct) not in unavailable and ct not in gone_types
-                        and (estimated_available or not hit.estimated),
+                        available=available and (estimated_available or not hit.estimated),
                         zone_id=zone_ids.get(zone),
                         price_source=hit.source,
                         price_estimated=hit.estimated,
@@ -282,7 +296,7 @@ def build_instance_types(
             od = prices.on_demand(name)
             offs.extend(reserved_offerings(name, reservations, od.price if od is not None else None, zones=type_zones,
                                            unavailable=unavailable, zone_ids=zone_ids))
-        if not offs:
+        if not offs and not unpriced:
             if type_zones:
                 skip(name, "no offering: no price known")
             else:
@@ -296,7 +310,13 @@ def build_instance_types(
         labels = compute_labels(info, region, arch, os_name, traits.windows_build)
         if placement_group_id:
             labels[L.PLACEMENT_GROUP_ID] = placement_group_id
-        result.append(InstanceType(name=name, labels=labels, capacity=capacity, overhead=overhead, offerings=offs,
-                                   volume_limits=volume_limits(info, settings)))
+        it = InstanceType(name=name, labels=labels, capacity=capacity, overhead=overhead, offerings=offs,
+                          volume_limits=volume_limits(info, settings), unpriced=tuple(unpriced))
+        why = "no offering: no price known" if not offs else it.unfit_reason()
+        if why is not None:   # Karpenter keeps it and never chooses it; a NodeOverlay may still change that
+            skip(name, why)
+            held.append(it)
+            continue
+        result.append(it)
     result.sort(key=lambda it: it.name)
-    return result
+    return InstanceTypes(result, held=held, skipped=reasons)

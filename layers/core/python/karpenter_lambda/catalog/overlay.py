@@ -18,6 +18,11 @@ NodePool's template labels:
 * An overlay that would change an offering's price, or a resource, that an overlay of the SAME weight already
   changes is in conflict: it is applied nowhere (Karpenter sets its ValidationSucceeded condition False, reason
   Conflict), whatever NodePool the clash is in.
+* An offering no price is known for (``InstanceType.unpriced``; a type with nothing else is held out of its catalog's
+  list) takes the ``price`` of an overlay whose only requirement is ``node.kubernetes.io/instance-type In [...]`` and
+  that is not in conflict (the AWS provider's ``GetOverlayPrice`` fallback: :func:`overlay_prices`), then the overlays
+  apply to it as to any offering.  A held type comes into its NodePool's list when it then has an offering and no
+  allocatable resource below zero (hugepages capacity comes out of memory, floored at 0: ``InstanceType.allocatable``).
 
 Nothing given is mutated: changed instance types and offerings are new objects (:class:`OverlaidInstanceType`,
 :class:`OverlaidOffering`) that say which overlay changed them; unchanged ones are returned as they are.
@@ -25,17 +30,18 @@ Nothing given is mutated: changed instance types and offerings are new objects (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Iterable, Mapping, Sequence
 
 from ..api import labels as L
 from ..api.objects import NodeOverlay, NodePool
 from ..api.overlay import adjusted_price
 from ..api.quantity import QuantityError, resource_value
+from .pricing import SOURCE_NODE_OVERLAY
 from .types import InstanceType, Offering
 
 __all__ = ["OverlaidOffering", "OverlaidInstanceType", "OverlayResult", "apply_overlays", "apply_overlays_by_nodepool",
-           "order_overlays", "offering_overlay", "price_overlay_applied", "capacity_overlay_applied",
+           "order_overlays", "overlay_prices", "offering_overlay", "price_overlay_applied", "capacity_overlay_applied",
            "overlay_annotations", "PRICE_OVERLAY_APPLIED", "CAPACITY_OVERLAY_APPLIED"]
 
 #: the capacity-reservation keys: a reserved offering's id, type and interruptible; ``DoesNotExist`` on every other
@@ -228,15 +234,85 @@ def _capacity_of(overlay: NodeOverlay) -> dict[str, int]:
     return out
 
 
+def overlay_prices(overlays: Iterable[NodeOverlay]) -> dict[str, tuple[float, str]]:
+    """Instance type -> (price, overlay): the price an offering no price is known for takes (Karpenter's
+    ``GetOverlayPrice``, aws ``pkg/providers/instancetype/offering/offering.go``, which its ``BaseResolver`` falls back
+    to): the ``price`` of an overlay whose only requirement is ``node.kubernetes.io/instance-type In [...]``.  Among
+    ``overlays`` (in :func:`order_overlays` order; the caller leaves out those in conflict) the first naming a type
+    wins."""
+    out: dict[str, tuple[float, str]] = {}
+    for ov in overlays:
+        reqs = ov.requirements
+        if ov.price is None or len(reqs) != 1 or reqs[0].get("key") != L.INSTANCE_TYPE or reqs[0].get("operator") != "In":
+            continue
+        try:
+            price = float(ov.price)
+        except ValueError:
+            continue
+        for name in reqs[0].get("values") or ():
+            out.setdefault(str(name), (price, ov.name))
+    return out
+
+
 def apply_overlays_by_nodepool(instance_types: Mapping[str, Sequence[InstanceType]], nodepools: Mapping[str, NodePool],
                                overlays: Iterable[NodeOverlay]) -> OverlayResult:
     """Every NodePool's instance types with the overlays applied (Karpenter's conflict rule across all NodePools).
 
     ``instance_types``: NodePool name -> its instance types; ``nodepools``: NodePool name -> NodePool (a name
-    missing here is matched without NodePool name and labels).  Inputs are not mutated."""
+    missing here is matched without NodePool name and labels).  Inputs are not mutated.
+
+    A catalog's held types (:class:`~.types.InstanceTypes` ``held``: Karpenter keeps them, but cannot choose them as
+    they are) are judged with the others: the offerings no price is known for take the :func:`overlay_prices` price
+    of an overlay not in conflict, and a held type joins its NodePool's list (in name order) when it then has an
+    offering and no allocatable below zero (:meth:`~.types.InstanceType.unfit_reason`)."""
     ordered = order_overlays(overlays)
     if not ordered:
         return OverlayResult(instance_types={name: list(its) for name, its in instance_types.items()})
+    refused: dict[str, str] = {}   # price-giving overlays found in conflict: no fallback price from them
+    while True:
+        full, used = _with_held(instance_types, overlay_prices(ov for ov in ordered if ov.name not in refused))
+        result = _judge(full, nodepools, ordered)
+        late = {name: why for name, why in result.conflicts.items() if name in used}
+        if not late:
+            break
+        refused.update(late)
+    for name, why in refused.items():   # in conflict whatever the later pass saw (Karpenter's status)
+        result.conflicts.setdefault(name, why)
+        result.applied.pop(name, None)
+    result.instance_types = {name: _usable(result.instance_types[name], len(its)) for name, its in instance_types.items()}
+    return result
+
+
+def _with_held(instance_types: Mapping[str, Sequence[InstanceType]],
+               fallback: dict[str, tuple[float, str]]) -> tuple[dict[str, list[InstanceType]], set[str]]:
+    """Each NodePool's types followed by its catalog's held ones, the unpriced offerings of the types ``fallback``
+    prices moved to their offerings at that price; and the overlays whose price was used."""
+    made: dict[int, InstanceType] = {}   # one copy per type, whatever NodePools share it
+    used: set[str] = set()
+
+    def priced(it: InstanceType) -> InstanceType:
+        if not it.unpriced or it.name not in fallback:
+            return it
+        if id(it) not in made:
+            price, overlay = fallback[it.name]
+            used.add(overlay)
+            made[id(it)] = replace(it, offerings=[*it.offerings, *(replace(o, price=price, price_source=SOURCE_NODE_OVERLAY)
+                                                                    for o in it.unpriced)], unpriced=())
+        return made[id(it)]
+
+    full = {name: [priced(it) for it in (*its, *getattr(its, "held", ()))] for name, its in instance_types.items()}
+    return full, used
+
+
+def _usable(its: list[InstanceType], kept: int) -> list[InstanceType]:
+    """The first ``kept`` types (the catalog's list: usable as built, and an overlay cannot make them unusable) and the
+    held ones the overlays made usable, in name order."""
+    joined = [it for it in its[kept:] if it.offerings and it.unfit_reason() is None]
+    return sorted(its[:kept] + joined, key=lambda it: it.name) if joined else its[:kept]
+
+
+def _judge(instance_types: Mapping[str, Sequence[InstanceType]], nodepools: Mapping[str, NodePool],
+           ordered: list[NodeOverlay]) -> OverlayResult:
     pools = {name: _Pool.of(nodepools.get(name)) for name in instance_types}
     if len(instance_types) > 1 and not any(_pool_keys(ov, pools.values()) for ov in ordered):
         # no overlay reads a NodePool's name or labels: judge each distinct instance type once, whatever NodePools

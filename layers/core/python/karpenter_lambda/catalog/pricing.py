@@ -8,7 +8,8 @@ book.  Sources, recorded on every offering as ``Offering.price_source``:
                       generated from Karpenter's own static price list);
 * ``"spot-history"``  latest real price from ``DescribeSpotPriceHistory`` (injected);
 * ``"spot-estimate"`` a deterministic estimate, used when no real spot price is known (see
-                      :func:`estimate_spot_price`).
+                      :func:`estimate_spot_price`);
+* ``"node-overlay"``  no price known at all: a NodeOverlay's ``price`` (set by ``catalog/overlay.py``, not here).
 
 Bundled tables: the commercial file holds ``us-east-1`` only; like Karpenter, any other
 commercial region starts from the us-east-1 prices.  ``us-gov-*`` and ``cn-*`` regions use
@@ -41,6 +42,7 @@ __all__ = [
     "SOURCE_BUNDLED",
     "SOURCE_SPOT_HISTORY",
     "SOURCE_SPOT_ESTIMATE",
+    "SOURCE_NODE_OVERLAY",
     "estimate_spot_price",
     "spot_discount",
     "bundled_on_demand_prices",
@@ -52,6 +54,8 @@ SOURCE_PRICING_API = "pricing-api"
 SOURCE_BUNDLED = "bundled"
 SOURCE_SPOT_HISTORY = "spot-history"
 SOURCE_SPOT_ESTIMATE = "spot-estimate"
+#: no price known, a NodeOverlay's ``price`` used instead (Karpenter's ``GetOverlayPrice`` fallback: catalog/overlay.py)
+SOURCE_NODE_OVERLAY = "node-overlay"
 #: Price sources that are estimates, not prices AWS quoted.
 ESTIMATED_SOURCES = frozenset({SOURCE_SPOT_ESTIMATE})
 

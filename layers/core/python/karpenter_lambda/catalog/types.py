@@ -6,11 +6,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..api import labels as L
+from ..api.quantity import format_resource
 
 #: upstream's order among reserved offerings of equal price (``pkg/providers/instance/filter/filter.go``
 #: ``CapacityReservationTypeFilter``): (reservation type, interruptible) -> rank; an interruptible capacity block does
 #: not exist
 _RESERVATION_RANK = {("default", False): 0, ("capacity-block", False): 1, ("default", True): 2}
+#: the prefix of the hugepages resources (``hugepages-2Mi``, ``hugepages-1Gi``; corev1 ``ResourceHugePagesPrefix``)
+HUGEPAGES_PREFIX = "hugepages-"
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,10 @@ class InstanceType:
     ``labels`` holds every single-valued well-known label (arch, os, instance-type,
     karpenter.k8s.aws/instance-*; region) as strings.  Zone and capacity type are
     multi-valued and come from ``offerings``.  ``capacity`` and ``overhead`` are
-    resource lists (cpu in millicores, memory bytes, pods count, ...);
-    ``allocatable = capacity - overhead`` (never below zero).
+    resource lists (cpu in millicores, memory bytes, pods count, ...); ``allocatable`` is
+    capacity - overhead, which may be below zero (see :meth:`unfit_reason`).  ``unpriced`` holds the
+    offerings EC2 makes but no price is known for (the scheduler never sees them; a NodeOverlay's
+    ``price`` can give them one: :mod:`.overlay`).
     """
 
     name: str
@@ -74,10 +79,29 @@ class InstanceType:
     #: CSI driver -> how many volumes of it a new node of this type can attach (EBS: the type's
     #: ``MaximumEbsAttachments`` minus the EC2NodeClass's block devices); a driver not listed has no known limit
     volume_limits: dict[str, int] = field(default_factory=dict)
+    #: offerings with no price known (on-demand: neither the Pricing API nor the bundled table; spot: no history
+    #: and no on-demand price to estimate from), each ``available`` as it would be once priced; price 0
+    unpriced: tuple[Offering, ...] = ()
 
     @cached_property
     def allocatable(self) -> dict[str, int]:
-        return {k: max(0, v - self.overhead.get(k, 0)) for k, v in self.capacity.items()}
+        """Karpenter's ``computeAllocatable`` (core ``pkg/cloudprovider/types.go``): capacity - overhead per resource,
+        not floored; then every ``hugepages-*`` capacity comes out of memory, floored at 0."""
+        alloc = {k: v - self.overhead.get(k, 0) for k, v in self.capacity.items()}
+        for k, v in self.capacity.items():
+            if k.startswith(HUGEPAGES_PREFIX):
+                alloc[L.RESOURCE_MEMORY] = max(0, alloc.get(L.RESOURCE_MEMORY, 0) - v)
+        return alloc
+
+    def unfit_reason(self) -> str | None:
+        """Why no pod fits a node of this type, or None: an allocatable resource below zero (Karpenter's
+        ``resources.Fits`` fits nothing then), e.g. ``allocatable memory below zero: overhead 1565Mi exceeds capacity
+        473Mi`` (t3a.nano under Windows)."""
+        neg = sorted(k for k, v in self.allocatable.items() if v < 0)
+        if not neg:
+            return None
+        return "; ".join(f"allocatable {k} below zero: overhead {format_resource(k, self.overhead.get(k, 0))} exceeds "
+                         f"capacity {format_resource(k, self.capacity[k])}" for k in neg)
 
     def allocatable_for(self, resource: str) -> int:
         """What a new node of this type offers of ``resource``: its allocatable, or for a volume-count resource
@@ -106,3 +130,16 @@ class InstanceType:
 
     def __repr__(self) -> str:
         return f"InstanceType({self.name!r})"
+
+
+class InstanceTypes(list):
+    """A catalog as :func:`~.instancetypes.build_instance_types` returns it: the instance types a NodeClaim may use
+    (a list, sorted by name) and, in ``held``, the ones Karpenter keeps but cannot choose as they are built, which a
+    NodeOverlay may still make usable (:func:`~.overlay.apply_overlays_by_nodepool`): no offering with a price (their
+    offerings are in ``unpriced``: an overlay's ``price`` gives them one) or an allocatable resource below zero (an
+    overlay's hugepages floor memory at 0).  ``skipped``: why each type left out of the list was left out."""
+
+    def __init__(self, types=(), held=(), skipped=None):
+        super().__init__(types)
+        self.held: tuple[InstanceType, ...] = tuple(held)
+        self.skipped: dict[str, str] = dict(skipped or {})
