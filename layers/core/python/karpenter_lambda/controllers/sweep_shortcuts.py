@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -37,7 +38,7 @@ from ..api.cron import CronError
 from ..api.durations import DurationError, parse_duration
 from ..api.kube import is_terminal
 from ..api.wallclock import budget_edges
-from ..disruption.candidates import make_candidate
+from ..disruption.candidates import do_not_disrupt_until, make_candidate
 from ..disruption.emptiness import consolidatable_in
 from ..scheduling.volumes import has_claims
 from .cluster_state import as_dict
@@ -162,7 +163,8 @@ def quiet(report) -> bool:
 
 def valid_until(snap) -> float:
     """How long another sweep on this unchanged state would decide the same: the TTL, the end of every running
-    consolidateAfter window, every disruption-budget window edge, whichever comes first."""
+    consolidateAfter window, every pod's do-not-disrupt time limit, every disruption-budget window edge, whichever
+    comes first."""
     now = snap.now
     until = now + CONSOLIDATION_TTL
     for name, nc in snap.nodeclaims.items():
@@ -173,6 +175,11 @@ def valid_until(snap) -> float:
         left = consolidatable_in(make_candidate(snap, nc, node, np), snap)
         if left is not None and left > 0:
             until = min(until, now + left)
+        # a pod's karpenter.sh/do-not-disrupt time limit running out lifts a block the quiet sweep saw
+        for p in snap.pods_by_node.get((node.get("metadata") or {}).get("name"), ()):
+            t = do_not_disrupt_until(p)
+            if t is not None and now < t < math.inf:
+                until = min(until, t)
     start = datetime.fromtimestamp(now, tz=timezone.utc)
     horizon = start + timedelta(seconds=until - now)
     for np in snap.nodepools.values():

@@ -114,7 +114,9 @@ def boot(ec2, store, region: str, instance: dict) -> Boot:
     allocatable: dict | None
     if info is not None:
         capacity = compute_capacity(info, settings)
-        allocatable = InstanceType(itype, {}, capacity, compute_overhead(info, capacity, settings)).allocatable
+        # the kubelet floors what it reports at 0 (the catalog's allocatable may be below: a type nothing fits)
+        allocatable = {k: max(0, v) for k, v in
+                       InstanceType(itype, {}, capacity, compute_overhead(info, capacity, settings)).allocatable.items()}
         arch = next((KUBE_ARCH[a] for a in (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or []
                      if a in KUBE_ARCH), arch)
     elif nc is not None and nc.status.get("capacity"):

@@ -207,8 +207,9 @@ class LoopMixin:
                 simnodes.set_node_condition(self.server, data["node"], data["condition"], "True", "Recovered")
                 self.emit("NodeHealthy", f"node/{data['node']}", f"{data['condition']}=True again",
                           condition=data["condition"])
-        elif kind in ("repair", "consolidatable"):
-            # a toleration or a consolidateAfter has ended: the sweeps run now, a lifecycle interval at least
+        elif kind in ("repair", "consolidatable", "do-not-disrupt"):
+            # a toleration, a consolidateAfter or a pod's do-not-disrupt time limit has ended: the sweeps run now,
+            # a lifecycle interval at least
             self.last_change = self.clock.elapsed
         elif kind == "noexecute":
             self._taint_evictions(data)

@@ -1,18 +1,20 @@
 """Timers that still change something: off-peak window edges (EventBridge Scheduler), the budget window edges
-that let a blocked disruption go, a node repair's toleration ending and a NodeClaim's ``consolidateAfter`` ending."""
+that let a blocked disruption go, a node repair's toleration ending, a NodeClaim's ``consolidateAfter`` ending and a
+pod's ``karpenter.sh/do-not-disrupt`` time limit running out."""
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 from ..api.cron import CronError
 from ..api.wallclock import budget_edges
 from ..api.durations import parse_duration
 from ..api.times import to_datetime
-from ..api.kube import is_daemon_pod, is_terminal
+from ..api.kube import is_daemon_pod, is_terminal, is_terminating
 from ..api.validators import WHEN_EMPTY, WHEN_EMPTY_OR_UNDERUTILIZED
 from ..disruption.budgets import budget_limit
-from ..disruption.candidates import LAST_POD_EVENT, condition_time, epoch
+from ..disruption.candidates import LAST_POD_EVENT, condition_time, do_not_disrupt_until, epoch
 from ..disruption.emptiness import CONSOLIDATING_POLICIES, consolidate_after
 from ..disruption.static import is_static
 from ..disruption.repair import unhealthy_condition
@@ -88,6 +90,39 @@ class TimersMixin:
         added |= self._add_budget_timers()
         added |= self._add_repair_timers()
         added |= self._add_consolidation_timers()
+        added |= self._add_do_not_disrupt_timers()
+        return added
+
+    def _add_do_not_disrupt_timers(self) -> bool:
+        """A ``do-not-disrupt`` timer when a pod's ``karpenter.sh/do-not-disrupt`` time limit runs out (a Go duration:
+        Karpenter's ``IsDoNotDisruptActive`` lifts the block that long after the pod's ``status.startTime``,
+        :func:`~karpenter_lambda.disruption.candidates.do_not_disrupt_until`), so a quiet run neither stops nor
+        skips past the sweeps that the block held back (a consolidation, a drift, a static scale-down).  Pods bound
+        to a NodeClaim's node, not terminal or terminating; one per pod and time.  A Node's annotation only takes
+        ``"true"`` (Karpenter's ``ValidateNodeDisruptable``): no time limit, no timer.  Limits past ``--until`` (or,
+        without it, past the safety limit) are left out: the run ends before them."""
+        known = self.__dict__.setdefault("_dnd_timer_keys", set())
+        # a pod's limit moves only with what the run reports (a pod bound, started or gone): nothing since the last look
+        if self.__dict__.get("_dnd_scanned_at") == self.last_change:
+            return False
+        self._dnd_scanned_at = self.last_change
+        horizon = self.until if self.until is not None else self._last_due + self.max_time
+        nodes = {nc.status.get("nodeName") for nc in self.store.list("NodeClaim")} - {None, ""}
+        added = False
+        for p in self.server.store.list("pods", shared=True):
+            if (p.get("spec") or {}).get("nodeName") not in nodes or is_terminal(p) or is_terminating(p):
+                continue
+            until = do_not_disrupt_until(p)
+            if until is None or until == float("inf"):
+                continue
+            at = float(math.ceil(until - self.clock.start))   # whole seconds: the sweep there sees it lifted
+            meta = p.get("metadata") or {}
+            key = (meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}", at)
+            if at <= self.clock.elapsed or at > horizon or key in known:
+                continue
+            known.add(key)
+            self._schedule(at, "do-not-disrupt", {"pod": f"{meta.get('namespace') or 'default'}/{meta.get('name')}"})
+            added = True
         return added
 
     def _add_consolidation_timers(self) -> bool:
