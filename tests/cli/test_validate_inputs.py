@@ -173,3 +173,17 @@ def test_issues_carry_the_document_and_field_line(cli, manifests):
     rc, out, _ = cli("validate", "--json", g)
     errors = json.loads(out)["errors"]
     assert errors and all(e["line"] >= 5 for e in errors), errors
+
+
+def test_a_path_spelled_with_dot_slash_or_a_double_slash_is_the_file_it_names(cli, manifests, monkeypatch):
+    """The loader names files as pathlib spells them ("./a.yaml" -> "a.yaml"); the empty-input check compared the
+    argument as typed, so every "./file" was "no Kubernetes objects (empty file)" and plan refused it."""
+    f = Path(manifests("ok.yaml", pair()))
+    monkeypatch.chdir(f.parent)
+    rc, out, err = cli("validate", "./ok.yaml")
+    assert rc == 0 and "empty file" not in err, err
+    rc, out, err = cli("validate", f"{f.parent}//ok.yaml")
+    assert rc == 0 and "empty file" not in err, err
+    empty = Path(manifests("empty.yaml", ""))
+    rc, _, err = cli("validate", "./empty.yaml")
+    assert rc == 1 and "no Kubernetes objects in ./empty.yaml (empty file)" in err

@@ -90,7 +90,9 @@ def read_stdin() -> str:
 
 def empty_inputs(paths: list[str], result: LoadResult) -> list[ValidationIssue]:
     """One issue per FILE argument that gave nothing at all: an empty file, a directory without manifests."""
+    # (as the loader names them: a path as Path spells it, "./a.yaml" and "dir//a.yaml" as "a.yaml" and "dir/a.yaml")
     seen = {i.file for i in result.issues + result.skipped + result.warnings + result.unread} | {f for f, _ in result.origins}
+    seen |= {str(Path(f)) for f in seen if f and f != "<stdin>"}
     out = []
     for p in paths:
         if p == "-":
@@ -104,7 +106,7 @@ def empty_inputs(paths: list[str], result: LoadResult) -> list[ValidationIssue]:
                 out.append(ValidationIssue(p, 0, "", "", "", f"no manifests in directory {p} (no *.yaml, *.yml or *.json files)"))
                 continue
             out += [ValidationIssue(str(f), 0, "", "", "", f"no Kubernetes objects in {f} (empty file)") for f in inside if str(f) not in seen]
-        elif p not in seen:
+        elif p not in seen and str(path) not in seen:
             out.append(ValidationIssue(p, 0, "", "", "", f"no Kubernetes objects in {p} (empty file)"))
     return out
 
