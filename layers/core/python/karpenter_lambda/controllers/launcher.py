@@ -7,6 +7,7 @@ and interruption all launch through it.
    of each pod (the same plan delivered twice is refused: ``duplicate``; limits reached: ``limit``; pods
    nominated elsewhere meanwhile: ``taken``).  ``takeover`` names pods whose old nomination no longer holds
    (:func:`karpenter_lambda.scheduling.inputs.held_reservations`), which may be moved to this NodeClaim.
+   (:meth:`Launcher.nominate` reserves, under the same conditions, pods a round placed on an in-flight NodeClaim.)
 2. **record** -- the NodeClaim (finalizer ``karpenter.sh/termination``) stamped with what drift compares later:
    ``karpenter.sh/nodepool-hash`` (+ version), ``karpenter.k8s.aws/ec2nodeclass-hash`` (+ version), and the
    launch token (``karpenter-lambda.io/launch-token``: unique per launch attempt, written before CreateFleet, its
@@ -267,6 +268,17 @@ class Launcher:
                                 instance_type=inst.instance_type, zone=inst.zone, capacity_type=inst.capacity_type,
                                 price=float(inst.price), image_id=inst.image_id, pods=keys)
         return out
+
+    def nominate(self, nodeclaim, pods: list[dict], *, takeover: dict[str, str] | None = None) -> list[str]:
+        """Reserve ``pods`` for the in-flight ``nodeclaim`` a round placed them on (its room left, not a launch),
+        under the same conditions as a launch's reservations (:meth:`LaunchClaims.nominate`): later rounds count
+        them against its room, and a pod a concurrent invocation reserved meanwhile is not taken.  Returns the uids
+        refused (taken by another NodeClaim).  Without launch claims (no state table): nothing to record."""
+        uids = [pod_uid(p) for p in pods]
+        if self.claims is None or not uids:
+            return []
+        takeover = {u: c for u, c in (takeover or {}).items() if u in set(uids)}
+        return self.claims.nominate(nodeclaim.nodepool_name, nodeclaim.name, uids, takeover=takeover)
 
     def _mark_unknown(self, name: str, why: str) -> None:
         """Best effort: the next provisioning round resolves a NodeClaim so marked at once (not after the lease)."""

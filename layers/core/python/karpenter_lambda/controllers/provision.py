@@ -9,7 +9,8 @@
    NodeClaim in flight, not initialized, with room for the pod next to what is bound there).
 3. Solve against the snapshot's nodes, in-flight NodeClaims and NodePools (:func:`scheduling_input`); static NodePools
    (``spec.replicas``) are left out: the lifecycle sweep keeps their count (``controllers/static.py``), their nodes
-   take pods as existing capacity.
+   take pods as existing capacity.  Pods placed on an in-flight NodeClaim are reserved for it
+   (:meth:`.launcher.Launcher.nominate`), so later rounds count them against its room.
 4. Launch each NodeClaim plan through the launcher (:mod:`.launcher`): one DynamoDB transaction (limits +
    pod reservations; a duplicate plan is refused there), the NodeClaim record, CreateFleet with
    insufficient-capacity fallback.  Pods taken by a concurrent invocation or a limit changed meanwhile:
@@ -38,6 +39,7 @@ from ..scheduling import solve
 from ..scheduling.inputs import (  # noqa: F401  (re-exported: scheduling_taints, EPHEMERAL_TAINT_KEYS, limits_of)
     EPHEMERAL_TAINT_KEYS,
     held_reservations,
+    in_flight_nodeclaim,
     limits_of,
     scheduling_input,
     scheduling_taints,
@@ -237,7 +239,11 @@ class Provisioner(Controller):
             return self._unschedulable(pending, reason, report)
         policy = {} if snap.min_values_policy == "Strict" else {"min_values_policy": snap.min_values_policy}
         result = (self.solver or solve)(inp, **policy)
+        # nominations that no longer hold may move to the in-flight NodeClaims and the new NodeClaims of this round
+        takeover = {u: c for u, c in snap.reservations.items() if u not in held}
+        pod_by_key = {pod_key(p): p for p in pending}
         for node_name, placed in (result.existing or {}).items():
+            placed = self._nominate(node_name, placed, snap, pod_by_key, takeover, report)
             if placed:
                 report.existing.setdefault(node_name, []).extend(placed)
                 self._decision("existing", f"{len(placed)} pods fit on {node_name}", node=node_name, pods=placed)
@@ -245,9 +251,6 @@ class Provisioner(Controller):
             reason = u.reason + (("; " + "; ".join(blocked)) if blocked else "")
             report.unschedulable.append({"pod": u.pod, "reason": reason})
             self._decision("unschedulable", f"pod {u.pod} unschedulable: {reason}", pod=u.pod, reason=reason)
-        # nominations that no longer hold may move to the new NodeClaims
-        takeover = {u: c for u, c in snap.reservations.items() if u not in held}
-        pod_by_key = {pod_key(p): p for p in pending}
         retry: list[dict] = []
         for plan in result.nodeclaims:
             np = snap.nodepools[plan.nodepool]
@@ -255,6 +258,29 @@ class Provisioner(Controller):
             plan_pods = [pod_by_key[k] for k in plan.pods if k in pod_by_key]
             retry.extend(self._execute(plan, np, nc, snap.resolved.get(nc.name), plan_pods, takeover, report))
         return retry
+
+    # -- pods placed on an in-flight NodeClaim ------------------------------------------------------
+    def _nominate(self, node_name: str, placed: list[str], snap, pod_by_key, takeover, report) -> list[str]:
+        """Pods the solver placed on ``node_name`` (existing capacity): when that is an in-flight NodeClaim (launched,
+        not Initialized, not deleting) they are reserved for it, as its launch reserved its own pods, so the next
+        rounds count them against its room (``held_reservations``) instead of offering the same room again.  A pod
+        a concurrent invocation reserved meanwhile is left to it (skipped).  Returns the pods kept."""
+        nc = in_flight_nodeclaim(snap, node_name)
+        pods = [pod_by_key[k] for k in placed if k in pod_by_key]
+        if nc is None or not pods:
+            return placed
+        taken = set(self.launcher.nominate(nc, pods, takeover=takeover))
+        if not taken:
+            return placed
+        keep = []
+        for k in placed:
+            if k in pod_by_key and pod_uid(pod_by_key[k]) in taken:
+                reason = "nominated by a concurrent provisioner"
+                report.skipped.append({"pod": k, "reason": reason})
+                self._decision("skip", f"pod {k} skipped: {reason}", pod=k)
+            else:
+                keep.append(k)
+        return keep
 
     # -- one plan -----------------------------------------------------------------------------------
     def _execute(self, plan, np, nodeclass, resolved, plan_pods: list[dict], takeover, report) -> list[dict]:

@@ -4,7 +4,8 @@ One path for ``plan``, the provisioner and every disruption sweep:
 
 * :func:`held_reservations` -- which pod nominations still protect their pod (issue: pods waiting on a full node).
   A nomination holds only while its NodeClaim is in flight (exists, not deleting, not Initialized) and still has
-  room for the pod next to the pods already bound to its node (in nomination order).  Once the node is
+  room for the pod next to the pods already bound to its node (in nomination order: the pods it was launched for,
+  then those a later round placed on it, which the provisioner reserves for it as well).  Once the node is
   initialized, or the kube-scheduler filled it with other pods, the pod is scheduled like any other pending pod
   against the nodes' real usage, and a new node is launched if none has room (as Karpenter, whose nominations are
   short-lived and whose scheduler reads the nodes' real pods).
@@ -129,20 +130,40 @@ def _claim_allocatable(snap: ClusterSnapshot, nc) -> dict[str, int]:
 
 
 def _nomination_order(nc, uids: list[str]) -> list[str]:
+    """``uids`` (a NodeClaim's reserved pods, in reservation order) in nomination order: the pods it was launched
+    for first (its nominated-uids annotation), then those later rounds nominated to it, in the order they were."""
     try:
         order = json.loads((nc.annotations or {}).get(NOMINATED_UIDS_ANNOTATION) or "[]")
     except ValueError:
         order = []
     rank = {u: i for i, u in enumerate(order)}
-    return sorted(uids, key=lambda u: (rank.get(u, len(rank)), u))
+    made = {u: i for i, u in enumerate(uids)}
+    return sorted(uids, key=lambda u: (rank.get(u, len(rank)), made[u]))
+
+
+def nodeclaim_in_flight(nc) -> bool:
+    """A NodeClaim whose nominations can hold: it exists, is not deleting and is not Initialized."""
+    return nc is not None and not nc.metadata.get("deletionTimestamp") and not nc.is_true("Initialized")
+
+
+def in_flight_nodeclaim(snap: ClusterSnapshot, name: str):
+    """The in-flight NodeClaim (:func:`nodeclaim_in_flight`) behind the solver's existing node ``name`` (a
+    registered Node's name, or an unregistered NodeClaim's), else None: pods placed there are nominated to it and
+    are reserved for it, so later rounds count them against its room."""
+    nc = snap.nodeclaim_of_node(name) if name in snap.node_by_name else snap.nodeclaims.get(name)
+    return nc if nodeclaim_in_flight(nc) else None
 
 
 def held_reservations(snap: ClusterSnapshot) -> dict[str, str]:
-    """Pod uid -> NodeClaim for the nominations that still protect their (pending) pod; see the module doc."""
+    """Pod uid -> NodeClaim for the nominations that still protect their (pending) pod; see the module doc.
+
+    A nomination is a pod reservation (``snap.reservations``): made when the NodeClaim was launched for the pod,
+    or when a later round placed the pod in the room an in-flight NodeClaim had left (the provisioner reserves
+    it then too); both are counted, in nomination order, against the NodeClaim's room."""
     held: dict[str, str] = {}
     for ncname, uids in snap.reserved_by_claim.items():
         nc = snap.nodeclaims.get(ncname)
-        if nc is None or nc.metadata.get("deletionTimestamp") or nc.is_true("Initialized"):
+        if not nodeclaim_in_flight(nc):
             continue
         pending = [u for u in _nomination_order(nc, uids) if u in snap.pods_by_uid and not node_name_of(snap.pods_by_uid[u])]
         alloc = _claim_allocatable(snap, nc)
@@ -305,5 +326,5 @@ def _scheduling_input(snap: ClusterSnapshot, pods: list[dict], held: dict[str, s
 
 
 __all__ = ["EPHEMERAL_TAINT_KEYS", "NOMINATED_UIDS_ANNOTATION", "PRICE_ANNOTATION", "claim_request", "existing_nodes",
-           "held_reservations", "limits_of", "nodepool_inputs", "pod_uid", "price_of", "scheduling_input",
-           "scheduling_taints"]
+           "held_reservations", "in_flight_nodeclaim", "limits_of", "nodeclaim_in_flight", "nodepool_inputs", "pod_uid",
+           "price_of", "scheduling_input", "scheduling_taints"]

@@ -13,7 +13,9 @@ NodeClaims (a DynamoDB item is limited to 400 KB):
   same plan delivered twice is refused.
 * **Pod reservations** -- ``pk = <cluster>#PodReservation``, ``sk = <pod uid>``, ``nodeClaim``, ``expiresAt``
   and ``ttl`` (epoch seconds).  A pod can be reserved by one NodeClaim at a time: the put is conditional
-  on no live reservation by another NodeClaim.
+  on no live reservation by another NodeClaim.  Made by a launch's commit, or by :meth:`LaunchClaims.nominate`
+  when a later round places the pod on an in-flight NodeClaim (the same condition; the pod is appended to that
+  NodeClaim's claim ``pods`` so :meth:`LaunchClaims.release` deletes it too).
 
 The claim, the usage increase and the first 98 reservations go into ONE ``TransactWriteItems``, so a plan either
 holds its pods and its share of the limits, or nothing.  The cancellation reasons say which part failed
@@ -138,13 +140,15 @@ class LaunchClaims:
         return self._claim(item) if item else None
 
     def reservations(self) -> dict[str, str]:
-        """Live reservations: pod uid -> NodeClaim name (expired ones ignored)."""
+        """Live reservations: pod uid -> NodeClaim name (expired ones ignored), in the order they were made (by
+        ``expiresAt``, then uid): a NodeClaim's pods in nomination order, as ``held_reservations`` takes them."""
         now = self.clock()
-        out = {}
+        live = []
         for item in self._query(f"{self.cluster}#{RESERVATION_KIND}"):
-            if float(item.get("expiresAt", {"N": "0"})["N"]) > now:
-                out[item["sk"]["S"]] = item["nodeClaim"]["S"]
-        return out
+            expires = float(item.get("expiresAt", {"N": "0"})["N"])
+            if expires > now:
+                live.append((expires, item["sk"]["S"], item["nodeClaim"]["S"]))
+        return {uid: nc for _e, uid, nc in sorted(live)}
 
     def _query(self, pk: str, prefix: str | None = None) -> list[dict]:
         items, kwargs = [], {}
@@ -182,6 +186,20 @@ class LaunchClaims:
         raise ClaimsUnavailable(f"{what}: no attempt made")   # retries < 1
 
     # -- writes ----------------------------------------------------------------------------------
+    def _reservation_put(self, uid: str, nodepool: str, nodeclaim: str, now: float, previous: str | None) -> dict:
+        """The conditional put of one pod's reservation by ``nodeclaim``: only if the pod has no live reservation by
+        another NodeClaim, or (``previous``) still the one by the NodeClaim whose nomination no longer holds."""
+        expires = now + self.reservation_ttl
+        cond = "attribute_not_exists(pk) OR nodeClaim = :me OR expiresAt < :now"
+        vals = {":me": {"S": nodeclaim}, ":now": {"N": repr(float(now))}}
+        if previous and previous != nodeclaim:
+            cond += " OR nodeClaim = :prev"
+            vals[":prev"] = {"S": previous}
+        return {"Put": {"TableName": self.table,
+                        "Item": {**self._reservation_key(uid), "nodeClaim": {"S": nodeclaim}, "nodePool": {"S": nodepool},
+                                 "expiresAt": {"N": repr(float(expires))}, "ttl": {"N": str(int(expires))}},
+                        "ConditionExpression": cond, "ExpressionAttributeValues": vals}}
+
     def commit(self, nodepool: str, nodeclaim: str, request: dict[str, int], limits: dict[str, int],
                pod_uids: list[str], takeover: dict[str, str] | None = None,
                headroom: dict[str, int] | None = None) -> CommitResult:
@@ -225,22 +243,7 @@ class LaunchClaims:
                 update["ConditionExpression"] = " AND ".join(conds)
             items.append({"Update": update})
         head = len(items)
-        expires = now + self.reservation_ttl
-        for uid in pod_uids:
-            cond = "attribute_not_exists(pk) OR nodeClaim = :me OR expiresAt < :now"
-            vals = {":me": {"S": nodeclaim}, ":now": {"N": repr(float(now))}}
-            if uid in takeover and takeover[uid] != nodeclaim:
-                cond += " OR nodeClaim = :prev"
-                vals[":prev"] = {"S": takeover[uid]}
-            items.append({
-                "Put": {
-                    "TableName": self.table,
-                    "Item": {**self._reservation_key(uid), "nodeClaim": {"S": nodeclaim}, "nodePool": {"S": nodepool},
-                             "expiresAt": {"N": repr(float(expires))}, "ttl": {"N": str(int(expires))}},
-                    "ConditionExpression": cond,
-                    "ExpressionAttributeValues": vals,
-                }
-            })
+        items.extend(self._reservation_put(uid, nodepool, nodeclaim, now, takeover.get(uid)) for uid in pod_uids)
         # DynamoDB allows 100 actions per transaction: plans bigger than that reserve their pods in chunks
         # after the claim (still conditional, so a pod is never held by two NodeClaims).
         first, rest = items[:TRANSACTION_ITEMS], items[TRANSACTION_ITEMS:]
@@ -258,6 +261,50 @@ class LaunchClaims:
             return CommitResult(ok=False, taken_pods=taken,
                                 message=f"{len(taken)} pods reserved by other NodeClaims: {', '.join(taken[:5])}")
         return CommitResult(ok=True)
+
+    def nominate(self, nodepool: str, nodeclaim: str, pod_uids: list[str],
+                 takeover: dict[str, str] | None = None) -> list[str]:
+        """Reserve ``pod_uids`` for ``nodeclaim``, an in-flight NodeClaim a later round nominated them to (the solver
+        placed them in the room it has left), so every later round counts them against that room.
+
+        Each reservation is put under the commit's condition (no live reservation by another NodeClaim, or still
+        the one ``takeover`` names, whose nomination no longer holds), in transactions that also add the pods to the
+        NodeClaim's launch claim (conditional on its ``rev``), so :meth:`release` deletes them with it.  Returns the
+        uids refused: reserved by another NodeClaim meanwhile (a concurrent invocation took them)."""
+        takeover = takeover or {}
+        todo = list(dict.fromkeys(pod_uids))
+        taken: list[str] = []
+        conflicts = 0
+        while todo:
+            claim = self._get_claim(nodepool, nodeclaim)
+            now = self.clock()
+            head = 1 if claim is not None else 0
+            batch = todo[:TRANSACTION_ITEMS - head]
+            items: list[dict] = []
+            if claim is not None:
+                pods = claim["pods"] + [u for u in batch if u not in claim["pods"]]
+                items.append({"Update": {
+                    "TableName": self.table, "Key": self._claim_key(nodepool, nodeclaim),
+                    "UpdateExpression": "SET #pods = :pods, #rev = :next", "ConditionExpression": "#rev = :rev",
+                    "ExpressionAttributeNames": {"#pods": "pods", "#rev": "rev"},
+                    "ExpressionAttributeValues": {":pods": {"S": json.dumps(pods)}, ":rev": {"N": str(claim["rev"])},
+                                                  ":next": {"N": str(claim["rev"] + 1)}}}})
+            items.extend(self._reservation_put(uid, nodepool, nodeclaim, now, takeover.get(uid)) for uid in batch)
+            codes = self._transact(items, f"nominating {len(batch)} pods to NodeClaim {nodeclaim} (NodePool {nodepool})")
+            if codes is None:
+                todo = todo[len(batch):]
+                continue
+            refused = [uid for i, uid in enumerate(batch) if head + i < len(codes)
+                       and codes[head + i] == "ConditionalCheckFailed"]
+            if refused:
+                taken.extend(refused)
+                todo = [u for u in todo if u not in set(refused)]
+                continue
+            conflicts += 1   # the claim changed (another nomination, adjusted) or went meanwhile: read it again
+            if conflicts >= REWRITE_ATTEMPTS:
+                raise ClaimsUnavailable(f"nominating pods to NodeClaim {nodeclaim} (NodePool {nodepool}): its launch "
+                                        f"claim changed concurrently {REWRITE_ATTEMPTS} times in a row; retry later")
+        return taken
 
     def claimed(self, nodepool: str, nodeclaims: list[str]) -> dict[str, int]:
         """What the claims of ``nodeclaims`` in ``nodepool`` count against its limits, summed (those without a
