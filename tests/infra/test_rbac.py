@@ -95,6 +95,8 @@ KUBE_CALLS = {
     "list_services": lambda kc: kc.list_services(),
     "list_replicasets": lambda kc: kc.list_replicasets(),
     "list_replicationcontrollers": lambda kc: kc.list_replicationcontrollers(),
+    "list_runtimeclasses": lambda kc: kc.list_runtimeclasses(),
+    "list_limitranges": lambda kc: kc.list_limitranges(),
     "patch_node": lambda kc: kc.patch_node("n1", {"metadata": {"labels": {"a": "b"}}}),
     "patch_node_labels": lambda kc: kc.patch_node_labels("n1", {"x": "y"}),
     "patch_node_taints": lambda kc: kc.patch_node_taints("n1", add=[{"key": "k", "effect": "NoSchedule"}]),

@@ -57,6 +57,10 @@ class ClusterSnapshot:
     services: list[dict] = field(default_factory=list)              # Service dicts
     workload_controllers: list[dict] = field(default_factory=list)  # ReplicaSet / StatefulSet / ReplicationController
                                                                     # dicts, each carrying apiVersion and kind
+    # the RuntimeClasses and LimitRanges (dicts with apiVersion and kind) a DaemonSet without a pod has its template
+    # admitted with (scheduling.nodeclaim.counted_daemonsets); listed by the loader only for such a DaemonSet
+    runtimeclasses: list[dict] = field(default_factory=list)
+    limitranges: list[dict] = field(default_factory=list)
 
     # -- derived views (computed once) -----------------------------------------------------------
     @cached_property

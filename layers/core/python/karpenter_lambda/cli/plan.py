@@ -157,13 +157,17 @@ class PlanError(Exception):
     pass
 
 
-def _admit(pods: list[dict], docs: list[dict]) -> list[dict]:
+def _admit(pods: list[dict], docs: list[dict], daemonsets: list[dict] = ()) -> tuple[list[dict], list[dict]]:
     """The pods as the API server's admission leaves them (``api/admission.py``): the LimitRanger (containers' default
     requests and limits from the LimitRanges of their namespace), the Priority admission and the RuntimeClass
     admission (the class's overhead, node selector and tolerations).  With no RuntimeClass in the files a pod naming
     one is planned as it is (validate's warning says its class is not counted); a pod the chain refuses is a
-    PlanError."""
+    PlanError.  And the DaemonSets as their overhead is counted (``scheduling.nodeclaim.counted_daemonsets``): the
+    pod of a DaemonSet among the files' pods when one is there, else its template admitted by the same chain in the
+    DaemonSet's namespace (a RuntimeClass's overhead, a LimitRange's default requests); a template the chain refuses
+    is a PlanError too."""
     from karpenter_lambda.api.admission import Admission
+    from karpenter_lambda.scheduling.nodeclaim import counted_daemonsets
 
     chain = Admission.of(docs)
     out, refused = [], {}
@@ -173,10 +177,14 @@ def _admit(pods: list[dict], docs: list[dict]) -> list[dict]:
             owner = ((pod["metadata"].get("ownerReferences") or [{}])[0]).get("name") or pod["metadata"]["name"]
             refused.setdefault(f"{pod['metadata'].get('namespace') or 'default'}/{owner}", problem)
         out.append(admitted)
+    ds_refused: dict[str, str] = {}
+    counted = counted_daemonsets(daemonsets, out, chain, ds_refused)
+    for where, problem in ds_refused.items():
+        refused.setdefault(f"{where} (DaemonSet)", problem)
     if refused:
         raise PlanError("the API server would refuse these pods:\n" + "\n".join(
             f"pods of {where}: {problem}" for where, problem in sorted(refused.items())))
-    return out
+    return out, counted
 
 
 class PlanEnvironmentError(PlanError):
@@ -257,7 +265,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
                          f"only): {shown}\n")
         if any(x.startswith("CapacityBuffer/") for x in unread):
             sys.stderr.write(f"plan: note: {CAPACITY_BUFFER_HINT}\n")
-    pods = _admit(pods, [o.doc for o in loaded.objects if type(o) is KubeObject])
+    pods, daemonsets = _admit(pods, [o.doc for o in loaded.objects if type(o) is KubeObject], daemonsets)
     _stateful_claims(pods, [o.doc for o in loaded.objects if type(o) is KubeObject], storage["PersistentVolumeClaim"])
     waiting = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
     # pods with scheduling gates are neither scheduled nor provisioned for until the gates go (Kubernetes, Karpenter)

@@ -2,7 +2,8 @@
 
 ``SnapshotLoader(store, kube, claims, cloud).load(now) -> ClusterSnapshot``, once per invocation: NodePools,
 EC2NodeClasses and NodeClaims from the store; nodes, pods, DaemonSets and PDBs from the Kubernetes API (and, with
-Karpenter's scheduler config, the Services and workload controllers that select the pods); pod
+Karpenter's scheduler config, the Services and workload controllers that select the pods; for a DaemonSet without
+a pod, the LimitRanges and RuntimeClasses its template is admitted with: ``load_daemonsets``); pod
 nominations and NodePool usage from the launch claims; each NodePool's instance types (priced, minus offerings
 marked unavailable) from the cloud provider, whose EC2NodeClass resolution is written back to the
 EC2NodeClass status when it changed, with the stored NodeOverlays applied (``catalog.overlay``: prices and extended
@@ -17,12 +18,14 @@ import logging
 
 from ..adapters.kube.client import KubeError
 from ..api import labels as L
+from ..api.admission import Admission
 from ..api.conditions import get_condition, make_condition, set_condition
 from ..api.kube import is_daemon_pod, is_terminal
 from ..api.objects import AWS_GROUP
 from ..api.snapshot import ClusterSnapshot
 from ..catalog.overlay import OverlayResult, apply_overlays_by_nodepool
 from ..scheduling.default_spread import apply_default_spread, controller_ref
+from ..scheduling.nodeclaim import counted_daemonsets, live_daemon_pods
 from ..scheduling.predicates import has_namespace_selector
 from ..scheduling.volumes import apply_volumes, has_claims
 from .cluster_state import as_dict
@@ -56,6 +59,7 @@ class SnapshotLoader:
         snap.pods = [as_dict(p) for p in (pre.pods if pre is not None else self.kube.list_pods())]
         snap.nodes = [as_dict(n) for n in (pre.nodes if pre is not None else self.kube.list_nodes())]
         snap.daemonsets = [as_dict(d) for d in (pre.daemonsets if pre is not None else self.kube.list_daemonsets())]
+        self.load_daemonsets(snap)
         if pdbs:
             snap.pdbs = [as_dict(p) for p in (pre.pdbs if pre is not None else self.kube.list_pdbs())]
         self.load_namespaces(snap)
@@ -65,6 +69,28 @@ class SnapshotLoader:
         if instance_types and self.cloud is not None:
             self.load_instance_types(snap)
         return snap
+
+    def load_daemonsets(self, snap: ClusterSnapshot) -> None:
+        """The DaemonSets as their overhead is counted (``scheduling.nodeclaim.counted_daemonsets``, Karpenter's
+        ``getDaemonSetPods``): a DaemonSet's newest pod among the snapshot's, which carries what the admission gave
+        it (a RuntimeClass's overhead, a LimitRange's default requests); for one without a pod yet (new, or running on
+        no node) its template admitted as its pods will be, with the LimitRanges (all namespaces) and, when such a
+        template names a RuntimeClass, the RuntimeClasses -- listed only then (a cluster whose DaemonSets all run pays
+        no call).  A list that fails is logged and taken as empty (the template then counts as it is)."""
+        live = live_daemon_pods(snap.daemonsets, snap.pods)
+        bare = [ds for ds in snap.daemonsets
+                if ((ds.get("metadata") or {}).get("namespace") or "default", (ds.get("metadata") or {}).get("name"))
+                not in live]
+        admission = None
+        if bare:
+            why = "for the overhead of a DaemonSet without a pod, counting its template without them"
+            snap.limitranges = self._selecting("LimitRanges", self.kube.list_limitranges, "v1", "LimitRange", why)
+            if any((((ds.get("spec") or {}).get("template") or {}).get("spec") or {}).get("runtimeClassName")
+                   for ds in bare):
+                snap.runtimeclasses = self._selecting("RuntimeClasses", self.kube.list_runtimeclasses, "node.k8s.io/v1",
+                                                      "RuntimeClass", why)
+            admission = Admission.of(snap.limitranges + snap.runtimeclasses)
+        snap.daemonsets = counted_daemonsets(snap.daemonsets, snap.pods, admission, live=live)
 
     def load_namespaces(self, snap: ClusterSnapshot) -> None:
         """The Namespace objects, read only when a pod's (anti-)affinity term has a non-empty namespaceSelector (the
@@ -107,15 +133,17 @@ class SnapshotLoader:
             snap.workload_controllers = controllers
         apply_default_spread(snap)
 
-    def _selecting(self, what: str, lister, api_version: str, kind: str) -> list[dict]:
+    def _selecting(self, what: str, lister, api_version: str, kind: str,
+                   why: str = "for the default topology spread constraints, deducing the pods' selectors without them"
+                   ) -> list[dict]:
         """``lister()``'s items with their ``apiVersion``/``kind`` (list items carry neither); a failure is logged
-        and taken as none (a 404, a resource the server does not serve, quietly)."""
+        (``why``: what they were for, what is done without them) and taken as none (a 404, a resource the server
+        does not serve, quietly)."""
         try:
             items = [as_dict(x) for x in lister()]
         except KubeError as e:
             if e.status != 404:
-                self.logger.warning(f"could not list {what} for the default topology spread constraints, "
-                                    f"deducing the pods' selectors without them: {e}")
+                self.logger.warning(f"could not list {what} {why}: {e}")
             return []
         for x in items:
             x["apiVersion"], x["kind"] = api_version, kind

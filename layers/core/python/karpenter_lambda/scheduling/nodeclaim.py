@@ -40,6 +40,8 @@ __all__ = [
     "OfferSet",
     "truncate",
     "min_overhead",
+    "counted_daemonsets",
+    "live_daemon_pods",
     "relaxed_min_values",
     "describe",
 ]
@@ -602,3 +604,102 @@ def describe(reqs: Requirements) -> str:
         else:
             parts.append(str(r))
     return ", ".join(sorted(parts))
+
+
+# ------------------------------------------------------------------------ the pod a DaemonSet's overhead is counted from
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+#: what of a daemon pod's spec the overhead reads (requests, host ports, tolerations, node requirements); the rest
+#: (volumes, a live pod's nodeName, its token volume's name...) is left out, so that the same DaemonSets give the same
+#: templates (``template_cache``) whichever of their pods is the newest
+_OVERHEAD_SPEC_KEYS = ("overhead", "resources", "tolerations", "nodeSelector")
+_OVERHEAD_CONTAINER_KEYS = ("name", "resources", "ports", "restartPolicy")
+
+
+def _controlling_daemonset(pod: dict):
+    """((namespace, DaemonSet name), its uid or None) of the apps/v1 DaemonSet controlling ``pod``, else None."""
+    meta = pod.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        if (isinstance(ref, dict) and ref.get("kind") == "DaemonSet" and ref.get("apiVersion", "apps/v1") == "apps/v1"
+                and ref.get("controller", True) and ref.get("name")):
+            return (meta.get("namespace") or "default", ref["name"]), ref.get("uid") or None
+    return None
+
+
+def live_daemon_pods(daemonsets, pods) -> dict[tuple, dict]:
+    """{(namespace, name): the newest pod each DaemonSet controls} among ``pods`` (Karpenter's
+    ``state.Cluster.UpdateDaemonSet``: the pod controlled by the DaemonSet -- the same uid, or the same name where
+    either side has none -- with the latest ``creationTimestamp``, the first of equals)."""
+    wanted = {((ds.get("metadata") or {}).get("namespace") or "default", (ds.get("metadata") or {}).get("name")):
+              (ds.get("metadata") or {}).get("uid") or None for ds in daemonsets}
+    out: dict[tuple, dict] = {}
+    if not wanted:
+        return out
+    for p in pods:
+        owner = _controlling_daemonset(p)
+        if owner is None or owner[0] not in wanted:
+            continue
+        key, uid = owner
+        if uid and wanted[key] and uid != wanted[key]:
+            continue   # a pod of a former DaemonSet of that name
+        best = out.get(key)
+        if best is None or (str((p.get("metadata") or {}).get("creationTimestamp") or "")
+                            > str((best.get("metadata") or {}).get("creationTimestamp") or "")):
+            out[key] = p
+    return out
+
+
+def _overhead_spec(spec: dict, required) -> dict:
+    out: dict = {}
+    for group in ("initContainers", "containers"):
+        cs = spec.get(group)
+        if isinstance(cs, list):
+            out[group] = [{k: c[k] for k in _OVERHEAD_CONTAINER_KEYS if k in c} if isinstance(c, dict) else c for c in cs]
+    for k in _OVERHEAD_SPEC_KEYS:
+        if spec.get(k):
+            out[k] = spec[k]
+    if required:
+        out["affinity"] = {"nodeAffinity": {_REQUIRED: required}}
+    return out
+
+
+def counted_daemonsets(daemonsets, pods=(), admission=None, refused: dict | None = None,
+                       live: dict | None = None) -> list[dict]:
+    """The DaemonSets as their overhead is counted: each one's ``spec.template`` is the pod Karpenter's
+    ``getDaemonSetPods`` counts, with only what the overhead reads (requests, host ports, tolerations, node
+    selector and required node affinity).
+
+    * A live pod of the DaemonSet among ``pods`` (the newest: :func:`live_daemon_pods`): its spec, which carries what
+      the API server's admission gave it (a RuntimeClass's ``overhead``, a LimitRange's default requests), with the
+      template's required node affinity instead of the one the DaemonSet controller pins to its node.
+    * Else the template's pod, in the DaemonSet's namespace, through ``admission`` (``api.admission.Admission`` or
+      anything with its ``admit(pod) -> (pod, problem)``; None: the template as it is): the LimitRanger and the
+      RuntimeClass admission a pod of it will get.  A pod the chain refuses is counted as its template (Karpenter's
+      fallback); ``refused``, when given, gets ``{"namespace/name": why}``.
+
+    ``live``: :func:`live_daemon_pods` of ``daemonsets`` and ``pods`` when the caller has it.  ``daemonsets`` are not
+    modified (shallow copies with a new template)."""
+    daemonsets = [ds for ds in daemonsets if isinstance(ds, dict)]
+    if live is None:
+        live = live_daemon_pods(daemonsets, pods) if pods else {}
+    out = []
+    for ds in daemonsets:
+        meta = ds.get("metadata") or {}
+        key = (meta.get("namespace") or "default", meta.get("name"))
+        dspec = ds.get("spec") or {}
+        tpl = dspec.get("template") or {}
+        tspec = tpl.get("spec") or {}
+        required = ((tspec.get("affinity") or {}).get("nodeAffinity") or {}).get(_REQUIRED)
+        pod = live.get(key)
+        if pod is not None:
+            spec = pod.get("spec") or {}
+        elif admission is not None:
+            admitted, problem = admission.admit({"metadata": {**(tpl.get("metadata") or {}), "namespace": key[0],
+                                                              "name": key[1]}, "spec": tspec})
+            if problem and refused is not None:
+                refused[f"{key[0]}/{key[1]}"] = problem
+            spec = tspec if problem else (admitted.get("spec") or {})
+        else:
+            spec = tspec
+        out.append({**ds, "spec": {**dspec, "template": {"metadata": tpl.get("metadata") or {},
+                                                         "spec": _overhead_spec(spec, required)}}})
+    return out

@@ -56,6 +56,7 @@ _PATCH_TYPES = {"merge": _MERGE, "json": _JSON_PATCH, "strategic": _STRATEGIC}
 # ApiClient).  A resource's collection is ``_ns(group, plural)`` in a namespace, ``_all(group, plural)`` everywhere,
 # one object ``_ns(...) + "/{name}"``.
 _CORE, _APPS, _POLICY, _AUTOSCALING, _STORAGE = "/api/v1", "/apis/apps/v1", "/apis/policy/v1", "/apis/autoscaling/v2", "/apis/storage.k8s.io/v1"
+_NODE_API = "/apis/node.k8s.io/v1"
 
 
 def _all(group: str, plural: str) -> str:
@@ -338,6 +339,14 @@ class KubeClient:
         return self._call(f"PATCH persistentvolumeclaims {namespace}/{name}{sub}",
                           self._request("PATCH", _PVC + sub, {"namespace": namespace, "name": name}, body=patch,
                                         content_type=_MERGE))
+
+    # -- what the API server's admission gives a pod (a DaemonSet without a pod yet: controllers/snapshot.py) -------
+    # List items carry no ``apiVersion``/``kind`` (as the API returns them).
+    def list_runtimeclasses(self) -> list[dict]:
+        return self._list("LIST runtimeclasses", _NODE_API, "runtimeclasses")
+
+    def list_limitranges(self, namespace: str | None = None) -> list[dict]:
+        return self._list("LIST limitranges", _CORE, "limitranges", namespace)
 
     def list_namespaces(self, label_selector: str | None = None) -> list[dict]:
         return self._list("LIST namespaces", _CORE, "namespaces", label_selector=label_selector)
