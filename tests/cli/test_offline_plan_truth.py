@@ -70,10 +70,12 @@ def _scenario(*steps: str) -> str:
             + "".join(f"    - {s}\n" for s in steps))
 
 
-def _simulate(tmp_path, scenario: str | None, until: float | None):
-    """Run the simulation; at its end save the state and record the live plan and what the next sweeps do."""
-    (tmp_path / "m.yaml").write_text(MANIFESTS)
-    files = [tmp_path / "m.yaml"]
+def _simulate(tmp_path, scenario: str | None, until: float | None, files: list | None = None):
+    """Run the simulation; at its end save the state and record the live plan and what the next sweeps do.
+    ``files``: the input (default: MANIFESTS and ``scenario``)."""
+    if files is None:
+        (tmp_path / "m.yaml").write_text(MANIFESTS)
+        files = [tmp_path / "m.yaml"]
     if scenario:
         (tmp_path / "s.yaml").write_text(scenario)
         files.append(tmp_path / "s.yaml")
@@ -208,3 +210,18 @@ def test_a_drift_the_run_made_is_reported_offline(tmp_path, step, kind):
     assert disrupt and all(r["detail"].startswith(kind) for r in disrupt), rows
     assert all(r["decision"] == "blocked" and r["cause"] == "budget" for r in drifted if r not in disrupt), rows
     _check_truth(rows, seen)
+
+
+def test_nodes_the_next_sweep_will_not_look_at_are_said_so(tmp_path):
+    """The consolidation sweep carries out its first method with a decision and looks no further (emptiness before
+    Underutilized): the underused nodes are not evaluated by the next sweep.  The plan said "nothing to gain" of them
+    while the budget the Empty decision takes would block them (the audit's Empty / Underutilized budgets)."""
+    from pathlib import Path
+    data = Path(__file__).parent.parent / "sim" / "data"
+    saved, _, seen = _simulate(tmp_path, None, 5 * 60 + 45, files=[data / "empty_first_pool.yaml",
+                                                                   data / "empty_first_work.yaml"])
+    rows = _offline(saved)["nodes"]
+    _check_truth(rows, seen)
+    assert [r["reason"] for r in rows if r["decision"] == "disrupt"] == ["Empty"]
+    kept = [r for r in rows if r["decision"] == "keep"]
+    assert kept and all("not looked at by the next sweep, which carries out Empty first" in r["detail"] for r in kept)

@@ -237,8 +237,11 @@ class DisruptionSweep(Controller):
             rows[n] = {"decision": "in flight", "reason": e.reason, "cause": "", "detail": f"{e.state}: {e.detail}".rstrip(": "),
                        "replacements": list(e.replacements), "savingsPerHour": round(e.savings_per_hour, 6)}
         budgets = SweepContext(snap, {n: e.nodepool for n, e in live.items()})
+        acting: list[str] = []   # the consolidation sweep's methods with a decision (it stops at the first)
         for kind in ("drift", "consolidation"):
             plan = plan_sweep(snap, list(SWEEP_METHODS[kind]), budgets)
+            if kind == "consolidation":
+                acting = list(dict.fromkeys(cmd.reason for cmd in plan.commands))
             for cmd in plan.commands:
                 for c in cmd.candidates:
                     rows.setdefault(c.name, {"decision": "disrupt", "reason": cmd.reason, "cause": "", "detail": cmd.detail,
@@ -273,6 +276,9 @@ class DisruptionSweep(Controller):
                     why.append("not drifted, not expired")
                     why.append("consolidation off (consolidateAfter Never)" if left is None else
                                f"consolidateAfter {int(left)}s left" if left > 0 else
+                               # the sweep carries out its first method with a decision and looks no further
+                               f"{policy}: not looked at by the next sweep, which carries out {', '.join(acting)} "
+                               f"first" if acting else
                                f"{policy}: nothing to gain")
                 row = {"decision": "keep", "reason": "", "cause": "", "detail": "; ".join(why), "replacements": [],
                        "savingsPerHour": 0.0, "balancedScore": None}

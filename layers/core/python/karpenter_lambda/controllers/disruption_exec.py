@@ -119,6 +119,8 @@ class Executor:
                 self.taint(c.node_name, add=True)
             for e in group:
                 e.savings_per_hour = cmd.savings_per_hour / max(1, len(group))
+                if cmd.detail:   # what is carried out (a planned replace may go ahead as a delete: said so)
+                    e.detail = cmd.detail
             if not cmd.replacements:
                 self._start_deletion(group, snap, report)
                 return True
