@@ -12,11 +12,17 @@ spec:
     - {at: 30m, delete: {kind: Deployment, namespace: default, name: web}}
     - {at: 40m, releaseAMI: {family: al2023}}
     - {at: 50m, nodeUnhealthy: {nodePool: default, count: 1, condition: Ready, status: "False", duration: 31m}}
+    - {at: 60m, capacity: {capacityType: spot, available: false, instanceTypes: [c6a.xlarge], zones: [us-east-1a]}}
 ```
 
 ``nodeUnhealthy`` sets a Node condition (``Ready`` by default, or a Node Monitoring Agent condition such as
 ``AcceleratedHardwareReady``) to ``status`` (default ``"False"``) on the ``count`` oldest nodes of ``nodePool`` (or
 on ``node`` by name); with ``duration`` the condition turns ``"True"`` again after it (the node recovers).
+
+``capacity`` makes EC2 capacity of ``capacityType`` (``on-demand``, ``spot`` or ``reserved``) unavailable
+(``available: false``) or available again (``available: true``) from that time on, for ``instanceTypes`` in
+``zones`` (each optional: absent = every instance type / every zone); the simulated EC2 answers CreateFleet with an
+``InsufficientInstanceCapacity`` error per override out of capacity (``sim/capacity.py``).
 
 :func:`parse_scenario` returns a :class:`Scenario` or raises :class:`ScenarioError` whose lines name the step index
 and field (``FILE:DOC: Scenario/NAME: spec.steps[3].scale.replicas: must be an integer >= 0``).  Actions are a
@@ -76,6 +82,8 @@ class Step:
             which = f"node {a['node']}" if a.get("node") else f"the {a.get('count', 1)} oldest node(s) of NodePool {a['nodePool']}"
             back = f" for {a['duration']}" if a.get("duration") is not None else ""
             return f"{a.get('condition', 'Ready')}={a.get('status', 'False')} on {which}{back}"
+        if self.action == "capacity":
+            return capacity_text(a)
         if self.action == "interrupt":
             state = f" ({a['state']})" if a.get("state") else ""
             return f"{a['kind']}{state} for the {a.get('count', 1)} oldest NodeClaim(s) of NodePool {a['nodePool']}"
@@ -204,6 +212,48 @@ def _node_unhealthy(args, where):
     return problems
 
 
+#: a ``capacity`` step's capacity types (Karpenter's ``karpenter.sh/capacity-type`` values)
+CAPACITY_TYPES = ("on-demand", "spot", "reserved")
+_INSTANCE_TYPE = re.compile(r"^[a-z0-9][a-z0-9-]*\.[a-z0-9-]+$")
+
+
+def _capacity(args, where):
+    if not isinstance(args, dict):
+        return [f"{where}: must be a mapping with capacityType and available (and optionally instanceTypes, zones)"]
+    problems = []
+    if "capacityType" not in args:
+        problems.append(f"{where}.capacityType: required (one of {', '.join(CAPACITY_TYPES)})")
+    elif args["capacityType"] not in CAPACITY_TYPES:
+        problems.append(f"{where}.capacityType: must be one of {', '.join(CAPACITY_TYPES)}, got {args['capacityType']!r}")
+    if "available" not in args:
+        problems.append(f"{where}.available: required (false: the capacity runs out; true: it is back)")
+    elif not isinstance(args["available"], bool):
+        problems.append(f"{where}.available: must be a boolean (true or false, unquoted), got {args['available']!r}")
+    for key, what, pattern in (("instanceTypes", "an instance type name like c6a.xlarge", _INSTANCE_TYPE),
+                               ("zones", "an availability zone name like us-east-1a", None)):
+        if key not in args:
+            continue
+        values = args[key]
+        if not isinstance(values, list) or not values:
+            problems.append(f"{where}.{key}: must be a non-empty list (leave it out for every "
+                            f"{'instance type' if key == 'instanceTypes' else 'zone'}), got {values!r}")
+            continue
+        for j, v in enumerate(values):
+            if not isinstance(v, str) or not v or (pattern is not None and not pattern.match(v)):
+                problems.append(f"{where}.{key}[{j}]: must be {what}, got {v!r}")
+    known = {"capacityType", "available", "instanceTypes", "zones"}
+    problems += [f"{where}.{k}: unknown field" for k in sorted(set(args) - known)]
+    return problems
+
+
+def capacity_text(a: dict) -> str:
+    """``spot capacity unavailable (c6a.xlarge in us-east-1a)``: what a ``capacity`` step changes."""
+    types = ", ".join(a.get("instanceTypes") or []) or "every instance type"
+    zones = ", ".join(a.get("zones") or []) or "every zone"
+    state = "available again" if a.get("available") else "unavailable"
+    return f"{a.get('capacityType')} capacity {state} ({types} in {zones})"
+
+
 # action -> validator(args, where) -> [problem, ...]; extend this table to add an action
 ACTIONS: dict[str, Callable[[object, str], list[str]]] = {
     "scale": _scale,
@@ -212,6 +262,7 @@ ACTIONS: dict[str, Callable[[object, str], list[str]]] = {
     "releaseAMI": _release_ami,
     "interrupt": _interrupt,
     "nodeUnhealthy": _node_unhealthy,
+    "capacity": _capacity,
 }
 
 

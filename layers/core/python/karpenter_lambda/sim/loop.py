@@ -16,7 +16,7 @@ from ..api.kube import pod_key
 from ..api.text import plural
 from ..api.workloads import WORKLOAD_KINDS, expand
 from ..controllers.runtime import parse_iso
-from . import kubelet, kubescheduler, moto_ec2, storage, taint_eviction
+from . import capacity, kubelet, kubescheduler, moto_ec2, storage, taint_eviction
 from . import nodes as simnodes
 from .nodes import NOT_READY_TAINT, UNREACHABLE_TAINT
 from .clock import format_elapsed
@@ -41,7 +41,8 @@ class LoopMixin:
         batch: list[dict] = []
         batch_first = batch_last = None
         next_run = {name: interval for name, _mod, interval in self.scheduled}
-        self._launched |= {nc.name for nc in self.store.list("NodeClaim")}   # there before the run: not its launches
+        # launched before the run: not its launches (a manual NodeClaim of the input, launched by the sweep, is)
+        self._launched |= {nc.name for nc in self.store.list("NodeClaim") if nc.status.get("providerID")}
         while True:
             self._kube_scheduler_pass()
             self._wait_watcher()
@@ -244,11 +245,28 @@ class LoopMixin:
                 self._interrupt(a)
             elif step.action == "nodeUnhealthy":
                 self._node_unhealthy(a)
+            elif step.action == "capacity":
+                self._capacity(a)
         except KeyError as e:
             raise SimulationError(f"Scenario step {step.index} ({step.describe()}): {e.args[0]}") from None
         changed = self.workload_controller.reconcile()
         if changed:
             self.emit("WorkloadsReconciled", "workloads", f"{plural(changed, 'pod')} created or deleted to match the replicas")
+
+    def _capacity(self, a: dict) -> None:
+        """A Scenario ``capacity`` step: EC2's capacity rule (sim/capacity.py); each CreateFleet it shapes from now on
+        is an ``InsufficientCapacity`` event."""
+        rule, message = capacity.apply_step(self.region, a)
+        extra = {"capacityType": rule.capacity_type, "available": rule.available}
+        extra.update({k: list(a[k]) for k in ("instanceTypes", "zones") if a.get(k)})
+        self.emit("CapacityChanged", f"capacity/{rule.capacity_type}", message, **extra)
+
+        def told(answer: dict) -> None:
+            launched = list(answer["launched"]) if answer["launched"] else None
+            self.emit("InsufficientCapacity", f"nodeclaim/{answer['nodeClaim'] or '?'}", capacity.describe_answer(answer),
+                      capacityType=answer["capacityType"], offerings=len(answer["errors"]), launched=launched)
+
+        capacity.set_hook(self.region, told)
 
     def _node_unhealthy(self, a: dict) -> None:
         """A Scenario ``nodeUnhealthy`` step: the condition set on the chosen nodes (and set back after ``duration``)."""

@@ -12,6 +12,9 @@ and ClientToken idempotency of CreateFleet and RunInstances.
   ``IdempotentParameterMismatch`` (HTTP 400).  EC2 keeps a token for at least 24 hours after the instance
   terminates; the simulator keeps it for the whole run.  A request that failed is not remembered.
 
+CreateFleet also answers as EC2 does when capacity runs out (:mod:`.capacity`: a Scenario ``capacity`` step's rules,
+inside the idempotency above).
+
 Both are on only in accounts the simulator seeded (:func:`enable`, called by ``SimAccount.create``): a test's plain
 ``mock_aws`` keeps moto's behaviour.  The settings live on moto's EC2 backend, so a reset of the mock clears them.
 Only moto 5.2.x is patched (the version the tests pin); with any other version :func:`install` changes nothing.
@@ -128,7 +131,9 @@ def install() -> bool:
         return _idempotent(self, "RunInstances", run)
 
     def create_fleet(self):
-        return _idempotent(self, "CreateFleet", fleet)
+        from .capacity import create_fleet as shaped   # a Scenario's capacity shortages (sim/capacity.py)
+
+        return _idempotent(self, "CreateFleet", lambda response: shaped(response, fleet))
 
     InstanceResponse.describe_instances = describe_instances
     InstanceResponse.run_instances = run_instances

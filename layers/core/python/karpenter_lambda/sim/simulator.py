@@ -177,6 +177,16 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                 self.scenario = parse_scenario(obj.doc, f, index)
             except ScenarioError as e:
                 problems.append(str(e))
+                continue
+            if any(step.action == "capacity" for step in self.scenario.steps):   # names the simulated EC2 lacks
+                from ..adapters.aws import moto_catalog
+                from ..catalog.zones import default_zones
+                from .capacity import step_problems
+
+                prefix = f"{f}:{index}: {SCENARIO}/{obj.name}: "
+                problems += [prefix + p for p in step_problems(
+                    self.scenario, self.region, default_zones(self.region),
+                    (t["InstanceType"] for t in moto_catalog.instance_types()))]
         known = set(WORKLOAD_KINDS) | {"NodePool", "EC2NodeClass", "NodeClaim", "OffPeakSchedule", "NodeOverlay", SCENARIO} | set(STORED_KINDS)
         for o in res.objects:
             if o.kind == "CapacityBuffer":

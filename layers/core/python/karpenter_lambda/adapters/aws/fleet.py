@@ -398,7 +398,9 @@ class FleetLauncher:
         if result is not None:
             return result
 
-        summary = "; ".join(f"{e['code']}: {e['message']}" for e in errors) or "CreateFleet returned no instance and no error"
+        # each distinct error once (EC2 repeats one per override: 180 overrides out of spot capacity, one message)
+        summary = "; ".join(dict.fromkeys(f"{e['code']}: {e['message']}" for e in errors)) or \
+            "CreateFleet returned no instance and no error"
         if errors and all(e["code"] in capacity_codes for e in errors):
             raise InsufficientCapacityError(f"NodeClaim {req.nodeclaim_name}: {summary}", ice, errors)
         if any(e["code"] in THROTTLE_CODES for e in errors):
