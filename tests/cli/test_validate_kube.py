@@ -517,3 +517,20 @@ def test_too_many_replicas_is_refused_by_validate_plan_and_simulate_naming_the_l
     assert rc != 0 and message in err
     rc, _, err = cli("simulate", pools, f, "--until", "1m", "--quiet")
     assert rc != 0 and message in err
+
+
+def test_an_instance_type_a_node_overlay_prices_is_no_unknown_type(cli, manifests):
+    """A type the bundled price table lacks (a preview type) is usable once a NodeOverlay prices it
+    (catalog.overlay.overlay_prices): a pod selecting it is not warned about when the files carry that overlay."""
+    pod = manifests("pod.yaml", yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"nodeSelector": {"node.kubernetes.io/instance-type": "r9g.large"},
+                 "containers": [{"name": "c", "image": "x"}]}}))
+    rc, _, err = cli("validate", pod)
+    assert rc == 0 and "catalog has node.kubernetes.io/instance-type=r9g.large" in err
+    overlay = manifests("overlay.yaml", yaml.safe_dump({
+        "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "preview"},
+        "spec": {"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                   "values": ["r9g.large"]}], "price": "0.1"}}))
+    rc, _, err = cli("validate", pod, overlay)
+    assert rc == 0 and "r9g.large" not in err, err

@@ -194,7 +194,7 @@ def pod_warnings(result: LoadResult) -> list[ValidationIssue]:
         return found if isinstance(found, dict) else {}
 
     nodepools = [o.doc for o in result.objects if o.kind == "NodePool"]
-    catalog = _catalog_values()
+    catalog = _catalog_values(result)
     return [issue for i, obj in enumerate(result.objects) if obj.kind in WORKLOAD_KINDS and obj.kind in POD_SPEC_PATHS
             for issue in _placed(result, i, pod_spec_hints(get(obj.doc, POD_SPEC_PATHS[obj.kind]),
                                                            POD_SPEC_PATHS[obj.kind],
@@ -207,17 +207,28 @@ def nodepool_warnings(result: LoadResult) -> list[ValidationIssue]:
     """NodePool requirement values no node has (``api/nodepool_hints.py``): warnings, not errors."""
     from ..api.nodepool_hints import nodepool_requirement_hints
 
-    catalog = _catalog_values()
+    catalog = _catalog_values(result)
     return [issue for i, obj in enumerate(result.objects) if obj.kind == "NodePool"
             for issue in _placed(result, i, nodepool_requirement_hints(obj.doc, catalog))]
 
 
-def _catalog_values() -> dict:
-    """{label key: values} of the instance type names the bundled catalog knows (type, family, size, category)."""
+def _catalog_values(result: LoadResult) -> dict:
+    """{label key: values} of the instance type names the bundled catalog knows (type, family, size, category), and
+    of the types a NodeOverlay in the files prices (``catalog.overlay.overlay_prices``: an unpriced type, such as a
+    preview type the price table lacks, is usable at that price)."""
+    from ..api.objects import NodeOverlay
     from ..catalog.instancetypes import label_values_of_names
+    from ..catalog.overlay import overlay_prices
     from ..catalog.pricing import bundled_instance_type_names
 
-    return label_values_of_names(bundled_instance_type_names())
+    overlays = []
+    for obj in result.objects:
+        if obj.kind == "NodeOverlay":
+            try:
+                overlays.append(NodeOverlay(obj.doc))
+            except Exception:  # noqa: BLE001 - an overlay validate refuses prices nothing
+                continue
+    return label_values_of_names([*bundled_instance_type_names(), *overlay_prices(overlays)])
 
 
 def nodeclass_warnings(result: LoadResult) -> list[ValidationIssue]:
