@@ -119,18 +119,41 @@ def test_registered_nodeclaim_whose_instance_is_absent_is_deleted(world):
 
 def test_a_deleted_node_takes_its_nodeclaim_and_instance_with_it(world):
     """kubectl delete node: as Karpenter, deleting the node deletes its NodeClaim -- the instance is terminated, not
-    left running with no node and nothing managing it (before: the NodeClaim stayed, the instance ran on)."""
+    left running with no node and nothing managing it (before: the NodeClaim stayed, the instance ran on).  The Node
+    holds Karpenter's termination finalizer: it stays, deleting, until the instance is terminated, then goes.
+    (With pods and a PodDisruptionBudget: tests/termination/test_node_deletion.py.)"""
     inst, nc = launch_one(world)
     node = world.join(inst, ready=True)
+    name = node["metadata"]["name"]
     world.sweep()
     assert world.store.get("NodeClaim", nc.name).is_true("Registered")
+    assert world.server.store.get("nodes", name)["metadata"]["finalizers"] == ["karpenter.sh/termination"]
     world.clock.advance(60)
     assert world.sweep()["deleted"] == []                     # node there: nothing happens
-    world.server.store.delete("nodes", node["metadata"]["name"])
+    world.server.store.delete("nodes", name)
+    assert world.server.store.get("nodes", name)["metadata"]["deletionTimestamp"]   # held by the finalizer
     world.clock.advance(60)
     report = world.sweep()
-    assert report["deleted"] == [{"nodeClaim": nc.name, "reason": f"NodeDeleted: node {node['metadata']['name']} was deleted"}]
+    assert report["deleted"] == [{"nodeClaim": nc.name, "reason": f"NodeDeleted: node {name} was deleted"}]
     assert world.store.get("NodeClaim", nc.name) is None
+    states = {i["InstanceId"]: i["State"]["Name"] for r in world.ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    assert states[inst["InstanceId"]] == "terminated"
+    assert world.server.store.get("nodes", name) is None      # released once the instance was terminated
+
+
+def test_a_node_deleted_before_it_had_the_finalizer_goes_at_once_and_takes_its_nodeclaim(world):
+    """A Node without the finalizer (deleted before a sweep put it there) goes at once, as before: the sweep finds it
+    gone (a read by name: 404) and deletes its NodeClaim, terminating the instance."""
+    inst, nc = launch_one(world)
+    node = world.join(inst, ready=True)
+    name = node["metadata"]["name"]
+    world.sweep()
+    world.server.store.patch("nodes", name, {"metadata": {"finalizers": None}}, patch_type="merge")
+    world.server.store.delete("nodes", name)
+    assert world.server.store.get("nodes", name) is None
+    world.clock.advance(60)
+    report = world.sweep()
+    assert report["deleted"] == [{"nodeClaim": nc.name, "reason": f"NodeDeleted: node {name} was deleted"}]
     states = {i["InstanceId"]: i["State"]["Name"] for r in world.ec2.describe_instances()["Reservations"] for i in r["Instances"]}
     assert states[inst["InstanceId"]] in ("shutting-down", "terminated")
 

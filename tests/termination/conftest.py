@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import manifests as shared
+from karpenter_lambda.api.labels import TERMINATION_FINALIZER
 from karpenter_lambda.cloudprovider import AWSCloudProvider
 from karpenter_lambda.controllers.termination import Terminator
 from karpenter_lambda.sim import nodes as simnodes
@@ -16,6 +17,15 @@ def manifests(tgp: str | None = None) -> str:
     """The shared NodePool + EC2NodeClass (tests/manifests.py): on-demand m5/c5, never expiring or consolidated."""
     return shared.pair(capacity_types=("on-demand",), families=("m5", "c5"), expire_after="Never",
                        termination_grace_period=tgp or None, policy="WhenEmpty", consolidate_after="Never")
+
+
+def held_nodes(w: World) -> list[str]:
+    """Nodes holding the ``karpenter.sh/termination`` finalizer that no NodeClaim names: nothing would ever finish
+    them (a deleted one would be stuck).  Every path that removes a NodeClaim removes its Node's finalizer first."""
+    named = {nc.status.get("providerID") for nc in w.store.list("NodeClaim")}
+    return sorted(n["metadata"]["name"] for n in w.server.store.list("nodes")
+                  if TERMINATION_FINALIZER in (n["metadata"].get("finalizers") or ())
+                  and (n.get("spec") or {}).get("providerID") not in named)
 
 
 class CountingCloud:
@@ -159,5 +169,7 @@ def make_world():
         return TerminationWorld(w)
 
     yield make
+    held = {id(w): held_nodes(w) for w in worlds}
     for w in reversed(worlds):
         w.__exit__(None, None, None)
+    assert not any(held.values()), f"nodes left holding {TERMINATION_FINALIZER} without a NodeClaim: {held}"

@@ -27,10 +27,14 @@
   it comes first; the resolver's conditional take keeps the two from launching it twice).
 * **Liveness**: launched but not registered within 15 minutes -> terminate the instance, delete the
   NodeClaim (deletion honours the finalizer: :mod:`.termination`).
-* **Node deletion** (``kubectl delete node``): a registered NodeClaim whose Node is gone (confirmed by a read of
-  it by name) while its instance runs is deleted with it, instance terminated, as Karpenter deletes the NodeClaim
-  of a deleted node.  (Karpenter's Node finalizer makes that deletion wait for a drain; nodes here carry no
-  finalizer, so the pods went with the Node and there is nothing left to drain.)
+* **Node deletion** (``kubectl delete node``): registration puts Karpenter's ``karpenter.sh/termination`` finalizer
+  on the Node (and a sweep on a registered Node without it), so a deletion only marks it deleting; the sweep then
+  marks its NodeClaim deleting (:func:`.lifecycle_gc.request_node_deletions`, reason ``NodeDeleted``, before the
+  capacity for user deletions), and the termination flow drains it, terminates the instance and removes the
+  finalizer.  A deleting Node with the finalizer and no NodeClaim is drained and released
+  (:func:`.lifecycle_gc.finalize_orphan_nodes`).  A registered NodeClaim whose Node is gone without it (deleted
+  before it had the finalizer; confirmed by a read of it by name) while its instance runs is deleted with it,
+  instance terminated.
 * **Garbage collection** (by providerID): this deployment's instances (``karpenter-lambda.io/cluster=<name>``,
   :data:`~karpenter_lambda.api.labels.OWNER_TAG`) that no NodeClaim's providerID names and no NodeClaim without
   providerID may still adopt, older than 30 s, are terminated.  A NodeClaim whose instance is terminated is
@@ -78,7 +82,7 @@ from . import runtime
 from .base import Controller
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
 from .launcher import Launcher, launch_pending
-from .lifecycle_gc import terminate_orphans
+from .lifecycle_gc import request_node_deletions, terminate_orphans
 from ..scheduling.inputs import is_ephemeral_taint
 from .nodepool_deleted import NodePoolDeletion
 from .quiet_lifecycle import CHECKED, SKIPPED, QuietLifecycle
@@ -89,14 +93,15 @@ from .sweep_shortcuts import SweepMarker, enabled as shortcuts_enabled
 from .interrupt import is_transient
 from .leaving import launch_ahead
 from . import disruption_exec
-from .termination import USER_DELETED, Terminator, holds_for_replacements
+from .termination import (NODE_DELETED, Terminator, add_termination_finalizer, holds_for_replacements, user_deletion,
+                          with_termination_finalizer)
 
 LAUNCH_TIMEOUT = 5 * 60
 STALE_CLAIM_AGE = 5 * 60
 log = logging.getLogger(__name__)
 
 
-NODE_DELETED = "NodeDeleted"   # the reason a NodeClaim whose Node was deleted goes with it
+# NODE_DELETED (termination.py): the reason a NodeClaim whose Node was deleted goes with it
 
 
 @dataclass
@@ -255,7 +260,7 @@ class Lifecycle(Controller):
                 report.errors.append(f"NodeClaim {nc.name}: {e}")
                 self.logger.exception(f"lifecycle of NodeClaim {nc.name} failed")
 
-        current = terminate_orphans(self, nodeclaims, instances, now, report)
+        current = terminate_orphans(self, nodeclaims, instances, now, report, nodes)
         self._cleanup_nodeclasses(current, instances, report)
 
         # launch claims left without a NodeClaim (a crash between commit and write, or a deletion elsewhere)
@@ -278,6 +283,7 @@ class Lifecycle(Controller):
         created or marked deleting.
         A failure of either is reported and the rest of the sweep goes on."""
         changed = self._check_instances(nodes, nodeclaims, now, report)
+        changed |= request_node_deletions(self, nodes, nodeclaims, report)   # kubectl delete node: before the capacity
         if self.repairer is not None:
             try:
                 claims = {nc.name: nc for nc in self.store.list("NodeClaim")} if changed else nodeclaims
@@ -329,7 +335,7 @@ class Lifecycle(Controller):
         replaced = {old for nc in nodeclaims.values()
                     for old in wk.decode_replaces((nc.annotations or {}).get(wk.REPLACES_ANNOTATION))}
         going = [nc for nc in nodeclaims.values() if nc.metadata.get("deletionTimestamp") and nc.name not in replaced
-                 and (nc.annotations or {}).get(wk.DELETION_REASON_ANNOTATION) == USER_DELETED]
+                 and user_deletion((nc.annotations or {}).get(wk.DELETION_REASON_ANNOTATION))]
         launched = False
         for nc in sorted(going, key=lambda x: x.name):
             out = launch_ahead(self.store, self.kube, self.claims, self.cloud, self.clock, self.logger, [nc], now,
@@ -420,6 +426,8 @@ class Lifecycle(Controller):
             node = as_dict(self.kube.get_node(node_name)) or node
         if nc.is_true("Registered") and not nc.is_true("Initialized"):
             self._maybe_initialize(nc, node, now, report)
+        if nc.is_true("Registered") and add_termination_finalizer(node) is not None:
+            self.kube.update_node(node_name, add_termination_finalizer)   # registered before nodes got the finalizer
 
     def _node_deleted(self, nc: NodeClaim) -> bool:
         """Is the Node a registered NodeClaim joined as gone?  Asked by name (a 404), not concluded from the listing."""
@@ -567,7 +575,7 @@ class Lifecycle(Controller):
                         taints.append(t)
             return {"metadata": {"labels": dict(labels), "annotations": dict(annotations)}, "spec": {"taints": taints}}
 
-        if self.kube.update_node(name, change) is None:
+        if self.kube.update_node(name, with_termination_finalizer(change)) is None:
             return  # the Node went away meanwhile
 
         def mutate(obj):

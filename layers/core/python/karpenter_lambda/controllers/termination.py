@@ -28,7 +28,18 @@
      Delete); ``"terminating"`` until EC2 reports it terminated or NotFound -- while it is shutting down the record,
      the Node and the launch claim stay (it still counts against its NodePool's limits), as Karpenter's finalizers
      requeue until the cloud provider says NotFound;
-  3. delete the Node, remove the record, release the launch claim (limits, pod nominations): ``"deleted"``.
+  3. delete the Node and remove its ``karpenter.sh/termination`` finalizer (:data:`TERMINATION_FINALIZER`, put on
+     every Node at registration: a ``kubectl delete node`` only marks it deleting, and the lifecycle sweep deletes
+     its NodeClaim, which brings the deletion here), so the Node goes; then remove the record and release the launch
+     claim (limits, pod nominations): ``"deleted"``.  The finalizer is removed before the record, so a failure in
+     between is retried by the next call (the record names the Node) and no Node is left held by it.
+
+* ``finalize_node(node, instance, errors=None) -> str`` -- a deleting Node that still has the finalizer and no
+  NodeClaim (Karpenter's termination controller with none: its NodeClaim was removed some other way): released
+  (finalizer removed) at once when its instance is gone and the Node is not Ready, else drained first -- taint,
+  evictions in the four groups through PodDisruptionBudgets, no deadline (there is no NodeClaim, so no
+  ``terminationGracePeriod``), nothing recorded -- and released once drained: ``"draining"`` or ``"released"``.
+  Its instance is not terminated here (the lifecycle sweep's orphan garbage collection does that).
 
 The drain's progress is kept on the NodeClaim record (``status.termination``, optimistic locking)::
 
@@ -76,18 +87,64 @@ def _not_found(e: Exception) -> bool:
 
 
 USER_DELETED = "deleted by the user (karpenter-lambda delete nodeclaim)"   # the CLI's deletion reason
+NODE_DELETED = "NodeDeleted"   # the reason of a NodeClaim whose Node was deleted (``kubectl delete node``)
+TERMINATION_FINALIZER = wk.TERMINATION_FINALIZER
 # deletions whose drain waits for the replacements launched ahead of it (``leaving.py``) to initialize, at most
 # ``disruption_exec.REPLACEMENT_TIMEOUT`` after their launch and half the terminationGracePeriod at most: the
 # instance is not going away on its own soon (an AWS Health scheduled change is days ahead), so the pods move once,
 # onto a Ready node, instead of waiting Pending for it.  Beyond Karpenter, which drains these at once (its provisioner
 # launches for the pods as they go).  A spot warning, a stop and a shutdown drain at once: the instance is going.
-HOLD_FOR_REPLACEMENTS = frozenset({"ScheduledChange", "RebalanceRecommendation", "NodePoolDeleted", USER_DELETED})
+HOLD_FOR_REPLACEMENTS = frozenset({"ScheduledChange", "RebalanceRecommendation", "NodePoolDeleted", USER_DELETED,
+                                   NODE_DELETED})
 
 
 def holds_for_replacements(reason: str | None) -> bool:
     """Does a deletion for ``reason`` (its ``deletion-reason`` annotation, ``"<Reason>: <detail>"`` or the bare
     reason) wait for its replacements (:data:`HOLD_FOR_REPLACEMENTS`)?"""
     return bool(reason) and reason.split(":", 1)[0] in HOLD_FOR_REPLACEMENTS
+
+
+def user_deletion(reason: str | None) -> bool:
+    """Was the deletion the user's: ``karpenter-lambda delete nodeclaim`` (as ``kubectl delete nodeclaim``) or a
+    ``kubectl delete node`` (:data:`NODE_DELETED`)?  The lifecycle sweep launches capacity for its pods before the
+    drain (``leaving.py``), as Karpenter's provisioner counts a deleting node's pods as pending."""
+    return bool(reason) and (reason == USER_DELETED or reason.split(":", 1)[0] == NODE_DELETED)
+
+
+# -- the Node's termination finalizer ------------------------------------------------------------------------------
+# Merge patches for ``KubeClient.update_node`` (read, change, PATCH with the read's resourceVersion, 409: again), so
+# a finalizer list another controller changed meanwhile is never overwritten.
+
+def has_termination_finalizer(node: dict | None) -> bool:
+    return TERMINATION_FINALIZER in (((node or {}).get("metadata") or {}).get("finalizers") or ())
+
+
+def add_termination_finalizer(node: dict) -> dict | None:
+    """The patch putting the finalizer on ``node`` (Karpenter's registration, ``syncNode``); None when it has it or
+    is deleting (the API server takes no new finalizer on an object being deleted)."""
+    meta = node.get("metadata") or {}
+    if has_termination_finalizer(node) or meta.get("deletionTimestamp"):
+        return None
+    return {"metadata": {"finalizers": [*(meta.get("finalizers") or ()), TERMINATION_FINALIZER]}}
+
+
+def remove_termination_finalizer(node: dict) -> dict | None:
+    """The patch taking the finalizer off ``node``; None when it has none."""
+    if not has_termination_finalizer(node):
+        return None
+    rest = [f for f in (node.get("metadata") or {}).get("finalizers") or () if f != TERMINATION_FINALIZER]
+    return {"metadata": {"finalizers": rest or None}}
+
+
+def with_termination_finalizer(change: Callable[[dict], dict | None]) -> Callable[[dict], dict | None]:
+    """``change`` (an ``update_node`` change) that also puts the finalizer on the Node, in the same write."""
+    def both(node: dict) -> dict | None:
+        patch, add = change(node), add_termination_finalizer(node)
+        if add is None or patch is None:
+            return patch if add is None else add
+        patch.setdefault("metadata", {}).update(add["metadata"])
+        return patch
+    return both
 
 
 def request_deletion(store, name: str, reason: str, now: float, *, forceful: bool = False,
@@ -210,14 +267,17 @@ class Terminator:
             # TerminateInstances (Karpenter's Delete skips a shutting-down instance too)
             return "terminating"
         if node is not None:
+            name = node["metadata"]["name"]
             try:
-                self.kube.delete_node(node["metadata"]["name"])
+                self.kube.delete_node(name)   # with the finalizer: marked deleting (done already by a kubectl delete)
             except Exception as e:
                 if errors is not None:
-                    errors.append(f"delete node {node['metadata']['name']}: {e}")
+                    errors.append(f"delete node {name}: {e}")
                 return "terminating"
-            self.decide("delete-node", f"deleted node {node['metadata']['name']} of NodeClaim {nodeclaim.name}",
-                        nodeclaim=nodeclaim.name, node=node["metadata"]["name"])
+            if not self.release(name, errors):
+                return "terminating"   # the Node is held by the finalizer: the record stays, the next call retries
+            self.decide("delete-node", f"deleted node {name} of NodeClaim {nodeclaim.name}",
+                        nodeclaim=nodeclaim.name, node=name)
         try:
             self.store.delete("NodeClaim", nodeclaim.name)
         except Exception as e:
@@ -226,6 +286,71 @@ class Terminator:
         if self.claims is not None:
             self.claims.release(nodeclaim.nodepool_name or nodeclaim.labels.get(wk.NODEPOOL, ""), nodeclaim.name)
         return "deleted"
+
+    def release(self, name: str, errors: list[str] | None = None) -> bool:
+        """Remove the termination finalizer from Node ``name`` (a deleting Node then goes); True when it no longer has
+        it (or is gone), False when the write failed (listed in ``errors``)."""
+        try:
+            self.kube.update_node(name, remove_termination_finalizer)
+        except Exception as e:  # noqa: BLE001 - retried by the next call
+            if getattr(e, "status", None) == 404:   # gone between the read and the write
+                return True
+            if errors is not None:
+                errors.append(f"remove finalizer {TERMINATION_FINALIZER} of node {name}: {e}")
+            return False
+        return True
+
+    def finalize_node(self, node: dict, instance: dict | None, errors: list[str] | None = None) -> str:
+        """One step for a deleting Node holding the finalizer without a NodeClaim (see the module doc):
+        ``"draining"`` or ``"released"``."""
+        name = node["metadata"]["name"]
+        if not instance_gone(instance) or node_ready(node):
+            # as Karpenter: skipped only once the instance is NotFound and the Node no longer Ready
+            try:
+                if self._drain_node(node) != "drained":
+                    return "draining"
+            except Exception as e:  # noqa: BLE001 - the next sweep tries again
+                if errors is not None:
+                    errors.append(f"drain {name}: {e}")
+                return "draining"
+        if not self.release(name, errors):
+            return "draining"
+        self.decide("release-node", f"removed finalizer {TERMINATION_FINALIZER} from deleting node {name}: it has "
+                                    f"no NodeClaim", node=name)
+        return "released"
+
+    def _drain_node(self, node: dict) -> str:
+        """One stateless pass of the drain of a Node without a NodeClaim (no deadline, nothing recorded: an evicted
+        pod is terminating or gone, so it is not evicted twice)."""
+        name = node["metadata"]["name"]
+        if not has_disrupted_taint(node):
+            self.kube.patch_node_taints(name, add=[dict(DISRUPTED_TAINT)])
+            self.decide("taint", f"tainted node {name} {DISRUPTED_TAINT['key']}:{DISRUPTED_TAINT['effect']}", node=name)
+        if ((node.get("metadata") or {}).get("labels") or {}).get(EXCLUDE_LB_LABEL) != "true":
+            self.kube.patch_node_labels(name, {EXCLUDE_LB_LABEL: "true"})
+        now = self.clock()
+        for _ in range(len(eviction.GROUPS) + 1):   # pods that go at once let the next group start in this call
+            step = eviction.next_step([as_dict(p) for p in self.kube.list_pods_on_node(name)], now, None)
+            if step.done:
+                self.decide("drained", f"node {name} drained", node=name)
+                return "drained"
+            evicted = 0
+            for p in step.evict:
+                ok, refusal = self.kube.evict(p["metadata"].get("namespace") or "default", p["metadata"]["name"])
+                if ok:
+                    evicted += 1
+                    self.actions.append({"pod": pod_key(p), "node": name, "how": "eviction"})
+                    self.decide("evict", f"evicted pod {pod_key(p)} from node {name} ({eviction.GROUPS[step.group]})",
+                                pod=pod_key(p), node=name, group=step.group)
+                    continue
+                why = "API server throttling (429)" if refusal.startswith("throttled") else self._pdb_names(p) + " (429)"
+                self.decide("evict-blocked", f"eviction of pod {pod_key(p)} from node {name} refused: {why}; retried "
+                                             f"next time", pod=pod_key(p), node=name, reason=why)
+                if refusal.startswith("throttled"):
+                    return "draining"
+            if not evicted:
+                return "draining"
+        return "draining"
 
     def _describe(self, iid: str, errors: list[str] | None) -> dict | None:
         try:
