@@ -124,3 +124,12 @@ def test_instances_settle_when_every_live_instance_is_a_nodeclaims():
     assert not ql.instances_settled({"i-a": inst("running"), "i-b": inst("running"), "i-x": inst("running")}, [a, b])
     assert ql.instances_digest({"i-a": inst("running")}) == ql.instances_digest({"i-a": inst("running")})
     assert ql.instances_digest({"i-a": inst("running")}) != ql.instances_digest({"i-a": inst("stopping")})
+
+
+def test_a_deleting_node_holding_the_termination_finalizer_without_nodeclaim_forces_the_full_sweep():
+    """lifecycle_gc.finalize_orphan_nodes drains and releases it: every minute, not at the quiet sweep's cadence."""
+    _nc, node = claimed_node("a")
+    node["metadata"]["deletionTimestamp"] = iso(T0)
+    assert ql.forced_reasons([], [node]) == []      # not holding it: it goes by itself
+    node["metadata"]["finalizers"] = ["karpenter.sh/termination"]
+    assert ql.forced_reasons([], [node]) == ["node node-a is deleting and holds the termination finalizer"]

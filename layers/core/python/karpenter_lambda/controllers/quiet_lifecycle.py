@@ -38,6 +38,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from ..api import labels as wk
 from ..cloudprovider import GONE_STATES, instance_state
 from ..disruption.repair import unhealthy_condition
 from .cluster_state import as_dict, instance_id_of
@@ -94,6 +95,10 @@ def forced_reasons(nodeclaims: list, nodes: list[dict]) -> list[str]:
     for pid, n in by_provider.items():
         meta = n.get("metadata") or {}
         if pid not in ours:
+            # a deleting Node holding the termination finalizer with no NodeClaim: drained and released by the full
+            # sweep (lifecycle_gc.finalize_orphan_nodes, which leaves upstream Karpenter's alone)
+            if meta.get("deletionTimestamp") and wk.TERMINATION_FINALIZER in (meta.get("finalizers") or ()):
+                out.append(f"node {meta.get('name')} is deleting and holds the termination finalizer")
             continue
         if meta.get("deletionTimestamp"):
             out.append(f"node {meta.get('name')} is deleting")
