@@ -34,6 +34,12 @@ the input set the price); none is ever renamed.
 
 NodeOverlays (karpenter.sh/v1alpha1) in the input apply to the catalog as the controllers apply the stored ones.
 
+NodeClaims (karpenter.sh/v1) in the input are manual NodeClaims, launched as they are (``cli/plan_nodeclaims.py``):
+listed first with what each would launch as, and offered to the pending pods as in-flight capacity; ``--json`` adds
+``givenNodeClaims`` (``[{"name", "nodePool", "launchable", "instanceTypes", "instanceType", "zone", "capacityType",
+"pricePerHour", "priceEstimated", "pods", "reason"}]``; ``costPerHour`` stays the new NodeClaims' cost).  With
+NodeClaims, a NodePool is not required.
+
 Default topology spread (Karpenter v1.15's ``--scheduler-config``): ``--scheduler-config FILE`` (YAML or JSON
 ``podTopologySpread: {defaultConstraints: [...]}``, the defaults the cluster's kube-scheduler is configured with;
 default ``$KARPENTER_LAMBDA_SCHEDULER_CONFIG``, the document itself, as the functions read it) gives every pending pod
@@ -62,6 +68,8 @@ from karpenter_lambda.cli.validate import (InputError, empty_inputs, format_issu
                                            print_warnings, read_stdin)
 from karpenter_lambda.cli.validate import SchedulerConfigFileError, read_scheduler_config_file  # noqa: F401 (simulate)
 
+from .plan_nodeclaims import add_placements, given_nodeclaims, nodeclasses_needed, plan_given
+from .plan_nodeclaims import render as render_given
 from .table import render_table
 
 
@@ -69,7 +77,7 @@ def register(sub) -> None:
     p = sub.add_parser("plan", help="one provisioning round, dry run, over manifests (offline by default)",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="FILE",
-                   help="manifest file or directory, or - for stdin (repeatable): NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, "
+                   help="manifest file or directory, or - for stdin (repeatable): NodePool, EC2NodeClass, NodeClaim, Pod, Deployment, ReplicaSet, "
                         "StatefulSet, Job, DaemonSet, PersistentVolumeClaim, PersistentVolume, StorageClass")
     p.add_argument("more_files", nargs="*", metavar="FILE",
                    help="more manifest files or directories, as for validate and simulate (added after the -f ones)")
@@ -224,7 +232,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
         raise PlanError("\n".join(format_issue(i) for i in loaded.issues))
     nodepools = [o for o in loaded.objects if isinstance(o, NodePool)]
     nodeclasses = {o.name: o for o in loaded.objects if isinstance(o, EC2NodeClass)}
-    if not nodepools:
+    given = given_nodeclaims(loaded.objects)   # manual NodeClaims: launched as they are (cli/plan_nodeclaims.py)
+    if not nodepools and not given:
         raise PlanError("no NodePool in the given files: add a karpenter.sh/v1 NodePool (see examples/default.yaml)")
     pods: list[dict] = []
     daemonsets: list[dict] = []
@@ -320,8 +329,9 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
                            default_spread=default_spread, services=services, workload_controllers=controllers)
     reservations = _reservations(nodeclasses, reservations_file, None if offline else clients, region, endpoint_url)
     book = None   # one price book for the region, whatever the number of EC2NodeClasses (and one fallback warning)
-    for np in nodepools:
-        nc = nodeclasses[np.node_class_ref["name"]]
+    for np_or_class in list(nodepools) + nodeclasses_needed(given, nodeclasses):
+        np = np_or_class if isinstance(np_or_class, NodePool) else None
+        nc = nodeclasses[np.node_class_ref["name"]] if np is not None else np_or_class
         if nc.name not in catalogs:
             try:
                 if book is None:
@@ -334,7 +344,8 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
                                                  **catalog_settings)
             except KeyError as e:  # moto has no data for that region
                 raise PlanError(f"--region {region}: no instance data for this region offline ({e})") from None
-        snap.instance_types[np.name] = catalogs[nc.name]
+        if np is not None:
+            snap.instance_types[np.name] = catalogs[nc.name]
     overlay_conflicts = _apply_overlays(snap, nodepools, [o for o in loaded.objects if isinstance(o, NodeOverlay)])
     offered = {o.zone for cat in catalogs.values() for it in cat for o in it.offerings}
     if explicit_zones and catalogs:
@@ -349,6 +360,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     t1 = time.monotonic()
     if progress:
         progress(f"scheduling {len(pending)} pods over {len(nodepools)} NodePools ...")
+    given_entries = plan_given(given, nodeclasses, catalogs, snap)   # in-flight capacity for the pending pods
     own = {pod_key(p) for p in pending if (p.get("spec") or {}).get("topologySpreadConstraints")}
     inp, _problems = scheduling_input(snap, pending)   # gives the pods the default spread (scheduling/default_spread.py)
     defaulted = [pod_key(p) for p in inp.pods
@@ -357,10 +369,12 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     from karpenter_lambda.catalog.reservations import allot_reservations
 
     allotted = allot_reservations(result.nodeclaims)
+    add_placements(given_entries, result.existing or {})
     t2 = time.monotonic()
     return result, {"pods": len(pending), "catalog_seconds": t1 - t0, "solve_seconds": t2 - t1, "zones": used_zones,
                     "reservations": allotted, "overlayConflicts": overlay_conflicts, "gated": gated,
-                    "defaultSpread": [dict(c) for c in default_spread], "defaultSpreadPods": defaulted}
+                    "defaultSpread": [dict(c) for c in default_spread], "defaultSpreadPods": defaulted,
+                    "given": given_entries}
 
 
 def _with_namespace(doc: dict) -> dict:
@@ -548,6 +562,7 @@ def run(args) -> int:
     out["gated"] = info.get("gated") or []
     out["defaultSpreadConstraints"] = info.get("defaultSpread") or []
     out["defaultSpreadPods"] = info.get("defaultSpreadPods") or []
+    out["givenNodeClaims"] = info.get("given") or []
     for name, why in sorted((info.get("overlayConflicts") or {}).items()):
         print(f"warning: NodeOverlay {name} not applied: {why}", file=sys.stderr)
     status = EXIT_UNSCHEDULABLE if out["unschedulable"] else 0
@@ -557,6 +572,9 @@ def run(args) -> int:
         return status
     if out["unschedulable"]:   # first: what a pipeline must not miss
         print(render_table(["UNSCHEDULABLE POD", "REASON"], [[u["pod"], u["reason"]] for u in out["unschedulable"]]))
+        print()
+    if out["givenNodeClaims"]:
+        print(render_given(out["givenNodeClaims"]))
         print()
     if out["nodeClaims"]:
         rows = []
@@ -592,6 +610,10 @@ def run(args) -> int:
         print(f"default topology spread ({sched_source}): no default constraints")
     zone_note = "--zones" if zones is not None else "the simulator's subnets; change with --zones"
     print(f"zones: {', '.join(out['zones']) or '(none)'} ({zone_note})")
+    launched = [g for g in out["givenNodeClaims"] if g["launchable"]]
+    if out["givenNodeClaims"]:
+        print(f"{len(launched)} of {len(out['givenNodeClaims'])} given NodeClaim(s) launched as they are, "
+              f"${sum(g['pricePerHour'] for g in launched):.4f}/h (not in the cost below)")
     print(f"{len(out['nodeClaims'])} new node(s), {info['pods']} pending pod(s), {len(out['unschedulable'])} unschedulable; "
           f"cost ${out['costPerHour']:.4f}/h{' (with ~estimated spot prices)' if out['costEstimated'] else ''} "
           f"(catalog {info['catalog_seconds']:.1f}s, solve {info['solve_seconds']*1000:.0f}ms)")

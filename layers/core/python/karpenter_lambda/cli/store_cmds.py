@@ -114,15 +114,83 @@ def run_apply(args: argparse.Namespace) -> int:
     if args.create_table and store.ensure_table():
         sys.stdout.write(f"table {store.table_name} created\n")
     objs = sorted(result.objects, key=lambda o: KIND_ORDER.index(o.kind) if o.kind in KIND_ORDER else len(KIND_ORDER))
+    refused, notes = _nodeclaim_checks(store, objs)
+    for line in notes:
+        sys.stderr.write(f"warning: {line}\n")
+    if refused:
+        for line in refused:
+            sys.stderr.write(f"{line}\n")
+        sys.stderr.write(f"apply: nothing applied: {len(refused)} error(s) found; fix them and run again\n")
+        return 1
     for obj in objs:
         label = f"{obj.kind.lower()}/{obj.name}"
         current = store.get(obj.kind, obj.name)
+        if obj.kind == "NodeClaim":
+            sys.stdout.write(f"{label} {_apply_nodeclaim(store, obj, current)}\n")
+            continue
         if current is not None and _user_view(current.doc) == _user_view(obj.doc):
             sys.stdout.write(f"{label} unchanged\n")
             continue
         store.apply(obj)
         sys.stdout.write(f"{label} {'created' if current is None else 'configured'}\n")
     return 0
+
+
+def _nodeclaim_checks(store, objs: list) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of the NodeClaims to apply, before anything is written.  Errors: a stored NodeClaim's spec
+    changed (Karpenter's CRD: ``spec is immutable``).  Warnings: what keeps a new one from launching (a
+    ``nodeClassRef`` that is not an EC2NodeClass, an EC2NodeClass neither stored nor in the files) or deletes it (a
+    ``karpenter.sh/nodepool`` label naming no NodePool: the lifecycle sweep deletes the NodeClaims of a NodePool that
+    does not exist)."""
+    from ..controllers.manual_nodeclaims import nodeclass_name, nodeclass_ref_problem
+
+    given = {(o.kind, o.name) for o in objs}
+    errors, warnings = [], []
+    for obj in objs:
+        if obj.kind != "NodeClaim":
+            continue
+        current = store.get("NodeClaim", obj.name)
+        if current is not None:
+            if (current.doc.get("spec") or {}) != (obj.doc.get("spec") or {}):
+                errors.append(f"nodeclaim/{obj.name}: spec is immutable (Karpenter's NodeClaim CRD): delete it and "
+                              f"apply the new one, or give it another name")
+            continue
+        problem = nodeclass_ref_problem(obj)
+        ref = nodeclass_name(obj)
+        if problem:
+            warnings.append(f"nodeclaim/{obj.name}: {problem}; it is stored but not launched")
+        elif ("EC2NodeClass", ref) not in given and store.get("EC2NodeClass", ref) is None:
+            warnings.append(f"nodeclaim/{obj.name}: EC2NodeClass {ref!r} is not stored: the lifecycle sweep deletes "
+                            f"the NodeClaim (insufficient capacity, as Karpenter)")
+        pool = obj.nodepool_name
+        if pool and ("NodePool", pool) not in given and store.get("NodePool", pool) is None:
+            warnings.append(f"nodeclaim/{obj.name}: karpenter.sh/nodepool {pool!r} names no stored NodePool: the "
+                            f"lifecycle sweep deletes the NodeClaims of a NodePool that does not exist")
+    return errors, warnings
+
+
+def _apply_nodeclaim(store, obj, current) -> str:
+    """A new NodeClaim is stored as a manual one (``controllers/manual_nodeclaims.requested``: no status, marked for
+    the lifecycle sweep to launch).  A stored one keeps its spec (immutable, checked before) and everything the
+    controllers wrote (status, finalizers, the launched instance's labels and annotations): the file's labels and
+    annotations are merged over its own."""
+    from ..controllers.manual_nodeclaims import requested
+
+    if current is None:
+        store.apply(requested(obj))
+        return "created"
+    labels, annotations = obj.labels, obj.annotations
+    if all(current.labels.get(k) == v for k, v in labels.items()) and \
+            all(current.annotations.get(k) == v for k, v in annotations.items()):
+        return "unchanged"
+
+    def merge(o):
+        o.metadata["labels"] = {**o.labels, **labels}
+        o.metadata["annotations"] = {**o.annotations, **annotations}
+        return o
+
+    store.update("NodeClaim", obj.name, merge)
+    return "configured"
 
 
 # -- get ------------------------------------------------------------------------------------------

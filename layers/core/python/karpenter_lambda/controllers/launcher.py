@@ -56,6 +56,7 @@ from ..scheduling.inputs import claim_request, limits_of
 from ..scheduling.model import NodeClaimPlan
 from ..scheduling.requirements import Requirements
 from . import runtime
+from .manual_nodeclaims import is_manual
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,11 @@ class _NotResolvable(Exception):
 
 def launch_pending(nc, now: float) -> bool:
     """A NodeClaim whose launch must be resolved now: no providerID, not deleting, and its outcome unknown or its
-    launcher's lease (:data:`LAUNCH_LEASE` since the last launch attempt) over."""
+    launcher's lease (:data:`LAUNCH_LEASE` since the last launch attempt) over.  Never a manual NodeClaim
+    (:mod:`.manual_nodeclaims`): the lifecycle sweep launches, adopts and relaunches those (:mod:`.manual_launch`)."""
     if nc.status.get("providerID") or nc.metadata.get("deletionTimestamp"):
+        return False
+    if is_manual(nc):   # a manual NodeClaim's launch is the lifecycle sweep's alone (manual_launch.py)
         return False
     cond = nc.condition("Launched") or {}
     if cond.get("status") == "True":
@@ -398,7 +402,8 @@ class Launcher:
             labels[wk.ZONE] = inst.zone
             labels[wk.CAPACITY_TYPE] = inst.capacity_type
             labels.update(inst.labels)   # what the launch adds: capacity reservation id/type, placement partition
-            labels[wk.NODEPOOL] = nodepool
+            if nodepool:   # a manual NodeClaim may belong to no NodePool
+                labels[wk.NODEPOOL] = nodepool
             ann = obj.metadata.setdefault("annotations", {})
             ann[PRICE_ANNOTATION] = repr(round(inst.price, 6))
             if inst.subnet_id:
@@ -416,7 +421,7 @@ class Launcher:
             return obj
 
         self.store.update("NodeClaim", name, mutate)
-        if self.claims is not None and it is not None:
+        if self.claims is not None and it is not None and nodepool:
             try:
                 self.claims.adjust(nodepool, name, {"nodes": 1, **dict(it.capacity)})
             except Exception as e:  # noqa: BLE001

@@ -82,6 +82,7 @@ from . import runtime
 from .base import Controller
 from .cluster_state import as_dict, instance_id_of, node_allocatable, node_ready
 from .launcher import Launcher, launch_pending
+from .manual_launch import sweep as manual_nodeclaim_step
 from .lifecycle_gc import request_node_deletions, terminate_orphans
 from ..scheduling.inputs import is_ephemeral_taint
 from .nodepool_deleted import NodePoolDeletion
@@ -367,6 +368,8 @@ class Lifecycle(Controller):
             if self._finalize_deleting(nc, node_by_provider.get(pid) if pid else None, instances, report, now):
                 return
         created = to_epoch(nc.metadata.get("creationTimestamp")) or now
+        if manual_nodeclaim_step(self, nc, np, node_by_provider, instances, now, report):   # launch, adopt, expire
+            return
         if not pid:
             if self._adopt(nc, np, instances, now, report) or self._resolve_launch(nc, np, now, report):
                 return

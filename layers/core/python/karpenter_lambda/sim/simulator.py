@@ -55,6 +55,7 @@ from ..api.text import plural
 from ..api.admission import KINDS as ADMISSION_KINDS, Admission, refusal_hint
 from ..api.workloads import WORKLOAD_KINDS, Workloads, add_claim_volumes, expand
 from ..controllers import runtime
+from ..controllers.manual_nodeclaims import requested as requested_nodeclaim
 from .clock import VirtualClock
 from .environment import LambdaContext, SimEnvironment, SimulationError, load_module, repo_root
 from .feeds import MAX_RECEIVES, FeedsMixin, sqs_record
@@ -203,6 +204,7 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
         self.stored = sorted((o for o in res.objects if o.kind in STORED_KINDS), key=lambda o: list(STORED_KINDS).index(o.kind))
         self.offpeak_schedules = res.of_kind("OffPeakSchedule")
         self.overlays = res.of_kind("NodeOverlay")
+        self.given_nodeclaims = res.of_kind("NodeClaim")   # manual NodeClaims: stored, launched by the lifecycle sweep
         self.workload_docs = [o.doc for o in others]
         wl = Workloads()
         for i, o in enumerate(res.objects):   # each named by its file, document and line, as validate names it
@@ -251,6 +253,8 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
             self.store = store
             for obj in list(nodeclasses) + list(nodepools) + list(self.offpeak_schedules) + list(self.overlays):
                 store.put(obj)
+            for obj in self.given_nodeclaims:   # as `apply` stores them (controllers/manual_nodeclaims.py)
+                store.put(requested_nodeclaim(obj))
             for obj in self.stored:   # Namespaces first, before any object of theirs
                 if obj.kind == "Namespace":
                     if server.store.get("namespaces", obj.name) is None:
@@ -277,7 +281,8 @@ class Simulation(LoopMixin, TimersMixin, FeedsMixin, InterruptionsMixin, ReportE
                 self._schedule(step.at, "step", {"step": step})
             self.pods_total = len(wl.pods)
             self.emit("Applied", "manifests", f"{plural(len(nodepools), 'NodePool')}, {plural(len(nodeclasses), 'EC2NodeClass', 'EC2NodeClasses')}, "
-                                              f"{plural(len(wl.pods), 'pod')}, {plural(len(wl.daemonsets), 'DaemonSet')}")
+                                              f"{plural(len(wl.pods), 'pod')}, {plural(len(wl.daemonsets), 'DaemonSet')}"
+                                              + (f", {plural(len(self.given_nodeclaims), 'NodeClaim')}" if self.given_nodeclaims else ""))
             if self.setup_hook:
                 self.setup_hook(self)
             root = repo_root()

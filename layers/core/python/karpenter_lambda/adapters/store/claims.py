@@ -406,7 +406,7 @@ class LaunchClaims:
         released, claim = self._rewrite(
             nodepool, nodeclaim, lambda c: (None, {r: -int(a) for r, a in c["resources"].items()}),
             "releasing the launch claim")
-        if claim is None:
+        if claim is None and nodepool:   # a NodeClaim of no NodePool (a manual one) has no usage item
             released, claim = self._release_legacy(nodepool, nodeclaim)
         for uid in (claim or {}).get("pods", []):
             try:
