@@ -288,7 +288,8 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
             cands = truncate_candidates(candidates_for(plan, resolved, exclude), plan, types_by_name)
             ct = _pick_capacity_type(cands)
             if ct is None:
-                why = f"no offering left for NodePool {np.name}"
+                why = (f"no offering left for NodePool {np.name}" if getattr(np, "name", "") else
+                       f"no offering left for NodeClaim {request.name}")   # a manual NodeClaim of no NodePool
                 if last_error:
                     why += f" after insufficient capacity ({last_error})"
                 raise NoCapacity(why)
