@@ -121,27 +121,35 @@ def test_a_pod_that_lost_its_room_before_the_drain_gets_another_replacement_firs
 
 
 def test_an_expiration_keeps_karpenters_maximum_lifetime_expire_after_plus_termination_grace_period(make_world):
-    """With a terminationGracePeriod, Karpenter's node lives at most expireAfter + terminationGracePeriod.  Replacement
-    first still holds, but a replacement that never initializes does not keep the node (it expires without it, the
-    replacement kept), and the deletion's deadline is that bound, not the deletion time + the grace period."""
+    """With a terminationGracePeriod, Karpenter's node lives at most expireAfter + terminationGracePeriod, and is
+    deleted at expiry so its drain has the grace period.  Here the replacement is launched and the deletion requested
+    in the same step (its deadline that bound, not the deletion time + the grace period); the drain waits for the
+    replacement for at most half the time left, then goes ahead without it (the replacement kept).  Before, the
+    deletion waited for the replacement to initialize and could come a second before the deadline."""
     d = make_world(consolidate_after="Never", expire_after="30m", tgp="5m")
     (old,) = d.nodes_with_pods([1])
     nc = d.w.store.get("NodeClaim", old["name"])
     born = datetime.fromisoformat(nc.metadata["creationTimestamp"].replace("Z", "+00:00")).timestamp()
     d.w.clock.advance(31 * 60)
-    out = d.w.invoke("drift")                      # no lifecycle sweep, no join: the replacement stays pending
-    (rep,) = out["replacing"][0]["replacements"]
-    d.w.clock.advance(11 * 60)
-    out = d.w.invoke("drift")
-    assert out["failed"] == []
+    out = d.w.invoke("drift")                      # no join: the replacement stays pending
+    assert out["failed"] == [] and out["replacing"] == []
     (ev,) = out["disrupted"]
-    assert ev["nodeClaim"] == old["name"] and ev["reason"] == "Expired" and ev["replacements"] == [rep]
+    (rep,) = ev["replacements"]
+    assert ev["nodeClaim"] == old["name"] and ev["reason"] == "Expired"
     nc = d.w.store.get("NodeClaim", old["name"])
     assert nc.metadata.get("deletionTimestamp")
     stamped = datetime.fromisoformat(nc.annotations["karpenter.sh/nodeclaim-termination-timestamp"]
                                      .replace("Z", "+00:00")).timestamp()
     assert stamped == born + 30 * 60 + 5 * 60      # expiry + terminationGracePeriod, before deletion time + 5m
+    d.w.sweep()                                    # the drain waits for the replacement ...
+    term = d.w.store.get("NodeClaim", old["name"]).status.get("termination") or {}
+    assert term.get("waitingFor") == [rep] and not term.get("startedAt")
+    d.w.clock.advance(3 * 60)                      # ... for half the time to the deadline at most
+    d.w.sweep()
+    left = d.w.store.get("NodeClaim", old["name"])
+    assert left is None or (left.status.get("termination") or {}).get("startedAt")
     assert d.w.store.get("NodeClaim", rep) is not None
+    assert d.w.invoke("drift")["disrupted"] == []   # one NodeClaimDisrupted per disruption
 
 
 def test_without_a_termination_grace_period_an_expirations_deadline_is_not_set(make_world):

@@ -146,6 +146,20 @@ class Executor:
         if not names:
             self._start_deletion(group, snap, report)
             return True
+        if lead.reason == EXPIRED and all((nc := snap.nodeclaims.get(e.nodeclaim)) is not None
+                                          and lifetime_deadline(nc, snap) is not None for e in group):
+            # a lifetime bound (expireAfter + terminationGracePeriod): the deletion is requested now, as Karpenter
+            # deletes an expired NodeClaim at once, so the drain keeps its grace window; the drain waits for the
+            # replacements for at most half the time to the deadline (termination.HOLD_FOR_REPLACEMENTS).  Waiting
+            # for them to initialize first left the drain a second before the deadline: pods force-deleted, no PDB
+            for e in group:
+                e.replacements = names
+            self._start_deletion(group, snap, report)
+            self.s._decision("replace", f"{', '.join(e.nodeclaim for e in group)}: launched replacements "
+                                        f"{', '.join(names)}; expired with a terminationGracePeriod: deleting now, "
+                                        f"the drain waits for them", nodeclaims=[e.nodeclaim for e in group],
+                             replacements=names)
+            return True
         for e in group:
             e.state, e.replacements, e.since = REPLACING, names, snap.now
             self.s.ledger.advance(e)

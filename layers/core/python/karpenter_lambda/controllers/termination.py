@@ -94,8 +94,10 @@ TERMINATION_FINALIZER = wk.TERMINATION_FINALIZER
 # instance is not going away on its own soon (an AWS Health scheduled change is days ahead), so the pods move once,
 # onto a Ready node, instead of waiting Pending for it.  Beyond Karpenter, which drains these at once (its provisioner
 # launches for the pods as they go).  A spot warning, a stop and a shutdown drain at once: the instance is going.
+# An expiration with a terminationGracePeriod is deleted once its replacements are launched (disruption_exec.carry)
+# and waits for them here; one without waits for them before its deletion (no deadline to keep).
 HOLD_FOR_REPLACEMENTS = frozenset({"ScheduledChange", "RebalanceRecommendation", "NodePoolDeleted", USER_DELETED,
-                                   NODE_DELETED})
+                                   NODE_DELETED, "Expired"})
 
 
 def holds_for_replacements(reason: str | None) -> bool:
