@@ -192,3 +192,18 @@ def test_bad_cluster_or_endpoint_is_a_usage_error_not_a_traceback(cli, manifests
         assert rc == 2, (argv, err)
         assert err.startswith(message), (argv, err)
         assert "Traceback" not in err
+
+
+def test_apply_refuses_a_static_nodepool_turned_dynamic(cli, manifests, table):
+    """The NodePool CRD's transition rule (api/updates.py): replicas cannot be added to or dropped from a stored
+    NodePool; nothing of the files is applied."""
+    assert cli("apply", "-f", manifests("pair.yaml", pair()))[0] == 0
+    doc = yaml.safe_load(nodepool())
+    doc["spec"].pop("weight", None)
+    doc["spec"].pop("limits", None)
+    doc["spec"]["replicas"] = 2   # valid on its own (a static NodePool), not as an update of the dynamic one
+    static = manifests("static.yaml", yaml.safe_dump(doc))
+    rc, out, err = cli("apply", "-f", static)
+    assert rc == 1 and out == "", out
+    assert "nodepool/default: spec: Cannot transition NodePool between static (replicas set) and dynamic" in err
+    assert "replicas" not in Store("default").get("NodePool", "default").spec

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from . import labels as L
 from .errors import FieldError
+from .updates import nodepool_update_errors
 from .text import did_you_mean, near
 
 #: kinds without a namespace (a ``metadata.namespace`` on them is ignored, as the API server ignores it)
@@ -144,6 +145,11 @@ def scenario_step_errors(scenario: dict, nodepools: dict[str, dict]) -> list[Fie
             where, step = f"spec.steps[{i}].{action}", _describe(i, raw, action)
             if action == "apply":
                 if args.get("kind") == "NodePool" and isinstance((args.get("metadata") or {}).get("name"), str):
+                    before = pools.docs.get(args["metadata"]["name"])
+                    if before is not None:   # an update: the CRD's transition rules (api/updates.py)
+                        errors += [FieldError(f"{where}.{e.path}", f"{step}: NodePool {args['metadata']['name']!r}: "
+                                                                     f"{e.message}")
+                                   for e in nodepool_update_errors(before, args)]
                     pools.docs[args["metadata"]["name"]] = args
             elif action == "delete":
                 if args.get("kind") == "NodePool" and pools.check(args.get("name"), f"{where}.name", errors, step):

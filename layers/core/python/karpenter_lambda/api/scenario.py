@@ -8,7 +8,7 @@ spec:
   startTime: "2026-12-07T18:00:00Z"   # optional: the virtual clock's start (default: now)
   steps:                               # each step: `at` (a duration since start) and exactly one action
     - {at: 10m, scale: {kind: Deployment, namespace: default, name: web, replicas: 2}}
-    - {at: 20m, apply: <a whole manifest: NodePool, EC2NodeClass or workload>}
+    - {at: 20m, apply: <a whole manifest: NodePool, EC2NodeClass, NodeOverlay or workload>}
     - {at: 30m, delete: {kind: Deployment, namespace: default, name: web}}
     - {at: 40m, releaseAMI: {family: al2023}}
     - {at: 50m, nodeUnhealthy: {nodePool: default, count: 1, condition: Ready, status: "False", duration: 31m}}
@@ -48,7 +48,7 @@ SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
 DELETABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet", "Job", "CronJob", "Pod", "DaemonSet", "NodePool",
                    "EC2NodeClass")
 #: what an ``apply`` step may apply (``sim/loop.py`` ``_apply``): a DaemonSet or any other kind stops the run there
-APPLICABLE_KINDS = ("NodePool", "EC2NodeClass") + tuple(sorted(WORKLOAD_KINDS - {"DaemonSet"}))
+APPLICABLE_KINDS = ("NodePool", "EC2NodeClass", "NodeOverlay") + tuple(sorted(WORKLOAD_KINDS - {"DaemonSet"}))
 #: the latest ``startTime`` and the latest step ``at`` (100 years): the virtual clock's dates end in the year 9999
 LATEST_START = "9000-01-01T00:00:00Z"
 MAX_AT_SECONDS = 100 * 365 * 24 * 3600.0

@@ -115,6 +115,7 @@ def run_apply(args: argparse.Namespace) -> int:
         sys.stdout.write(f"table {store.table_name} created\n")
     objs = sorted(result.objects, key=lambda o: KIND_ORDER.index(o.kind) if o.kind in KIND_ORDER else len(KIND_ORDER))
     refused, notes = _nodeclaim_checks(store, objs)
+    refused += _nodepool_transitions(store, objs)
     for line in notes:
         sys.stderr.write(f"warning: {line}\n")
     if refused:
@@ -134,6 +135,18 @@ def run_apply(args: argparse.Namespace) -> int:
         store.apply(obj)
         sys.stdout.write(f"{label} {'created' if current is None else 'configured'}\n")
     return 0
+
+
+def _nodepool_transitions(store, objs: list) -> list[str]:
+    """Updates of stored NodePools the CRD refuses (``api/updates.py``): static <-> dynamic, nodeClassRef kind."""
+    from ..api.updates import nodepool_update_errors
+
+    out = []
+    for obj in objs:
+        current = store.get("NodePool", obj.name) if obj.kind == "NodePool" else None
+        if current is not None:
+            out += [f"nodepool/{obj.name}: {e.path}: {e.message}" for e in nodepool_update_errors(current.doc, obj.doc)]
+    return out
 
 
 def _nodeclaim_checks(store, objs: list) -> tuple[list[str], list[str]]:

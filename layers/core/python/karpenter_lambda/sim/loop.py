@@ -14,6 +14,7 @@ from ..api.manifests import load_text
 from ..api.scenario import parse_duration as step_duration
 from ..api.kube import pod_key
 from ..api.text import plural
+from ..api.updates import nodepool_update_errors
 from ..api.workloads import WORKLOAD_KINDS, expand
 from ..controllers.runtime import parse_iso
 from . import capacity, kubelet, kubescheduler, moto_ec2, storage, taint_eviction
@@ -333,7 +334,13 @@ class LoopMixin:
         if res.issues:
             raise SimulationError("Scenario apply: " + "; ".join(str(i) for i in res.issues))
         for obj in res.objects:
-            if obj.kind in ("NodePool", "EC2NodeClass"):
+            if obj.kind == "NodePool":
+                current = self.store.get("NodePool", obj.name)
+                problems = nodepool_update_errors(current.doc, obj.doc) if current is not None else []
+                if problems:   # (validate and the run's pre-check refuse it first: api/crosscheck.py)
+                    raise SimulationError(f"Scenario apply: NodePool/{obj.name}: {problems[0].message}")
+                self.store.apply(obj)
+            elif obj.kind in ("EC2NodeClass", "NodeOverlay"):
                 self.store.apply(obj)
             elif obj.kind in WORKLOAD_KINDS and obj.kind != "DaemonSet":
                 old = self.workload_controller.get(obj.kind, obj.metadata.get("namespace") or "default", obj.name)
@@ -342,7 +349,8 @@ class LoopMixin:
                     for pod in expand(obj.doc).pods:
                         self.server.store.create("pods", _strip(pod), pod["metadata"].get("namespace") or "default")
             else:
-                raise SimulationError(f"Scenario apply: {obj.kind}/{obj.name}: only NodePool, EC2NodeClass and workloads can be applied")
+                raise SimulationError(f"Scenario apply: {obj.kind}/{obj.name}: only NodePool, EC2NodeClass, NodeOverlay and "
+                                      f"workloads can be applied")
 
     def _join(self, inst: dict) -> None:
         """The instance's kubelet registers its Node (:func:`.kubelet.register`: capacity from the instance type,
