@@ -96,7 +96,7 @@ def labels_match(reqs: Requirements, labels: dict) -> str | None:
     for r in reqs:
         v = labels.get(r.key)
         if v is None:
-            if r.operator in ("NotIn", "DoesNotExist"):
+            if r.operator in ("NotIn", "DoesNotExist") and not r.conflict:
                 continue
             return f"node has no label {r.key}"
         if not r.has(v):

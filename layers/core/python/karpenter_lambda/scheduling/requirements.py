@@ -53,19 +53,26 @@ def _as_int(v: str) -> int | None:
 
 
 class Requirement:
-    __slots__ = ("key", "complement", "values", "gt", "lt", "min_values")
+    # ``conflict``: an empty set that requirements excluding each other left (``In [a]`` and ``NotIn [a]``, ``Exists``
+    # and ``DoesNotExist``, an empty integer range): no node satisfies it, not even one without the label, where a
+    # plain ``DoesNotExist`` is met by such a node.  Karpenter's algebra reads both as DoesNotExist, so a pod asking
+    # ``team=b`` and ``team NotIn [b]`` (or whose preferred term contradicts its selector) looked compatible with a
+    # NodePool that does not define ``team`` and got a node it could never run on.
+    __slots__ = ("key", "complement", "values", "gt", "lt", "min_values", "conflict")
 
     def __init__(self, key: str, complement: bool, values: Iterable[str] = (), gt: int | None = None,
-                 lt: int | None = None, min_values: int | None = None):
+                 lt: int | None = None, min_values: int | None = None, conflict: bool = False):
         self.key = key
         self.complement = complement
         self.gt = gt
         self.lt = lt
         self.min_values = min_values
+        self.conflict = conflict
         vals = values if isinstance(values, frozenset) else frozenset(values)
         if (gt is not None and lt is not None) and gt + 1 >= lt:
             # empty integer range: nothing can satisfy it
             self.complement = False
+            self.conflict = True
             vals = _EMPTY
         elif not complement and (gt is not None or lt is not None) and vals:
             vals = frozenset(v for v in vals if self._in_bounds(v))
@@ -163,15 +170,21 @@ class Requirement:
         lt = self.lt if other.lt is None else (other.lt if self.lt is None else min(self.lt, other.lt))
         mv = self.min_values if other.min_values is None else (
             other.min_values if self.min_values is None else max(self.min_values, other.min_values))
+        conflict = self.conflict or other.conflict
         if self.complement and other.complement:
-            return Requirement(self.key, True, self.values | other.values, gt, lt, mv)
+            return Requirement(self.key, True, self.values | other.values, gt, lt, mv, conflict)
         if self.complement:
             vals = frozenset(v for v in other.values if self.has(v))
         elif other.complement:
             vals = frozenset(v for v in self.values if other.has(v))
         else:
             vals = self.values & other.values
-        return Requirement(self.key, False, vals, gt, lt, mv)
+        if not vals and not conflict:
+            # empty: a DoesNotExist when both were negative (NotIn / DoesNotExist), else they exclude each other
+            conflict = (self.complement or bool(self.values)) or (other.complement or bool(other.values))
+            if conflict and (self.operator in _NEGATIVE and other.operator in _NEGATIVE):
+                conflict = False
+        return Requirement(self.key, False, vals, gt, lt, mv, conflict)
 
     def to_dict(self) -> dict:
         op = self.operator
@@ -187,6 +200,8 @@ class Requirement:
         return d
 
     def __str__(self) -> str:
+        if self.conflict:
+            return f"{self.key} (requirements that exclude each other)"
         op = self.operator
         if op in (IN, NOT_IN):
             s = f"{self.key} {op} [{' '.join(sorted(self.values))}]"
@@ -205,10 +220,10 @@ class Requirement:
     def __eq__(self, other) -> bool:
         return (isinstance(other, Requirement) and self.key == other.key and self.complement == other.complement
                 and self.values == other.values and self.gt == other.gt and self.lt == other.lt
-                and self.min_values == other.min_values)
+                and self.min_values == other.min_values and self.conflict == other.conflict)
 
     def __hash__(self) -> int:
-        return hash((self.key, self.complement, self.values, self.gt, self.lt, self.min_values))
+        return hash((self.key, self.complement, self.values, self.gt, self.lt, self.min_values, self.conflict))
 
 
 class Requirements:
@@ -332,8 +347,11 @@ class Requirements:
             keys = [k for k in a if k in b]
         for k in keys:
             mine, inc = a[k], b[k]
-            if mine.intersection(inc).is_empty():
-                if inc.operator in _NEGATIVE and mine.operator in _NEGATIVE:
+            both = mine.intersection(inc)
+            if both.is_empty():
+                if both.conflict and (mine.conflict or inc.conflict):
+                    return f"{inc if inc.conflict else mine}: no node satisfies them"
+                if inc.operator in _NEGATIVE and mine.operator in _NEGATIVE and not both.conflict:
                     continue
                 return f"{inc} conflicts with {mine}"
         return None
@@ -345,6 +363,8 @@ class Requirements:
         otherwise the label "does not have known values" (Karpenter's rule for custom labels).
         """
         for k, inc in other._reqs.items():
+            if inc.conflict:
+                return f"{inc}: no node satisfies them"
             if k not in self._reqs and k not in well_known and inc.operator not in _NEGATIVE:
                 return f"label {k} does not have known values"
         return self.intersects(other)
