@@ -119,3 +119,10 @@ def workload(name: str, pod_spec: dict, *, kind: str = "Deployment", replicas: i
         body["replicas"] = replicas
     body.update(copy.deepcopy(spec))
     return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": body}
+
+
+def m5_on_demand_pool(discovery: str = DISCOVERY) -> str:
+    """The simulator tests' usual pair as YAML: a NodePool of on-demand m5 (no limits) and its EC2NodeClass
+    (role KarpenterNodeRole-sim, subnets and security groups by the ``discovery`` tag)."""
+    return pair(nodeclass_kw={"role": "KarpenterNodeRole-sim", "discovery": discovery}, arch=None,
+                families=["m5"], capacity_types=["on-demand"], cpu_limit=None)

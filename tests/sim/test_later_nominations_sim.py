@@ -9,6 +9,8 @@ a new NodeClaim at once (13 s), d joins c."""
 
 import textwrap
 
+from manifests import m5_on_demand_pool as M5_POOL
+
 from karpenter_lambda.api.quantity import parse_resource_list
 from karpenter_lambda.sim.simulator import Simulation
 
@@ -30,28 +32,7 @@ def _step(at: str, name: str) -> str:
     return f"  - at: {at}\n    apply:\n" + textwrap.indent(_pod(name), "      ")
 
 
-SCENARIO = textwrap.dedent("""\
-    apiVersion: karpenter.sh/v1
-    kind: NodePool
-    metadata: {name: default}
-    spec:
-      template:
-        spec:
-          requirements:
-            - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
-            - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-    ---
-    apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata: {name: default}
-    spec:
-      role: KarpenterNodeRole-sim
-      amiSelectorTerms: [{alias: al2023@latest}]
-      subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
-      securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sim}}]
-    ---
-    """) + _pod("a") + textwrap.dedent("""\
+SCENARIO = M5_POOL("sim") + "---\n" + _pod("a") + textwrap.dedent("""\
     ---
     apiVersion: karpenter-lambda.io/v1alpha1
     kind: Scenario

@@ -5,29 +5,11 @@ deleted with Karpenter's reason (a ``NodeClaimDeleted`` event)."""
 
 import textwrap
 
+from manifests import m5_on_demand_pool as M5_POOL
+
 from karpenter_lambda.sim.simulator import Simulation
 
-FILES = textwrap.dedent("""\
-    apiVersion: karpenter.sh/v1
-    kind: NodePool
-    metadata: {name: default}
-    spec:
-      template:
-        spec:
-          requirements:
-            - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
-            - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-    ---
-    apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata: {name: default}
-    spec:
-      role: KarpenterNodeRole-sim
-      amiSelectorTerms: [{alias: al2023@latest}]
-      subnetSelectorTerms: [{tags: {karpenter.sh/discovery: sim-cluster}}]
-      securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: sim-cluster}}]
-    ---
+FILES = M5_POOL("sim-cluster") + "---\n" + textwrap.dedent("""\
     apiVersion: karpenter.sh/v1
     kind: NodeClaim
     metadata:
