@@ -48,6 +48,8 @@ from ..disruption.emptiness import Emptiness, consolidatable_in
 from ..disruption.expiration import Expiration
 from ..disruption.plan import plan_sweep
 from ..disruption.repack import Repack
+from ..disruption.static import is_static
+from ..disruption.static_drift import StaticDrift
 from ..disruption.types import EMPTY, EXPIRED, UNDERUTILIZED, Command
 from ..disruption.underutilized import MultiNodeConsolidation, SingleNodeConsolidation
 from . import runtime
@@ -65,11 +67,17 @@ VALIDATION_DELAY = 15.0
 SEQUENCE_PREFIX = "seq-"   # Entry.command of commands one sweep planned in sequence: "seq-<batch>-<order>"
 BLOCKED_STATUS = "disruptionBlocked"
 POD_FINGERPRINT = "podFingerprint"
-SWEEP_METHODS = {"drift": (Expiration(), Drift()),
+# Karpenter's order (controller.go): StaticDrift before Drift; each takes the other's NodePools out (spec.replicas)
+SWEEP_METHODS = {"drift": (Expiration(), StaticDrift(), Drift()),
                  "consolidation": (Emptiness(), MultiNodeConsolidation(), SingleNodeConsolidation(), Repack())}
 SKIPPED_MESSAGE = {"consolidation": "cluster unchanged since a sweep that found nothing: skipped",
                    "drift": "drift and expiration inputs unchanged since a sweep that found nothing: skipped"}
-METHOD_BY_REASON = {m.reason: m for ms in SWEEP_METHODS.values() for m in reversed(ms)}   # first of each reason
+# the method that re-validates an in-flight entry, by its reason: the first of each reason, static NodePools'
+# methods (StaticDrift) aside: an entry of a static NodePool is theirs (``DisruptionSweep.method_for``)
+METHOD_BY_REASON = {m.reason: m for ms in SWEEP_METHODS.values() for m in reversed(ms)
+                    if not getattr(m, "static_only", False)}
+STATIC_METHOD_BY_REASON = {m.reason: m for ms in SWEEP_METHODS.values() for m in reversed(ms)
+                           if getattr(m, "static_only", False)}
 
 
 @dataclass
@@ -120,11 +128,20 @@ class DisruptionSweep(Controller):
         self.terminator = Terminator(store, kube, cloud, claims, self.clock, self._decision)
         self.launcher = Launcher(store, claims, cloud, self.clock, self._decision)
         self.method_by_reason = METHOD_BY_REASON
+        self.static_method_by_reason = STATIC_METHOD_BY_REASON
         self.executor = Executor(self)
         # Karpenter's SpotToSpotConsolidation feature gate (runtime.Config.spot_to_spot_consolidation)
         self.spot_to_spot = True
         # skip while nothing changed since a quiet sweep: consolidation (sweep_shortcuts), drift (quiet_drift)
         self.shortcuts: QuietSweeps | QuietDrift | None = shortcuts
+
+    def method_for(self, entry: Entry, snap):
+        """The method an in-flight entry is re-validated with: a static NodePool's drift is StaticDrift's (Karpenter
+        registers both under the reason Drifted), any other its reason's."""
+        np = snap.nodepools.get(entry.nodepool)
+        if np is not None and is_static(np) and entry.reason in self.static_method_by_reason:
+            return self.static_method_by_reason[entry.reason]
+        return self.method_by_reason[entry.reason]
 
     @classmethod
     def from_environment(cls, env, kind: str, logger=None) -> "DisruptionSweep":
@@ -446,4 +463,5 @@ class DisruptionSweep(Controller):
                        nodeclaim=nc.name, cause=b["cause"], reason=b["reason"])
 
 
-__all__ = ["DisruptionReport", "DisruptionSweep", "METHOD_BY_REASON", "REPLACES_ANNOTATION", "SWEEP_METHODS"]
+__all__ = ["DisruptionReport", "DisruptionSweep", "METHOD_BY_REASON", "REPLACES_ANNOTATION", "STATIC_METHOD_BY_REASON",
+           "SWEEP_METHODS"]

@@ -77,8 +77,8 @@ class Executor:
     def _execute(self, group: list[Entry], snap, live: dict, report, seq: dict | None = None,
                  caches: SnapshotCaches | None = None) -> bool:
         lead = group[0]
-        method = self.s.method_by_reason[lead.reason]
         view = seq["snap"] if seq else snap
+        method = self.s.method_for(lead, view)   # a static NodePool's drift: StaticDrift
         mine = {e.nodeclaim for e in group}
         # later commands of the same sequence were still there when this one was planned: not excluded
         later = {n for n in (seq or {}).get("members", ()) if n not in mine and n in live and live[n].state == PROPOSED}
@@ -172,6 +172,13 @@ class Executor:
                          nodeclaims=[e.nodeclaim for e in group], replacements=names)
         return True
 
+    def static_drift(self, lead: Entry, snap) -> bool:
+        """Is this a static NodePool's drift (:mod:`karpenter_lambda.disruption.static_drift`)?  Its replacement is
+        the NodePool's template, launched within ``limits.nodes`` with the old node still counted (Karpenter's
+        ``ReserveNodeCount``), the old node drained once it is Initialized with no pod question, and a replacement
+        that fails is not kept (nothing ever consolidates a static NodePool)."""
+        return bool(getattr(self.s.method_for(lead, snap), "static_only", False))
+
     def _launch(self, lead: Entry, members: list[str], i: int, plan, snap) -> tuple[str, str, bool]:
         """(the replacement's name, why it did not launch or "", whether a NodePool limit refused it)."""
         nodepool = snap.nodepools.get(plan.nodepool)
@@ -185,7 +192,8 @@ class Executor:
         digest = hashlib.sha256(f"replace:{key}:{lead.proposed_at}:{i}".encode()).hexdigest()[:10]
         name = f"{nodepool.name}-{digest}"
         out = self.s.launcher.launch(plan, nodepool, nodeclass, resolved, [], name=name,
-                                     annotations={REPLACES_ANNOTATION: encode_replaces(members)}, replacing=members)
+                                     annotations={REPLACES_ANNOTATION: encode_replaces(members)},
+                                     replacing=None if self.static_drift(lead, snap) else members)
         if out.launched is not None or out.duplicate:
             return name, "", False
         return name, out.limit or out.failed or "launch refused", bool(out.limit)
@@ -203,8 +211,9 @@ class Executor:
         if waited >= REPLACEMENT_TIMEOUT:
             late = [r for r, x in zip(reps, found) if not x.is_true("Initialized")]
             # Karpenter's rule: the command is abandoned, the replacements stay (consolidation decides about them)
+            kept = "replacements deleted (static NodePool)" if self.static_drift(group[0], snap) else "replacements kept"
             self._fail(group, snap, [], f"replacement {', '.join(late)} not initialized within "
-                                        f"{int(REPLACEMENT_TIMEOUT // 60)}m ({int(waited)}s); replacements kept", report)
+                                        f"{int(REPLACEMENT_TIMEOUT // 60)}m ({int(waited)}s); {kept}", report)
             return False
         return True
 
@@ -225,7 +234,8 @@ class Executor:
                 self._start_deletion(group, snap, report)
                 return True
             cands.append(make_candidate(snap, nc, snap.node_of_nodeclaim(e.nodeclaim), np))
-        if not any(c.reschedulable for c in cands):
+        if not any(c.reschedulable for c in cands) or self.static_drift(lead, snap):
+            # a static drift asks no pod question (Karpenter's StaticDrift): its replacement is the template's
             self._start_deletion(group, snap, report)
             return True
         forceful = lead.reason == EXPIRED
@@ -322,6 +332,8 @@ class Executor:
             self._start_deletion(group, snap, report)
             return
         self._untaint(group, snap)
+        if self.static_drift(group[0], snap):   # no consolidation removes a static NodeClaim: no replacement is kept
+            launched = list(dict.fromkeys(list(launched) + [r for e in group for r in e.replacements]))
         for name in launched:   # a partial set of replacements is not kept
             nc = self.s.store.get("NodeClaim", name)
             if nc is not None:

@@ -4,6 +4,9 @@ here they are carried out:
 
 * **scale up**: each missing NodeClaim is launched through the :class:`~.launcher.Launcher` (launch claims with
   ``limits.nodes``, the record, CreateFleet) with no pods, sized by the NodePool alone;
+* a NodeClaim being replaced by a static drift (:mod:`karpenter_lambda.disruption.static_drift`: its replacement, of
+  the same NodePool, names it in ``karpenter-lambda.io/replaces``) still counts for the scale up and not for the
+  scale down, so neither another NodeClaim is launched for it nor its replacement taken for an excess;
 * **scale down**: the NodeClaims chosen are deleted as Karpenter does (graceful: the drain evicts and honours
   PodDisruptionBudgets and ``terminationGracePeriod``), each one a ``disrupted`` entry of the lifecycle report with
   reason ``Overprovisioned`` and a ``DisruptionTerminating`` Event on its Node.
@@ -21,7 +24,7 @@ from ..api import events as ev
 from ..api import labels as wk
 from ..api.objects import NodeClaim, NodePool
 from ..api.times import format_time
-from ..disruption.static import OVERPROVISIONED, count_active, plan_static, replicas_of, static_nodeclaim_plan
+from ..disruption.static import OVERPROVISIONED, plan_static, replicas_of, static_counts, static_nodeclaim_plan
 from . import runtime
 from .launcher import Launcher, nodeclaim_name
 from .snapshot import SnapshotLoader
@@ -42,14 +45,18 @@ class StaticCapacity:
 
     @staticmethod
     def off_count(nodepools: dict[str, NodePool], nodeclaims: dict[str, NodeClaim]) -> list[str]:
-        """Static NodePools whose NodeClaims not being deleted are not ``replicas`` (cheap: no snapshot)."""
+        """Static NodePools to bring to their count (cheap: no snapshot): fewer NodeClaims not being deleted than
+        ``replicas``, or more of them not being replaced either (a NodeClaim a static drift's replacement replaces
+        is pending disruption: it and its replacement are not an excess, as Karpenter's static deprovisioning counts
+        only its running NodeClaims)."""
         out = []
         for np in nodepools.values():
             want = replicas_of(np)
             if want is None or np.metadata.get("deletionTimestamp"):
                 continue
             mine = [nc for nc in nodeclaims.values() if nc.labels.get(wk.NODEPOOL) == np.name]
-            if count_active(mine) != want:
+            active, running = static_counts(mine)
+            if active < want or running > want:
                 out.append(np.name)
         return out
 

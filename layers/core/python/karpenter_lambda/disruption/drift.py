@@ -21,7 +21,8 @@ Karpenter's checks, in its order (pkg/controllers/nodeclaim/disruption/drift.go,
 9. ``InstanceTypeNotFound``: its instance type left the catalog, or has no offering in its zone and capacity type.
 
 The cloud-side checks (3-8) run only when the EC2NodeClass resolved in this snapshot (an unresolved one says
-nothing about drift).  :class:`Drift` is the method: eventual class, replacement first, empty nodes first, then the
+nothing about drift).  :class:`Drift` is the method for dynamic NodePools (a static NodePool's drifted NodeClaims are
+:class:`~.static_drift.StaticDrift`'s, as Karpenter's ``Drift.ShouldDisrupt`` leaves them out): eventual class, replacement first, empty nodes first, then the
 non-empty nodes earliest drift first, as many as the NodePool's budget allows (in-flight ones count against it: as
 Karpenter, whose drift command per pass is followed at once by the next, the budget sets the pace); a node whose pods
 cannot all be rescheduled is skipped for the next one.  A node's pods are never counted on room that is already spoken for (:mod:`.replace`): not on an
@@ -40,6 +41,7 @@ from ..catalog.reservations import REASON_RESERVATION_DRIFT, reservation_drift
 from ..scheduling.requirements import Requirements
 from .candidates import condition_time, graceful_blockers
 from .replace import leaving_of, removal_plan
+from .static import is_static
 from .types import BLOCK_PODS_WOULD_NOT_FIT, DRIFTED, GRACEFUL, Blocked, Candidate, Command, MethodBase
 
 NODEPOOL_DRIFTED = "NodePoolDrifted"
@@ -215,18 +217,25 @@ def drift_reason(nc, snap: ClusterSnapshot) -> tuple[str, str] | None:
             or _instance_type_drift(nc, snap, nodepool))
 
 
+def mark_drifted(c: Candidate, snap: ClusterSnapshot) -> bool:
+    """Has ``c`` drifted?  When it has, its kind and since when (the ``Drifted`` condition's time) go on it."""
+    found = drift_reason(c.nodeclaim, snap)
+    if found is None:
+        return False
+    c.drift_reason = found[0]
+    c.drifted_since = condition_time(c.nodeclaim, "Drifted") or snap.now
+    return True
+
+
 class Drift(MethodBase):
     reason = DRIFTED
     kind = GRACEFUL
     eventual = True   # Karpenter's EventualDisruptionClass: a terminationGracePeriod lets it past pod blockers
 
     def should_disrupt(self, c: Candidate, snap: ClusterSnapshot) -> bool:
-        found = drift_reason(c.nodeclaim, snap)
-        if found is None:
-            return False
-        c.drift_reason = found[0]
-        c.drifted_since = condition_time(c.nodeclaim, "Drifted") or snap.now
-        return True
+        # a static NodePool's (spec.replicas) drifted NodeClaims are StaticDrift's (Karpenter's Drift.ShouldDisrupt:
+        # ``!c.OwnedByStaticNodePool()``): no NodePool is sized for their pods, their replacement is the template's
+        return not is_static(c.nodepool) and mark_drifted(c, snap)
 
     def compute_commands(self, ctx, candidates: list[Candidate], snap: ClusterSnapshot):
         commands: list[Command] = []

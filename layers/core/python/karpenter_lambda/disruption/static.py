@@ -2,11 +2,17 @@
 NodePools", ``pkg/controllers/static/provisioning`` and ``.../deprovisioning``).
 
 * A NodePool with ``spec.replicas`` is **static**: the provisioner never plans new NodeClaims in it for pending pods
-  (its nodes still take pods as existing capacity), and consolidation leaves it alone; drift, expiration and node
-  repair still replace its nodes (a NodeClaim being deleted no longer counts, so a new one is launched at once).
+  (its nodes still take pods as existing capacity), and consolidation leaves it alone; drift replaces its nodes
+  first (:mod:`.static_drift`: one NodeClaim from the template per drifted one, launched before the drain); expiration
+  and node repair delete them (a NodeClaim being deleted no longer counts, so a new one is launched at once).
 * **Scale up**: ``replicas`` minus the NodeClaims of the NodePool not being deleted, capped by ``limits.nodes``
-  (counted on every NodeClaim of the NodePool, deleting ones included, as the launch claims count them).
-* **Scale down** (Karpenter's deprovisioning order): NodeClaims not launched yet (no providerID) first, then empty
+  (counted on every NodeClaim of the NodePool, deleting ones included, as the launch claims count them).  A
+  NodeClaim that a live replacement of the same NodePool replaces (``karpenter-lambda.io/replaces``: static drift,
+  :mod:`.static_drift`) still counts here, as Karpenter's static provisioning counts its "pending disruption"
+  NodeClaims: the replacement is not launched twice.
+* **Scale down** when the NodeClaims not being deleted and not being replaced (Karpenter's "running" count, which
+  leaves the pending disruption ones out, so a replacement in flight is not taken for an excess) exceed
+  ``replicas``, among those (Karpenter's deprovisioning order): NodeClaims not launched yet (no providerID) first, then empty
   nodes (no pod but DaemonSet pods, none of them do-not-disrupt), then the others: without a do-not-disrupt pod
   first, then the lower disruption cost (pods weighted by deletion cost and priority, times the lifetime left).
   do-not-disrupt is Karpenter's ``IsDoNotDisruptActive``: ``"true"``, or a duration not yet elapsed since the pod
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..api import labels as wk
 from ..api.kube import is_daemon_pod
 from ..api.objects import NodeClaim, NodePool
 from ..api.quantity import resource_value
@@ -63,6 +70,7 @@ class StaticDecision:
     replicas: int
     active: int                     # NodeClaims not being deleted
     total: int                      # every NodeClaim of the NodePool
+    replacing: int = 0              # of ``active``: replaced by a live replacement (static drift in flight)
     launch: int = 0
     remove: list[str] = field(default_factory=list)   # NodeClaims to delete, in Karpenter's order
     limited: str | None = None      # why fewer are launched than missing
@@ -76,6 +84,27 @@ def count_active(claims: list[NodeClaim]) -> int:
     return sum(1 for nc in claims if not nc.metadata.get("deletionTimestamp"))
 
 
+def pending_disruption(claims: list[NodeClaim]) -> set[str]:
+    """The NodeClaims of ``claims`` (one NodePool's) not being deleted that a live (not deleting) NodeClaim of the
+    same list replaces (``karpenter-lambda.io/replaces``): a static drift's candidates while their replacement is in
+    flight, Karpenter's ``PendingDisruption`` NodeClaims of a static NodePool."""
+    live = {nc.name for nc in claims if not nc.metadata.get("deletionTimestamp")}
+    out: set[str] = set()
+    for nc in claims:
+        if nc.name in live:
+            out.update(n for n in wk.decode_replaces((nc.annotations or {}).get(wk.REPLACES_ANNOTATION))
+                       if n in live and n != nc.name)
+    return out
+
+
+def static_counts(claims: list[NodeClaim]) -> tuple[int, int]:
+    """(active: not being deleted, running: active and not being replaced) of one NodePool's NodeClaims: the
+    scale up compares ``active`` with ``replicas``, the scale down ``running`` (Karpenter's static provisioning and
+    deprovisioning counts)."""
+    active = count_active(claims)
+    return active, active - len(pending_disruption(claims))
+
+
 def plan_static(snap: ClusterSnapshot) -> list[StaticDecision]:
     """What every static NodePool of the snapshot needs now (NodePools already at ``replicas`` are left out)."""
     out = []
@@ -84,7 +113,8 @@ def plan_static(snap: ClusterSnapshot) -> list[StaticDecision]:
         if want is None:
             continue
         claims = snap.nodeclaims_of_nodepool(np.name)
-        d = StaticDecision(np.name, want, count_active(claims), len(claims))
+        active, running = static_counts(claims)
+        d = StaticDecision(np.name, want, active, len(claims), replacing=active - running)
         if d.active < want:
             missing = want - d.active
             limit = node_limit(np)
@@ -92,8 +122,8 @@ def plan_static(snap: ClusterSnapshot) -> list[StaticDecision]:
             d.launch = room
             if room < missing:
                 d.limited = f"limits.nodes {limit} reached ({d.total} NodeClaims, {d.total - d.active} deleting)"
-        elif d.active > want:
-            d.remove = removal_order(snap, np)[: d.active - want]
+        elif running > want:
+            d.remove = removal_order(snap, np)[: running - want]
         if d.changes:
             out.append(d)
     return out
@@ -117,8 +147,11 @@ def _priority(nc: NodeClaim) -> int:
 
 
 def removal_order(snap: ClusterSnapshot, np: NodePool) -> list[str]:
-    """The NodePool's NodeClaims not being deleted, in the order a scale down removes them (module doc)."""
-    live = [nc for nc in snap.nodeclaims_of_nodepool(np.name) if not nc.metadata.get("deletionTimestamp")]
+    """The NodePool's NodeClaims not being deleted and not being replaced (a static drift's candidate goes with its
+    own disruption), in the order a scale down removes them (module doc)."""
+    claims = snap.nodeclaims_of_nodepool(np.name)
+    replaced = pending_disruption(claims)
+    live = [nc for nc in claims if not nc.metadata.get("deletionTimestamp") and nc.name not in replaced]
     keyed = []
     for nc in live:
         if not nc.status.get("providerID"):
@@ -158,5 +191,5 @@ def static_nodeclaim_plan(np: NodePool, instance_types: list, name: str, daemons
                          startup_taints=list(np.startup_taints))
 
 
-__all__ = ["OVERPROVISIONED", "StaticDecision", "count_active", "is_static", "node_limit", "plan_static",
-           "removal_order", "replicas_of", "static_nodeclaim_plan"]
+__all__ = ["OVERPROVISIONED", "StaticDecision", "count_active", "is_static", "node_limit", "pending_disruption",
+           "plan_static", "removal_order", "replicas_of", "static_counts", "static_nodeclaim_plan"]
