@@ -11,7 +11,10 @@ def test_deployment_expands_to_replicas_with_shared_owner():
     owners = {p["metadata"]["ownerReferences"][0]["uid"] for p in w.pods}
     assert len(owners) == 1
     assert len({p["metadata"]["uid"] for p in w.pods}) == 4
-    assert all(p["metadata"]["labels"] == {"app": "x"} for p in w.pods)
+    # the Deployment controller's pod-template-hash: its ReplicaSet's hash (what matchLabelKeys reads)
+    rs = w.pods[0]["metadata"]["ownerReferences"][0]["name"]
+    assert all(p["metadata"]["labels"] == {"app": "x", "pod-template-hash": rs.rsplit("-", 1)[1]} for p in w.pods)
+    assert TEMPLATE["metadata"]["labels"] == {"app": "x"}   # the template itself is not changed
     cond = w.pods[0]["status"]["conditions"][0]
     assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Unschedulable")
 
@@ -71,3 +74,15 @@ def test_a_workload_of_more_pods_than_plan_can_expand_is_refused_with_the_limit(
     assert len(expand(doc).pods) == 10
     doc["spec"]["replicas"] = 11
     assert expand(doc).pods == []
+
+
+def test_replica_names_are_distinct_however_many_replicas():
+    """5 hex digits per replica collide within a few hundred (443 replicas of web gave two pods one name); a suffix
+    already taken is hashed again, and the first replicas keep their names whatever the count."""
+    def names(n):
+        doc = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+               "spec": {"replicas": n, "template": TEMPLATE}}
+        return [p["metadata"]["name"] for p in expand(doc).pods]
+    many = names(2000)
+    assert len(set(many)) == 2000
+    assert names(10) == many[:10]

@@ -91,7 +91,7 @@ def test_steps_follow_what_earlier_steps_apply_and_delete(cli, manifests):
     assert "Deployment default/api does not exist at this step" in err
     assert "simulate cannot delete the DaemonSet default/node-agent given in the files (only a DaemonSet an earlier " \
            "apply step made)" in err
-    assert "simulate applies only NodePool, EC2NodeClass, CronJob, Deployment, Job, Pod, ReplicaSet, StatefulSet in " \
+    assert "simulate applies only NodePool, EC2NodeClass, NodeOverlay, CronJob, Deployment, Job, Pod, ReplicaSet, StatefulSet in " \
            "a step, got 'DaemonSet'" in err
     assert "EC2NodeClass 'defualt' does not exist at this step (EC2NodeClasses: default) (did you mean default?)" in err
     # a Scenario on its own is checked against nothing (as for NodePools)

@@ -152,7 +152,10 @@ def test_the_expansion_returns_the_deployments_replicaset():
     ref = w.pods[0]["metadata"]["ownerReferences"][0]
     assert (rs["apiVersion"], rs["kind"]) == ("apps/v1", "ReplicaSet") == (ref["apiVersion"], ref["kind"])
     assert (rs["metadata"]["name"], rs["metadata"]["uid"], rs["metadata"]["namespace"]) == (ref["name"], ref["uid"], "team")
-    assert rs["spec"]["selector"] == dep["spec"]["selector"] and rs["metadata"]["labels"] == {"app": "web"}
+    # the Deployment's selector and the template's labels, each with the Deployment controller's pod-template-hash
+    h = {"pod-template-hash": rs["metadata"]["name"].rsplit("-", 1)[1]}
+    assert rs["spec"]["selector"] == {"matchLabels": {**dep["spec"]["selector"]["matchLabels"], **h}}
+    assert rs["metadata"]["labels"] == {"app": "web", **h}
     assert rs["spec"]["replicas"] == 2
     assert rs["metadata"]["ownerReferences"][0]["kind"] == "Deployment" and rs["metadata"]["ownerReferences"][0]["name"] == "web"
     sts = workload("db", SMALL, kind="StatefulSet", replicas=1)

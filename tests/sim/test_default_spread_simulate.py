@@ -42,7 +42,9 @@ def test_a_deployment_has_the_replicaset_its_pods_name(kube_api_server):
     pods = store.list("pods", namespace="team")
     assert len(pods) == 2
     assert {p["metadata"]["ownerReferences"][0]["name"] for p in pods} == {rs["metadata"]["name"]}
-    assert rs["spec"]["selector"] == {"matchLabels": {"app": "web"}} and rs["spec"]["replicas"] == 2
+    h = rs["metadata"]["name"].rsplit("-", 1)[1]   # the Deployment controller's pod-template-hash
+    assert rs["spec"]["selector"] == {"matchLabels": {"app": "web", "pod-template-hash": h}} and rs["spec"]["replicas"] == 2
+    assert all(p["metadata"]["labels"]["pod-template-hash"] == h for p in pods)
     assert [(r["kind"], r["name"], r["controller"]) for r in rs["metadata"]["ownerReferences"]] == [("Deployment", "web", True)]
 
     wc.scale("Deployment", "team", "web", 3)

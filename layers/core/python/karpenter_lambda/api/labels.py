@@ -8,6 +8,7 @@ import json
 ARCH = "kubernetes.io/arch"
 OS = "kubernetes.io/os"
 HOSTNAME = "kubernetes.io/hostname"
+POD_TEMPLATE_HASH = "pod-template-hash"   # the Deployment controller's label on its ReplicaSets' pods
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from .errors import ValidationIssue
 from .kube import SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE, scheduling_gates
+from .labels import POD_TEMPLATE_HASH
 
 _NS = uuid.UUID("6f1c1f0e-7d0a-4a8e-9d43-6b9e0b8f1a21")
 
@@ -60,6 +61,22 @@ def _uid(*parts: str) -> str:
 
 def _short_hash(*parts: str, n: int = 10) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:n]
+
+
+def _replica_names(prefix: str, count: int) -> list[str]:
+    """``count`` pod names ``<prefix>-<5 hex>``, each replica's suffix hashed from its index, distinct: a suffix another
+    replica already took is hashed again (as the API server retries a generated name that exists; 5 hex digits
+    collide within a few hundred replicas).  The same names for the first replicas whatever ``count``."""
+    names: list[str] = []
+    seen: set[str] = set()
+    for i in range(count):
+        name, salt = f"{prefix}-{_short_hash(prefix, str(i), n=5)}", 0
+        while name in seen:
+            salt += 1
+            name = f"{prefix}-{_short_hash(prefix, str(i), str(salt), n=5)}"
+        seen.add(name)
+        names.append(name)
+    return names
 
 
 def unschedulable_condition(pod: dict | None = None) -> dict:
@@ -215,8 +232,8 @@ def expand(doc: dict, file: str = "<input>", index: int = 0, out: Workloads | No
             return out   # no Job is created (a suspended CronJob), or each one it creates is suspended: no pod
         job_name = f"{name}-{_short_hash(namespace, name, n=8)}"
         ref = _owner_ref("Job", "batch/v1", namespace, job_name)
-        for i in range(replicas):
-            out.pods.append(_pod_from_template(doc, template, f"{job_name}-{_short_hash(job_name, str(i), n=5)}", ref))
+        for pod_name in _replica_names(job_name, replicas):
+            out.pods.append(_pod_from_template(doc, template, pod_name, ref))
         return out
     template = spec.get("template")
     if not isinstance(template, dict):
@@ -232,8 +249,13 @@ def expand(doc: dict, file: str = "<input>", index: int = 0, out: Workloads | No
         rs_name = f"{name}-{_short_hash(namespace, name, str(template))}"
         ref = _owner_ref("ReplicaSet", "apps/v1", namespace, rs_name)
         out.controllers.append(deployment_replicaset(doc, rs_name, replicas))
-        for i in range(replicas):
-            out.pods.append(_pod_from_template(doc, template, f"{rs_name}-{_short_hash(rs_name, str(i), n=5)}", ref))
+        # the Deployment controller labels its pods (and its ReplicaSet's) pod-template-hash=<the ReplicaSet's hash>:
+        # what a topology spread's matchLabelKeys: [pod-template-hash] reads
+        tmeta = _dict(template.get("metadata"))
+        hashed = {**_dict(tmeta.get("labels")), POD_TEMPLATE_HASH: rs_name.rsplit("-", 1)[1]}
+        labelled = {**template, "metadata": {**tmeta, "labels": hashed}}
+        for pod_name in _replica_names(rs_name, replicas):
+            out.pods.append(_pod_from_template(doc, labelled, pod_name, ref))
     elif kind == "StatefulSet":
         ref = _owner_ref(kind, api_version, namespace, name)
         out.controllers.append(_controller_itself(doc, namespace))
@@ -243,19 +265,26 @@ def expand(doc: dict, file: str = "<input>", index: int = 0, out: Workloads | No
         ref = _owner_ref(kind, api_version, namespace, name)
         if kind == "ReplicaSet":
             out.controllers.append(_controller_itself(doc, namespace))
-        for i in range(replicas):
-            out.pods.append(_pod_from_template(doc, template, f"{name}-{_short_hash(name, str(i), n=5)}", ref))
+        for pod_name in _replica_names(name, replicas):
+            out.pods.append(_pod_from_template(doc, template, pod_name, ref))
     return out
 
 
 def deployment_replicaset(doc: dict, rs_name: str, replicas: int) -> dict:
     """The ReplicaSet a Deployment's pods are owned by (named ``rs_name``), as the Deployment controller creates it:
     ``apps/v1``, the pods' owner uid, labels from the pod template, ``spec.selector`` the Deployment's, the template,
-    ``replicas``, a controller reference to the Deployment."""
+    ``replicas``, a controller reference to the Deployment; its labels, selector and template carry
+    ``pod-template-hash`` (the part of ``rs_name`` after the Deployment's name), as its pods do."""
     meta = doc.get("metadata") or {}
     namespace = meta.get("namespace") or "default"
     spec = doc.get("spec") or {}
-    template = spec.get("template") or {}
+    template = copy.deepcopy(_dict(spec.get("template")))
+    # the Deployment controller adds pod-template-hash to the ReplicaSet's labels, selector and pod template
+    template_hash = {POD_TEMPLATE_HASH: rs_name.rsplit("-", 1)[1]}
+    tmeta = template.setdefault("metadata", {}) if isinstance(template.get("metadata"), dict) or \
+        "metadata" not in template else {}
+    if isinstance(tmeta, dict):
+        tmeta["labels"] = {**_dict(tmeta.get("labels")), **template_hash}
     rs = {
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
@@ -263,13 +292,16 @@ def deployment_replicaset(doc: dict, rs_name: str, replicas: int) -> dict:
             "name": rs_name,
             "namespace": namespace,
             "uid": _uid(namespace, "ReplicaSet", rs_name),
-            "labels": copy.deepcopy((template.get("metadata") or {}).get("labels") or {}),
+            "labels": dict(_dict(tmeta.get("labels")) if isinstance(tmeta, dict) else template_hash),
             "ownerReferences": [_owner_ref("Deployment", doc.get("apiVersion") or "apps/v1", namespace, meta.get("name", ""))],
         },
-        "spec": {"replicas": replicas, "template": copy.deepcopy(template)},
+        "spec": {"replicas": replicas, "template": template},
     }
     if spec.get("selector") is not None:
-        rs["spec"]["selector"] = copy.deepcopy(spec["selector"])
+        selector = copy.deepcopy(spec["selector"])
+        if isinstance(selector, dict):
+            selector["matchLabels"] = {**_dict(selector.get("matchLabels")), **template_hash}
+        rs["spec"]["selector"] = selector
     return rs
 
 
