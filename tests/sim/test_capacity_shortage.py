@@ -149,7 +149,8 @@ def _spot_opening_scenario(tmp_path) -> list[Path]:
 
 
 def test_consolidation_under_a_spot_shortage_does_not_replace_an_on_demand_node_by_on_demand(tmp_path):
-    d = Simulation(_spot_opening_scenario(tmp_path), until=1200, progress=lambda m: None).run().to_dict()
+    # 14 minutes: before the fix the node was replaced at +7m and +11m already (every 4 minutes)
+    d = Simulation(_spot_opening_scenario(tmp_path), until=840, progress=lambda m: None).run().to_dict()
     events = d["events"]
     launched = [e for e in events if e["type"] == "NodeClaimLaunched"]
     first = launched[0]
