@@ -113,8 +113,8 @@ class Placement:
                         return 0
         n = min(n, remaining)
         if not node.fixed and node.pool.has_min_values and not self.relax_min_values:
-            used = [u + v * n for u, v in zip(node.used, c.vec)]
-            if node.pool.min_values_error(new_reqs or node.reqs, used, within=node.charge) is not None:
+            n = self._min_values_cap(node.pool, new_reqs or node.reqs, node.used, c.vec, n, node.charge)
+            if n <= 0:
                 return 0
         if over is not None:
             fr = new_reqs if new_reqs is not None else node.reqs
@@ -216,19 +216,26 @@ class Placement:
             if allow <= 0:
                 why.append(f"NodePool {pool.name}: {self.topology.why}")
                 return 0
-            extra = [Requirement(k, False, (d,)) for k, d in chosen.items() if k != L.HOSTNAME]
-            if extra:
-                reqs = reqs.copy()
-                for r in extra:
-                    reqs.add(r)
-                node.reqs = reqs
-                if limited:
-                    fitting = [t for t in fitting if t.cheapest(reqs) is not None]
-                else:
-                    fitting, union, best_cache = pool.fitting(reqs, c.vec, c.wants_exotic())
-                if not fitting:
-                    why.append(f"NodePool {pool.name}: no instance type offered in {describe(Requirements(extra))}")
+            alternatives = dict(self.topology.valid)
+            base, base_fit = reqs, (fitting, union, best_cache)
+            tried: list[str] = []
+            while True:
+                extra = [Requirement(k, False, (d,)) for k, d in chosen.items() if k != L.HOSTNAME]
+                if not extra:
+                    break
+                got = self._pinned(c, pool, base, extra, base_fit, limited)
+                if not isinstance(got, str):
+                    reqs, (fitting, union, best_cache) = got
+                    node.reqs = reqs
+                    break
+                # the domain the topology chose has no type for the pod (or too few for minValues): another domain
+                # the constraints allow, when one key had several (Karpenter tries only its first choice)
+                tried.append(got)
+                nxt = self._next_domain(c, node, base, chosen, alternatives)
+                if nxt is None:
+                    why.append(f"NodePool {pool.name}: {'; '.join(tried)}")
                     return 0
+                allow, chosen = nxt
         self.counter += 1
         k = max(1, min(remaining, allow, 1 if c.ports else INF))
         # a node limited by topology to a few pods of this class is sized for several, so that other
@@ -259,9 +266,70 @@ class Placement:
         for lk in pool.remaining:
             pool.remaining[lk] -= node.charge[lk] if node.charge else (1 if lk == "nodes" else best.cap.get(lk, 0))
         n = min(fit_count(vec, best.avail, node.used), k)
+        if pool.has_min_values and not self.relax_min_values and n > 1:
+            n = max(1, self._min_values_cap(pool, node.reqs, node.used, vec, n, node.charge))
         self.place(c, node, n)
         self.add_planned(node)
         return n
+
+    def _pinned(self, c: PodClass, pool: NodeClaimTemplate, reqs: Requirements, extra: list, fit: tuple,
+                limited: bool):
+        """A new NodeClaim's requirements with the domains the topology chose (``extra``) and its fitting types
+        (``(reqs, (fitting, union, best_cache))``), or why none is left (a str)."""
+        reqs = reqs.copy()
+        for r in extra:
+            reqs.add(r)
+        if limited:
+            fitting, union, best_cache = [t for t in fit[0] if t.cheapest(reqs) is not None], fit[1], fit[2]
+        else:
+            fitting, union, best_cache = pool.fitting(reqs, c.vec, c.wants_exotic())
+        if not fitting:
+            return f"no instance type offered in {describe(Requirements(extra))}"
+        if pool.has_min_values and not self.relax_min_values:
+            # the domain narrows the types: minValues again, in it (Karpenter checks minValues on the NodeClaim's
+            # requirements after the topology's are added)
+            err = pool.min_values_error(reqs, c.vec, within=pool.remaining if limited else None)
+            if err:
+                return f"{err} in {describe(Requirements(extra))}"
+        return reqs, (fitting, union, best_cache)
+
+    def _next_domain(self, c: PodClass, node: SimNode, base: Requirements, chosen: dict, alternatives: dict):
+        """The topology's (allowance, choice) for a new node pinned to the next untried valid domain of the one key
+        that had several (``alternatives``, consumed), or None when there is none."""
+        keys = [k for k in chosen if k != L.HOSTNAME]
+        if len(keys) != 1 or len(alternatives.get(keys[0], ())) < 2:
+            return None
+        key = keys[0]
+        rest = alternatives[key]
+        rest.remove(chosen[key])
+        while rest:
+            pinned = base.copy()
+            pinned.add(Requirement(key, False, (rest[0],)))
+            node.reqs = pinned
+            allow, got = self.topology.check(c, node, True)
+            node.reqs = base
+            if allow > 0 and got.get(key) == rest[0]:
+                return allow, got
+            rest.pop(0)
+        return None
+
+    def _min_values_cap(self, pool: NodeClaimTemplate, reqs: Requirements, used, vec, n: int, within) -> int:
+        """The most pods of request ``vec`` (at most ``n``) that a NodeClaim of ``pool`` with ``reqs`` and ``used``
+        takes while the types that would still hold them meet every minValues requirement (Karpenter's Strict policy
+        refuses a pod that would leave too few); 0 when not even one.  More pods leave fewer types, so the largest
+        such count is found by bisection."""
+        def ok(m: int) -> bool:
+            return pool.min_values_error(reqs, [u + v * m for u, v in zip(used, vec)], within=within) is None
+        if ok(n):
+            return n
+        lo, hi = 0, n   # ok(lo) (0 pods more: the node as it is) and not ok(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if ok(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def _blocking(self, c: PodClass, types) -> str:
         parts = []

@@ -31,9 +31,10 @@ class SpreadShares:
 
     def _spread_key(self, c: PodClass):
         """(key, [spread constraints on it]) when ``c`` can be placed by domain shares: an active spread constraint
-        on a key other than the hostname that selects the class itself, no pod (anti-)affinity on that key, no host
-        ports, and no NodePool limits (a limit could leave one domain short after the others took their share).
-        Else None."""
+        on a key other than the hostname that selects the class itself, no pod anti-affinity on that key and no
+        required pod affinity at all (with self-affinity on the hostname, the pods of a domain's share go to one node
+        and the next domain gets none: a share placed before another falls short breaks the skew), no host ports,
+        and no NodePool limits (a limit could leave one domain short after the others took their share).  Else None."""
         if c.ports or not self.no_limits or c.hostname_blocks():
             return None
         key = None
@@ -45,6 +46,8 @@ class SpreadShares:
             return None
         cons = []
         for con in c.active_constraints():
+            if con.kind == T.AFFINITY:
+                return None   # pod affinity (on any key) ties the pods' domains together: a share can fall short
             if con.key != key:
                 continue
             if con.kind != T.SPREAD:
@@ -56,7 +59,7 @@ class SpreadShares:
 
     def _domain_hosts(self, c: PodClass, key: str, d: str) -> bool:
         """Whether one pod of ``c`` could be placed in domain ``d`` of ``key``: an existing node there with room, or a
-        NodePool with a fitting instance type offered there."""
+        NodePool with a fitting instance type offered there (enough of them for its minValues)."""
         for n in self.existing_nodes:
             if n.labels.get(key) == d and fit_count(c.vec, n.cap, n.used) > 0 and can_add(n, c):
                 return True
@@ -69,8 +72,11 @@ class SpreadShares:
                 continue
             reqs = reqs.copy()
             reqs.add(pin)
-            if pool.fitting(reqs, c.vec, c.wants_exotic())[0]:
-                return True
+            if not pool.fitting(reqs, c.vec, c.wants_exotic())[0]:
+                continue
+            if pool.has_min_values and not self.relax_min_values and pool.min_values_error(reqs, c.vec) is not None:
+                continue   # no NodeClaim of this NodePool can be made there (Strict minValues)
+            return True
         return False
 
     def _shares_of(self, c: PodClass, sk: tuple | None = None):

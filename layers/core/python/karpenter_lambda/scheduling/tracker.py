@@ -35,6 +35,7 @@ class TopologyTracker:
         self.groups: dict = {}
         self.group_list: list = []
         self._refused = None   # (class, key, constraints, the node's domains) of the last refusing check
+        self.valid: dict[str, list] = {}   # of the last check of a new node: key -> its valid domains, chosen first
         self._elig: dict = {}
         self._own: dict = {}    # id(class) -> ids of the filtered groups the class owns (its pods always pass)
         self._fpass: dict = {}  # (id(group), existing node id) -> does the node pass the group's node filter
@@ -257,6 +258,7 @@ class TopologyTracker:
         """
         allow = INF
         chosen: dict[str, str] = {}
+        self.valid = {}   # key -> the valid domains, the chosen one first (a new node may try the others)
         per_key: dict[str, list] = {}
         for con in c.active_constraints():
             per_key.setdefault(con.key, []).append(con)
@@ -305,17 +307,18 @@ class TopologyTracker:
                 return 0, chosen
             # choose: lowest count for the first spread constraint, else the first valid domain
             spread = [con for con in cons if con.kind == T.SPREAD]
-            if spread:
-                g0 = groups[spread[0].group_key]
-                d = min(valid, key=lambda v: (g0.counts.get(v, 0), v))
+            aff = [con for con in cons if con.kind == T.AFFINITY] if not spread else ()
+            if spread or aff:
+                g0 = groups[(spread or aff)[0].group_key]
+                sign = 1 if spread else -1
+                order = sorted(valid, key=lambda v: (sign * g0.counts.get(v, 0), v))
+                d = order[0] if spread else max(valid, key=lambda v: (g0.counts.get(v, 0), v))
             else:
-                aff = [con for con in cons if con.kind == T.AFFINITY]
-                if aff:
-                    g0 = groups[aff[0].group_key]
-                    d = max(valid, key=lambda v: (g0.counts.get(v, 0), v))
-                else:
-                    d = valid[0]
+                order = valid
+                d = valid[0]
             chosen[key] = d
+            if new and len(valid) > 1:
+                self.valid[key] = [d] + [v for v in order if v != d]
             for con in cons:
                 g = groups[con.group_key]
                 if g not in c.member:
