@@ -256,3 +256,30 @@ spec:
     assert chosen(plan(tmp_path, capsys, *docs)) == []
     [nc] = plan(tmp_path, capsys, *docs, price)["nodeClaims"]
     assert (nc["instanceType"], nc["pricePerHour"], nc["priceOverlay"]) == ("r9g.large", 0.1, "r9g-preview-price")
+
+
+def test_a_pod_that_only_held_types_match_is_told_why_they_are_left_out(tmp_path, capsys):
+    # the NodePool asks for nano and micro types only: under Windows every one of them is held (memory below zero)
+    out = plan(tmp_path, capsys, NODECLASS.format(family="Windows2022", alias="windows2022"),
+               nodepool("{key: karpenter.k8s.aws/instance-size, operator: In, values: [nano, micro]}",
+                        "{key: karpenter.k8s.aws/instance-category, operator: In, values: [t]}", taint=True),
+               pod("{cpu: 100m}", "\n  nodeSelector: {kubernetes.io/os: windows}\n  tolerations: [{key: os, operator: Exists}]"))
+    assert out["nodeClaims"] == []
+    (u,) = out["unschedulable"]
+    assert "no instance type in NodePool pool matches" in u["reason"]
+    assert "t3.nano" in u["reason"] and "left out: allocatable memory below zero" in u["reason"], u["reason"]
+
+
+def test_overlays_keep_the_held_types_they_leave_out():
+    ov = overlay("r9g", [(L.INSTANCE_TYPE, "In", ["r9g.large"])], price="0.1")
+    its = build()                                        # r9g.large held: no price
+    assert [it.name for it in its.held] == ["r9g.large"]
+    out = apply_overlays_by_nodepool({"a": its}, {}, [ov]).instance_types["a"]
+    assert "r9g.large" in names(out) and out.held == ()
+    win = build(WINDOWS)                                 # t3a.nano held: memory below zero, which a price cannot fix
+    out = apply_overlays_by_nodepool({"a": win}, {}, [ov]).instance_types["a"]
+    assert [it.name for it in out.held] == ["t3a.nano"] and "t3a.nano" not in names(out)
+    assert out.skipped == win.skipped
+    # no overlay at all: the list and its held types as built
+    same = apply_overlays_by_nodepool({"a": win}, {}, []).instance_types["a"]
+    assert names(same) == names(win) and [it.name for it in same.held] == ["t3a.nano"]

@@ -38,7 +38,7 @@ from ..api.objects import NodeOverlay, NodePool
 from ..api.overlay import adjusted_price
 from ..api.quantity import QuantityError, resource_value
 from .pricing import SOURCE_NODE_OVERLAY
-from .types import InstanceType, Offering
+from .types import InstanceType, InstanceTypes, Offering
 
 __all__ = ["OverlaidOffering", "OverlaidInstanceType", "OverlayResult", "apply_overlays", "apply_overlays_by_nodepool",
            "order_overlays", "overlay_prices", "offering_overlay", "price_overlay_applied", "capacity_overlay_applied",
@@ -267,7 +267,7 @@ def apply_overlays_by_nodepool(instance_types: Mapping[str, Sequence[InstanceTyp
     offering and no allocatable below zero (:meth:`~.types.InstanceType.unfit_reason`)."""
     ordered = order_overlays(overlays)
     if not ordered:
-        return OverlayResult(instance_types={name: list(its) for name, its in instance_types.items()})
+        return OverlayResult(instance_types={name: _kept(its) for name, its in instance_types.items()})
     refused: dict[str, str] = {}   # price-giving overlays found in conflict: no fallback price from them
     while True:
         full, used = _with_held(instance_types, overlay_prices(ov for ov in ordered if ov.name not in refused))
@@ -279,8 +279,13 @@ def apply_overlays_by_nodepool(instance_types: Mapping[str, Sequence[InstanceTyp
     for name, why in refused.items():   # in conflict whatever the later pass saw (Karpenter's status)
         result.conflicts.setdefault(name, why)
         result.applied.pop(name, None)
-    result.instance_types = {name: _usable(result.instance_types[name], len(its)) for name, its in instance_types.items()}
+    result.instance_types = {name: _usable(result.instance_types[name], its) for name, its in instance_types.items()}
     return result
+
+
+def _kept(its: Sequence[InstanceType]) -> InstanceTypes:
+    """A NodePool's types as a list of their own, its catalog's held ones and reasons kept (for explanations)."""
+    return InstanceTypes(its, held=getattr(its, "held", ()), skipped=getattr(its, "skipped", None))
 
 
 def _with_held(instance_types: Mapping[str, Sequence[InstanceType]],
@@ -304,11 +309,15 @@ def _with_held(instance_types: Mapping[str, Sequence[InstanceType]],
     return full, used
 
 
-def _usable(its: list[InstanceType], kept: int) -> list[InstanceType]:
-    """The first ``kept`` types (the catalog's list: usable as built, and an overlay cannot make them unusable) and the
-    held ones the overlays made usable, in name order."""
-    joined = [it for it in its[kept:] if it.offerings and it.unfit_reason() is None]
-    return sorted(its[:kept] + joined, key=lambda it: it.name) if joined else its[:kept]
+def _usable(its: list[InstanceType], base: Sequence[InstanceType]) -> InstanceTypes:
+    """The first ``len(base)`` types (the catalog's list: usable as built, and an overlay cannot make them unusable)
+    and the held ones the overlays made usable, in name order; the others stay held (with the catalog's reasons)."""
+    kept = len(base)
+    joined, held = [], []
+    for it in its[kept:]:
+        (joined if it.offerings and it.unfit_reason() is None else held).append(it)
+    out = sorted(its[:kept] + joined, key=lambda it: it.name) if joined else its[:kept]
+    return InstanceTypes(out, held=held, skipped=getattr(base, "skipped", None))
 
 
 def _judge(instance_types: Mapping[str, Sequence[InstanceType]], nodepools: Mapping[str, NodePool],

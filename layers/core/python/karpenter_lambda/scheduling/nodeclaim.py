@@ -181,6 +181,9 @@ class NodeClaimTemplate:
         self.taints = list(np_.taints)
         self.startup_taints = list(np_.startup_taints)
         self.has_min_values = any(r.min_values for r in reqs)
+        # the catalog's held types (``InstanceTypes.held``: no price, or allocatable below zero), for explanations
+        self.held = tuple(getattr(npi.instance_types, "held", ()))
+        self.held_why = dict(getattr(npi.instance_types, "skipped", None) or {})
         # DaemonSet overhead, per instance type (Karpenter's buildDaemonOverheadGroups / isDaemonPodCompatible): a
         # daemon pod counts on a type when it tolerates the NodePool's taints (PreferNoSchedule aside: Karpenter adds
         # that toleration for it) and one of its required node-affinity terms (each with its nodeSelector) is
@@ -441,6 +444,21 @@ class NodeClaimTemplate:
             hit = (fitting, self.union(reqs), {})
             self.fit_cache[key] = hit
         return hit
+
+    def held_matching(self, reqs: Requirements) -> str:
+        """Why the catalog's held types whose labels ``reqs`` allow are not options, as an explanation suffix
+        (``" (t3.nano matches but is left out: allocatable memory below zero: ...)"``), or "" when none."""
+        hits = []
+        for it in self.held:
+            if all(r.has(it.labels[r.key]) for r in reqs if r.key in it.labels):
+                why = self.held_why.get(it.name) or it.unfit_reason() or "no price is known for its offerings"
+                hits.append((it.name, why))
+        if not hits:
+            return ""
+        names = ", ".join(n for n, _ in hits[:5]) + (f" and {len(hits) - 5} more" if len(hits) > 5 else "")
+        whys = sorted({w for _, w in hits})
+        verb = "matches but is" if len(hits) == 1 else "match but are"
+        return f" ({names} {verb} left out: {whys[0]}{'; ...' if len(whys) > 1 else ''})"
 
     def min_values_error(self, reqs: Requirements, used, within: dict | None = None) -> str | None:
         """Why the types compatible with ``reqs`` that hold ``used`` (a vector) no longer meet a minValues

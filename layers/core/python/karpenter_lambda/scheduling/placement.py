@@ -186,7 +186,8 @@ class Placement:
         if not fitting:
             types = pool.compat_types(reqs)
             if not types:
-                why.append(f"no instance type in NodePool {pool.name} matches {describe(c.reqs) or 'its requirements'}")
+                why.append(f"no instance type in NodePool {pool.name} matches {describe(c.reqs) or 'its requirements'}"
+                           + pool.held_matching(reqs))
             else:
                 why.append(f"no instance type in NodePool {pool.name} has {self._blocking(c, types)}"
                            + (f" with {describe(c.reqs)}" if len(c.reqs) else ""))

@@ -45,10 +45,11 @@ def _daemonsets_fingerprint(daemonsets: list) -> str:
 
 def key_for(npi: NodePoolInput, rindex: list, daemonsets: list) -> tuple:
     """What a template is a function of: NodePool name and spec, ``rindex``, DaemonSet pod templates, instance
-    types (by identity)."""
+    types and the catalog's held ones (by identity)."""
     np_ = npi.nodepool
     return (np_.name, json.dumps(np_.spec, sort_keys=True, default=str), tuple(rindex),
-            _daemonsets_fingerprint(daemonsets), tuple(map(id, npi.instance_types or ())))
+            _daemonsets_fingerprint(daemonsets), tuple(map(id, npi.instance_types or ())),
+            tuple(map(id, getattr(npi.instance_types, "held", ()))))
 
 
 def get(key: tuple) -> "NodeClaimTemplate | None":
@@ -63,7 +64,7 @@ def put(key: tuple, npi: NodePoolInput, template: "NodeClaimTemplate") -> None:
     if len(_TEMPLATES) >= MAX_ENTRIES:
         _TEMPLATES.clear()
     # the tuple keeps the instance types alive: the ids in ``key`` stay theirs while the entry exists
-    _TEMPLATES[key] = (tuple(npi.instance_types or ()), template)
+    _TEMPLATES[key] = (tuple(npi.instance_types or ()) + tuple(getattr(npi.instance_types, "held", ())), template)
 
 
 def clear() -> None:
