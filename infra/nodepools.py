@@ -83,6 +83,42 @@ def state_item(cluster: str, obj) -> tuple[dict, dict]:
     return key, fields
 
 
+def upsert_parameters(cluster: str, table_name: str, obj) -> dict:
+    """The DynamoDB ``UpdateItem`` parameters that write ``obj`` on create and update (fields set, ``version`` bumped;
+    a NodePool's static/dynamic mode kept, :func:`mode_condition`)."""
+    key, fields = state_item(cluster, obj)
+    names = {f"#a{i}": k for i, k in enumerate(fields)}
+    values = {f":a{i}": v for i, v in enumerate(fields.values())}
+    sets = ", ".join(f"#a{i} = :a{i}" for i in range(len(fields)))
+    names["#v"] = "version"
+    values[":one"] = {"N": "1"}
+    parameters = {
+        "TableName": table_name,
+        "Key": key,
+        "UpdateExpression": f"SET {sets} ADD #v :one",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+    if obj.kind == "NodePool":
+        parameters["ConditionExpression"] = mode_condition(obj, names, values)
+    return parameters
+
+
+def mode_condition(obj, names: dict, values: dict) -> str:
+    """The ``ConditionExpression`` that keeps a deployed NodePool static or dynamic as it was stored (Karpenter's CRD
+    rule: ``spec.replicas`` cannot be added to or removed from a NodePool; ``api/updates.py`` checks it in ``apply``).
+    The stored ``spec`` is JSON, written by this construct (``"replicas":3``) or by the store (``"replicas": 3``):
+    either holds the substring ``"replicas":`` exactly when the NodePool is static (a template label with the key
+    ``replicas`` would read as static too).  A refused update fails the deploy with DynamoDB's
+    ``ConditionalCheckFailedException`` on the NodePool's custom resource, and CloudFormation rolls back
+    (docs/deploy.md: delete the NodePool in one deploy, add it back in the next)."""
+    spec = next(k for k, v in names.items() if v == "spec")   # the placeholder the update sets it by
+    values[":replicas"] = {"S": '"replicas":'}
+    static = obj.spec.get("replicas") is not None
+    test = f"contains({spec}, :replicas)" if static else f"NOT contains({spec}, :replicas)"
+    return f"attribute_not_exists({spec}) OR {test}"
+
+
 def _construct_id(kind: str, name: str) -> str:
     return f"{kind}-{re.sub(r'[^A-Za-z0-9-]', '-', name)}"
 
@@ -106,23 +142,13 @@ class NodePoolManifests(Construct):
         self.log_group = logs.LogGroup(self, "ProviderLogs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
         self.resources: list[cr.AwsCustomResource] = []
         for obj in self.objects:
-            key, fields = state_item(cluster, obj)
-            names = {f"#a{i}": k for i, k in enumerate(fields)}
-            values = {f":a{i}": v for i, v in enumerate(fields.values())}
-            sets = ", ".join(f"#a{i} = :a{i}" for i in range(len(fields)))
-            names["#v"] = "version"
-            values[":one"] = {"N": "1"}
+            parameters = upsert_parameters(cluster, table.table_name, obj)
+            key = parameters["Key"]
             physical = cr.PhysicalResourceId.of(f"{key['pk']['S']}/{obj.name}")
             upsert = cr.AwsSdkCall(
                 service="DynamoDB",
                 action="updateItem",
-                parameters={
-                    "TableName": table.table_name,
-                    "Key": key,
-                    "UpdateExpression": f"SET {sets} ADD #v :one",
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": values,
-                },
+                parameters=parameters,
                 physical_resource_id=physical,
             )
             delete = cr.AwsSdkCall(

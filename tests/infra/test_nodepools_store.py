@@ -58,3 +58,62 @@ def test_deploy_writes_objects_the_store_reads(synth, nodepools_dir):
         for call in _calls(synth, "Delete"):
             _invoke(client, call)
         assert store.list("NodePool") == [] and store.list("EC2NodeClass") == []
+
+
+NODEPOOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: batch}}
+spec:{replicas}
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements: [{{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]
+"""
+
+
+def _nodepool(tmp_path, replicas: int | None):
+    from karpenter_lambda.api.manifests import load_text
+    text = NODEPOOL.format(replicas=f"\n  replicas: {replicas}" if replicas is not None else "")
+    (obj,) = load_text(text, "batch.yaml").objects
+    return obj
+
+
+def test_a_deploy_cannot_turn_a_nodepool_static_or_dynamic(tmp_path):
+    """Karpenter's CRD refuses adding or removing spec.replicas on update; the GitOps writer's condition does too,
+    against what the deploy wrote and what `karpenter-lambda apply` (the store) wrote."""
+    from botocore.exceptions import ClientError
+    from infra.nodepools import upsert_parameters
+
+    dynamic, static, static5 = _nodepool(tmp_path, None), _nodepool(tmp_path, 3), _nodepool(tmp_path, 5)
+    with mock_aws():
+        store = Store(CLUSTER, table_name="state", region="us-east-1")
+        store.ensure_table()
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.update_item(**upsert_parameters(CLUSTER, "state", dynamic))          # created dynamic
+        client.update_item(**upsert_parameters(CLUSTER, "state", dynamic))          # redeployed as it is
+        try:
+            client.update_item(**upsert_parameters(CLUSTER, "state", static))
+            raise AssertionError("a dynamic NodePool was turned static")
+        except ClientError as e:
+            assert e.response["Error"]["Code"] == "ConditionalCheckFailedException"
+        assert store.get("NodePool", "batch").spec.get("replicas") is None
+        # deleted and created again static; then its replicas change (allowed), and removing them is refused
+        client.delete_item(TableName="state", Key=upsert_parameters(CLUSTER, "state", dynamic)["Key"])
+        client.update_item(**upsert_parameters(CLUSTER, "state", static))
+        client.update_item(**upsert_parameters(CLUSTER, "state", static5))
+        assert store.get("NodePool", "batch").spec["replicas"] == 5
+        try:
+            client.update_item(**upsert_parameters(CLUSTER, "state", dynamic))
+            raise AssertionError("a static NodePool was turned dynamic")
+        except ClientError as e:
+            assert e.response["Error"]["Code"] == "ConditionalCheckFailedException"
+        # a NodePool stored by `apply` (the store's JSON, "replicas": 3 with a space) is held the same way
+        store.delete("NodePool", "batch")
+        store.put(static)
+        client.update_item(**upsert_parameters(CLUSTER, "state", static5))
+        try:
+            client.update_item(**upsert_parameters(CLUSTER, "state", dynamic))
+            raise AssertionError("a static NodePool stored by apply was turned dynamic")
+        except ClientError as e:
+            assert e.response["Error"]["Code"] == "ConditionalCheckFailedException"
