@@ -107,11 +107,11 @@ def test_g4dn_xlarge_worked_example_gpu(default_catalog):
     assert it.allocatable["cpu"] == 4000 - (60 + 10 + 10)
 
 
-def test_p4d_gpu_and_no_efa(default_catalog):
+def test_p4d_gpu_and_efa(default_catalog):
     it = default_catalog["p4d.24xlarge"]
     assert it.capacity["nvidia.com/gpu"] == 8
-    # EfaInfo.MaximumEfaInterfaces is 4, but no EFA interface is attached at launch: not advertised (docs/catalog.md)
-    assert "vpc.amazonaws.com/efa" not in it.capacity
+    # EfaInfo.MaximumEfaInterfaces (Karpenter's efas); attached at launch only for a NodeClaim requesting EFA
+    assert it.capacity["vpc.amazonaws.com/efa"] == 4
     # 96 vCPU: 60 + 10 + 10 + 0.25% of (96000 - 4000)m = 60 + 10 + 10 + 230
     assert it.overhead["cpu"] == 310
 

@@ -66,16 +66,19 @@ def _build(moto_ec2_data, **kw):
 # --- EFA ---------------------------------------------------------------------------------------------------------
 
 
-def test_efa_is_not_advertised_so_an_efa_pod_is_unschedulable_with_the_resource_named(default_catalog, moto_ec2_data):
-    """Karpenter gives p5.48xlarge 32 EFA devices and builds 32 EFA interfaces into the launch template; we launch one
-    plain interface, so a node would never have the device: the pod must be reported, not placed and left Pending."""
-    assert not [name for name, it in default_catalog.items() if L.RESOURCE_EFA in it.capacity]
-    assert L.RESOURCE_EFA not in default_catalog["p5.48xlarge"].allocatable
-    res = _solve([_pod("efa", {"cpu": "1", "memory": "1Gi", L.RESOURCE_EFA: "1"})], _build(moto_ec2_data))
-    assert res.nodeclaims == []
-    assert [u.pod for u in res.unschedulable] == ["default/efa"]
-    reason = res.unschedulable[0].reason
-    assert "no instance type" in reason and L.RESOURCE_EFA in reason, reason
+def test_efa_is_advertised_as_karpenter_does_and_an_efa_pod_gets_a_type_with_enough(default_catalog, moto_ec2_data):
+    """Karpenter's ``efas``: capacity vpc.amazonaws.com/efa = EfaInfo.MaximumEfaInterfaces (p5.48xlarge 32, p4d 4);
+    a pod asking for 2 goes to a type with at least 2, one asking for more than any type has is reported."""
+    assert default_catalog["p5.48xlarge"].capacity[L.RESOURCE_EFA] == 32
+    assert default_catalog["p4d.24xlarge"].allocatable[L.RESOURCE_EFA] == 4
+    assert L.RESOURCE_EFA not in default_catalog["m5.large"].capacity        # no EfaInfo: not listed (zero)
+    types = _build(moto_ec2_data)
+    res = _solve([_pod("efa", {"cpu": "1", "memory": "1Gi", L.RESOURCE_EFA: "2"})], types)
+    (plan,) = res.nodeclaims
+    assert all(it.capacity.get(L.RESOURCE_EFA, 0) >= 2 for it in plan.instance_types)
+    assert plan.requests[L.RESOURCE_EFA] == 2
+    res = _solve([_pod("many", {"cpu": "1", "memory": "1Gi", L.RESOURCE_EFA: "64"})], types)
+    assert res.nodeclaims == [] and "vpc.amazonaws.com/efa=64 (at most 32)" in res.unschedulable[0].reason
 
 
 # --- amiFamilyCheck -----------------------------------------------------------------------------------------------

@@ -53,3 +53,32 @@ def test_the_interface_is_in_the_template_name(env):
     r = resolver(env).resolve(nodeclass())
     opts = options_for(r, V6, r.ami_for(M5), {}, [], [], 29, "on-demand")
     assert '"network_interfaces"' in opts.canonical()
+
+
+P4D = InstanceType(name="p4d.24xlarge", labels={"kubernetes.io/arch": "amd64"},
+                   capacity={"pods": 737, "vpc.amazonaws.com/efa": 4})
+
+
+def _data(env, ref) -> dict:
+    versions = env.ec2.describe_launch_template_versions(LaunchTemplateId=ref.id)["LaunchTemplateVersions"]
+    return versions[0]["LaunchTemplateData"]
+
+
+def test_a_nodeclaim_requesting_efa_gets_one_efa_interface_per_network_card(env):
+    """Upstream's EFA branch: n = the type's vpc.amazonaws.com/efa interfaces of InterfaceType efa, NetworkCardIndex
+    0..n-1, DeviceIndex 0 on the first card and 1 on the others, the security groups on each; a type without EFA in
+    the same launch keeps the primary interface; without an EFA request nothing changes (the same template name)."""
+    r = resolver(env).resolve(nodeclass(ipPrefixCount=1))
+    lts = LaunchTemplates(env.ec2, CLUSTER)
+    refs = lts.ensure_for(r, V4, [P4D, M5], {}, [], [], "on-demand", efa=True)
+    nis = _data(env, refs["p4d.24xlarge"])["NetworkInterfaces"]
+    sg = [env.sgs["nodes"]]
+    assert nis == [{"DeviceIndex": 0 if i == 0 else 1, "Groups": sg, "NetworkCardIndex": i, "InterfaceType": "efa",
+                    "Ipv4PrefixCount": 1} for i in range(4)]
+    assert _data(env, refs["m5.large"])["NetworkInterfaces"] == [{"DeviceIndex": 0, "Groups": sg, "Ipv4PrefixCount": 1}]
+    plain = lts.ensure_for(r, V4, [P4D, M5], {}, [], [], "on-demand")
+    assert plain["m5.large"] == refs["m5.large"] and plain["p4d.24xlarge"] != refs["p4d.24xlarge"]
+    assert _data(env, plain["p4d.24xlarge"])["NetworkInterfaces"] == [{"DeviceIndex": 0, "Groups": sg,
+                                                                       "Ipv4PrefixCount": 1}]
+    # a template without EFA hashes as before the field existed (deployed templates keep their names)
+    assert '"efa_count"' not in options_for(r, V4, r.ami_for(M5), {}, [], [], 29, "on-demand").canonical()

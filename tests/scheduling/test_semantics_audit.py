@@ -238,9 +238,6 @@ def test_a_request_no_type_holds_says_the_most_any_type_leaves():
     assert m and 300 <= int(m.group(1)) < 384, why    # the catalog's largest, m5.metal, has 384 GiB
     res = run([pod("w", resources={"example.com/widget": "1"})])
     assert "has example.com/widget=1 (none has any)" in res.unschedulable[0].reason
-    # EFA: no type advertises it (no EFA interface is attached at launch), and the reason says so
-    res = run([pod("efa", resources={"vpc.amazonaws.com/efa": "1"})])
-    assert "vpc.amazonaws.com/efa=1 (none has any: karpenter-lambda does not attach EFA interfaces" in res.unschedulable[0].reason
 
 
 def test_prefer_no_schedule_is_tolerated_only_when_a_nodepool_has_such_a_taint():

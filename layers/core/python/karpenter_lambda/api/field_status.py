@@ -157,8 +157,8 @@ EC2NODECLASS = (
     _a("spec.metadataOptions.httpPutResponseHopLimit", _LT),
     _a("spec.metadataOptions.httpTokens", _LT),
     _a("spec.context", "adapters/aws/fleet.py:FleetLauncher", "CreateFleet Context"),
-    _r("spec.networkInterfaces", "network interfaces and EFA: karpenter-lambda launches one primary interface and no "
-                                 "EFA devices"),
+    _r("spec.networkInterfaces", "network interfaces: karpenter-lambda launches one primary interface, or one EFA "
+                                 "interface per network card for a NodeClaim requesting vpc.amazonaws.com/efa"),
     _r("spec.cpuOptions", "CPU options (nested virtualization) are not set on launch templates nor used to filter "
                           "instance types"),
     _r("spec.connectionTracking", "connection tracking timeouts are not set on launch templates"),

@@ -20,8 +20,9 @@ Follows ``A:pkg/providers/instancetype/types.go`` (aws/karpenter-provider-aws, v
   of capacity; ``100%`` means disabled -> 0).  evictionSoft does not change allocatable.
 
 Resource lists are ``dict[str, int]``: cpu in millicores, bytes for memory and storage, counts
-otherwise.  Extended resources (GPUs, Neuron, pod ENIs) appear only when non-zero; ``vpc.amazonaws.com/efa`` never
-(karpenter-lambda does not attach EFA interfaces at launch, so it does not advertise them).
+otherwise.  Extended resources (GPUs, Neuron, pod ENIs, ``vpc.amazonaws.com/efa`` = ``EfaInfo.MaximumEfaInterfaces``
+as Karpenter's ``efas``) appear only when non-zero.  A node has EFA devices only when its NodeClaim requests EFA (its
+launch template then attaches the interfaces): :func:`~.types.launched_resources` drops the resource otherwise.
 """
 
 from __future__ import annotations
@@ -311,6 +312,12 @@ def volume_limits(info: Mapping, settings: NodeSettings) -> dict[str, int]:
     return {L.EBS_CSI_DRIVER: max(0, limit - devices)}
 
 
+def _efa_count(info: Mapping) -> int:
+    """EFA interfaces the type takes (Karpenter's ``efas`` without EC2NodeClass ``networkInterfaces``)."""
+    efa = ((info.get("NetworkInfo") or {}).get("EfaInfo") or {}).get("MaximumEfaInterfaces")
+    return int(efa or 0)
+
+
 def _gpu_count(info: Mapping, manufacturer: str) -> int:
     gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
     return sum(int(g.get("Count") or 0) for g in gpus if g.get("Manufacturer") == manufacturer)
@@ -331,9 +338,7 @@ def compute_capacity(info: Mapping, settings: NodeSettings) -> dict[str, int]:
         L.RESOURCE_NVIDIA_GPU: _gpu_count(info, "NVIDIA"),
         L.RESOURCE_AMD_GPU: _gpu_count(info, "AMD"),
         L.RESOURCE_HABANA_GAUDI: _gpu_count(info, "Habana"),
-        # vpc.amazonaws.com/efa is deliberately not advertised: Karpenter puts EfaInfo.MaximumEfaInterfaces in capacity
-        # and its launch template attaches that many EFA interfaces; karpenter-lambda launches one plain interface, so a
-        # node would never have the device and a pod requesting it would stay Pending (docs/catalog.md).
+        L.RESOURCE_EFA: _efa_count(info),
     }
     devices = (info.get("NeuronInfo") or {}).get("NeuronDevices") or []
     if devices:

@@ -16,6 +16,23 @@ _RESERVATION_RANK = {("default", False): 0, ("capacity-block", False): 1, ("defa
 HUGEPAGES_PREFIX = "hugepages-"
 
 
+def efa_requested(requests: dict) -> bool:
+    """Does a NodeClaim requesting ``requests`` (resource -> amount, ints or quantity strings) get EFA interfaces
+    (Karpenter's launch template resolver: ``vpc.amazonaws.com/efa`` among the NodeClaim's requests)?"""
+    v = (requests or {}).get(L.RESOURCE_EFA)
+    return v is not None and str(v).strip() not in ("", "0")
+
+
+def launched_resources(resources: dict, requests: dict) -> dict:
+    """A launched node's capacity or allocatable: the instance type's, without ``vpc.amazonaws.com/efa`` when the
+    NodeClaim did not request it (its launch template attached one plain interface, so the node has no EFA device;
+    Karpenter keeps the type's EFA count on such a NodeClaim, and a pod could be nominated to a node that never
+    offers it)."""
+    if L.RESOURCE_EFA not in resources or efa_requested(requests):
+        return resources
+    return {k: v for k, v in resources.items() if k != L.RESOURCE_EFA}
+
+
 @dataclass(frozen=True)
 class Offering:
     """Where and how an instance type can be bought: one (zone, capacity type) with its hourly price."""

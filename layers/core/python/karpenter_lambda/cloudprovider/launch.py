@@ -44,6 +44,7 @@ from ..adapters.aws.launch_templates import LaunchTemplates
 from ..adapters.aws.userdata import ClusterInfo
 from ..api import labels as wk
 from ..catalog.overlay import PRICE_OVERLAY_APPLIED, overlay_annotations
+from ..catalog.types import efa_requested
 from ..catalog.reservations import (
     TYPE_CAPACITY_BLOCK,
     TYPE_DEFAULT,
@@ -219,13 +220,14 @@ def _partition(requirements) -> int | None:
 
 
 def _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen, partition,
-               terms=None) -> tuple[dict, dict, str | None]:
+               terms=None, efa: bool = False) -> tuple[dict, dict, str | None]:
     """``(launch templates, reservations, reservation type)`` for a launch: per instance type for on-demand/spot;
     per (instance type, zone) for reserved, one template per capacity reservation (the candidates are of one kind
-    already: :func:`_reserved_candidates`).  ``terms``: the EC2NodeClass's amiSelectorTerms."""
+    already: :func:`_reserved_candidates`).  ``terms``: the EC2NodeClass's amiSelectorTerms; ``efa``: the NodeClaim
+    requests ``vpc.amazonaws.com/efa`` (its templates attach the type's EFA interfaces)."""
     if ct != wk.CAPACITY_TYPE_RESERVED:
         return lts.ensure_for(resolved, info, its, labels, taints, startup, ct, placement_partition=partition,
-                              ami_selector_terms=terms), {}, None
+                              ami_selector_terms=terms, efa=efa), {}, None
     by_name = {it.name: it for it in its}
     rtype = chosen[0][3].reservation_type or "default"
     out, reservations = {}, {}
@@ -234,7 +236,7 @@ def _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen, pa
             continue
         made = lts.ensure_for(resolved, info, [by_name[name]], labels, taints, startup, ct,
                               reservation=(o.reservation_id, rtype), placement_partition=partition,
-                              ami_selector_terms=terms)
+                              ami_selector_terms=terms, efa=efa)
         if name in made:
             out[(name, zone)] = made[name]
             reservations[(name, zone)] = o.reservation_id
@@ -278,6 +280,7 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
         partition = _partition(plan.requirements) if getattr(resolved, "placement_group", None) is not None else None
         terms = (getattr(nodeclass, "spec", None) or {}).get("amiSelectorTerms")  # a Bottlerocket version
         overlaid = price_overlay(plan)
+        efa = efa_requested(getattr(plan, "requests", None) or {})
     except Exception as e:
         raise LaunchFailed(f"launch of NodeClaim {request.name} not prepared: {e}") from e
     exclude: set = set()
@@ -297,7 +300,7 @@ def launch(provider, request: CreateRequest, on_retry=None) -> Instance:
             its = [types_by_name[n] for n in dict.fromkeys(c[0] for c in chosen)]
             try:
                 lt_map, reservations, rtype = _templates(lts, resolved, info, its, labels, taints, startup, ct, chosen,
-                                                         partition, terms)
+                                                         partition, terms, efa)
             except Exception as e:
                 raise LaunchFailed(f"launch templates for EC2NodeClass {nodeclass.name}: {e}", throttled=_throttled(e)) from e
             # one reservation kind per launch: whether it is interruptible is the NodeClaim's label

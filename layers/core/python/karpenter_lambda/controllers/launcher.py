@@ -49,7 +49,8 @@ from ..api.labels import (  # noqa: F401  (NOMINATED_PODS_ANNOTATION re-exported
     SUBNET_ANNOTATION,
 )
 from ..api.objects import NodeClaim
-from ..api.quantity import format_resource
+from ..api.quantity import format_resource, parse_resource_list
+from ..catalog.types import launched_resources
 from ..cloudprovider.instance import GONE_STATES, instance_state
 from ..cloudprovider.types import CreateRequest, LaunchFailed, NoCapacity
 from ..scheduling.inputs import claim_request, limits_of
@@ -344,7 +345,8 @@ class Launcher:
         its = [t for t in instance_types if t.name in allowed]
         plan = NodeClaimPlan(name=name, nodepool=nodepool.name, requirements=reqs, instance_types=its,
                              instance_type="", zone="", capacity_type="", price=0.0,
-                             pods=json.loads(nc.annotations.get(NOMINATED_PODS_ANNOTATION) or "[]"), requests={},
+                             pods=json.loads(nc.annotations.get(NOMINATED_PODS_ANNOTATION) or "[]"),
+                             requests=parse_resource_list((nc.spec.get("resources") or {}).get("requests") or {}),
                              reason="relaunch of a launch whose outcome was unknown")
         token = nc.annotations.get(LAUNCH_TOKEN_ANNOTATION) or launch_token(name, now)
         request = CreateRequest(name=name, plan=plan, nodepool=nodepool, nodeclass=nodeclass, resolved=resolved,
@@ -414,9 +416,12 @@ class Launcher:
             st["providerID"] = provider_id(inst.zone, inst.instance_id)
             if inst.image_id:
                 st["imageID"] = inst.image_id
-            if it is not None:
-                st["capacity"] = {k: format_resource(k, v) for k, v in sorted(it.capacity.items())}
-                st["allocatable"] = {k: format_resource(k, v) for k, v in sorted(it.allocatable.items())}
+            if it is not None:   # no vpc.amazonaws.com/efa unless requested: only then are EFA interfaces attached
+                requests = (obj.spec.get("resources") or {}).get("requests") or {}
+                st["capacity"] = {k: format_resource(k, v)
+                                  for k, v in sorted(launched_resources(it.capacity, requests).items())}
+                st["allocatable"] = {k: format_resource(k, v)
+                                     for k, v in sorted(launched_resources(it.allocatable, requests).items())}
             set_condition(st, make_condition("Launched", "True", "Launched", f"instance {inst.instance_id} launched", now))
             return obj
 

@@ -339,9 +339,7 @@ class Placement:
             most = max((t.avail[i] for t in types), default=0)   # what the roomiest type leaves it
             if v and most < v:
                 if most <= 0:
-                    why = ("none has any: karpenter-lambda does not attach EFA interfaces at launch, docs/launch.md"
-                           if r == L.RESOURCE_EFA else "none has any")
-                    parts.append(f"{r}={format_resource(r, v)} ({why})")
+                    parts.append(f"{r}={format_resource(r, v)} (none has any)")
                 else:   # a large amount of memory in whole Gi, rounded down (it is an upper bound)
                     shown = f"{most >> 30}Gi" if r == "memory" and most >= 10 << 30 else format_resource(r, most)
                     parts.append(f"{r}={format_resource(r, v)} (at most {shown})")

@@ -34,7 +34,7 @@ from ..api.labels import ARCH, EC2NODECLASS, NODECLAIM_TAG, NODEPOOL
 from ..api.objects import EC2NodeClass, NodeClaim
 from ..catalog.allocatable import NodeSettings, compute_capacity, compute_overhead
 from ..catalog.instancetypes import KUBE_ARCH
-from ..catalog.types import InstanceType
+from ..catalog.types import InstanceType, launched_resources
 from ..controllers.runtime import catalog_settings
 from . import nodes as simnodes
 from .kubelet_flags import KubeletFlags, decode_user_data, read_user_data
@@ -117,6 +117,10 @@ def boot(ec2, store, region: str, instance: dict) -> Boot:
         # the kubelet floors what it reports at 0 (the catalog's allocatable may be below: a type nothing fits)
         allocatable = {k: max(0, v) for k, v in
                        InstanceType(itype, {}, capacity, compute_overhead(info, capacity, settings)).allocatable.items()}
+        # the EFA device plugin advertises the EFA interfaces attached: the launch template has them only when the
+        # NodeClaim requests vpc.amazonaws.com/efa (moto launches the primary interface whatever the template says)
+        requests = ((nc.spec.get("resources") or {}).get("requests") or {}) if nc is not None else {}
+        capacity, allocatable = launched_resources(capacity, requests), launched_resources(allocatable, requests)
         arch = next((KUBE_ARCH[a] for a in (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or []
                      if a in KUBE_ARCH), arch)
     elif nc is not None and nc.status.get("capacity"):

@@ -85,9 +85,13 @@ class LaunchTemplateOptions:
     capacity_reservation_type: str | None = None
     placement_group_id: str | None = None
     placement_partition: int | None = None
+    #: EFA interfaces to attach (the instance type's ``vpc.amazonaws.com/efa`` when the NodeClaim requests EFA), else 0
+    efa_count: int = 0
 
     def canonical(self) -> str:
         d = asdict(self)
+        if not d["efa_count"]:
+            del d["efa_count"]   # templates without EFA keep the names they had before the field existed
         d["security_group_ids"] = sorted(d["security_group_ids"])
         d["tags"] = dict(sorted(d["tags"].items()))
         # what the template asks of its network interface, so a template made before that changed is not reused
@@ -95,21 +99,29 @@ class LaunchTemplateOptions:
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     def network_interfaces(self) -> list[dict]:
-        """The template's ``NetworkInterfaces``: always the one primary interface, as upstream's
-        ``generateNetworkInterfaces`` (``pkg/providers/launchtemplate/launchtemplate.go``, without EC2NodeClass
-        ``networkInterfaces`` or EFA, which karpenter-lambda does not launch): ``DeviceIndex`` 0, the security groups
-        as ``Groups``, ``AssociatePublicIpAddress`` when the EC2NodeClass sets it, ``ipPrefixCount`` as
-        ``Ipv4PrefixCount`` (``Ipv6PrefixCount`` on an IPv6 cluster), and on an IPv6 cluster ``PrimaryIpv6`` with
-        ``Ipv6AddressCount`` 1."""
-        eni: dict = {"DeviceIndex": 0, "Groups": sorted(self.security_group_ids)}
-        if self.associate_public_ip_address is not None:
-            eni["AssociatePublicIpAddress"] = bool(self.associate_public_ip_address)
-        if self.ip_prefix_count is not None:
-            eni["Ipv6PrefixCount" if self.ipv6 else "Ipv4PrefixCount"] = int(self.ip_prefix_count)
-        if self.ipv6:
-            eni["PrimaryIpv6"] = True
-            eni["Ipv6AddressCount"] = 1
-        return [eni]
+        """The template's ``NetworkInterfaces``, as upstream's ``generateNetworkInterfaces``
+        (``pkg/providers/launchtemplate/launchtemplate.go``; EC2NodeClass ``networkInterfaces`` is refused by
+        validation): one primary interface, ``DeviceIndex`` 0, the security groups as ``Groups``,
+        ``AssociatePublicIpAddress`` when the EC2NodeClass sets it, ``ipPrefixCount`` as ``Ipv4PrefixCount``
+        (``Ipv6PrefixCount`` on an IPv6 cluster), and on an IPv6 cluster ``PrimaryIpv6`` with ``Ipv6AddressCount`` 1;
+        with ``efa_count`` n, n interfaces of ``InterfaceType`` ``efa`` instead, one per network card
+        (``NetworkCardIndex`` i; ``DeviceIndex`` 0 on the first card, 1 on the others), each with those fields."""
+        def eni(card: int | None) -> dict:
+            out: dict = {"DeviceIndex": 0 if not card else 1, "Groups": sorted(self.security_group_ids)}
+            if card is not None:
+                out["NetworkCardIndex"] = card
+                out["InterfaceType"] = "efa"
+            if self.associate_public_ip_address is not None:
+                out["AssociatePublicIpAddress"] = bool(self.associate_public_ip_address)
+            if self.ip_prefix_count is not None:
+                out["Ipv6PrefixCount" if self.ipv6 else "Ipv4PrefixCount"] = int(self.ip_prefix_count)
+            if self.ipv6:
+                out["PrimaryIpv6"] = True
+                out["Ipv6AddressCount"] = 1
+            return out
+        if self.efa_count:
+            return [eni(i) for i in range(self.efa_count)]
+        return [eni(None)]
 
     def hash(self) -> str:
         return str(int(hashlib.sha256(self.canonical().encode()).hexdigest()[:16], 16))
@@ -138,6 +150,7 @@ def options_for(
     reservation: tuple[str, str] | None = None,
     placement_partition: int | None = None,
     ami_selector_terms: list | None = None,
+    efa_count: int = 0,
 ) -> LaunchTemplateOptions:
     """Options for one launch template from a :class:`ResolvedNodeClass`, an AMI and the NodeClaim's labels/taints.
     ``reservation``: ``(capacity reservation id, reservation type)`` of a ``reserved`` launch.
@@ -181,6 +194,7 @@ def options_for(
         capacity_reservation_type=reservation[1] if reservation else None,
         placement_group_id=pg.id if pg is not None else None,
         placement_partition=placement_partition if pg is not None else None,
+        efa_count=int(efa_count or 0),
     )
 
 
@@ -293,24 +307,27 @@ class LaunchTemplates:
         reservation: tuple[str, str] | None = None,
         placement_partition: int | None = None,
         ami_selector_terms: list | None = None,
+        efa: bool = False,
     ) -> dict[str, LaunchTemplateRef]:
         """``{instance type name: LaunchTemplateRef}`` for catalog ``InstanceType`` objects.
 
-        One template per distinct (AMI, max pods) as Karpenter does; max pods is the instance
-        type's ``capacity["pods"]``.  ``ami_selector_terms``: the EC2NodeClass's (see :func:`options_for`).
+        One template per distinct (AMI, max pods, EFA interfaces) as Karpenter does; max pods is the instance
+        type's ``capacity["pods"]``, the EFA interfaces its ``vpc.amazonaws.com/efa`` when ``efa`` (the NodeClaim
+        requests EFA), else none.  ``ami_selector_terms``: the EC2NodeClass's (see :func:`options_for`).
         Instance types no AMI serves are left out.  A ``reserved`` launch asks once per capacity reservation (``reservation``: its id and type; one template per reservation, as upstream).
         """
         out: dict[str, LaunchTemplateRef] = {}
-        made: dict[tuple[str, int | None], LaunchTemplateRef] = {}
+        made: dict[tuple[str, int | None, int], LaunchTemplateRef] = {}
         for it in instance_types:
             ami = resolved.ami_for(it)
             if ami is None:
                 continue
             pods = it.capacity.get("pods") if hasattr(it, "capacity") else None
-            key = (ami.id, pods)
+            efas = int(it.capacity.get(wk.RESOURCE_EFA, 0)) if efa and hasattr(it, "capacity") else 0
+            key = (ami.id, pods, efas)
             if key not in made:
                 opts = options_for(resolved, cluster, ami, labels, taints, startup_taints, pods, capacity_type,
-                                   reservation, placement_partition, ami_selector_terms)
+                                   reservation, placement_partition, ami_selector_terms, efas)
                 lt = self.ensure(opts)
                 made[key] = LaunchTemplateRef(name=lt["name"], id=lt["id"], image_id=ami.id)
             out[it.name] = made[key]
