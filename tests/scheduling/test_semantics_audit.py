@@ -220,6 +220,17 @@ def test_a_zone_anti_affinity_refusal_names_where_the_matching_pods_already_are(
                           + " ".join(f"{z}=1" for z in zones) + "; this node can be in "), why
 
 
+def test_the_refusal_names_the_constraint_that_refused_not_a_spread_that_allowed():
+    # with a zone spread beside the anti-affinity, the spread (counts 0, 0, 0: it allows every zone) is not named
+    spread = [{"maxSkew": 1, "topologyKey": L.ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "z"}}}]
+    res = run(pods(4, prefix="z", labels={"app": "z"}, cpu="100m", affinity=_anti(L.ZONE),
+                   topologySpreadConstraints=spread))
+    assert len(res.nodeclaims) == 3 and len(res.unschedulable) == 1
+    why = res.unschedulable[0].reason
+    assert f"pod anti-affinity {L.ZONE} selector app=z (matching pods in: " in why and "pods per domain" not in why, why
+
+
 def test_a_pod_affinity_to_pods_that_do_not_exist_says_so():
     aff = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": L.HOSTNAME, "labelSelector": {"matchLabels": {"app": "nobody"}}}]}}

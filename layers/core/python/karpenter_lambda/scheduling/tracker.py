@@ -232,9 +232,13 @@ class TopologyTracker:
         its selector yet), where the pods an anti-affinity keeps away already are."""
         if self._refused is None:
             return ""
-        c, key, cons, options = self._refused
-        why = next((con.text for con in cons), f"pod anti-affinity of pods already placed ({key})")
-        con = next((x for x in cons if x.kind == T.SPREAD), None) or (cons[0] if cons else None)
+        c, key, cons, options, blockers = self._refused
+        # the constraint that refused the most domains (a spread whose counts allow a domain is not named for it)
+        named = [b for b in blockers if b is not None]
+        if len(named) < len(blockers) and len(named) * 2 <= len(blockers):
+            return f"pod anti-affinity of pods already placed ({key})"
+        con = max(named, key=named.count) if named else (cons[0] if cons else None)
+        why = con.text if con is not None else f"pod anti-affinity of pods already placed ({key})"
         if con is not None and options:
             g = self.groups[con.group_key]
             here = f"this node can be in {' '.join(options[:8])}"
@@ -269,14 +273,9 @@ class TopologyTracker:
         for key, cons in per_key.items():
             options = node.domains(key)
             valid = []
+            blockers: list = []   # per refused domain, the constraint that refused it (None: an inverse group)
             for d in options:
                 ok = True
-                for g in inv:
-                    if g.key == key and g.counts.get(d, 0) > 0:
-                        ok = False
-                        break
-                if not ok:
-                    continue
                 for con in cons:
                     g = groups[con.group_key]
                     cnt = g.counts.get(d, 0)
@@ -287,6 +286,7 @@ class TopologyTracker:
                             elig = self.eligible_domains(c, con)
                             if d not in elig:
                                 ok = False
+                                blockers.append(con)
                                 break
                             mn = 0 if (con.min_domains and len(elig) < con.min_domains) else min(
                                 (g.counts.get(e, 0) for e in elig), default=0)
@@ -299,11 +299,19 @@ class TopologyTracker:
                         if cnt > 0:
                             ok = False
                     if not ok:
+                        blockers.append(con)
                         break
+                if ok:   # the anti-affinity of pods already placed, toward this pod
+                    for g in inv:
+                        if g.key == key and g.counts.get(d, 0) > 0:
+                            ok = False
+                            blockers.append(None)
+                            break
                 if ok:
                     valid.append(d)
             if not valid:
-                self._refused = (c, key, cons, options)   # said by ``why`` when asked (a new node's refusal)
+                # said by ``why`` when asked (a new node's refusal)
+                self._refused = (c, key, cons, options, blockers)
                 return 0, chosen
             # choose: lowest count for the first spread constraint, else the first valid domain
             spread = [con for con in cons if con.kind == T.SPREAD]
