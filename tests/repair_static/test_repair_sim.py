@@ -55,6 +55,8 @@ kind: Scenario
 metadata: {name: node-repair}
 spec:
   steps:
+    - {at: 0s, nodeUnhealthy: {nodePool: long}}                      # no node registered yet: skipped
+    - {at: 1m, nodeUnhealthy: {node: ip-10-9-9-9.ec2.internal}}      # no such node: skipped
     - {at: 3m, nodeUnhealthy: {nodePool: long, condition: Ready, status: "False", duration: 31m}}
     - {at: 3m, nodeUnhealthy: {nodePool: short, condition: Ready, status: "False", duration: 29m}}
 """
@@ -109,3 +111,9 @@ def test_a_node_not_ready_for_29_minutes_is_not_repaired(run):
     (empty,) = [e for e in events if e["type"] == "NodeClaimDisrupted" and e["object"] == first]
     assert empty["reason"] == "Empty" and empty["time"] >= healed[0]["time"]
     assert sum(1 for nc in run["nodeClaims"] if nc["name"].startswith("short-")) == 1
+
+
+def test_a_step_with_no_node_to_act_on_is_skipped_and_the_run_goes_on(run):
+    skipped = [(e["time"], e["object"]) for e in run["events"] if e["type"] == "NodeUnhealthySkipped"]
+    assert skipped == [(0.0, "nodepool/long"), (60.0, "node/ip-10-9-9-9.ec2.internal")]
+    assert run["events"][-1]["type"] == "Done"

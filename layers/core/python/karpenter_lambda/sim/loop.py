@@ -272,8 +272,9 @@ class LoopMixin:
     def _node_unhealthy(self, a: dict) -> None:
         """A Scenario ``nodeUnhealthy`` step: the condition set on the chosen nodes (and set back after ``duration``)."""
         if a.get("node"):
-            if self.server.store.get("nodes", a["node"]) is None:
-                raise KeyError(f"no node {a['node']}")
+            if self.server.store.get("nodes", a["node"]) is None:   # gone, or never there: nothing to act on
+                self.emit("NodeUnhealthySkipped", f"node/{a['node']}", f"no node {a['node']} in the cluster now")
+                return
             names = [a["node"]]
         else:
             claims = sorted((nc for nc in self.store.list("NodeClaim")
@@ -282,8 +283,10 @@ class LoopMixin:
                             key=lambda nc: (nc.metadata.get("creationTimestamp") or "", nc.name))
             names = [nc.status["nodeName"] for nc in claims
                      if self.server.store.get("nodes", nc.status["nodeName"]) is not None][: a.get("count", 1)]
-            if not names:
-                raise KeyError(f"NodePool {a['nodePool']} has no registered node")
+            if not names:   # as an ``interrupt`` step with nothing to hit: told, and the run goes on
+                self.emit("NodeUnhealthySkipped", f"nodepool/{a['nodePool']}",
+                          f"NodePool {a['nodePool']} has no registered node")
+                return
         cond, status = a.get("condition", "Ready"), a.get("status", "False")
         for name in names:
             simnodes.set_node_condition(self.server, name, cond, status, "KubeletNotReady" if cond == "Ready" else "Simulated",
