@@ -184,6 +184,9 @@ class ReportEventsMixin:
     def _on_disruption(self, report) -> None:
         for p in report.proposed:
             self._disruption_reasons[p["nodeClaim"]] = p["reason"]
+        for f in report.failed:   # a command abandoned with part of its replacements launched (e.g. an expiration,
+            # never proposed): they are announced with the reason they were launched for, then deleted
+            self._disruption_reasons.setdefault(f["nodeClaim"], f["reason"])
         for r in report.replacing:
             lead = r["nodeClaim"]
             reason = r.get("reason") or self._disruption_reasons.get(lead) or next(
