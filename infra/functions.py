@@ -145,8 +145,6 @@ class KarpenterFunction(Construct):
             reserved_concurrent_executions=reserved_concurrency,
             tracing=lambda_.Tracing.ACTIVE,
             log_group=self.log_group,
-            # scheduled runs are not retried: the next tick is the retry
-            retry_attempts=0 if any(isinstance(t, ScheduleTrigger) for t in spec.triggers) else None,
         )
         # the shared role has no AWSLambdaBasicExecutionRole: write access to this log group only
         self.log_group.grant_write(role)
@@ -164,6 +162,12 @@ class KarpenterFunction(Construct):
         )
 
     def add_schedule(self, minutes: int) -> events.Rule:
+        # scheduled runs are not retried: the next tick is the retry.  Nor kept: an invocation throttled by the
+        # reserved concurrency (the previous sweep still running) is dropped once the next tick is due, rather than
+        # kept by Lambda's async queue for its default 6 hours and run later on a stale tick, back to back
+        if not getattr(self, "_async_configured", False):   # one EventInvokeConfig per function
+            self.function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.minutes(max(minutes, 1)))
+            self._async_configured = True
         rule = events.Rule(
             self,
             f"Every{minutes}Min",

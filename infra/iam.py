@@ -201,7 +201,8 @@ def controller_statements(cluster: str, node_role_arn: str) -> list[iam.PolicySt
             sid="AllowPassingInstanceRole",
             actions=["iam:PassRole"],
             resources=[node_role_arn],
-            conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+            # the EC2 service principal is ec2.amazonaws.com.cn in the China regions (as Karpenter's policy lists)
+            conditions={"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}},
         ),
         # EC2NodeClass spec.role: an instance profile per EC2NodeClass, created and changed only with this
         # cluster's and region's tags (adapters/aws/nodeclass_resolver.py), as Karpenter does.

@@ -2,7 +2,8 @@
 
 Five rules (one per (source, detail-type) of ``karpenter_lambda.controllers.interruption_messages.EVENT_PATTERNS``):
 ``aws.ec2`` "EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation", "EC2 Instance
-State-change Notification", "EC2 Capacity Reservation Instance Interruption Warning"; ``aws.health`` "AWS Health
+State-change Notification" (only for the states acted on: stopping, stopped, shutting-down, terminated; Karpenter's
+rule takes them all), "EC2 Capacity Reservation Instance Interruption Warning"; ``aws.health`` "AWS Health
 Event".  The queue policy lets only EventBridge (each rule, by ``aws:SourceArn``) and SQS's own service send, as
 Karpenter's CloudFormation does; TLS is enforced by the queue (``enforce_ssl``).
 """
@@ -32,11 +33,12 @@ class InterruptionRules(Construct):
         self.rules: list[events.Rule] = []
         for pattern in EVENT_PATTERNS:
             (source,), (detail_type,) = pattern["source"], pattern["detail-type"]
+            detail = pattern.get("detail")   # the state-change rule: only the states the handler acts on
             self.rules.append(events.Rule(
                 self,
                 _rule_id(detail_type),
                 description=f"karpenter-lambda {cluster}: {detail_type} ({source}) -> interruption queue",
-                event_pattern=events.EventPattern(source=[source], detail_type=[detail_type]),
+                event_pattern=events.EventPattern(source=[source], detail_type=[detail_type], detail=detail),
                 targets=[targets.SqsQueue(queue)],
             ))
         queue.add_to_resource_policy(iam.PolicyStatement(

@@ -161,7 +161,7 @@ def test_pass_role_only_node_role_to_ec2(synth, controller):
     st = controller["AllowPassingInstanceRole"]
     assert st["Action"] == "iam:PassRole"
     assert st["Resource"] == {"Fn::GetAtt": [node_role_id, "Arn"]}
-    assert st["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+    assert st["Condition"] == {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}}
     passes = [(rid, s) for rid, s in _all_policy_statements(synth.template) if "iam:PassRole" in _listify(s.get("Action", []))]
     assert len(passes) == 1
     assert controller["AllowNodeRoleReadActions"] == {"Action": "iam:GetRole", "Effect": "Allow", "Resource": {"Fn::GetAtt": [node_role_id, "Arn"]}, "Sid": "AllowNodeRoleReadActions"}

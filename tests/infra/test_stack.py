@@ -206,6 +206,9 @@ def test_lifecycle_schedule(synth):
     assert perm and perm[0]["Properties"]["Principal"] == "events.amazonaws.com"
     cfgs = synth.of_type("AWS::Lambda::EventInvokeConfig").values()
     assert cfgs and all(c["Properties"]["MaximumRetryAttempts"] == 0 for c in cfgs)
+    # a tick throttled while the last sweep runs is dropped once the next is due, not kept for Lambda's default 6 h
+    ages = {c["Properties"]["FunctionName"]["Ref"]: c["Properties"]["MaximumEventAgeInSeconds"] for c in cfgs}
+    assert ages[fid] == 60 and all(60 <= a <= 300 for a in ages.values()), ages
 
 
 # -- EKS -------------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """State changes, AWS Health scheduled changes, capacity reservation interruptions and rebalance recommendations."""
 
+import json
+
 import pytest
 
 from karpenter_lambda.api import labels as wk
@@ -62,12 +64,19 @@ def test_terminated_removes_the_nodeclaim_at_once(iw):
 
 
 @pytest.mark.parametrize("state", ["pending", "running"])
-def test_other_states_are_acknowledged_and_ignored(iw, state):
+def test_other_states_are_kept_out_by_the_rule_and_acknowledged_without_a_lookup(iw, state):
     w = iw.w
     (a,) = iw.nodes_with_pods([1])
     iid, name = a["instance"]["InstanceId"], a["nodeClaim"].name
-    assert iw.deliver(state_change(iid, state, w.clock.isoformat())) == {"batchItemFailures": []}
-    assert iw.report.disrupted == [] and iw.report.ignored[0]["reason"] == f"instance state {state}: nothing to do"
+    # the state-change rule matches only the states acted on: every launch in the account no longer makes a message
+    iw.put(state_change(iid, state, w.clock.isoformat()))
+    assert iw.queue_depth() == 0
+    # a queue fed otherwise: acknowledged and ignored before the cluster is read (no NodeClaim looked up)
+    iw.send_raw(json.dumps(state_change(iid, state, w.clock.isoformat())))
+    assert iw.invoke(iw.receive(expect=1)) == {"batchItemFailures": []}
+    (ignored,) = iw.report.ignored
+    assert iw.report.disrupted == [] and ignored["reason"] == f"instance state {state}: nothing to do"
+    assert ignored["nodeClaim"] is None and iw.report.received == []
     assert deleting_reason(w, name) is None and not tainted(w, a["node"]["metadata"]["name"])
     assert iw.queue_depth() == 0
 

@@ -64,8 +64,12 @@ def test_state_and_health_fields_are_checked():
     m = parse_message(json.dumps(doc))   # the unusable entity is skipped (Karpenter: "" matches nothing), not fatal
     assert m.instance_ids == ("i-01",)
     assert m.skipped == ("detail.affectedEntities[1].entityValue: required string missing",)
+    # no affectedEntities at all: no instance named, as an empty list (Karpenter); acknowledged, not dead-lettered
     del doc["detail"]["affectedEntities"]
-    with pytest.raises(MalformedEvent, match="^detail.affectedEntities: required list missing"):
+    m = parse_message(json.dumps(doc))
+    assert m.instance_ids == () and m.skipped == ("detail.affectedEntities: missing (no instance named)",)
+    doc["detail"]["affectedEntities"] = {"entityValue": "i-01"}
+    with pytest.raises(MalformedEvent, match="^detail.affectedEntities: must be a list, got dict"):
         parse_message(json.dumps(doc))
 
 
@@ -92,10 +96,18 @@ def test_the_five_rule_patterns():
     assert EVENT_PATTERNS == [
         {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
         {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
-        {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"]},
+        {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
+         "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}},
         {"source": ["aws.ec2"], "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"]},
         {"source": ["aws.health"], "detail-type": ["AWS Health Event"]},
     ]
+
+
+def test_the_state_change_rule_takes_the_states_the_handler_acts_on():
+    from karpenter_lambda.controllers.interrupt import ACTED_STATES
+    from karpenter_lambda.controllers.interruption_messages import ACTED_STATE_NAMES
+
+    assert set(ACTED_STATES) == set(ACTED_STATE_NAMES)
 
 
 def test_a_scheduled_changes_start_time_is_read_when_readable():

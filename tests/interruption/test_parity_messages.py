@@ -41,9 +41,12 @@ def test_an_event_with_no_usable_entity_is_a_noop_not_malformed(entities):
     doc["detail"]["affectedEntities"] = entities
     m = parse_message(json.dumps(doc))
     assert m.instance_ids == () and "names no EC2 instance" in m.note
-    # the event itself still has to be an event: a missing list is malformed
+    # no list at all reads the same (Karpenter unmarshals a missing list as empty); a list of another type is malformed
     del doc["detail"]["affectedEntities"]
-    with pytest.raises(MalformedEvent, match="^detail.affectedEntities: required list missing"):
+    m = parse_message(json.dumps(doc))
+    assert m.instance_ids == () and "names no EC2 instance" in m.note
+    doc["detail"]["affectedEntities"] = "i-01"
+    with pytest.raises(MalformedEvent, match="^detail.affectedEntities: must be a list, got str"):
         parse_message(json.dumps(doc))
 
 

@@ -151,6 +151,14 @@ class Interruption(Controller):
     # -- the batch -----------------------------------------------------------------------------------------
     def handle(self, messages: list) -> InterruptionReport:
         report = InterruptionReport()
+        # a state change to a state not acted on (pending, running: the rule leaves them out, a queue fed otherwise
+        # may not) is acknowledged without loading the cluster, as Karpenter's no-op messages are
+        idle = [m for m in messages if m.kind == im.STATE_CHANGE and (m.state or "") not in ACTED_STATES]
+        for m in idle:
+            for iid in m.instance_ids or [None]:
+                report.ignored.append({"messageId": m.message_id, "eventId": m.id, "kind": m.kind, "instanceId": iid,
+                                       "nodeClaim": None, "reason": f"instance state {m.state}: nothing to do"})
+        messages = [m for m in messages if m not in idle]
         snap = self.loader.load(self.clock(), instance_types=False) if any(m.instance_ids for m in messages) else None
         self._catalog = False
         mark_failed: set[tuple[str, str]] = set()

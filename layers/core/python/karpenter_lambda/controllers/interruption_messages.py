@@ -63,8 +63,17 @@ EVENT_TYPES = {
     ("aws.health", "AWS Health Event"): SCHEDULED_CHANGE,
 }
 
-# The EventBridge rules of the interruption queue, one per event type (Karpenter's set).
-EVENT_PATTERNS = [{"source": [source], "detail-type": [detail_type]} for source, detail_type in EVENT_TYPES]
+# The instance states a state-change notification is acted on in (stopping/stopped: the instance stopped;
+# shutting-down/terminated: it is gone); pending and running are nothing to do (Karpenter's statechange parser makes
+# them no-ops)
+ACTED_STATE_NAMES = ("stopping", "stopped", "shutting-down", "terminated")
+
+# The EventBridge rules of the interruption queue, one per event type (Karpenter's set).  The state-change rule
+# matches only the states acted on: Karpenter's rule takes every state change in the account and region (each
+# instance launch anywhere made an SQS message and a handler run that found nothing to do)
+EVENT_PATTERNS = [{"source": [source], "detail-type": [detail_type],
+                   **({"detail": {"state": list(ACTED_STATE_NAMES)}} if kind == STATE_CHANGE else {})}
+                  for (source, detail_type), kind in EVENT_TYPES.items()]
 
 INSTANCE_ID = re.compile(r"^i-[0-9a-zA-Z]+$")
 HEALTH_SERVICE = "EC2"
@@ -147,9 +156,11 @@ def _health(detail: dict, base: dict, skipped: list) -> InterruptionMessage:
                                         f"{HEALTH_SERVICE} {HEALTH_CATEGORY} is acted on", skipped=tuple(skipped),
                                    **base)
     entities = detail.get("affectedEntities")
+    if entities is None:   # absent: no entity named (Karpenter reads it as an empty list), as ``[]``
+        skipped.append("detail.affectedEntities: missing (no instance named)")
+        entities = []
     if not isinstance(entities, list):
-        raise MalformedEvent("detail.affectedEntities: required list missing" if entities is None
-                             else f"detail.affectedEntities: must be a list, got {type(entities).__name__}")
+        raise MalformedEvent(f"detail.affectedEntities: must be a list, got {type(entities).__name__}")
     ids = []
     for i, entity in enumerate(entities):
         # One unusable entity does not drop the event: Karpenter reads a missing entityValue as "", which matches no
@@ -248,5 +259,5 @@ def body_parser():
 
 
 __all__ = ["InterruptionMessage", "InterruptionMessageError", "MalformedEvent", "UnknownEventType", "parse_message",
-           "body_parser", "parse_event", "EVENT_TYPES", "EVENT_PATTERNS", "KINDS", "SPOT_INTERRUPTION", "REBALANCE_RECOMMENDATION",
+           "body_parser", "parse_event", "EVENT_TYPES", "EVENT_PATTERNS", "ACTED_STATE_NAMES", "KINDS", "SPOT_INTERRUPTION", "REBALANCE_RECOMMENDATION",
            "STATE_CHANGE", "SCHEDULED_CHANGE", "CAPACITY_RESERVATION_INTERRUPTION", "NOOP"]
