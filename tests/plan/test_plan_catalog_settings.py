@@ -123,3 +123,32 @@ def test_simulate_runs_the_functions_and_kubelets_with_the_setting(capsys, monke
     with serve_state(saved):
         config = runtime.Config.from_env()
         assert (config.vm_memory_overhead_percent, config.reserved_enis) == (0.05, 1)
+
+
+POLICY = "KARPENTER_LAMBDA_MIN_VALUES_POLICY"
+# three families asked for at least, c5.large and c6a.large the only ones holding the pod: two values left
+MIN3 = shared.pair(requirements=[shared.requirement("node.kubernetes.io/instance-type",
+                                                    ["c5.large", "c6a.large", "t3.nano"]),
+                                 dict(shared.requirement("karpenter.k8s.aws/instance-family", ["c5", "c6a", "t3"]),
+                                      minValues=3),
+                                 shared.requirement(shared.CAPACITY_TYPE, ["on-demand"])])
+
+
+def test_plan_and_simulate_take_the_min_values_policy_from_the_shell(capsys, monkeypatch, tmp_path):
+    (tmp_path / "pool.yaml").write_text(MIN3)
+    (tmp_path / "pod.yaml").write_text(shared.to_yaml(make_pod("app-0", cpu="1", memory="1Gi", tolerate=False)))
+    files = [str(tmp_path / "pool.yaml"), str(tmp_path / "pod.yaml")]
+    monkeypatch.delenv(POLICY, raising=False)
+    code, out, _ = _plan(capsys, files)
+    assert code == 3 and "minValues 3" in out["unschedulable"][0]["reason"]          # Strict, the default
+    monkeypatch.setenv(POLICY, "BestEffort")
+    code, out, _ = _plan(capsys, files)
+    assert code == 0 and [c["minValuesRelaxed"] for c in out["nodeClaims"]] == [True]
+    code = main(["simulate", "--json", "--quiet", "--until", "3m", *files])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["pods"] == {"total": 1, "bound": 1}
+    monkeypatch.setenv(POLICY, "Lenient")
+    code, _, err = _plan(capsys, files)
+    assert code == 2 and f"environment variable {POLICY} must be one of Strict, BestEffort, not 'Lenient'" in err
+    assert main(["simulate", "--quiet", *files]) == 2
+    assert f"environment variable {POLICY} must be one of" in capsys.readouterr().err

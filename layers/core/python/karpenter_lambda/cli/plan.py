@@ -292,6 +292,12 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     if problems:
         raise PlanError("\n".join(problems))
 
+    from karpenter_lambda.controllers.runtime import min_values_policy as read_min_values_policy
+
+    try:   # the deployed controller's --min-values-policy, $KARPENTER_LAMBDA_MIN_VALUES_POLICY
+        policy = read_min_values_policy()
+    except ValueError as e:
+        raise PlanEnvironmentError(str(e)) from None
     if catalog_settings is None:
         from karpenter_lambda.controllers.runtime import catalog_settings as read_catalog_settings
 
@@ -365,7 +371,7 @@ def build_plan(files: list[str], region: str, endpoint_url: str | None = None, l
     inp, _problems = scheduling_input(snap, pending)   # gives the pods the default spread (scheduling/default_spread.py)
     defaulted = [pod_key(p) for p in inp.pods
                  if (p.get("spec") or {}).get("topologySpreadConstraints") and pod_key(p) not in own] if default_spread else []
-    result = solve(inp)
+    result = solve(inp, min_values_policy=policy)
     from karpenter_lambda.catalog.reservations import allot_reservations
 
     allotted = allot_reservations(result.nodeclaims)
@@ -483,6 +489,8 @@ def plan_to_json(result, zones: list[str] | None = None, reservations: dict[str,
             "priceOverlay": _price_overlay(c)[0],
             "basePricePerHour": _price_overlay(c)[1],
         })
+        if getattr(c, "min_values_relaxed", False):   # the BestEffort minValues policy lowered one (docs/scheduling.md)
+            claims[-1]["minValuesRelaxed"] = True
     return {
         "nodeClaims": claims,
         "unschedulable": [{"pod": u.pod, "reason": u.reason} for u in result.unschedulable],

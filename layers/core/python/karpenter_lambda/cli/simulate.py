@@ -148,11 +148,12 @@ def run(args) -> int:
         sys.stderr.write(f"karpenter-lambda simulate: --report: cannot write {report}: "
                          f"{'is a directory' if Path(report).is_dir() else 'no such directory ' + str(Path(report).parent)}\n")
         return 2
-    from ..controllers.runtime import catalog_environment
+    from ..controllers.runtime import catalog_environment, decision_environment
     from .plan import SchedulerConfigFileError, catalog_settings_of, scheduler_config_of
 
     try:   # the shell's variables are scrubbed from the run (SimEnvironment): read here, given to the functions
         function_env = catalog_environment(catalog_settings_of(args))
+        function_env.update(decision_environment())   # the minValues policy, spot-to-spot, node repair, status checks
         scheduler_config, _source = scheduler_config_of(args)   # given to the functions by the Simulation
     except (ValueError, SchedulerConfigFileError) as e:
         sys.stderr.write(f"karpenter-lambda simulate: {e}\n")

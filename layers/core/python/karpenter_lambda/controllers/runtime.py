@@ -219,6 +219,26 @@ def catalog_environment(settings: Mapping) -> dict[str, str]:
     return out
 
 
+#: the deployment settings that change decisions (not where the functions talk to): ``simulate`` gives the shell's
+#: values to its functions, ``plan`` reads the minValues policy
+DECISION_SETTINGS_ENV = ("KARPENTER_LAMBDA_MIN_VALUES_POLICY", "KARPENTER_LAMBDA_SPOT_TO_SPOT_CONSOLIDATION",
+                         "KARPENTER_LAMBDA_NODE_REPAIR", "KARPENTER_LAMBDA_INSTANCE_STATUS_CHECKS")
+
+
+def decision_environment(env=None) -> dict[str, str]:
+    """The :data:`DECISION_SETTINGS_ENV` variables set in ``env`` (default the process's), checked as the functions
+    check them (a bad value: ValueError naming the variable)."""
+    env = os.environ if env is None else env
+    out = {var: env[var] for var in DECISION_SETTINGS_ENV if (env.get(var) or "").strip()}
+    _aws_settings(out)
+    return out
+
+
+def min_values_policy(env=None) -> str:
+    """``$KARPENTER_LAMBDA_MIN_VALUES_POLICY`` (Strict | BestEffort; default Strict), checked."""
+    return _aws_settings(decision_environment(env)).get("min_values_policy", "Strict")
+
+
 def _aws_settings(env) -> dict:
     """``KARPENTER_LAMBDA_BESIDE_KARPENTER``, ``KARPENTER_LAMBDA_NODE_REPAIR``,
     ``KARPENTER_LAMBDA_SPOT_TO_SPOT_CONSOLIDATION`` and ``KARPENTER_LAMBDA_INSTANCE_STATUS_CHECKS`` (true | false),
