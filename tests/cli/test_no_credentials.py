@@ -49,3 +49,20 @@ def test_missing_credentials_exit_2_with_one_line(tmp_path, argv):
     assert "no AWS credentials" in lines[0]
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+def test_a_loopback_endpoint_gets_dummy_credentials_for_every_client(monkeypatch):
+    """docs/cli.md: with --endpoint-url on loopback (moto_server) and no credentials, any values work: every AWS client
+    of the command gets them (``disruption plan`` and ``offpeak status`` said "no AWS credentials ... or use
+    --endpoint-url" with --endpoint-url given, while ``get`` worked)."""
+    from karpenter_lambda.cli.main import _local_endpoint_credentials
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    _local_endpoint_credentials("https://dynamodb.us-east-1.amazonaws.com")
+    assert "AWS_ACCESS_KEY_ID" not in os.environ
+    _local_endpoint_credentials("http://127.0.0.1:5000")
+    assert (os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]) == ("testing", "testing")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAREAL")      # the user's own credentials are never replaced
+    _local_endpoint_credentials("http://localhost:5000")
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "AKIAREAL"

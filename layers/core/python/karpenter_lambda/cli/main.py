@@ -87,6 +87,16 @@ def aws_environment_error(e: BaseException) -> str | None:
     return None
 
 
+def _local_endpoint_credentials(endpoint_url: str | None) -> None:
+    """A loopback ``--endpoint-url`` (moto_server, DynamoDB Local) with no credentials in the environment: dummy
+    ones for every AWS client of the command (any values work there; docs/cli.md), not only the store's."""
+    from ..adapters.store.models import is_local_endpoint
+
+    if is_local_endpoint(endpoint_url) and not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+
+
 def _reads_state(args) -> bool:
     return (args.command == "get" or (args.command == "disruption" and getattr(args, "disruption_command", None) == "plan")
             or (args.command == "offpeak" and getattr(args, "offpeak_command", None) == "status"))
@@ -119,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run_on_saved_state(args, state_dir)
         if args.state:
             parser.error("--state works with get, disruption plan and offpeak status only")
+        _local_endpoint_credentials(getattr(args, "endpoint_url", None))
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
