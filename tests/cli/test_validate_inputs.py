@@ -124,6 +124,12 @@ def test_a_bad_scenario_is_an_error(cli, manifests):
     f = manifests("scenario.yaml", text)
     rc, _, err = cli("validate", f)
     assert rc == 1 and "Scenario/" in err and "apiVersion: must be karpenter-lambda.io/v1alpha1" in err
+    # an invalid workload is not counted, nor listed, as a valid object
+    bad = manifests("bad-scenario.yaml", pair() + "---\n" + DEPLOYMENT.replace("replicas: 3", "replicas: -2"))
+    rc, _, err = cli("validate", bad)
+    assert rc == 1 and err.strip().splitlines()[-1] == "invalid: 1 error in 1 file (2 valid objects)", err
+    rc, out, _ = cli("validate", "--json", bad)
+    assert rc == 1 and sorted(o["kind"] for o in json.loads(out)["objects"]) == ["EC2NodeClass", "NodePool"]
 
 
 def test_empty_file_is_an_error_naming_it(cli, manifests):

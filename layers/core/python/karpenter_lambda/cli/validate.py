@@ -323,7 +323,16 @@ def run(args: argparse.Namespace) -> int:
     except InputError as e:
         sys.stderr.write(f"validate: {e}\n")
         return 2
-    result.issues.extend(content_issues(result))
+    found = content_issues(result)
+    result.issues.extend(found)
+    if found:   # an object simulate would refuse is not a valid one (counted and listed as such)
+        bad = {(i.file, i.doc_index) for i in found}
+        keep = [k for k, origin in enumerate(result.origins) if tuple(origin) not in bad]
+        keep += list(range(len(result.origins), len(result.objects)))
+        result.objects = [result.objects[k] for k in keep]
+        result.origins = [result.origins[k] for k in keep if k < len(result.origins)]
+        result._docs = [result._docs[k] for k in keep if k < len(result._docs)]   # line_of follows the objects
+        files = [f for f, _ in result.origins]
     result.issues.extend(empty_inputs(args.files, result))
     note_unread(result)
     result.warnings.extend(input_warnings(result))
