@@ -100,6 +100,9 @@ CASES = [
     # --- durations
     ("expire-after-days", "NodePool", tmpl_spec("expireAfter: 30d"), f"{TS}.expireAfter", "invalid value '30d': must be a duration"),
     ("expire-after-int", "NodePool", tmpl_spec("expireAfter: 720"), f"{TS}.expireAfter", "must be a string, got integer 720"),
+    # the hint: quoting alone would not do for a duration (it needs its unit), so say what a valid value is
+    ("expire-after-int-hint", "NodePool", tmpl_spec("expireAfter: 720"), f"{TS}.expireAfter",
+     "got integer 720 (must be a duration such as 30s, 10m, 720h"),
     ("tgp-never", "NodePool", tmpl_spec("terminationGracePeriod: Never"), f"{TS}.terminationGracePeriod", "Never is not allowed here"),
     ("consolidate-after-words", "NodePool", disruption("consolidateAfter: 5 minutes"), "spec.disruption.consolidateAfter", "invalid value '5 minutes'"),
     ("consolidate-after-missing", "NodePool", disruption("consolidationPolicy: WhenEmpty"), "spec.disruption.consolidateAfter", "Required value"),

@@ -112,7 +112,14 @@ class Str(Node):
 
     def _walk(self, value, path, errors):
         if not isinstance(value, str):
-            hint = ' (quote it in YAML, e.g. "2")' if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+            hint = ""
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                # the number quoted, when that is valid; else what a valid value looks like (a duration needs its unit)
+                text = str(value)
+                if self.pattern is None or self.pattern.fullmatch(text):
+                    hint = f' (quote it in YAML, e.g. "{text}")'
+                else:
+                    hint = f" ({self.pattern_msg or 'must match the pattern ' + self.pattern.pattern}, quoted in YAML)"
             errors.append(FieldError(path, f"must be a string, got {describe(value)}{hint}"))
             return _INVALID
         if self.not_empty and value == "":
