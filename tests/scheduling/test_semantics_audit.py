@@ -245,10 +245,20 @@ def test_a_pod_affinity_to_pods_that_do_not_exist_says_so():
 def test_a_request_no_type_holds_says_the_most_any_type_leaves():
     res = run([pod("huge", cpu="1", memory="5000Gi")])
     why = res.unschedulable[0].reason
-    m = re.search(r"has memory=5000Gi \(at most (\d+)Gi\) \(\+ daemonset overhead\)", why)
+    m = re.search(r"has memory=5000Gi \(at most (\d+)Gi\)$", why)   # no DaemonSet: no "+ daemonset overhead"
     assert m and 300 <= int(m.group(1)) < 384, why    # the catalog's largest, m5.metal, has 384 GiB
     res = run([pod("w", resources={"example.com/widget": "1"})])
     assert "has example.com/widget=1 (none has any)" in res.unschedulable[0].reason
+
+
+def test_the_daemonset_note_and_whole_cores_in_a_request_no_type_holds():
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "kube-system"},
+          "spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x",
+                                                           "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}}
+    res = run([pod("huge", cpu="500", memory="1Gi")], daemonsets=[ds])
+    why = res.unschedulable[0].reason
+    m = re.search(r"has cpu=500 \(at most (\d+)\) \(\+ daemonset overhead\)$", why)   # whole cores, DaemonSets named
+    assert m and int(m.group(1)) < 96, why
 
 
 def test_prefer_no_schedule_is_tolerated_only_when_a_nodepool_has_such_a_taint():

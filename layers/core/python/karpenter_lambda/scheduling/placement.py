@@ -340,13 +340,15 @@ class Placement:
             if v and most < v:
                 if most <= 0:
                     parts.append(f"{r}={format_resource(r, v)} (none has any)")
-                else:   # a large amount of memory in whole Gi, rounded down (it is an upper bound)
-                    shown = f"{most >> 30}Gi" if r == "memory" and most >= 10 << 30 else format_resource(r, most)
+                else:   # a large amount of memory in whole Gi, of CPU in whole cores, rounded down (an upper bound)
+                    shown = (f"{most >> 30}Gi" if r == "memory" and most >= 10 << 30 else
+                             str(most // 1000) if r == "cpu" and most >= 10_000 else format_resource(r, most))
                     parts.append(f"{r}={format_resource(r, v)} (at most {shown})")
         if not parts:
             parts = [", ".join(f"{r}={format_resource(r, c.vec[i])}" for i, r in enumerate(self.rindex) if c.vec[i] and r != "pods")
                      + " together"]
-        return ", ".join(parts) + " (+ daemonset overhead)"
+        daemons = any(t.daemon for t in types)   # what the DaemonSets take is already out of "at most"
+        return ", ".join(parts) + (" (+ daemonset overhead)" if daemons else "")
 
     def schedule_class(self, c: PodClass, window: int = 24, new_nodes: bool = True) -> bool:
         """One attempt for the remaining pods of ``c``; True if all are placed.  ``new_nodes`` False: only existing,
