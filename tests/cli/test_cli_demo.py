@@ -55,3 +55,12 @@ def test_demo_command_on_the_repository_examples_in_a_fresh_process():
     listed = proc.stdout.split("== get nodepools")[1].split("== get nodeclaims")[0]
     for name in pools:
         assert f"\n  {name} " in listed
+
+
+def test_the_demo_command_uses_the_demo_cluster_unless_one_is_named(capsys):
+    from karpenter_lambda.cli.main import main
+
+    assert main(["demo"]) == 0
+    assert "cluster 'demo'" in capsys.readouterr().out          # docs/cli.md; the global default is "default"
+    assert main(["--cluster", "mine", "demo"]) == 0
+    assert "cluster 'mine'" in capsys.readouterr().out

@@ -89,7 +89,8 @@ def run_demo(out: TextIO, examples: str | Path | None = None, cluster: str = "de
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_demo(sys.stdout, examples=args.examples, cluster=args.cluster,
+    # the global --cluster defaults to "default": the demo's own cluster is "demo" (docs/cli.md) unless one is named
+    return run_demo(sys.stdout, examples=args.examples, cluster="demo" if args.cluster == "default" else args.cluster,
                     region=args.region)
 
 
