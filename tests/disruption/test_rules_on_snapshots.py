@@ -340,9 +340,20 @@ def test_the_empty_replacement_of_a_command_in_flight_is_not_consolidated():
     lead = busy("old", n=1)
     rep = claimed_node("new", annotations={L.REPLACES_ANNOTATION: L.encode_replaces(["old"])})
     snap = snapshot(lead[0], rep, pods=lead[1])
-    plan = sweep(snap)
+    plan = sweep(snap, inflight={"old": "Underutilized"})   # the command is in flight: "old" is in the ledger
     assert all("new" not in names for _reason, names in decided(plan))
     assert [b.message for b in plan.blocked if b.nodeclaim == "new"] == ["replacement for NodeClaim old in flight"]
+
+
+def test_the_kept_replacement_of_an_abandoned_command_is_an_ordinary_node():
+    """A consolidation audit: a command abandoned at its last look ("1 more node(s) needed since the plan;
+    replacements kept") left its replacement annotated; with "old" no longer in flight it was still blocked as "in
+    flight", and the next sweep launched a second replacement beside the idle one.  It is consolidated as any node."""
+    lead = busy("old", n=1)
+    rep = claimed_node("new", annotations={L.REPLACES_ANNOTATION: L.encode_replaces(["old"])})
+    plan = sweep(snapshot(lead[0], rep, pods=lead[1]))            # no ledger entry: the command is over
+    assert ("Empty", ["new"]) in decided(plan)
+    assert not [b for b in plan.blocked if b.nodeclaim == "new"]
 
 
 def test_the_empty_replacement_of_a_node_still_draining_is_kept_for_its_pods():

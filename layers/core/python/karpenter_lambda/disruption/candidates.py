@@ -211,11 +211,14 @@ def build_candidates(snap: ClusterSnapshot, *, forceful: bool = False, exclude: 
                 continue
             leads = [n for n in wk.decode_replaces((nc.annotations or {}).get(wk.REPLACES_ANNOTATION))
                      if n in snap.nodeclaims]
-            waiting_for = [n for n in leads if not snap.nodeclaims[n].metadata.get("deletionTimestamp")]
-            if waiting_for:   # the replacement of a command still in flight: its candidates' pods are coming here
+            # the replacement of a command still in flight (its candidate in the ledger, ``exclude``): its candidates'
+            # pods are coming here.  A command abandoned (replacements kept: its candidate no longer in flight) left
+            # the annotation on them; they are ordinary nodes then, for consolidation to judge, as in Karpenter
+            waiting_for = [n for n in leads if n in exclude and not snap.nodeclaims[n].metadata.get("deletionTimestamp")]
+            if waiting_for:
                 skipped.append((nc.name, BLOCK_PODS_WOULD_NOT_FIT, f"replacement for NodeClaim {waiting_for[0]} in flight"))
                 continue
-            draining = [n for n in leads if _pods_to_move(snap, n)]
+            draining = [n for n in leads if snap.nodeclaims[n].metadata.get("deletionTimestamp") and _pods_to_move(snap, n)]
             if draining:      # ... or being drained (a PodDisruptionBudget, do-not-disrupt): they still come here
                 skipped.append((nc.name, BLOCK_PODS_WOULD_NOT_FIT, f"replacement for NodeClaim {draining[0]}, whose "
                                                                    f"pods are still being drained"))
