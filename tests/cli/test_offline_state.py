@@ -48,6 +48,14 @@ def saved(tmp_path_factory):
     return tmp, out, json.loads(proc.stdout)
 
 
+@pytest.fixture(scope="module")
+def nodeclaims_listing(saved):
+    """``--state DIR get nodeclaims`` against the saved state, run once for the tests that read its output (the
+    command reads the saved state and changes nothing)."""
+    tmp, out, _result = saved
+    return _run(tmp, "--state", str(out), "get", "nodeclaims")
+
+
 def test_save_state_writes_the_store_the_cluster_and_ec2(saved):
     tmp, out, result = saved
     names = {c["name"] for c in result["nodeClaims"]}
@@ -62,7 +70,7 @@ def test_save_state_writes_the_store_the_cluster_and_ec2(saved):
     assert len([i for i in ec2["instances"] if i["State"]["Name"] in ("pending", "running")]) == len(names)
 
 
-def test_commands_read_the_saved_state_without_aws(saved):
+def test_commands_read_the_saved_state_without_aws(saved, nodeclaims_listing):
     tmp, out, result = saved
     names = {c["name"] for c in result["nodeClaims"]}
     proc = _run(tmp, "--state", str(out), "disruption", "plan", "--json")
@@ -70,7 +78,7 @@ def test_commands_read_the_saved_state_without_aws(saved):
     rows = json.loads(proc.stdout)["nodes"]
     assert {r["nodeClaim"] for r in rows} == names
     assert all(r["reason"] != "Drifted" for r in rows), rows     # the served EC2 matches what the NodeClaims recorded
-    proc = _run(tmp, "--state", str(out), "get", "nodeclaims")
+    proc = nodeclaims_listing
     assert proc.returncode == 0, proc.stderr
     for n in names:
         assert n in proc.stdout
@@ -86,12 +94,12 @@ def _seconds(age: str) -> int:
     return int(age[:-1]) * unit
 
 
-def test_get_reads_ages_readiness_and_budgets_in_the_saved_states_terms(saved):
+def test_get_reads_ages_readiness_and_budgets_in_the_saved_states_terms(saved, nodeclaims_listing):
     """Issue 31 item 6: AGE in the saved run's clock (not 0s against the wall clock), a NodePool's READY from its
     EC2NodeClass, budgets as YAML (not Python lists)."""
     tmp, out, result = saved
     state_time = json.loads((out / "state.json").read_text())["time"]
-    proc = _run(tmp, "--state", str(out), "get", "nodeclaims")
+    proc = nodeclaims_listing
     assert proc.returncode == 0, proc.stderr
     header, *rows = proc.stdout.splitlines()
     age_col = header.split().index("AGE")

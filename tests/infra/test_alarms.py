@@ -42,6 +42,14 @@ def value(doc: dict, metric: str) -> float:
     return sum(v) if isinstance(v, list) else v     # Powertools writes a metric's values as a list
 
 
+def no_backoff_wait(w) -> None:
+    """The Kubernetes client's retry back-off waits in real seconds (random, up to 0.2 s x 2^attempt: about 3 s for
+    each call that fails all its 5 retries); the API server's injected faults below make every retry fail anyway.
+    The retries are still made (``KubeClient.retried`` counts them), only not waited for: the client's own
+    ``sleep`` hook, as the fault-injection harness sets it (sim/faults/injector.py)."""
+    w.env.kube._sleep = lambda _seconds: None
+
+
 @pytest.mark.parametrize("function,metric", sorted(ERROR_METRICS.items()))
 def test_each_error_metric_has_an_alarm(synth, function, metric):
     alarms = [a["Properties"] for a in synth.of_type("AWS::CloudWatch::Alarm").values()
@@ -61,6 +69,7 @@ def test_a_failed_provisioning_round_is_counted():
     from karpenter_lambda.sim.world import World, make_pod, scenario_manifests
 
     with World(scenario_manifests()) as w:
+        no_backoff_wait(w)
         pods = w.add_pods([make_pod(f"web-{i}") for i in range(2)])
         event = w.sqs_event(pods)
         w.server.add_fault(500, times=100, method="GET", path=r"^/api/v1/pods")     # the snapshot cannot be read
@@ -80,6 +89,7 @@ def test_a_failing_lifecycle_step_is_counted():
     from karpenter_lambda.sim.world import World, make_pod, scenario_manifests
 
     with World(scenario_manifests()) as w:
+        no_backoff_wait(w)
         w.provision(w.sqs_event(w.add_pods([make_pod("web-0")])))
         w.join_all(ready=True)
         w.server.add_fault(500, times=1000, method="PATCH", path=r"^/api/v1/nodes/")   # registration cannot patch
@@ -95,6 +105,7 @@ def test_a_failed_interruption_batch_is_counted():
     from tests.interruption.interruption_world import InterruptionWorld, manifests, spot_warning
 
     with World(manifests()) as w:
+        no_backoff_wait(w)
         iw = InterruptionWorld(w)
         (a,) = iw.nodes_with_pods([1])
         iw.put(spot_warning(a["instance"]["InstanceId"], w.clock.isoformat()))

@@ -20,6 +20,7 @@ from ..moto_ec2 import all_instances, unfiltered
 from ..interruption_events import state_change
 from ..workloads import WorkloadController
 from ..world import World
+from .ground_truth import LIVE_STATES, described, launched
 
 ROUND_SECONDS = 60.0
 SETTLE_JUMP = 16 * 60.0          # past the 15-minute registration timeout and the orphan GC age
@@ -126,7 +127,7 @@ class CrashWorld:
     def kubelets(self) -> None:
         w = self.w
         have = {(n.get("spec") or {}).get("providerID") for n in w.server.store.list("nodes")}
-        for inst in w.instances(states=("running",)):
+        for inst in self._instances(("running",), have):
             if f"aws:///{inst['Placement']['AvailabilityZone']}/{inst['InstanceId']}" not in have:
                 try:
                     w.join(inst, ready=True)
@@ -195,11 +196,24 @@ class CrashWorld:
                 return
         raise RuntimeError(f"set-up: pods still pending: {[p['metadata']['name'] for p in self.pending()]}")
 
+    def _instances(self, states: tuple[str, ...], have: set | None = None) -> list[dict]:
+        """``w.instances(states)`` (what DescribeInstances answers), read from moto's backend where that is the same
+        answer (no visibility delay: every instance is visible): each round looks several times.  ``have``: only the
+        instances without a Node of these providerIDs are wanted, and only they get their whole DescribeInstances
+        entry (the others: InstanceId and Placement.AvailabilityZone)."""
+        w = self.w
+        if w.ec2_visibility_delay > 0:
+            return w.instances(states=states)
+        found = [(i.id, i.placement.zone) for i in launched(w, states)]
+        want = [iid for iid, zone in found if have is not None and f"aws:///{zone}/{iid}" not in have]
+        entries = described(w, want)
+        return [entries.get(iid) or {"InstanceId": iid, "Placement": {"AvailabilityZone": zone}} for iid, zone in found]
+
     def signature(self) -> tuple:
         w = self.w
         pods = tuple(sorted((p["metadata"]["name"], (p.get("spec") or {}).get("nodeName") or "")
                             for p in w.server.store.list("pods")))
-        insts = tuple(sorted(i["InstanceId"] for i in w.instances()))
+        insts = tuple(sorted(i["InstanceId"] for i in self._instances(LIVE_STATES)))
         claims = tuple(sorted((nc.name, bool(nc.metadata.get("deletionTimestamp")))
                               for nc in w.store.list("NodeClaim")))
         taints = tuple(sorted(n["metadata"]["name"] for n in w.server.store.list("nodes") if has_disrupted_taint(n)))

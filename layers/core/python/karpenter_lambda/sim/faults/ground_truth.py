@@ -1,12 +1,44 @@
-"""Ground truth at the end of a fault run: the loss counters (``measure``) and the quiet signature of the settle."""
+"""Ground truth at the end of a fault run: the loss counters (``measure``) and the quiet signature of the settle; and
+the harness's own reads of moto's instances (:func:`launched`, :func:`instance_states`), which it makes several times
+a round (kubelets, invariants, signature)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timezone
 
 from ...api.kube import instance_id_of
 from ...api.labels import has_disrupted_taint
+from .. import moto_ec2
 from ..moto_ec2 import all_instances, unfiltered
+
+LIVE_STATES = ("pending", "running")
+
+
+def launched(w, states=LIVE_STATES) -> list:
+    """moto's instances in ``states``, in DescribeInstances' order, read from moto's backend: the instances
+    ``w.launched_instances(states)`` answers (every one, visible to DescribeInstances yet or not), without
+    serializing and parsing every instance each time the harness looks (moto objects: ``.id``, ``.placement.zone``)."""
+    return [i for r in moto_ec2.backend(w.region).describe_instances({"instance-state-name": list(states)})
+            for i in r.instances]
+
+
+def instance_states(w) -> list[dict]:
+    """Every instance (every state), in DescribeInstances' order, with the fields of its DescribeInstances entry the
+    invariants read -- InstanceId, State.Name, Tags and LaunchTime (epoch seconds, whole, as DescribeInstances
+    answers it) -- read from moto's backend (the ground truth ``all_instances`` under ``unfiltered`` answers)."""
+    return [{"InstanceId": i.id, "State": {"Name": i.state},
+             "Tags": [{"Key": t["key"], "Value": t["value"]} for t in i.get_tags()],
+             "LaunchTime": i.launch_time.replace(microsecond=0, tzinfo=timezone.utc).timestamp()}
+            for r in moto_ec2.backend(w.region).describe_instances() for i in r.instances]
+
+
+def described(w, instance_ids: list[str]) -> dict[str, dict]:
+    """The DescribeInstances entries of ``instance_ids`` (visible yet or not), by id: what a kubelet joins with."""
+    if not instance_ids:
+        return {}
+    with unfiltered():
+        return {i["InstanceId"]: i for i in all_instances(w.ec2, InstanceIds=list(instance_ids))}
 
 
 def _iid(provider_id: str | None) -> str:
@@ -16,7 +48,7 @@ def _iid(provider_id: str | None) -> str:
 def signature(w):
     """What the settle compares between rounds: pods and their nodes, instances, NodeClaims, disrupted taints."""
     pods = tuple(sorted((p["metadata"]["name"], (p.get("spec") or {}).get("nodeName") or "") for p in w.server.store.list("pods")))
-    insts = tuple(sorted(i["InstanceId"] for i in w.launched_instances()))
+    insts = tuple(sorted(i.id for i in launched(w)))
     claims = tuple(sorted((nc.name, bool(nc.metadata.get("deletionTimestamp"))) for nc in w.store.list("NodeClaim")))
     taints = tuple(sorted(n["metadata"]["name"] for n in w.server.store.list("nodes")
                           if has_disrupted_taint(n)))

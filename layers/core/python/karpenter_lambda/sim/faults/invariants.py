@@ -33,8 +33,8 @@ from ...api.times import to_epoch
 from ...controllers.disrupt import VALIDATION_DELAY
 from ...controllers.disruption_exec import REPLACEMENT_TIMEOUT
 from ...controllers.launcher import LAUNCH_LEASE, OUTCOME_UNKNOWN, launch_pending
-from ..moto_ec2 import all_instances, unfiltered
 from ...controllers.lifecycle import STALE_CLAIM_AGE
+from .ground_truth import instance_states
 
 GRACE = 180.0               # "at most 3 minutes beyond" (issue 29 item 2)
 LAUNCH_TO_READY = 60.0      # the fault world's kubelets join Ready in the round their instance runs (one round)
@@ -99,8 +99,7 @@ class Invariants:
         w = self.w
         now = w.clock()
         seen: set = set()
-        with unfiltered():   # ground truth: every instance (every page), visible to DescribeInstances yet or not
-            instances = all_instances(w.ec2)
+        instances = instance_states(w)   # ground truth: every instance, visible to DescribeInstances yet or not
         tags = {i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags") or []} for i in instances}
         ours = [i for i in instances if OWNER_TAG in tags[i["InstanceId"]] and i["State"]["Name"] in LIVE]
         claims = {nc.name: nc for nc in w.store.list("NodeClaim")}

@@ -169,7 +169,15 @@ class SimQueue:
         return left
 
     def depth(self, dlq: bool = False) -> int:
-        attrs = self.sqs.get_queue_attributes(QueueUrl=self.dlq_url if dlq else self.url,
-                                              AttributeNames=["ApproximateNumberOfMessages",
-                                                              "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-        return int(attrs.get("ApproximateNumberOfMessages", 0)) + int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0))
+        """ApproximateNumberOfMessages + ApproximateNumberOfMessagesNotVisible, as GetQueueAttributes answers them,
+        read from moto's queue (the harness asks around every poll: no request serialized and parsed each time)."""
+        queue = _moto_queue(self.dlq_url if dlq else self.url, self.region)
+        return int(queue.approximate_number_of_messages) + int(queue.approximate_number_of_messages_not_visible)
+
+
+def _moto_queue(url: str, region: str):
+    """moto's queue behind ``url`` (``https://sqs.<region>.amazonaws.com/<account>/<name>``)."""
+    from moto.sqs.models import sqs_backends   # moto is the [sim] extra
+
+    account, name = url.rstrip("/").split("/")[-2:]
+    return sqs_backends[account][region].get_queue(name)

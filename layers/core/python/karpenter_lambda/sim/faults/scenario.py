@@ -18,7 +18,7 @@ from ..aws import DEFAULT_EC2_VISIBILITY_DELAY
 from ..environment import capture_logs, load_module, repo_root
 from ..workloads import WorkloadController
 from ..world import NODECLASS_YAML, World
-from .ground_truth import measure, signature
+from .ground_truth import described, launched, measure, signature
 from .injector import FaultInjector
 from .invariants import Invariants
 from .plan import FaultPlan, random_plan
@@ -383,10 +383,14 @@ class FaultRun(SpotInterruptions):
         DescribeInstances to show the instance), Ready unless :meth:`_kubelet` says otherwise."""
         w = self.w
         have = {(n.get("spec") or {}).get("providerID") for n in w.server.store.list("nodes")}
-        for inst in w.launched_instances(states=("running",)):
-            pid = f"aws:///{inst['Placement']['AvailabilityZone']}/{inst['InstanceId']}"
-            if pid in have or inst["InstanceId"] in self.interrupted:
-                continue
+        # the running instances (moto's, every round) and the DescribeInstances entries of those without a Node whose
+        # kubelet may start
+        new = [i.id for i in launched(w, ("running",))
+               if f"aws:///{i.placement.zone}/{i.id}" not in have and i.id not in self.interrupted
+               and not self._no_kubelet(i.id)]
+        entries = described(w, new)
+        for iid in new:
+            inst = entries[iid]
             ready = self._kubelet(inst)
             if ready is None:
                 continue
@@ -399,6 +403,10 @@ class FaultRun(SpotInterruptions):
         """This instance's kubelet: None when it never starts, else whether its Node becomes Ready (a targeted run
         breaks some)."""
         return True
+
+    def _no_kubelet(self, instance_id: str) -> bool:
+        """This instance's kubelet never starts, known from its id alone (:meth:`_kubelet` is not asked)."""
+        return False
 
     def _pod_gc(self) -> None:
         names = {n["metadata"]["name"] for n in self.w.server.store.list("nodes")}

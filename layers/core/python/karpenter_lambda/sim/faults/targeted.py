@@ -65,6 +65,9 @@ class TargetedRun(FaultRun):
     def _plan(self, name: str):
         return self.scripted.pop(name, None) if self.faults_on else None
 
+    def _no_kubelet(self, instance_id: str) -> bool:
+        return instance_id in self.no_kubelet
+
     def _kubelet(self, inst: dict) -> bool | None:
         iid = inst["InstanceId"]
         if iid in self.no_kubelet:
