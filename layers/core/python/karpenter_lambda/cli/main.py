@@ -90,6 +90,8 @@ def aws_environment_error(e: BaseException) -> str | None:
 def _local_endpoint_credentials(endpoint_url: str | None) -> None:
     """A loopback ``--endpoint-url`` (moto_server, DynamoDB Local) with no credentials in the environment: dummy
     ones for every AWS client of the command (any values work there; docs/cli.md), not only the store's."""
+    if not endpoint_url:   # (the store's module imports botocore: an offline plan must not)
+        return
     from ..adapters.store.models import is_local_endpoint
 
     if is_local_endpoint(endpoint_url) and not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
