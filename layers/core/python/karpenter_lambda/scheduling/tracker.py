@@ -262,7 +262,8 @@ class TopologyTracker:
         """
         allow = INF
         chosen: dict[str, str] = {}
-        self.valid = {}   # key -> the valid domains, the chosen one first (a new node may try the others)
+        if new:   # key -> the valid domains, the chosen one first (a new node may try the others)
+            self.valid = {}
         per_key: dict[str, list] = {}
         for con in c.active_constraints():
             per_key.setdefault(con.key, []).append(con)
