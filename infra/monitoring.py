@@ -41,7 +41,7 @@ def search_metric(cluster: str, metric: str, statistic: str, aggregate: str, lab
 
 
 class Monitoring(Construct):
-    """``dashboard`` and ``alarms`` (one per DLQ, one per function)."""
+    """``dashboard`` and ``alarms`` (one per DLQ, one per function, one per ``queue_age_alarms`` queue)."""
 
     def __init__(
         self,
@@ -53,19 +53,20 @@ class Monitoring(Construct):
         dead_letter_queues: dict[str, sqs.IQueue],
         alarm_topic_arn: str | None = None,
         metric_alarms: dict[str, tuple[str, tuple[str, ...]]] | None = None,
+        queue_age_alarms: dict[str, tuple[sqs.IQueue, int]] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cw.Alarm] = []
         action = cw_actions.SnsAction(sns.Topic.from_topic_arn(self, "AlarmTopic", alarm_topic_arn)) if alarm_topic_arn else None
 
-        def alarm(construct: str, description: str, metric: cw.IMetric) -> None:
-            """Alarm as soon as the metric is above zero (missing data is fine)."""
+        def alarm(construct: str, description: str, metric: cw.IMetric, threshold: int = 0) -> None:
+            """Alarm as soon as the metric is above ``threshold`` (missing data is fine)."""
             self.alarms.append(cw.Alarm(
                 self,
                 construct,
                 alarm_description=f"karpenter-lambda {cluster}: {description}",
                 metric=metric,
-                threshold=0,
+                threshold=threshold,
                 comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 evaluation_periods=1,
                 treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
@@ -74,6 +75,12 @@ class Monitoring(Construct):
         for name, dlq in dead_letter_queues.items():
             alarm(f"{name}DlqDepth", f"messages in the {name} dead-letter queue (they failed every retry)",
                   dlq.metric_approximate_number_of_messages_visible(period=Duration.minutes(1), statistic="Maximum"))
+        # a queue nobody consumes (the trigger disabled, the function starved of concurrency) expires its messages at
+        # their retention without any reaching the DLQ: the age of the oldest message says so first
+        for name, (queue, seconds) in (queue_age_alarms or {}).items():
+            alarm(f"{name}OldestMessage", f"a message waited over {seconds} s in the {name} queue (not consumed)",
+                  queue.metric_approximate_age_of_oldest_message(period=Duration.minutes(1), statistic="Maximum"),
+                  threshold=seconds)
         for name, fn in functions.items():
             alarm(f"{name}Errors", f"the {name} function failed (errors or timeouts)",
                   fn.metric_errors(period=Duration.minutes(5), statistic="Sum"))

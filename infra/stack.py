@@ -261,6 +261,9 @@ class KarpenterLambdaStack(Stack):
             alarm_topic_arn=config.alarm_topic_arn,
             metric_alarms={n: (f"karpenter-lambda-{n}", spec.alarm_metrics) for spec in FUNCTIONS
                            for n in [spec.name] if spec.alarm_metrics},
+            # an interruption notice is useful for 2 minutes (a spot warning's notice) and kept 5: one not consumed
+            # within 2 minutes is an alarm, as it would otherwise expire without reaching the DLQ
+            queue_age_alarms={"interruption": (self.queues["interruption"].queue, 120)} if "interruption" in self.queues else None,
         )
 
         outputs = {

@@ -290,7 +290,12 @@ def test_alarms(synth):
     # one per DLQ, one per function (errors), and the sweeps' own metrics (2 each for drift and consolidation,
     # OffPeakFailures for offpeak, and issue 21's ProvisioningErrors, LifecycleErrors, InterruptionErrors); the
     # session synth's folder has no OffPeakSchedule, so no Scheduler DLQ
-    assert len(alarms) == 2 + 6 + 4 + 1 + 3
+    assert len(alarms) == 2 + 6 + 4 + 1 + 3 + 1   # + the interruption queue's oldest message age
+    (age,) = [a["Properties"] for a in alarms.values() if a["Properties"]["MetricName"] == "ApproximateAgeOfOldestMessage"]
+    (queue_id,) = [k for k in synth.of_type("AWS::SQS::Queue") if k.startswith("InterruptionQueue") and "DeadLetter" not in k]
+    assert age["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    assert (age["Threshold"], age["ComparisonOperator"], age["Statistic"], age["Period"]) == (
+        120, "GreaterThanThreshold", "Maximum", 60)
     dlq_id, _ = _one(synth, "AWS::SQS::Queue", "PodQueueDeadLetter")
     dlq_alarm = next(a["Properties"] for k, a in alarms.items() if a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible" and "pod" in k)
     assert dlq_alarm["Namespace"] == "AWS/SQS"
